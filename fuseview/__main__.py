@@ -1,0 +1,3 @@
+from fuseview.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of `fuseview`. Each module defines NAME (optional), HELP, add_arguments(p) and run(args)."""

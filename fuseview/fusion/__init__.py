@@ -1,0 +1,1 @@
+"""Fusion layer: rule catalogue, scan, plan, apply, validate. Imports no Qt."""

@@ -1,0 +1,348 @@
+"""Load an ONNX file into a ModelDocument without reading its weights."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
+from fuseview.graph.scopes import node_scope
+
+# Shape inference serialises the model; past this size protobuf refuses, so we skip it and say so.
+_MAX_INFER_BYTES = 1_900_000_000
+
+Progress = Callable[[str, float], None]
+
+
+def load_document(path: str | os.PathLike, progress: Progress | None = None) -> ModelDocument:
+    """Read an ONNX file (weights left on disk) and build its document; FuseviewError on bad input."""
+    p = Path(path)
+    report = progress or (lambda _msg, _frac: None)
+    if not p.exists():
+        raise FuseviewError(f"{p}: no such file")
+    if p.is_dir():
+        raise FuseviewError(f"{p}: is a folder, not an ONNX file")
+    if p.stat().st_size == 0:
+        raise FuseviewError(f"{p}: file is empty")
+    report("reading", 0.0)
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except DecodeError as exc:
+        raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
+    except (OSError, ValueError) as exc:
+        raise FuseviewError(f"{p}: cannot read ({exc})") from None
+    _check_external_data(model, p.parent, p)
+    return document_from_model(model, p, progress=report)
+
+
+def document_from_model(
+    model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None
+) -> ModelDocument:
+    """Build the document of an in-memory model (shape inference where it succeeds)."""
+    report = progress or (lambda _msg, _frac: None)
+    where = str(path) if path else "model"
+    if model.ir_version == 0 and not model.graph.node and not model.opset_import:
+        raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
+    if not model.graph.node:
+        raise FuseviewError(f"{where}: the graph has no nodes")
+    warnings: list[str] = []
+    report("inferring shapes", 0.2)
+    inferred = _infer_shapes(model, warnings)
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    known_domains = {_norm_domain(d) for d in opsets} | {_norm_domain(f.domain) for f in model.functions}
+    report("building graph", 0.5)
+    graph = _build_graph(inferred.graph, where, known_domains, outer=frozenset())
+    functions = {}
+    for f in model.functions:
+        functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
+    report("done", 1.0)
+    doc = ModelDocument(
+        path=path,
+        model=model,
+        graph=graph,
+        functions=functions,
+        opsets=opsets,
+        ir_version=model.ir_version,
+        producer=" ".join(s for s in (model.producer_name, model.producer_version) if s),
+        warnings=warnings,
+    )
+    return doc
+
+
+def dtype_name(elem_type: int) -> str:
+    """numpy-style name of an ONNX element type: float32, int64, bfloat16, ..."""
+    try:
+        return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _norm_domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
+    for t in _all_initializers(model.graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in t.external_data if e.key == "location"), None)
+        if location is None:
+            raise FuseviewError(f"{path}: tensor {t.name!r} is external but names no data file")
+        if not (base / location).is_file():
+            raise FuseviewError(
+                f"{path}: external data file {location!r} for tensor {t.name!r} not found beside the model"
+            )
+
+
+def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_initializers(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _all_initializers(g)
+
+
+def _infer_shapes(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelProto:
+    if model.ByteSize() > _MAX_INFER_BYTES:
+        warnings.append("shape inference skipped: model larger than 1.9 GB in memory")
+        return model
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception as exc:  # noqa: BLE001 - any failure here only costs us shapes
+        warnings.append(f"shape inference failed, shapes shown where the file states them: {exc}")
+        return model
+
+
+def _type_info(t: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
+    which = t.WhichOneof("value")
+    if which != "tensor_type" and which != "sparse_tensor_type":
+        return (which or None), None
+    tt = t.tensor_type if which == "tensor_type" else t.sparse_tensor_type
+    dtype = dtype_name(tt.elem_type) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dtype, tuple(dims)
+
+
+def _attribute_value(attr: onnx.AttributeProto) -> object:
+    if attr.type == onnx.AttributeProto.TENSOR:
+        t = attr.t
+        dtype = dtype_name(t.data_type)
+        return f"tensor {dtype}[{', '.join(str(d) for d in t.dims)}]"
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        return "<graph>"
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", errors="replace") for v in value]
+    return value
+
+
+def _unique_names(nodes: Iterable[onnx.NodeProto]) -> list[str]:
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, n in enumerate(nodes):
+        name = n.name
+        if not name or name in seen:
+            base = f"{n.op_type}_{i}" if not name else f"{name}__{i}"
+            name = base
+            k = 1
+            while name in seen:
+                name = f"{base}_{k}"
+                k += 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _build_graph(
+    g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str]
+) -> GraphDocument:
+    types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        types[vi.name] = _type_info(vi.type)
+    init_names = {t.name for t in g.initializer}
+    for t in g.initializer:
+        types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
+    inputs = [vi.name for vi in g.input if vi.name not in init_names]
+    outputs = [vi.name for vi in g.output]
+    return _assemble(
+        g.name or "main",
+        list(g.node),
+        inputs,
+        outputs,
+        init_names,
+        types,
+        where,
+        known_domains,
+        outer,
+    )
+
+
+def _build_function(f: onnx.FunctionProto, where: str, known_domains: set[str]) -> GraphDocument:
+    local = known_domains | {_norm_domain(o.domain) for o in f.opset_import}
+    return _assemble(f.name, list(f.node), list(f.input), list(f.output), set(), {}, where, local, frozenset())
+
+
+def _assemble(
+    name: str,
+    protos: list[onnx.NodeProto],
+    inputs: list[str],
+    outputs: list[str],
+    init_names: set[str],
+    types: dict[str, tuple[str | None, tuple[Dim, ...] | None]],
+    where: str,
+    known_domains: set[str],
+    outer: frozenset[str],
+) -> GraphDocument:
+    names = _unique_names(protos)
+    producer: dict[str, int] = {}
+    consumers: dict[str, list[int]] = {}
+    for i, n in enumerate(protos):
+        dom = _norm_domain(n.domain)
+        if dom not in known_domains:
+            raise FuseviewError(
+                f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
+                "which the model declares no opset for"
+            )
+        for o in n.output:
+            if o:
+                if o in producer:
+                    raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
+                producer[o] = i
+        for inp in n.input:
+            if inp:
+                consumers.setdefault(inp, []).append(i)
+    defined = set(producer) | set(inputs) | init_names
+    for i, n in enumerate(protos):
+        for inp in n.input:
+            if inp and inp not in defined and inp not in outer:
+                raise FuseviewError(
+                    f"{where}: node {names[i]!r} reads tensor {inp!r}, which nothing produces (dangling input)"
+                )
+    for o in outputs:
+        if o not in defined and o not in outer:
+            raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
+    _check_acyclic(protos, producer, names, where)
+
+    output_set = set(outputs)
+    input_set = set(inputs)
+    folded_into: dict[int, int] = {}
+    for i, n in enumerate(protos):
+        if n.op_type == "Constant" and (n.domain or "") in ("", "ai.onnx") and len(n.output) == 1:
+            users = consumers.get(n.output[0], [])
+            if len(users) == 1 and n.output[0] not in output_set:
+                folded_into[i] = users[0]
+
+    scope_cache: dict[int, tuple[str, ...]] = {}
+    nodes: list[Node] = []
+    inner_known = set(defined) | set(outer)
+    for i, n in enumerate(protos):
+        folded = tuple(
+            x for x in n.input if x and (x in init_names or (x in producer and producer[x] in folded_into))
+        )
+        subgraphs: dict[str, GraphDocument] = {}
+        attrs: dict[str, object] = {}
+        for a in n.attribute:
+            attrs[a.name] = _attribute_value(a)
+            if a.type == onnx.AttributeProto.GRAPH:
+                subgraphs[a.name] = _build_graph(a.g, where, known_domains, frozenset(inner_known))
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for k, sub in enumerate(a.graphs):
+                    subgraphs[f"{a.name}[{k}]"] = _build_graph(sub, where, known_domains, frozenset(inner_known))
+        scope_cache[i] = node_scope(n)
+        nodes.append(
+            Node(
+                index=i,
+                name=names[i],
+                op_type=n.op_type,
+                domain=n.domain or "",
+                inputs=tuple(n.input),
+                outputs=tuple(n.output),
+                attributes=attrs,
+                scope=scope_cache[i],
+                folded_inputs=folded,
+                folded_into=folded_into.get(i),
+                subgraphs=subgraphs,
+                metadata={p.key: p.value for p in n.metadata_props},
+            )
+        )
+
+    tensors: dict[str, Tensor] = {}
+    all_names = list(inputs) + sorted(init_names) + list(producer) + [x for x in consumers if x not in defined]
+    for t in all_names:
+        if t in tensors:
+            continue
+        prod = producer.get(t)
+        if t in init_names:
+            kind = "initializer"
+        elif t in input_set or prod is None:
+            kind = "input"
+        elif t in output_set:
+            kind = "output"
+        elif protos[prod].op_type == "Constant":
+            kind = "constant"
+        else:
+            kind = "intermediate"
+        dtype, shape = types.get(t, (None, None))
+        tensors[t] = Tensor(t, dtype, shape, kind, prod, tuple(consumers.get(t, ())))  # type: ignore[arg-type]
+
+    edges: list[Edge] = []
+    for dst, n in enumerate(protos):
+        if dst in folded_into:
+            continue
+        for inp in n.input:
+            src = producer.get(inp) if inp else None
+            if src is not None and src not in folded_into:
+                edges.append(Edge(src, dst, inp))
+    return GraphDocument(
+        name=name,
+        nodes=nodes,
+        tensors=tensors,
+        inputs=inputs,
+        outputs=outputs,
+        edges=edges,
+        node_by_name={nd.name: nd.index for nd in nodes},
+    )
+
+
+def _check_acyclic(protos: list[onnx.NodeProto], producer: dict[str, int], names: list[str], where: str) -> None:
+    # ONNX requires topological order, but files in the wild are not always sorted: check for a cycle.
+    n = len(protos)
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for i, node in enumerate(protos):
+        for inp in node.input:
+            src = producer.get(inp) if inp else None
+            if src is not None:
+                succ[src].append(i)
+                indeg[i] += 1
+    ready = [i for i in range(n) if indeg[i] == 0]
+    seen = 0
+    while ready:
+        i = ready.pop()
+        seen += 1
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    if seen < n:
+        stuck = next(i for i in range(n) if indeg[i] > 0)
+        raise FuseviewError(f"{where}: the graph has a cycle (through node {names[stuck]!r})")

@@ -1,0 +1,47 @@
+"""Name scopes of nodes, from the exporter's metadata or from `/a/b/Op_3`-style node names."""
+
+from __future__ import annotations
+
+import ast
+
+import onnx
+
+_TORCH_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+
+
+def _scopes_from_torch_metadata(value: str) -> tuple[str, ...] | None:
+    # The dynamo exporter stores the module path as a list of growing dotted prefixes:
+    # ['', 'm', 'm.transformer', 'm.transformer.h.4', ..., 'leaf_op']. Each step's new suffix is
+    # one scope segment, which keeps 'h.4' whole.
+    try:
+        entries = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return None
+    modules = entries[:-1]  # the last entry names the op itself
+    segments: list[str] = []
+    prev = ""
+    for entry in modules:
+        if not entry:
+            continue
+        if prev and entry.startswith(prev + "."):
+            segments.append(entry[len(prev) + 1 :])
+        else:
+            segments.append(entry)
+        prev = entry
+    return tuple(segments)
+
+
+def node_scope(node: onnx.NodeProto) -> tuple[str, ...]:
+    """The node's name scope, outermost first; () when it has none."""
+    for prop in node.metadata_props:
+        if prop.key == _TORCH_SCOPES_KEY:
+            scope = _scopes_from_torch_metadata(prop.value)
+            if scope is not None:
+                return scope
+    name = node.name
+    if "/" in name:
+        parts = [p for p in name.split("/")[:-1] if p]
+        return tuple(parts)
+    return ()

@@ -1,0 +1,1 @@
+"""Runtime layer: onnxruntime sessions, inputs, profiling, comparison, reports. Imports no Qt."""
