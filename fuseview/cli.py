@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a user never sees a traceback
         if os.environ.get("FUSEVIEW_DEBUG"):
             raise
-        print(f"fuseview: internal error: {type(exc).__name__}: {exc} (FUSEVIEW_DEBUG=1 shows where)",
-              file=sys.stderr)
+        print(
+            f"fuseview: internal error: {type(exc).__name__}: {exc} (FUSEVIEW_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
         return 1

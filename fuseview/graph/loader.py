@@ -198,7 +198,9 @@ def _build_graph(
 
 def _build_function(f: onnx.FunctionProto, where: str, known_domains: set[str]) -> GraphDocument:
     local = known_domains | {_norm_domain(o.domain) for o in f.opset_import}
-    return _assemble(f.name, list(f.node), list(f.input), list(f.output), set(), {}, where, local, frozenset())
+    return _assemble(
+        f.name, list(f.node), list(f.input), list(f.output), set(), {}, where, local, frozenset()
+    )
 
 
 def _assemble(
@@ -235,7 +237,8 @@ def _assemble(
         for inp in n.input:
             if inp and inp not in defined and inp not in outer:
                 raise FuseviewError(
-                    f"{where}: node {names[i]!r} reads tensor {inp!r}, which nothing produces (dangling input)"
+                    f"{where}: node {names[i]!r} reads tensor {inp!r}, "
+                    "which nothing produces (dangling input)"
                 )
     for o in outputs:
         if o not in defined and o not in outer:
@@ -266,7 +269,9 @@ def _assemble(
                 subgraphs[a.name] = _build_graph(a.g, where, known_domains, frozenset(inner_known))
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for k, sub in enumerate(a.graphs):
-                    subgraphs[f"{a.name}[{k}]"] = _build_graph(sub, where, known_domains, frozenset(inner_known))
+                    subgraphs[f"{a.name}[{k}]"] = _build_graph(
+                        sub, where, known_domains, frozenset(inner_known)
+                    )
         scope_cache[i] = node_scope(n)
         nodes.append(
             Node(
@@ -286,7 +291,9 @@ def _assemble(
         )
 
     tensors: dict[str, Tensor] = {}
-    all_names = list(inputs) + sorted(init_names) + list(producer) + [x for x in consumers if x not in defined]
+    all_names = (
+        list(inputs) + sorted(init_names) + list(producer) + [x for x in consumers if x not in defined]
+    )
     for t in all_names:
         if t in tensors:
             continue
@@ -323,7 +330,9 @@ def _assemble(
     )
 
 
-def _check_acyclic(protos: list[onnx.NodeProto], producer: dict[str, int], names: list[str], where: str) -> None:
+def _check_acyclic(
+    protos: list[onnx.NodeProto], producer: dict[str, int], names: list[str], where: str
+) -> None:
     # ONNX requires topological order, but files in the wild are not always sorted: check for a cycle.
     n = len(protos)
     indeg = [0] * n
