@@ -1,0 +1,261 @@
+"""Input feeds for a model: generated from its signature (reproducible) or loaded from an .npz file."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from fuseview.errors import FuseviewError
+
+# Default values for symbolic dims, by what their name looks like.
+BATCH_DEFAULT = 1
+SEQUENCE_DEFAULT = 128
+OTHER_DEFAULT = 1
+# Integer inputs whose embedding table cannot be found draw from [0, SAFE_INT_BOUND).
+SAFE_INT_BOUND = 2
+# Ops an id tensor may pass through on its way to the embedding Gather.
+_ID_PASSTHROUGH = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One graph input: name, numpy dtype, and dims (int, symbolic name, or None when unnamed)."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...] | None
+
+
+def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The inputs a caller must feed (graph inputs that are not initializers)."""
+    inits = {t.name for t in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.elem_type:
+            raise FuseviewError(f"input {vi.name!r} is not a tensor with a known element type")
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+            )
+        specs.append(InputSpec(vi.name, dtype, shape))
+    return specs
+
+
+def default_dim(name: str) -> int:
+    """The value a symbolic dim gets when the user does not set it."""
+    low = name.lower()
+    if "batch" in low or low in ("n", "b", "bs"):
+        return BATCH_DEFAULT
+    if "seq" in low or "len" in low or "token" in low or low in ("s", "t", "l"):
+        return SEQUENCE_DEFAULT
+    return OTHER_DEFAULT
+
+
+def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:
+    """Every symbolic dim of the model's inputs with the value used (overrides first, then defaults).
+
+    Unnamed dims are keyed "<input>:<axis>".
+    """
+    dims = dict(dims or {})
+    used: dict[str, int] = {}
+    for spec in input_specs(model):
+        for axis, d in enumerate(spec.shape or ()):
+            if isinstance(d, int):
+                continue
+            key = d if d else f"{spec.name}:{axis}"
+            if key in used:
+                continue
+            used[key] = int(dims[key]) if key in dims else default_dim(d or "")
+    return used
+
+
+def parse_dim_args(items: list[str] | None) -> dict[str, int]:
+    """Parse `NAME=VALUE` strings from the command line into a dims dict."""
+    out: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise FuseviewError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim seq=128")
+        try:
+            v = int(value)
+        except ValueError:
+            raise FuseviewError(f"--dim {item!r}: VALUE must be an integer") from None
+        if v < 0:
+            raise FuseviewError(f"--dim {item!r}: VALUE must be >= 0")
+        out[name.strip()] = v
+    return out
+
+
+def _const_shape(model: onnx.ModelProto, name: str) -> tuple[int, ...] | None:
+    for t in model.graph.initializer:
+        if t.name == name:
+            return tuple(int(d) for d in t.dims)
+    for n in model.graph.node:
+        if n.op_type == "Constant" and name in n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    return tuple(int(d) for d in a.t.dims)
+    return None
+
+
+def embedding_bound(model: onnx.ModelProto, input_name: str) -> int | None:
+    """Rows of the embedding table an integer input indexes, or None when no such table is found.
+
+    Follows the input through Reshape/Cast/Unsqueeze-like nodes to a Gather whose data is a constant.
+    """
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for x in n.input:
+            consumers.setdefault(x, []).append(n)
+    bounds = []
+    frontier, seen = [input_name], {input_name}
+    while frontier:
+        t = frontier.pop()
+        for n in consumers.get(t, []):
+            if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == t:
+                shape = _const_shape(model, n.input[0])
+                if shape:
+                    axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+                    bounds.append(shape[axis % len(shape)])
+            elif n.op_type in _ID_PASSTHROUGH and n.input and n.input[0] == t:
+                for o in n.output:
+                    if o and o not in seen:
+                        seen.add(o)
+                        frontier.append(o)
+    return min(bounds) if bounds else None
+
+
+def _concrete_shape(spec: InputSpec, used: dict[str, int]) -> tuple[int, ...]:
+    if spec.shape is None:
+        raise FuseviewError(
+            f"input {spec.name!r} has no shape in the model; give its values with --inputs FILE.npz"
+        )
+    return tuple(
+        d if isinstance(d, int) else used[d if d else f"{spec.name}:{axis}"]
+        for axis, d in enumerate(spec.shape)
+    )
+
+
+def make_feeds(
+    model: onnx.ModelProto, dims: dict[str, int] | None = None, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Reproducible inputs for the model's signature: ids bounded by their embedding table, masks all ones."""
+    used = resolve_dims(model, dims)
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for spec in input_specs(model):
+        shape = _concrete_shape(spec, used)
+        low = spec.name.lower()
+        if spec.dtype == np.bool_:
+            arr = np.ones(shape, np.bool_) if "mask" in low else rng.integers(0, 2, shape).astype(np.bool_)
+        elif np.issubdtype(spec.dtype, np.integer):
+            if "mask" in low:
+                arr = np.ones(shape, spec.dtype)
+            elif "token_type" in low or "segment" in low:
+                arr = np.zeros(shape, spec.dtype)
+            elif "position" in low and shape:
+                arr = np.broadcast_to(np.arange(shape[-1]), shape).astype(spec.dtype)
+            else:
+                bound = embedding_bound(model, spec.name) or SAFE_INT_BOUND
+                if np.iinfo(spec.dtype).max < bound - 1:
+                    bound = int(np.iinfo(spec.dtype).max) + 1
+                arr = rng.integers(0, bound, shape).astype(spec.dtype)
+        elif np.issubdtype(spec.dtype, np.floating):
+            arr = rng.standard_normal(shape).astype(spec.dtype)
+        else:
+            raise FuseviewError(
+                f"input {spec.name!r} has dtype {spec.dtype}, which fuseview cannot generate;"
+                " use --inputs FILE.npz"
+            )
+        feeds[spec.name] = np.ascontiguousarray(arr)
+    return feeds
+
+
+def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Inputs from an .npz file, checked against the model's signature (names, dtypes, fixed dims)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            loaded = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise FuseviewError(f"{path}: inputs file not found") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise FuseviewError(f"{path}: not a readable .npz file ({exc})") from None
+    specs = {s.name: s for s in input_specs(model)}
+    missing = [n for n in specs if n not in loaded]
+    extra = [n for n in loaded if n not in specs]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join(missing))
+        if extra:
+            parts.append("not model inputs: " + ", ".join(extra))
+        raise FuseviewError(f"{path}: {'; '.join(parts)} (model inputs: {', '.join(specs)})")
+    bound: dict[str, int] = {}
+    for name, spec in specs.items():
+        arr = loaded[name]
+        if arr.dtype != spec.dtype:
+            raise FuseviewError(f"{path}: input {name!r} is {arr.dtype}, the model expects {spec.dtype}")
+        if spec.shape is None:
+            continue
+        if arr.ndim != len(spec.shape):
+            raise FuseviewError(
+                f"{path}: input {name!r} has shape {list(arr.shape)}, the model expects"
+                f" rank {len(spec.shape)} {_shape_text(spec.shape)}"
+            )
+        for axis, (d, got) in enumerate(zip(spec.shape, arr.shape, strict=False)):
+            if isinstance(d, int) and d != got:
+                raise FuseviewError(
+                    f"{path}: input {name!r} has shape {list(arr.shape)},"
+                    f" the model expects {_shape_text(spec.shape)}"
+                )
+            if isinstance(d, str) and d:
+                if d in bound and bound[d] != got:
+                    raise FuseviewError(
+                        f"{path}: input {name!r} axis {axis} is {got} but dim {d!r} is {bound[d]} elsewhere"
+                    )
+                bound[d] = got
+    return {n: np.ascontiguousarray(loaded[n]) for n in specs}
+
+
+def dims_of_feeds(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
+    """The symbolic dims as the given feeds set them."""
+    out: dict[str, int] = {}
+    for spec in input_specs(model):
+        arr = feeds.get(spec.name)
+        if arr is None or spec.shape is None:
+            continue
+        for axis, (d, got) in enumerate(zip(spec.shape, arr.shape, strict=False)):
+            if not isinstance(d, int):
+                out.setdefault(d if d else f"{spec.name}:{axis}", int(got))
+    return out
+
+
+def describe_feeds(feeds: dict[str, np.ndarray]) -> list[dict]:
+    """Name, dtype, shape and value range of each feed, JSON-ready."""
+    out = []
+    for name, arr in feeds.items():
+        item = {"name": name, "dtype": str(arr.dtype), "shape": [int(x) for x in arr.shape]}
+        if arr.size and (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            item["min"] = _num(arr.min())
+            item["max"] = _num(arr.max())
+        out.append(item)
+    return out
+
+
+def _num(x: object) -> float | int | bool:
+    v = x.item() if hasattr(x, "item") else x
+    return v if isinstance(v, (int, bool)) else float(v)
+
+
+def _shape_text(shape: tuple) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
