@@ -1,0 +1,166 @@
+"""onnxruntime sessions: provider choice (auto/cpu/cuda), optimization level, and what onnxruntime fuses."""
+
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+
+from fuseview.errors import FuseviewError
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+PROVIDER_CHOICES = ("auto", "cpu", "cuda")
+OPT_LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+CUDA_HINT = "install the CUDA build with: pip uninstall onnxruntime && pip install onnxruntime-gpu"
+# Above this size a model goes to onnxruntime as a file (protobuf cannot serialize >2 GiB).
+_BYTES_LIMIT = 1_800_000_000
+
+ModelSource = str | os.PathLike | onnx.ModelProto
+
+
+@dataclass
+class ProviderChoice:
+    """The provider a session uses, what was asked for, and why (e.g. why auto fell back to CPU)."""
+
+    requested: str
+    provider: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"requested": self.requested, "provider": self.provider, "reason": self.reason}
+
+
+def available_providers() -> list[str]:
+    """Execution providers this onnxruntime build offers."""
+    return list(ort.get_available_providers())
+
+
+def _opt_level(name: str) -> ort.GraphOptimizationLevel:
+    if name not in OPT_LEVELS:
+        raise FuseviewError(
+            f"unknown onnxruntime optimization level {name!r}; use one of {', '.join(OPT_LEVELS)}"
+        )
+    return OPT_LEVELS[name]
+
+
+def session_options(
+    opt_level: str = "disabled",
+    profile_prefix: str | None = None,
+    optimized_model_path: str | None = None,
+    threads: int = 0,
+) -> ort.SessionOptions:
+    """SessionOptions with the given optimization level, optional profiling and optimized-graph output."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = _opt_level(opt_level)
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = threads
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    if optimized_model_path:
+        so.optimized_model_filepath = optimized_model_path
+    return so
+
+
+def _model_arg(model: ModelSource) -> str | bytes:
+    if isinstance(model, onnx.ModelProto):
+        if model.ByteSize() > _BYTES_LIMIT:
+            raise FuseviewError("model over 1.8 GB in memory: pass it to onnxruntime as a file path instead")
+        return model.SerializeToString()
+    return str(model)
+
+
+def _create(model: ModelSource, so: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+    try:
+        return ort.InferenceSession(_model_arg(model), so, providers=providers)
+    except FuseviewError:
+        raise
+    except Exception as exc:  # onnxruntime raises several unrelated types for a model it cannot run
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FuseviewError(f"onnxruntime cannot create a session for this model: {msg}") from None
+
+
+def create_session(
+    model: ModelSource,
+    provider: str = "auto",
+    opt_level: str = "disabled",
+    profile_prefix: str | None = None,
+    optimized_model_path: str | None = None,
+    threads: int = 0,
+) -> tuple[ort.InferenceSession, ProviderChoice]:
+    """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU."""
+    if provider not in PROVIDER_CHOICES:
+        raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
+    so = session_options(opt_level, profile_prefix, optimized_model_path, threads)
+    avail = available_providers()
+    if provider == "cpu":
+        return _create(model, so, [CPU]), ProviderChoice("cpu", CPU, "asked for cpu")
+    if CUDA not in avail:
+        reason = "onnxruntime build has no CUDAExecutionProvider"
+        if provider == "cuda":
+            raise FuseviewError(
+                f"--provider cuda: this {reason} (onnxruntime {ort.__version__}); {CUDA_HINT}"
+            )
+        return _create(model, so, [CPU]), ProviderChoice("auto", CPU, reason)
+    sess = _create(model, so, [CUDA, CPU])
+    if CUDA in sess.get_providers():
+        return sess, ProviderChoice(provider, CUDA, "CUDAExecutionProvider available and active")
+    # The build has CUDA but the session fell back: no GPU, or a driver/CUDA/cuDNN library is missing.
+    reason = (
+        "CUDAExecutionProvider is in the build but the session could not use it (no GPU or CUDA libraries)"
+    )
+    if provider == "cuda":
+        raise FuseviewError(
+            f"--provider cuda: {reason}; check nvidia-smi and the CUDA/cuDNN versions it needs"
+        )
+    if profile_prefix or optimized_model_path:
+        so = session_options(opt_level, profile_prefix, optimized_model_path, threads)
+        sess = _create(model, so, [CPU])
+    return sess, ProviderChoice("auto", CPU, reason)
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    """Count of nodes per op type in the main graph (domain-qualified for non-default domains)."""
+    c = collections.Counter(
+        f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in model.graph.node
+    )
+    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def ort_fusions(model: ModelSource, provider: str = "auto", opt_level: str = "extended") -> dict:
+    """What onnxruntime's own optimizer does to the model at a level: op types added and removed (counts)."""
+    src = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
+    with tempfile.TemporaryDirectory(prefix="fuseview-ortopt-") as tmp:
+        out = str(Path(tmp) / "optimized.onnx")
+        sess, choice = create_session(model, provider, opt_level, optimized_model_path=out)
+        del sess
+        # Big initializers of the optimized graph may go to a side file; only the graph is read here.
+        optimized = onnx.load(out, load_external_data=False)
+    before, after = op_histogram(src), op_histogram(optimized)
+    # onnxruntime turns every Constant node into an initializer at any level: not a fusion.
+    constants = before.pop("Constant", 0) - after.pop("Constant", 0)
+    added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) > before.get(k, 0)}
+    removed = {k: before[k] - after.get(k, 0) for k in before if before[k] > after.get(k, 0)}
+    return {
+        "provider": choice.to_dict(),
+        "opt_level": opt_level,
+        "nodes_before": len(src.graph.node),
+        "constants_to_initializers": constants,
+        "nodes_after": len(optimized.graph.node),
+        "added": dict(sorted(added.items(), key=lambda kv: -kv[1])),
+        "removed": dict(sorted(removed.items(), key=lambda kv: -kv[1])),
+        "ops_after": after,
+    }
