@@ -1,0 +1,307 @@
+"""The fusion rule API: a rule is a small declarative pattern, a check, and a replacement.
+
+How to write a rule
+-------------------
+A rule module in ``fuseview/fusion/rules/`` defines a module-level list ``RULES`` of :class:`Rule` objects;
+``fuseview.fusion.rules.catalogue()`` collects them from every module listed in ``RULE_MODULES``.
+
+A *pattern* is a plain function whose parameters are pattern variables (any tensor) and whose body builds
+the subgraph with ``op.<OpType>(inputs..., _label=..., _attrs=..., _domain=..., _extra_inputs=...)``:
+
+* ``op.const(0.5, tol=1e-4)`` matches a constant (initializer or Constant node) holding one value close to
+  0.5 (a scalar or a one-element tensor); ``op.constant("gamma")`` matches any constant and binds it to
+  the variable ``gamma``.
+* Add and Mul (and the other ops in ``COMMUTATIVE``) are tried in both operand orders automatically.
+* Reusing a sub-expression (``d = op.Sub(x, mean)`` used twice) means the *same* graph node in both places;
+  reusing a variable means the same tensor.
+* ``_attrs={"axis": -1}`` requires attribute values (missing attributes compare with ``_defaults``);
+  ``_extra_inputs=True`` lets the graph node have more inputs than the pattern names (opset-18 ``axes``).
+* ``_expose=True`` on a node lets its output be consumed outside the match (the replacement must then
+  produce that tensor, e.g. SkipLayerNormalization's ``input_skip_bias_sum``). Any other intermediate that
+  is a graph output or has a consumer outside the match makes the match a near miss, never a candidate.
+* The function returns the root node (the last node of the match; its outputs stay the outputs).
+
+``check(m)`` returns None when the match is valid, otherwise a one-line reason (kept as a near miss).
+``replace(m)`` returns one :class:`Replacement` (or a list): op, inputs, attributes; outputs default to the
+root's outputs, new initializers go in ``initializers``. The engine names nodes, adds provenance metadata,
+declares domains and keeps the node order topological.
+
+Tiny example (erf-GELU -> com.microsoft Gelu)::
+
+    def _gelu(op, x):
+        inner = op.Erf(op.Div(x, op.const(1.4142135, tol=1e-4)))
+        return op.Mul(op.Mul(x, op.Add(inner, op.const(1.0))), op.const(0.5))
+
+    RULES = [Rule(
+        name="gelu_erf", description="erf-GELU subgraph -> Gelu",
+        fused_op="Gelu", domain=MS_DOMAIN, runs_on=("cpu", "cuda"),
+        patterns=(_gelu,),
+        replace=lambda m: Replacement(inputs=[m["x"]]),
+    )]
+
+Rules whose matches are not a fixed shape (constant folding) may instead give ``find(index)``, a function
+yielding :class:`Match` objects built with :meth:`Match.custom`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MS_DOMAIN = "com.microsoft"
+ONNX_DOMAIN = ""
+RUNS_ON = ("cpu", "cuda", "reference")
+COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "And", "Or", "Equal"})
+
+
+# ----------------------------------------------------------------------------------------------- patterns
+class PTerm:
+    """A term in a pattern: a variable, a constant, or an op node."""
+
+
+@dataclass(eq=False)
+class PVar(PTerm):
+    name: str
+    constant: bool = False  # must be an initializer / Constant output
+
+
+@dataclass(eq=False)
+class PConst(PTerm):
+    value: float
+    tol: float = 1e-4
+
+
+@dataclass(eq=False)
+class POut(PTerm):
+    """Output ``index`` of a pattern node."""
+
+    node: PNode
+    index: int = 0
+
+
+@dataclass(eq=False)
+class PNode:
+    op_type: str
+    inputs: list[PTerm]
+    label: str
+    domain: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    extra_inputs: bool = False
+    expose: bool = False
+    commutative: bool = False
+
+
+class OpBuilder:
+    """The ``op`` handed to pattern functions: ``op.Add(a, b)`` builds a pattern node."""
+
+    def __init__(self) -> None:
+        self.nodes: list[PNode] = []
+        self._counts: dict[str, int] = {}
+
+    def const(self, value: float, tol: float = 1e-4) -> PConst:
+        """A constant holding one value close to ``value``."""
+        return PConst(float(value), tol)
+
+    def constant(self, name: str) -> PVar:
+        """Any constant tensor, bound to variable ``name``."""
+        return PVar(name, constant=True)
+
+    def __getattr__(self, op_type: str) -> Callable[..., POut]:
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+
+        def make(*inputs: PTerm | POut, _label: str | None = None, _attrs: dict | None = None,
+                 _defaults: dict | None = None, _domain: str = "", _extra_inputs: bool = False,
+                 _expose: bool = False, _outputs: int = 1) -> Any:
+            n = self._counts.get(op_type, 0)
+            self._counts[op_type] = n + 1
+            label = _label or (op_type if n == 0 else f"{op_type}_{n}")
+            node = PNode(op_type, list(inputs), label, _domain, dict(_attrs or {}), dict(_defaults or {}),
+                         _extra_inputs, _expose, op_type in COMMUTATIVE and len(inputs) == 2)
+            self.nodes.append(node)
+            if _outputs == 1:
+                return POut(node, 0)
+            return tuple(POut(node, i) for i in range(_outputs))
+
+        return make
+
+
+@dataclass
+class Pattern:
+    """A compiled pattern: its root node, all its nodes and the variable names."""
+
+    root: PNode
+    nodes: list[PNode]
+    variables: list[str]
+    source: str
+
+    @classmethod
+    def build(cls, fn: Callable[..., POut]) -> Pattern:
+        """Run a pattern function with an :class:`OpBuilder` and fresh variables."""
+        op = OpBuilder()
+        names = list(inspect.signature(fn).parameters)[1:]
+        out = fn(op, *[PVar(n) for n in names])
+        if not isinstance(out, POut):
+            raise TypeError(f"pattern {fn.__name__} must return a node output")
+        labels = [n.label for n in op.nodes]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"pattern {fn.__name__}: duplicate labels {labels}")
+        return cls(out.node, op.nodes, names, fn.__name__)
+
+
+# ------------------------------------------------------------------------------------------------ matches
+@dataclass
+class Match:
+    """A structural match of a pattern in a graph (before the check)."""
+
+    rule: Rule
+    index: Any  # fuseview.fusion.graphindex.GraphIndex
+    nodes: dict[str, Any]  # pattern label -> onnx NodeProto
+    bindings: dict[str, str]  # variable name -> tensor name
+    outputs: list[str]  # the tensors the fused node(s) must produce (root outputs + used exposed outputs)
+    exposed: dict[str, str] = field(default_factory=dict)  # label -> exposed tensor that is used outside
+    pattern: str = ""
+
+    @classmethod
+    def custom(cls, rule: Rule, index: Any, nodes: Sequence[Any], outputs: Sequence[str],
+               bindings: dict[str, str] | None = None) -> Match:
+        """A match found by a rule's own ``find`` (labels are the node positions)."""
+        return cls(rule, index, {str(i): n for i, n in enumerate(nodes)}, dict(bindings or {}),
+                   list(outputs), pattern="find")
+
+    def __getitem__(self, var: str) -> str:
+        return self.bindings[var]
+
+    def node(self, label: str) -> Any:
+        """The graph node matched to a pattern label."""
+        return self.nodes[label]
+
+    def value(self, var_or_tensor: str) -> np.ndarray | None:
+        """Constant value of a bound variable (or tensor name), None if not constant."""
+        return self.index.const_value(self.bindings.get(var_or_tensor, var_or_tensor))
+
+    def shape(self, var_or_tensor: str) -> list | None:
+        """Inferred shape (ints or dim names) of a bound variable or tensor, None if unknown."""
+        return self.index.shape(self.bindings.get(var_or_tensor, var_or_tensor))
+
+    def attr(self, label: str, name: str, default: Any = None) -> Any:
+        """Attribute value of the node matched to ``label``."""
+        return self.index.attr(self.nodes[label], name, default)
+
+    def axes(self, label: str) -> list[int] | None:
+        """Reduce axes of a matched node, from its attribute (opset < 18) or its second input."""
+        node = self.nodes[label]
+        ax = self.index.attr(node, "axes", None)
+        if ax is not None:
+            return [int(a) for a in ax]
+        if len(node.input) > 1 and node.input[1]:
+            v = self.index.const_value(node.input[1])
+            return None if v is None else [int(a) for a in np.ravel(v)]
+        return None
+
+    def rank(self, var_or_tensor: str) -> int | None:
+        """Rank of a bound tensor if inferred."""
+        s = self.shape(var_or_tensor)
+        return None if s is None else len(s)
+
+    @property
+    def node_list(self) -> list[Any]:
+        """Matched nodes in graph order."""
+        return sorted(self.nodes.values(), key=self.index.position)
+
+
+@dataclass
+class Replacement:
+    """One node the fused subgraph becomes; op/domain default to the rule's fused op."""
+
+    inputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    op: str | None = None
+    domain: str | None = None
+    outputs: list[str] | None = None
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------- rules
+PatternFn = Callable[..., POut]
+
+
+@dataclass(eq=False)
+class Rule:
+    """A fusion rule: what it matches (patterns or find), when it applies (check), what it becomes."""
+
+    name: str
+    description: str
+    fused_op: str
+    domain: str
+    runs_on: tuple[str, ...]
+    patterns: tuple[PatternFn, ...] = ()
+    replace: Callable[[Match], Replacement | list[Replacement]] | None = None
+    check: Callable[[Match], str | None] | None = None
+    find: Callable[[Any], Iterable[Match]] | None = None
+    # Larger fusions first: among conflicting candidates "first come first served" then prefers them.
+    priority: int = 0
+    compiled: list[Pattern] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        bad = [r for r in self.runs_on if r not in RUNS_ON]
+        if bad or not self.runs_on:
+            raise ValueError(f"rule {self.name}: runs_on must be a subset of {RUNS_ON}")
+        if not self.patterns and self.find is None:
+            raise ValueError(f"rule {self.name}: needs patterns or find")
+        if self.replace is None:
+            raise ValueError(f"rule {self.name}: needs replace")
+        self.compiled = [Pattern.build(p) for p in self.patterns]
+
+    @property
+    def reference_only(self) -> bool:
+        """True when no onnxruntime provider runs the fused op."""
+        return tuple(self.runs_on) == ("reference",)
+
+    @property
+    def op_types(self) -> set[str]:
+        """Op types of the pattern roots (where matching starts)."""
+        return {p.root.op_type for p in self.compiled}
+
+
+@dataclass
+class Candidate:
+    """One proposed fusion found by scanning; ``id`` is stable for the same rule and node names."""
+
+    id: str
+    rule: str
+    fused_op: str
+    domain: str
+    runs_on: tuple[str, ...]
+    nodes: list[str]  # matched node names (graph order)
+    removed_tensors: list[str]
+    saved_bytes: int | None  # None when a removed tensor's size is unknown
+    conflicts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    match: Match | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict:
+        """The JSON object `fuseview scan --json` prints for this candidate."""
+        return {
+            "id": self.id, "rule": self.rule, "fused_op": self.fused_op, "domain": self.domain,
+            "runs_on": list(self.runs_on), "nodes": list(self.nodes),
+            "removed_tensors": list(self.removed_tensors), "saved_bytes": self.saved_bytes,
+            "conflicts": list(self.conflicts),
+        }
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A rule that nearly matched: the nodes it matched so far and why it stopped."""
+
+    rule: str
+    nodes: tuple[str, ...]
+    reason: str
+
+    def __iter__(self):  # unpacks as (rule, node names, reason)
+        return iter((self.rule, list(self.nodes), self.reason))
