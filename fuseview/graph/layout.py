@@ -124,8 +124,9 @@ class _Items:
             input_item[name] = len(self.keys)
             outer = name not in graph.inputs
             self._add(
-                input_key(name), "input", name, ("outer scope " if outer else "") + (t.shape_text if t else "?"),
-                None, (), (), width_for(len(name)), opt.io_height, -n_nodes - len(input_names) + k,
+                input_key(name), "input", name,
+                ("outer scope " if outer else "") + (t.shape_text if t else "?"), None, (), (),
+                width_for(len(name)), opt.io_height, -n_nodes - len(input_names) + k,
             )
 
         group_item: dict[Scope, int] = {}
@@ -465,7 +466,7 @@ class _Engine:
                     targets.append(cx[v])
                     weights.append(0.05)
             xs = _isotonic_place(targets, weights, sep_cache[lyr])
-            for v, x in zip(lst, xs):
+            for v, x in zip(lst, xs, strict=True):
                 cx[v] = x
 
         for _ in range(opt.placement_passes):
@@ -497,6 +498,9 @@ class _Engine:
         box_y = [0.0] * n
         boxes: list[Box] = []
         keys = it.keys
+        kinds = it.kinds
+        labels = it.labels
+        sublabels = it.sublabels
         for v in range(n):
             w = width[v]
             h = heights[v]
@@ -506,12 +510,11 @@ class _Engine:
             box_x[v] = bx
             box_y[v] = by
             boxes.append(
-                Box(keys[v], it.kinds[v], bx, by, w, h, it.labels[v], it.sublabels[v], it.node_of[v], it.scopes[v])
+                Box(keys[v], kinds[v], bx, by, w, h, labels[v], sublabels[v], it.node_of[v], it.scopes[v])
             )
 
         routes: list[Route] = []
         pairs = it.pairs
-        kinds = it.kinds
         for a in topo:
             r = routed[a]
             if not r:
@@ -653,7 +656,7 @@ def _isotonic_place(targets: list[float], weights: list[float], seps: list[float
         bc.append(c)
     out = [0.0] * n
     i = 0
-    for w, s, c in zip(bw, bs, bc):
+    for w, s, c in zip(bw, bs, bc, strict=True):
         m = s / w
         for _ in range(c):
             out[i] = m + offs[i]
