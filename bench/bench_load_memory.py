@@ -1,9 +1,9 @@
 """Peak memory of opening a model whose weights live in gigabytes of external data.
 
-fuseview reads the graph and never the weights to show it, so opening a model with GiBs of weights should
-cost about what
-opening its graph alone costs. Prints peak RSS of a fresh process for: python + imports only, fuseview's
-load_document + flat layout, and onnx.load with external data (what a viewer that reads weights pays).
+fuseview reads the graph and never the weights to show it, so opening a model with GiBs of weights
+should cost about what opening its graph alone costs. Prints peak RSS of a fresh process for: python +
+imports only, fuseview's load_document + flat layout, and onnx.load with external data (what a viewer
+that reads weights pays).
 
     python bench/bench_load_memory.py [--gib 2]
 """
