@@ -1,0 +1,197 @@
+"""Compare two models (original and fused) on the same feeds: output errors, per-fusion errors and times."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.loader import _unique_names
+from fuseview.provenance import CANDIDATE_KEY, RULE_KEY
+from fuseview.runtime.inputs import input_specs
+from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fused_origins, load_model_graph
+from fuseview.runtime.sessions import ModelSource, create_session
+
+
+def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> dict:
+    """max abs, max rel, mean abs, cosine similarity and pass/fail (|got-ref| <= atol + rtol*|ref|)."""
+    out: dict = {"shape": [int(x) for x in ref.shape], "dtype": str(ref.dtype)}
+    if ref.shape != got.shape:
+        return {**out, "other_shape": [int(x) for x in got.shape], "passed": False,
+                "max_abs": None, "max_rel": None, "mean_abs": None, "cosine": None,
+                "note": "shapes differ"}
+    if not (np.issubdtype(ref.dtype, np.number) or ref.dtype == np.bool_):
+        same = bool(np.array_equal(ref, got))
+        return {**out, "passed": same, "max_abs": None, "max_rel": None, "mean_abs": None, "cosine": None}
+    a = ref.astype(np.float64)
+    b = got.astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    nan_mismatch = bool((nan_a != nan_b).any())
+    ok = ~(nan_a | nan_b)
+    a, b = a[ok], b[ok]
+    if a.size == 0:
+        return {**out, "passed": not nan_mismatch, "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
+                "cosine": 1.0}
+    d = np.abs(a - b)
+    rel = d / np.maximum(np.abs(a), 1e-12)
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
+    passed = (not nan_mismatch) and bool(np.all(d <= atol + rtol * np.abs(a)))
+    worst = int(np.argmax(d))
+    return {**out, "passed": passed, "max_abs": float(d.max()), "max_rel": float(rel.max()),
+            "mean_abs": float(d.mean()), "cosine": cosine, "worst_ref": float(a[worst]),
+            "worst_got": float(b[worst]), "nan_mismatch": nan_mismatch}
+
+
+def _signature(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+    return [s.name for s in input_specs(model)], [o.name for o in model.graph.output]
+
+
+def check_same_signature(a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """FuseviewError unless both models have the same input and output names."""
+    (ia, oa), (ib, ob) = _signature(a), _signature(b)
+    if sorted(ia) != sorted(ib):
+        raise FuseviewError(f"the models' inputs differ: {', '.join(ia)} vs {', '.join(ib)}")
+    if sorted(oa) != sorted(ob):
+        raise FuseviewError(f"the models' outputs differ: {', '.join(oa)} vs {', '.join(ob)}")
+
+
+def _produced(model: onnx.ModelProto) -> set[str]:
+    return {o for n in model.graph.node for o in n.output if o}
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # custom-domain ops or partial models: keep what the file says
+        inferred = model
+    g = inferred.graph
+    out = {}
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        if vi.type.tensor_type.elem_type:
+            out[vi.name] = vi
+    return out
+
+
+def with_outputs(
+    model: onnx.ModelProto, names: list[str], types: dict[str, onnx.ValueInfoProto]
+) -> onnx.ModelProto:
+    """A copy of the model whose graph also outputs the named tensors (the source model is left alone)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    have = {o.name for o in copy.graph.output}
+    for name in names:
+        if name in have:
+            continue
+        vi = types.get(name)
+        if vi is not None:
+            new = copy.graph.output.add()
+            new.CopyFrom(vi)
+            new.type.tensor_type.ClearField("shape")  # shapes of intermediates may be symbolic or wrong
+        else:
+            copy.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    return copy
+
+
+def _full(model: ModelSource) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        return onnx.load(str(model))
+    except Exception as exc:
+        raise FuseviewError(f"{model}: not a readable ONNX model ({type(exc).__name__})") from None
+
+
+def compare_outputs(
+    original: ModelSource,
+    fused: ModelSource,
+    feeds: dict[str, np.ndarray],
+    provider: str = "auto",
+    opt_level: str = "disabled",
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    progress: Progress | None = None,
+    cancel: Cancel = None,
+) -> dict:
+    """Errors of the fused model against the original: per output, and per fusion at its output tensors."""
+    a, b = _full(original), _full(fused)
+    check_same_signature(a, b)
+    origins = fused_origins(b)
+    shared = _produced(a)
+    names_b = _unique_names(b.graph.node)
+    fused_nodes = []
+    extra: list[str] = []
+    for n, nm in zip(b.graph.node, names_b, strict=True):
+        if nm not in origins:
+            continue
+        outs = [o for o in n.output if o]
+        common = [o for o in outs if o in shared]
+        meta = {p.key: p.value for p in n.metadata_props}
+        fused_nodes.append({"node": nm, "op_type": n.op_type, "domain": n.domain, "rule": meta.get(RULE_KEY),
+                            "candidate": meta.get(CANDIDATE_KEY), "origin": origins[nm], "outputs": outs,
+                            "compared": common})
+        extra += [o for o in common if o not in extra]
+    outputs = [o.name for o in a.graph.output]
+    if extra:
+        types = {**_value_types(b), **_value_types(a)}
+        a, b = with_outputs(a, extra, types), with_outputs(b, extra, types)
+    results = []
+    for i, m in enumerate((a, b)):
+        check_cancel(cancel)
+        sess, choice = create_session(m, provider, opt_level)
+        names = outputs + [x for x in extra if x not in outputs]
+        try:
+            vals = sess.run(names, feeds)
+        except Exception as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            which = "fused" if i else "original"
+            raise FuseviewError(f"onnxruntime failed to run the {which} model: {msg}") from None
+        results.append(dict(zip(names, vals, strict=True)))
+        if progress:
+            progress("compare", i + 1, 2)
+    ref, got = results
+    per_output = {o: tensor_diff(ref[o], got[o], atol, rtol) for o in outputs}
+    for f in fused_nodes:
+        f["errors"] = {t: tensor_diff(ref[t], got[t], atol, rtol) for t in f["compared"]}
+        f["passed"] = all(e["passed"] for e in f["errors"].values()) if f["errors"] else None
+    return {
+        "atol": atol,
+        "rtol": rtol,
+        "provider": choice.to_dict(),
+        "outputs": per_output,
+        "passed": all(d["passed"] for d in per_output.values()),
+        "fusions": fused_nodes,
+    }
+
+
+def fusion_times(
+    fused: ModelSource, original: ModelSource, prof_original: dict, prof_fused: dict
+) -> list[dict]:
+    """For each fused node: its mean time against the summed mean time of the original nodes it replaced."""
+    b = load_model_graph(fused)
+    a = load_model_graph(original)
+    a_names = _unique_names(a.graph.node)
+    constants = {nm for n, nm in zip(a.graph.node, a_names, strict=True) if n.op_type == "Constant"}
+    t_a = {n["name"]: n["mean_us"] for n in prof_original.get("nodes", [])}
+    t_b = {n["name"]: n for n in prof_fused.get("nodes", [])}
+    out = []
+    for name, origin in fused_origins(b).items():
+        nb = t_b.get(name)
+        timed = [o for o in origin if o in t_a]
+        # Constant nodes become initializers in onnxruntime: they never run, so they cost nothing.
+        not_found = [o for o in origin if o not in t_a and o not in constants]
+        orig_us = float(sum(t_a[o] for o in timed))
+        fused_us = nb["mean_us"] if nb else None
+        out.append({
+            "node": name,
+            "op_type": nb["op_type"] if nb else None,
+            "provider": nb["provider"] if nb else None,
+            "fused_us": fused_us,
+            "original_us": orig_us,
+            "original_nodes": len(origin),
+            "original_timed": len(timed),
+            "missing": not_found,
+            "speedup": (orig_us / fused_us) if fused_us else None,
+        })
+    out.sort(key=lambda d: -(d["original_us"] or 0))
+    return out

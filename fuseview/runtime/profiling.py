@@ -1,0 +1,259 @@
+"""Profile one model in onnxruntime: wall latency without profiling, then per-node and per-op-type times."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.loader import _unique_names
+from fuseview.provenance import ORIGIN_KEY
+from fuseview.runtime import trace
+from fuseview.runtime.sessions import ModelSource, create_session
+
+# progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
+Progress = Callable[[str, int, int], None]
+Cancel = threading.Event | Callable[[], bool] | None
+
+
+class Cancelled(FuseviewError):
+    """The user cancelled a profiling job."""
+
+
+def check_cancel(cancel: Cancel) -> None:
+    """Raise Cancelled when the cancel flag is set."""
+    if cancel is None:
+        return
+    flag = cancel.is_set() if isinstance(cancel, threading.Event) else cancel()
+    if flag:
+        raise Cancelled("cancelled")
+
+
+def stats(values: list[float] | np.ndarray) -> dict:
+    """mean, p50, p90, min, max of a list of numbers (0 for an empty list)."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "min": 0.0, "max": 0.0}
+    return {
+        "mean": float(a.mean()),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+    }
+
+
+def load_model_graph(model: ModelSource) -> onnx.ModelProto:
+    """The model as a proto (weights left on disk when given a path): for names, metadata and inputs."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.is_file():
+        raise FuseviewError(f"{path}: no such model file")
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+
+
+def runnable(model: ModelSource) -> ModelSource:
+    """The model with every main-graph node named as fuseview's loader names it (a copy when needed).
+
+    onnxruntime's profile names nodes by their own name; unnamed nodes would all read "".
+    """
+    proto = load_model_graph(model)
+    names = _unique_names(proto.graph.node)
+    if all(n.name == nm for n, nm in zip(proto.graph.node, names, strict=True)):
+        return model
+    full = onnx.ModelProto()
+    if isinstance(model, onnx.ModelProto):
+        full.CopyFrom(model)
+    else:
+        full = onnx.load(str(model))
+    for n, nm in zip(full.graph.node, names, strict=True):
+        n.name = nm
+    return full
+
+
+def fused_origins(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Fused node name -> names of the original nodes it replaced (from fuseview.origin metadata)."""
+    out: dict[str, list[str]] = {}
+    names = _unique_names(model.graph.node)
+    for n, nm in zip(model.graph.node, names, strict=True):
+        for p in n.metadata_props:
+            if p.key == ORIGIN_KEY:
+                try:
+                    origin = json.loads(p.value)
+                except ValueError:
+                    origin = None
+                if isinstance(origin, list):
+                    out[nm] = [str(x) for x in origin]
+    return out
+
+
+def measure_latency(
+    sess, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: Progress | None, cancel: Cancel
+) -> list[float]:
+    """Wall time of each of `runs` plain session.run calls (ms), after `warmup` untimed runs."""
+    for i in range(warmup):
+        check_cancel(cancel)
+        sess.run(None, feeds)
+        if progress:
+            progress("warm-up", i + 1, warmup)
+    times = []
+    for i in range(runs):
+        check_cancel(cancel)
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+        if progress:
+            progress("latency", i + 1, runs)
+    return times
+
+
+def profile_trace(
+    model: ModelSource,
+    feeds: dict[str, np.ndarray],
+    provider: str = "auto",
+    opt_level: str = "disabled",
+    runs: int = 20,
+    warmup: int = 3,
+    progress: Progress | None = None,
+    cancel: Cancel = None,
+    threads: int = 0,
+) -> tuple[list[trace.TraceRun], bool, dict]:
+    """Runs with onnxruntime profiling on: timed runs' trace (warm-up runs dropped), kernel flag, provider."""
+    with tempfile.TemporaryDirectory(prefix="fuseview-prof-") as tmp:
+        sess, choice = create_session(model, provider, opt_level, str(Path(tmp) / "ort"), threads=threads)
+        try:
+            for i in range(warmup + runs):
+                check_cancel(cancel)
+                sess.run(None, feeds)
+                if progress:
+                    progress("profile", i + 1, warmup + runs)
+        finally:
+            path = sess.end_profiling()
+        events = trace.read_trace(path)
+    all_runs = trace.split_runs(events)
+    if len(all_runs) < warmup + runs:
+        raise FuseviewError(f"profile has {len(all_runs)} model_run events, expected {warmup + runs}")
+    return all_runs[warmup:], trace.has_kernel_events(events), choice.to_dict()
+
+
+def summarize(runs: list[trace.TraceRun], device_events: bool) -> dict:
+    """Per-node and per-op-type statistics (µs) over the runs, with provider and time source."""
+    n_runs = len(runs)
+    per_node: dict[str, dict] = {}
+    order: list[str] = []
+    run_node_totals = []
+    for r_i, r in enumerate(runs):
+        total = 0.0
+        for n in r.nodes:
+            t, src = trace.node_time(n, device_events)
+            total += t
+            rec = per_node.get(n.name)
+            if rec is None:
+                rec = per_node[n.name] = {
+                    "name": n.name, "op_type": n.op_type, "provider": n.provider, "time_source": src,
+                    "times": np.zeros(n_runs), "host": np.zeros(n_runs), "kernels": 0,
+                }
+                order.append(n.name)
+            rec["times"][r_i] += t  # a node inside a loop body runs several times per run
+            rec["host"][r_i] += n.host_us
+            rec["kernels"] = max(rec["kernels"], n.kernels)
+        run_node_totals.append(total)
+    grand = sum(float(per_node[k]["times"].mean()) for k in order) or 1.0
+    nodes = []
+    for k in order:
+        rec = per_node[k]
+        s = stats(rec["times"])
+        nodes.append({
+            "name": rec["name"], "op_type": rec["op_type"], "provider": rec["provider"],
+            "time_source": rec["time_source"], "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"],
+            "share": s["mean"] / grand, "host_mean_us": float(rec["host"].mean()), "kernels": rec["kernels"],
+        })
+    by_op: dict[tuple[str, str], dict] = {}
+    for rec in per_node.values():
+        key = (rec["op_type"], rec["provider"])
+        agg = by_op.setdefault(key, {"times": np.zeros(n_runs), "count": 0, "source": rec["time_source"]})
+        agg["times"] += rec["times"]
+        agg["count"] += 1
+    op_types = []
+    for (op, prov), agg in by_op.items():
+        s = stats(agg["times"])
+        op_types.append({
+            "op_type": op, "provider": prov, "nodes": agg["count"], "time_source": agg["source"],
+            "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"], "share": s["mean"] / grand,
+        })
+    nodes.sort(key=lambda d: -d["mean_us"])
+    op_types.sort(key=lambda d: -d["mean_us"])
+    run_durs = [r.dur_us for r in runs]
+    return {
+        "profiled_runs": n_runs,
+        "run_us": stats(run_durs),
+        "node_sum_us": stats(run_node_totals),
+        "runs_detail": [
+            {"model_run_us": r.dur_us, "node_sum_us": t} for r, t in zip(runs, run_node_totals, strict=True)
+        ],
+        "nodes": nodes,
+        "op_types": op_types,
+    }
+
+
+def profile_model(
+    model: ModelSource,
+    feeds: dict[str, np.ndarray],
+    provider: str = "auto",
+    opt_level: str = "disabled",
+    runs: int = 20,
+    warmup: int = 3,
+    progress: Progress | None = None,
+    cancel: Cancel = None,
+    threads: int = 0,
+    label: str = "",
+) -> dict:
+    """Latency (plain runs, no profiling) and the profile summary of one model on identical feeds."""
+    if runs < 1 or warmup < 0:
+        raise FuseviewError("--runs must be >= 1 and --warmup >= 0")
+    src = runnable(model)
+
+    def stage(name: str) -> Progress | None:
+        if progress is None:
+            return None
+        return lambda s, d, t: progress(f"{label}{s}" if label else s, d, t)
+
+    sess, choice = create_session(src, provider, opt_level, threads=threads)
+    try:
+        lat = measure_latency(sess, feeds, runs, warmup, stage("latency"), cancel)
+    except FuseviewError:
+        raise
+    except Exception as exc:  # onnxruntime run-time failure on these inputs
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FuseviewError(f"onnxruntime failed to run the model: {msg}") from None
+    del sess
+    t_runs, device_events, _ = profile_trace(src, feeds, provider, opt_level, runs, warmup, stage(""), cancel,
+                                             threads)
+    summary = summarize(t_runs, device_events)
+    return {
+        "path": str(model) if not isinstance(model, onnx.ModelProto) else None,
+        "provider": choice.to_dict(),
+        "ort_opt_level": opt_level,
+        "runs": runs,
+        "warmup": warmup,
+        "latency_ms": {**stats(lat), "runs": lat},
+        "cuda_kernel_events": device_events,
+        **summary,
+    }
+
+
+def trace_file_events(path: str | os.PathLike) -> list[trace.TraceRun]:
+    """Runs of an existing onnxruntime profile file (for reading traces made elsewhere)."""
+    return trace.split_runs(trace.read_trace(path))
