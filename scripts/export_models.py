@@ -368,8 +368,9 @@ def export_one(spec: Spec, out_dir: Path) -> dict:
         "check_input": {"batch": 3, "seq": 11, "mask": "ones, last row right-padded by 2"},
         "ort_vs_torch_max_abs_diff": diff,
         "notes": spec.notes,
-        "export_seconds": round(time.perf_counter() - t0, 1),
     }
+    print(f"{spec.name}: {entry['nodes']} nodes, opset {opset}, {entry['bytes'] / 1e6:.2f} MB, "
+          f"max|ort-torch| {diff:.2e}, {time.perf_counter() - t0:.1f} s")
     return entry
 
 
@@ -387,7 +388,6 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     index_path = out_dir / "INDEX.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
-    index.setdefault("_about", {})
     index["_about"] = {
         "script": "scripts/export_models.py",
         "torch": torch.__version__,
@@ -410,8 +410,6 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(spec.name)
             continue
         index["models"][spec.name] = entry
-        print(f"{spec.name}: {entry['nodes']} nodes, opset {entry['opset']}, {entry['bytes'] / 1e6:.2f} MB, "
-              f"max|ort-torch| {entry['ort_vs_torch_max_abs_diff']:.2e}, {entry['export_seconds']} s")
         index["models"] = dict(sorted(index["models"].items()))
         tmp = index_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(index, indent=1) + "\n")
