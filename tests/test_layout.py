@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Layout, group_key, input_key, node_key, output_key
-from fuseview.graph.layout import LayoutOptions, initial_expansion, layout_graph, scope_tree
+from fuseview.graph.layout import LayoutOptions, group_scopes, initial_expansion, layout_graph, scope_tree
 from fuseview.graph.loader import document_from_model, load_document
 from tests.conftest import backend_models, shared_models
 
@@ -113,8 +113,10 @@ def check_collapsed(graph: GraphDocument, lay: Layout, expanded: frozenset) -> N
     for b in groups:
         assert b.key == group_key(b.scope) and b.label == b.scope[-1]
         assert b.scope not in expanded and all(b.scope[:k] in expanded for k in range(len(b.scope)))
+    scopes = group_scopes(graph)
     for n in graph.visible_nodes():
-        open_ = all(n.scope[:k] in expanded for k in range(1, len(n.scope) + 1))
+        s = scopes[n.index]
+        open_ = all(s[:k] in expanded for k in range(1, len(s) + 1))
         assert (n.index in shown) == open_
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from fuseview.graph.document import GraphDocument
@@ -24,15 +25,72 @@ class ScopeGroup:
         return self.scope[-1] if self.scope else ""
 
 
+_cache: dict[int, tuple[weakref.ref, dict[str, object]]] = {}
+
+
+def _cached(graph: GraphDocument) -> dict[str, object]:
+    # per-graph memo (the document is not hashable); dropped when the graph is collected
+    gid = id(graph)
+    hit = _cache.get(gid)
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    memo: dict[str, object] = {}
+    _cache[gid] = (weakref.ref(graph, lambda _r, gid=gid: _cache.pop(gid, None)), memo)
+    return memo
+
+
+def group_scopes(graph: GraphDocument) -> list[Scope]:
+    """The scope each node is grouped under: its own, except that an unscoped node reading only weights
+    (an exporter's Identity of a shared initializer, a reused Constant) joins its consumers' common scope."""
+    memo = _cached(graph)
+    got = memo.get("group_scopes")
+    if got is not None:
+        return got  # type: ignore[return-value]
+    nodes = graph.nodes
+    tensors = graph.tensors
+    scopes = [n.scope for n in nodes]
+    for node in reversed(nodes):
+        if node.scope or node.folded_into is not None:
+            continue
+        if any(t and tensors[t].kind not in ("initializer", "constant") for t in node.inputs if t in tensors):
+            continue
+        common: Scope | None = None
+        for out in node.outputs:
+            t = tensors.get(out) if out else None
+            if t is None or t.kind == "output":
+                common = ()
+                break
+            for c in t.consumers:
+                cs = scopes[c]
+                if common is None:
+                    common = cs
+                elif common != cs:
+                    k = 0
+                    while k < len(common) and k < len(cs) and common[k] == cs[k]:
+                        k += 1
+                    common = common[:k]
+        if common:
+            scopes[node.index] = common
+    memo["group_scopes"] = scopes
+    return scopes
+
+
 def scope_tree(graph: GraphDocument) -> dict[Scope, ScopeGroup]:
-    """Every name scope of the graph's visible nodes, keyed by path; the root () is always present."""
+    """Every name scope of the graph's visible nodes, keyed by path; the root () is always present.
+
+    Nodes are placed by group_scopes (unscoped weight readers join their consumers' scope)."""
+    memo = _cached(graph)
+    got = memo.get("scope_tree")
+    if got is not None:
+        return got  # type: ignore[return-value]
+    scopes = group_scopes(graph)
     direct: dict[Scope, list[int]] = {(): []}
     children: dict[Scope, list[Scope]] = {(): []}
     count: dict[Scope, int] = {(): 0}
     for node in graph.nodes:
         if node.folded_into is not None:
             continue
-        scope = node.scope
+        scope = scopes[node.index]
         if scope not in direct:
             # register the scope and any missing ancestors, keeping first-appearance order
             for k in range(1, len(scope) + 1):
@@ -45,7 +103,9 @@ def scope_tree(graph: GraphDocument) -> dict[Scope, ScopeGroup]:
         direct[scope].append(node.index)
         for k in range(len(scope) + 1):
             count[scope[:k]] += 1
-    return {s: ScopeGroup(s, tuple(children[s]), tuple(direct[s]), count[s]) for s in direct}
+    tree = {s: ScopeGroup(s, tuple(children[s]), tuple(direct[s]), count[s]) for s in direct}
+    memo["scope_tree"] = tree
+    return tree
 
 
 def initial_expansion(graph: GraphDocument, max_boxes: int = 400) -> frozenset[Scope] | None:

@@ -23,9 +23,17 @@ from fuseview.graph.geometry import (
     node_key,
     output_key,
 )
-from fuseview.graph.groups import Scope, ScopeGroup, initial_expansion, scope_tree
+from fuseview.graph.groups import Scope, ScopeGroup, group_scopes, initial_expansion, scope_tree
 
-__all__ = ["LayoutOptions", "layout_graph", "initial_expansion", "scope_tree", "ScopeGroup", "LayoutStats"]
+__all__ = [
+    "LayoutOptions",
+    "LayoutStats",
+    "ScopeGroup",
+    "group_scopes",
+    "initial_expansion",
+    "layout_graph",
+    "scope_tree",
+]
 
 
 @dataclass(frozen=True)
@@ -124,21 +132,36 @@ class _Items:
             input_item[name] = len(self.keys)
             outer = name not in graph.inputs
             self._add(
-                input_key(name), "input", name,
-                ("outer scope " if outer else "") + (t.shape_text if t else "?"), None, (), (),
-                width_for(len(name)), opt.io_height, -n_nodes - len(input_names) + k,
+                input_key(name),
+                "input",
+                name,
+                ("outer scope " if outer else "") + (t.shape_text if t else "?"),
+                None,
+                (),
+                (),
+                width_for(len(name)),
+                opt.io_height,
+                -n_nodes - len(input_names) + k,
             )
 
         group_item: dict[Scope, int] = {}
+        node_scopes = group_scopes(graph)
         if expanded is None:
             for node in nodes:
                 if node.folded_into is not None:
                     continue
                 item_of_node[node.index] = len(self.keys)
                 self._add(
-                    node_key(node.index), "node", node.op_type, node.name, node.index, node.scope, (),
+                    node_key(node.index),
+                    "node",
+                    node.op_type,
+                    node.name,
+                    node.index,
+                    node_scopes[node.index],
+                    (),
                     width_for(len(node.op_type)),
-                    opt.folded_node_height if node.folded_inputs else opt.node_height, node.index,
+                    opt.folded_node_height if node.folded_inputs else opt.node_height,
+                    node.index,
                 )
         else:
             tree = scope_tree(graph)
@@ -146,7 +169,7 @@ class _Items:
             for node in nodes:
                 if node.folded_into is not None:
                     continue
-                scope = node.scope
+                scope = node_scopes[node.index]
                 collapsed = shown_in.get(scope, ())
                 if collapsed == ():
                     collapsed = None
@@ -158,9 +181,16 @@ class _Items:
                 if collapsed is None:
                     item_of_node[node.index] = len(self.keys)
                     self._add(
-                        node_key(node.index), "node", node.op_type, node.name, node.index, scope, scope,
+                        node_key(node.index),
+                        "node",
+                        node.op_type,
+                        node.name,
+                        node.index,
+                        scope,
+                        scope,
                         width_for(len(node.op_type)),
-                        opt.folded_node_height if node.folded_inputs else opt.node_height, node.index,
+                        opt.folded_node_height if node.folded_inputs else opt.node_height,
+                        node.index,
                     )
                 else:
                     gi = group_item.get(collapsed)
@@ -169,8 +199,16 @@ class _Items:
                         label = collapsed[-1]
                         sub = _plural(tree[collapsed].count)
                         self._add(
-                            group_key(collapsed), "group", label, sub, None, collapsed, collapsed[:-1],
-                            width_for(max(len(label), len(sub))), opt.group_height, node.index,
+                            group_key(collapsed),
+                            "group",
+                            label,
+                            sub,
+                            None,
+                            collapsed,
+                            collapsed[:-1],
+                            width_for(max(len(label), len(sub))),
+                            opt.group_height,
+                            node.index,
                         )
                     item_of_node[node.index] = gi
 
@@ -179,8 +217,16 @@ class _Items:
             t = tensors.get(name)
             output_item[name] = len(self.keys)
             self._add(
-                output_key(name), "output", name, t.shape_text if t else "?", None, (), (),
-                width_for(len(name)), opt.io_height, n_nodes + k,
+                output_key(name),
+                "output",
+                name,
+                t.shape_text if t else "?",
+                None,
+                (),
+                (),
+                width_for(len(name)),
+                opt.io_height,
+                n_nodes + k,
             )
         self.n = len(self.keys)
 
@@ -429,9 +475,7 @@ class _Engine:
             prev = -1
             for v in lst:
                 if prev >= 0:
-                    s = (width[prev] + width[v]) * 0.5 + (
-                        gap * 0.5 if is_dummy[prev] or is_dummy[v] else gap
-                    )
+                    s = (width[prev] + width[v]) * 0.5 + (gap * 0.5 if is_dummy[prev] or is_dummy[v] else gap)
                     if frames_on and container[prev] != container[v]:
                         s += ggap * (len(container[prev]) + len(container[v]) + 1)
                     seps.append(s)
