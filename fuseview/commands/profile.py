@@ -1,0 +1,161 @@
+"""`fuseview profile MODEL [--against OTHER]`: where the time goes and how the outputs differ."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from fuseview.errors import FuseviewError
+from fuseview.runtime.inputs import parse_dim_args
+from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.report import save_report
+from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
+
+HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
+TOP = 12
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `fuseview profile`."""
+    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("--against", metavar="OTHER",
+                   help="second model (e.g. the fused one): run on the same inputs and compared")
+    p.add_argument("--provider", choices=PROVIDER_CHOICES, default="auto",
+                   help="auto: CUDA when onnxruntime-gpu and a GPU are present, else CPU (default auto)")
+    p.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic input dim (default batch-like 1, sequence-like 128, others 1)")
+    p.add_argument("--inputs", metavar="FILE.npz", help="inputs from an .npz file instead of generated ones")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    p.add_argument("--ort-opt", choices=list(OPT_LEVELS), default="disabled",
+                   help="onnxruntime's own graph optimization level"
+                   " (default disabled: fuseview's fusions only)")
+    p.add_argument("--ort-fusions", action="store_true",
+                   help="also show what onnxruntime itself fuses (at --ort-opt, or extended when disabled)")
+    p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
+    p.add_argument("--json", metavar="OUT", help="write the report (JSON, schema_version 1) to OUT")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+class _StderrProgress:
+    """Progress on stderr, at most a few lines a second, one line per stage."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.stage = ""
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if stage == self.stage and done < total and now - self.last < 0.5:
+            return
+        self.last = now
+        if self.tty:
+            end = "\n" if done >= total else ""
+            print(f"\r{stage} {done}/{total}   ", end=end, file=sys.stderr, flush=True)
+        elif done >= total or stage != self.stage:
+            print(f"{stage} {done}/{total}", file=sys.stderr, flush=True)
+        self.stage = stage
+
+
+def _us(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} us"
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def print_report(rep: dict, out=None) -> None:
+    """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
+    out = out or sys.stdout
+    env = rep["environment"]
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    gpu = f"  gpu: {env['gpu']}" if env["gpu"] else ""
+    w(f"onnxruntime {env['onnxruntime']}  cpu: {env['cpu'] or '?'}{gpu}")
+    inp = rep["inputs"]
+    dims = ", ".join(f"{k}={v}" for k, v in inp["dims"].items()) or "none"
+    seed = f" (seed {inp['seed']})" if inp["seed"] is not None else ""
+    w(f"inputs: {inp['source']}{seed}; dims {dims}")
+    for f in inp["feeds"]:
+        rng = f" in [{f['min']}, {f['max']}]" if "min" in f else ""
+        w(f"  {f['name']}: {f['dtype']} {f['shape']}{rng}")
+    for m in rep["models"]:
+        w()
+        prov = m["provider"]
+        w(f"[{m['role']}] {m['path'] or '(in memory)'}")
+        w(f"  provider {prov['provider']} ({prov['reason']}); ort optimization {m['ort_opt_level']}")
+        lat = m["latency_ms"]
+        w(f"  latency  p50 {lat['p50']:.3f} ms  p90 {lat['p90']:.3f} ms  mean {lat['mean']:.3f} ms"
+          f"  ({m['runs']} runs, {m['warmup']} warm-up, no profiling)")
+        w(f"  profiled run {_us(m['run_us']['mean'])}, node times sum {_us(m['node_sum_us']['mean'])}")
+        sources = sorted({n["time_source"] for n in m["nodes"]})
+        if "host-side" in sources:
+            w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
+        w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}")
+        for o in m["op_types"][:TOP]:
+            prov_short = o["provider"].replace("ExecutionProvider", "")
+            w(f"  {o['op_type']:<28}{prov_short:<10}{o['nodes']:>6}{_us(o['mean_us']):>12}"
+              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{o['share'] * 100:>7.1f}%")
+        w("  top nodes:")
+        for n in m["nodes"][:5]:
+            w(f"    {_us(n['mean_us']):>10}  {n['share'] * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+    if len(rep["models"]) == 2:
+        a, b = (m["latency_ms"]["p50"] for m in rep["models"])
+        w()
+        ratio = f"{a / b:.2f}x" if b else "-"
+        w(f"latency p50: model {a:.3f} ms, against {b:.3f} ms (model/against = {ratio})")
+    cmp = rep.get("comparison")
+    if cmp:
+        w()
+        w(f"outputs (atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {'PASS' if cmp['passed'] else 'FAIL'}")
+        w(f"  {'output':<24}{'max abs':>11}{'max rel':>11}{'mean abs':>11}{'cosine':>12}  result")
+        for name, d in cmp["outputs"].items():
+            w(f"  {name:<24}{_g(d['max_abs']):>11}{_g(d['max_rel']):>11}{_g(d['mean_abs']):>11}"
+              f"{_g(d['cosine']):>12}  {'pass' if d['passed'] else 'FAIL'}")
+        if cmp["fusions"]:
+            w(f"fusions ({len(cmp['fusions'])}):")
+            w(f"  {'fused node':<32}{'op':<18}{'fused':>11}{'original':>11}{'speedup':>9}{'max abs':>11}"
+              "  result")
+            for f in cmp["fusions"]:
+                t = f.get("time") or {}
+                errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
+                res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
+                sp = t.get("speedup")
+                w(f"  {f['node'][:31]:<32}{f['op_type'][:17]:<18}{_us(t.get('fused_us')):>11}"
+                  f"{_us(t.get('original_us')):>11}{(f'{sp:.2f}x' if sp else '-'):>9}"
+                  f"{_g(max(errs) if errs else None):>11}  {res}")
+    for f in rep.get("ort_fusions") or []:
+        w()
+        w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"
+          f" {f['nodes_before']} -> {f['nodes_after']} nodes")
+        w("  added:   " + (", ".join(f"{k} +{v}" for k, v in f["added"].items()) or "none"))
+        w("  removed: " + (", ".join(f"{k} -{v}" for k, v in f["removed"].items()) or "none"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
+    for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
+        if path is not None and not Path(path).is_file():
+            raise FuseviewError(f"{label} {path}: file not found")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise FuseviewError(f"--json {args.json}: folder does not exist")
+    req = ProfileRequest(
+        model=args.model, against=args.against, provider=args.provider, runs=args.runs, warmup=args.warmup,
+        dims=parse_dim_args(args.dim), inputs_npz=args.inputs, seed=args.seed, ort_opt=args.ort_opt,
+        ort_fusions=args.ort_fusions, atol=args.atol, rtol=args.rtol, threads=args.threads,
+    )
+    rep = run_profile(req, None if args.quiet else _StderrProgress())
+    print_report(rep)
+    if args.json:
+        path = save_report(rep, args.json)
+        print(f"\nreport written to {path}")
+    cmp = rep.get("comparison")
+    return 3 if cmp is not None and not cmp["passed"] else 0
