@@ -1,0 +1,149 @@
+"""Profiling real onnxruntime sessions: node times add up, a slow node dominates, runs, cancel, traces."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import onnx
+import pytest
+
+from fuseview.errors import FuseviewError
+from fuseview.runtime import samples, trace
+from fuseview.runtime.inputs import make_feeds
+from fuseview.runtime.profiling import Cancelled, profile_model, profile_trace, runnable, summarize
+from fuseview.runtime.sessions import create_session, ort_fusions
+from tests.conftest import SHARED_MODELS
+
+
+@pytest.fixture(scope="module")
+def slow_profile():
+    model = samples.slow_node_model()
+    feeds = make_feeds(model)
+    return profile_model(model, feeds, "cpu", runs=5, warmup=2, threads=1)
+
+
+def test_node_times_add_up_to_each_run(slow_profile):
+    assert slow_profile["profiled_runs"] == 5
+    for run in slow_profile["runs_detail"]:
+        # every node of the run is in the per-node sum: it is the run's duration minus executor overhead
+        assert run["node_sum_us"] <= run["model_run_us"] * 1.01
+        assert abs(run["node_sum_us"] - run["model_run_us"]) <= 0.2 * run["model_run_us"], run
+
+
+def test_slow_node_dominates(slow_profile):
+    nodes = slow_profile["nodes"]
+    assert {n["name"] for n in nodes} == {"tiny_relu", "tiny_neg", "tiny_abs", "big_matmul_1", "big_matmul_2",
+                                          "big_matmul_3"}
+    assert nodes[0]["op_type"] == "MatMul" and nodes[0]["name"].startswith("big_matmul")
+    ops = {o["op_type"]: o for o in slow_profile["op_types"]}
+    assert ops["MatMul"]["share"] > 0.9 and ops["MatMul"]["nodes"] == 3
+    assert abs(sum(o["share"] for o in ops.values()) - 1.0) < 1e-9
+    for n in nodes:
+        assert n["provider"] == "CPUExecutionProvider" and n["time_source"] == "cpu"
+        assert n["p50_us"] <= n["p90_us"] + 1e-9
+    lat = slow_profile["latency_ms"]
+    assert len(lat["runs"]) == 5 and lat["p50"] <= lat["p90"] and lat["mean"] > 0
+
+
+def test_warmup_runs_are_dropped_from_the_trace():
+    model = samples.slow_node_model(n=64)
+    feeds = make_feeds(model)
+    runs, kernels, prov = profile_trace(model, feeds, "cpu", runs=4, warmup=3)
+    assert len(runs) == 4 and not kernels and prov["provider"] == "CPUExecutionProvider"
+    assert all(len(r.nodes) == 6 for r in runs)
+
+
+def test_cancel_and_progress():
+    model = samples.slow_node_model(n=64)
+    feeds = make_feeds(model)
+    seen = []
+    profile_model(model, feeds, "cpu", runs=3, warmup=1, progress=lambda s, d, t: seen.append((s, d, t)))
+    assert ("latency", 3, 3) in seen and ("profile", 4, 4) in seen
+    ev = threading.Event()
+    calls = []
+
+    def progress(stage, done, total):
+        calls.append(stage)
+        if done == 2:
+            ev.set()
+
+    with pytest.raises(Cancelled):
+        profile_model(model, feeds, "cpu", runs=50, warmup=0, progress=progress, cancel=ev)
+    assert len(calls) == 2
+    with pytest.raises(Cancelled):
+        profile_model(model, feeds, "cpu", runs=50, warmup=0, cancel=lambda: True)
+
+
+def test_unnamed_nodes_get_the_loaders_names():
+    model = samples.slow_node_model(n=32)
+    for n in model.graph.node:
+        n.name = ""
+    before = model.SerializeToString()
+    named = runnable(model)
+    assert model.SerializeToString() == before  # the source model is left alone
+    assert [n.name for n in named.graph.node] == [f"{n.op_type}_{i}" for i, n in enumerate(model.graph.node)]
+    prof = profile_model(model, make_feeds(model), "cpu", runs=2, warmup=1)
+    assert {n["name"] for n in prof["nodes"]} == {n.name for n in named.graph.node}
+
+
+def test_gpt2_profile_covers_every_executed_node():
+    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    model = onnx.load(str(path), load_external_data=False)
+    prof = profile_model(path, make_feeds(model, {"seq": 32}), "cpu", runs=2, warmup=1, threads=1)
+    executed = {n.name for n in model.graph.node if n.op_type != "Constant"}
+    assert {n["name"] for n in prof["nodes"]} == executed
+    assert prof["op_types"][0]["mean_us"] >= prof["op_types"][-1]["mean_us"]
+
+
+def test_kernel_events_are_attributed_to_the_node_they_follow(tmp_path):
+    """A real CPU trace with CUDA-style Kernel events added after one node, as CUDA-profiling builds write."""
+    model = samples.slow_node_model(n=32)
+    sess, _ = create_session(model, "cpu", profile_prefix=str(tmp_path / "p"))
+    feeds = make_feeds(model)
+    for _ in range(2):
+        sess.run(None, feeds)
+    events = trace.read_trace(sess.end_profiling())
+    out = []
+    for e in events:
+        if e.get("cat") == "Node" and e["name"] == "big_matmul_2_kernel_time":
+            e = json.loads(json.dumps(e))
+            e["args"]["provider"] = "CUDAExecutionProvider"
+            out += [e, {"cat": "Kernel", "name": "gemm_a", "ts": e["ts"], "dur": 7, "args": {}},
+                    {"cat": "Kernel", "name": "gemm_b", "ts": e["ts"], "dur": 5, "args": {}}]
+        else:
+            out.append(e)
+    runs = trace.split_runs(out)
+    assert trace.has_kernel_events(out) and len(runs) == 2
+    s = summarize(runs, True)
+    mm2 = next(n for n in s["nodes"] if n["name"] == "big_matmul_2")
+    assert mm2["mean_us"] == 12 and mm2["time_source"] == "device" and mm2["kernels"] == 2
+    host = summarize(runs, False)
+    mm2h = next(n for n in host["nodes"] if n["name"] == "big_matmul_2")
+    assert mm2h["time_source"] == "host-side" and mm2h["mean_us"] == mm2h["host_mean_us"]
+
+
+def test_cuda_on_a_cpu_build_is_a_clear_error():
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this machine has the CUDA build")
+    with pytest.raises(FuseviewError, match="pip install onnxruntime-gpu"):
+        create_session(samples.slow_node_model(n=8), "cuda")
+    _, choice = create_session(samples.slow_node_model(n=8), "auto")
+    assert choice.provider == "CPUExecutionProvider" and "no CUDAExecutionProvider" in choice.reason
+
+
+def test_ort_fusions_reports_what_onnxruntime_fuses():
+    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    res = ort_fusions(path, "cpu", "extended")
+    # GPT-2's tanh GELU becomes FastGelu at the extended level on CPU; its Tanh nodes disappear.
+    assert res["added"].get("com.microsoft.FastGelu", 0) >= 2
+    assert res["removed"].get("Tanh", 0) >= 2
+    assert res["nodes_after"] < res["nodes_before"]
+    basic = ort_fusions(path, "cpu", "basic")
+    assert "com.microsoft.FastGelu" not in basic["added"]
+    with pytest.raises(FuseviewError):
+        ort_fusions(path, "cpu", "bogus")
+    assert np.isfinite(res["nodes_after"])
