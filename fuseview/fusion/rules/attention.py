@@ -1,0 +1,645 @@
+"""Attention fusion: scaled-dot-product self-attention blocks -> com.microsoft MultiHeadAttention.
+
+The match is anchored on Softmax and walks outward:
+
+    q3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) [-> Mul c1] ----------------------.
+    k3 -> Reshape[B,S,H,D] -> Transpose(0,2,3,1) [-> Mul c2]  (or (0,2,1,3)+(0,1,3,2)) -> MatMul
+          -> [Mul c | Div c] -> [Add mask] -> Softmax(-1) [-> Cast float] -> MatMul(., vh) -> Transpose(0,2,1,3)
+          -> Reshape [B,S,H*D]
+    v3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) ---------------------------------------'
+
+and becomes ``MultiHeadAttention(q3, k3, v3, attention_bias=mask, num_heads=H, scale=c)``. The model's own additive
+mask tensor is passed unchanged as ``attention_bias``, so causal + padding semantics (right or left padding) are
+the original arithmetic. Head count and head size come from the reshape constants and must agree with the
+hidden size derived from the weights/splits; the Shape/Gather/Concat subgraphs that only compute the head
+reshapes are absorbed into the match. Anything else is a near miss with a reason (see ``near_misses``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import MS_DOMAIN, Match, Replacement, Rule
+
+_FLOAT = onnx.TensorProto.FLOAT
+# ops whose output dim i is the input's dim i (same rank, elementwise)
+_UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
+               "Sigmoid", "Gelu", "FastGelu", "Dropout", "SimplifiedLayerNormalization", "Exp", "Abs",
+               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal"}
+_BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less", "Greater",
+           "LessOrEqual", "GreaterOrEqual"}
+
+Dim = Any  # int, ("param", name), ("dim", tensor, i) or None
+
+
+# --------------------------------------------------------------------------------------- symbolic shapes
+class _Dims:
+    """Symbolic reasoning about dims and 1-D shape vectors over a GraphIndex (memoised per scan)."""
+
+    def __init__(self, index: Any) -> None:
+        self.ix = index
+        self._memo: dict[tuple[str, int], Dim] = {}
+        self._params: dict[tuple[str, int], Dim] = {}
+        self._ranks: dict[str, int | None] = {}
+        for vi in list(index.graph.input):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                for i, d in enumerate(vi.type.tensor_type.shape.dim):
+                    if d.HasField("dim_value"):
+                        self._params[(vi.name, i)] = int(d.dim_value)
+                    elif d.dim_param:
+                        self._params[(vi.name, i)] = ("param", d.dim_param)
+
+    def producer(self, t: str) -> onnx.NodeProto | None:
+        p = self.ix.producer.get(t)
+        return None if p is None else p[0]
+
+    def rank(self, t: str, depth: int = 0) -> int | None:
+        """Rank of a tensor: inferred, else derived from its producer."""
+        if t in self._ranks:
+            return self._ranks[t]
+        self._ranks[t] = None
+        r = self._rank(t, depth)
+        self._ranks[t] = r
+        return r
+
+    def _rank(self, t: str, depth: int) -> int | None:
+        s = self.ix.shape(t)
+        if s is not None:
+            return len(s)
+        if t in self.ix.initializers:
+            return len(self.ix.initializers[t].dims)
+        for vi in self.ix.graph.input:
+            if vi.name == t and vi.type.tensor_type.HasField("shape"):
+                return len(vi.type.tensor_type.shape.dim)
+        n = self.producer(t)
+        if n is None or depth > 400:
+            return None
+        op, d = n.op_type, depth + 1
+        if op in _UNARY_SAME or op == "Split" or (op in ("ReduceMean", "ReduceSum")
+                                                   and self.ix.attr(n, "keepdims", 1)):
+            return self.rank(n.input[0], d)
+        if op == "Transpose":
+            perm = self.ix.attr(n, "perm")
+            return len(perm) if perm is not None else self.rank(n.input[0], d)
+        if op in _BINARY or op in ("MatMul", "FusedMatMul"):
+            rs = [self.rank(x, d) for x in n.input if x]
+            return None if any(r is None for r in rs) else max(rs)
+        if op == "Gemm":
+            return 2
+        if op == "Reshape":
+            v = self.vec(n.input[1], set())
+            return None if v is None else len(v)
+        if op == "Gather":
+            rd, ri = self.rank(n.input[0], d), self.rank(n.input[1], d)
+            return None if rd is None or ri is None else rd - 1 + ri
+        if op == "Expand":
+            v = self.vec_len(n.input[1])
+            ri = self.rank(n.input[0], d)
+            return None if v is None or ri is None else max(v, ri)
+        return None
+
+    def vec_len(self, t: str, depth: int = 0) -> int | None:
+        """Length of a 1-D shape vector even when its values are not known."""
+        v = self.vec(t, set())
+        if v is not None:
+            return len(v)
+        n = self.producer(t)
+        if n is None or depth > 30:
+            return None
+        if n.op_type in ("Where", "Add", "Mul", "Max", "Min"):
+            ls = [self.vec_len(x, depth + 1) for x in n.input[1:] if x] if n.op_type == "Where" else \
+                [self.vec_len(x, depth + 1) for x in n.input if x]
+            known = [x for x in ls if x is not None and x != 1]
+            return known[0] if known and all(k == known[0] for k in known) else None
+        if n.op_type in ("Cast", "Identity", "Abs", "Neg") or (n.op_type == "Reshape" and self._flat(n)):
+            return self.vec_len(n.input[0], depth + 1)
+        if n.op_type == "ConstantOfShape":
+            c = self.const(n.input[0])
+            return int(np.ravel(c)[0]) if c is not None and c.size == 1 else None
+        if n.op_type == "Shape":
+            r = self.rank(n.input[0])
+            if r is None:
+                return None
+            start = int(self.ix.attr(n, "start", 0))
+            end = self.ix.attr(n, "end", None)
+            return len(list(range(r))[start: None if end is None else int(end)])
+        return None
+
+    def const(self, t: str) -> np.ndarray | None:
+        if t in self.ix.initializers and int(np.prod(self.ix.initializers[t].dims)) > 4096:
+            return None  # weights are never shape constants
+        return self.ix.const_value(t) if self.ix.is_const(t) else None
+
+    def dim(self, t: str, i: int, depth: int = 0) -> Dim:
+        """Canonical token for dim i of tensor t (structural, never from substituted batch/seq values)."""
+        key = (t, i)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = ("dim", t, i)  # cycle / depth guard
+        val = self._dim(t, i, depth)
+        if val is None:
+            val = ("dim", t, i)
+        self._memo[key] = val
+        return val
+
+    def _dim(self, t: str, i: int, depth: int) -> Dim:
+        if depth > 400:
+            return None
+        if (t, i) in self._params:
+            return self._params[(t, i)]
+        if t in self.ix.initializers:
+            dims = self.ix.initializers[t].dims
+            return int(dims[i]) if 0 <= i < len(dims) else None
+        n = self.producer(t)
+        if n is None:
+            return None
+        op = n.op_type
+        d = depth + 1
+        if op in _UNARY_SAME:
+            return self.dim(n.input[0], i, d)
+        r = self.rank(t)
+        if op in _BINARY:
+            ins = [x for x in n.input if x]
+            if r is None:
+                return None
+            toks = []
+            for x in ins:
+                rx = self.rank(x)
+                if rx is None:
+                    return None
+                j = i - (r - rx)
+                toks.append(1 if j < 0 else self.dim(x, j, d))
+            non1 = [tok for tok in toks if tok != 1]
+            if not non1:
+                return 1
+            if all(tok == non1[0] for tok in non1):
+                return non1[0]
+            return None
+        if op == "Transpose":
+            perm = self.ix.attr(n, "perm")
+            return None if perm is None or i >= len(perm) else self.dim(n.input[0], int(perm[i]), d)
+        if op in ("MatMul", "FusedMatMul") and r is not None:
+            a, b = n.input[0], n.input[1]
+            ra, rb = self.rank(a), self.rank(b)
+            if ra is None or rb is None or ra < 2 or rb < 2:
+                return None
+            if i == r - 1:
+                return self.dim(b, rb - 1, d)
+            if i == r - 2:
+                return self.dim(a, ra - 2, d)
+            if rb == 2:
+                return self.dim(a, i - (r - ra), d)
+            return None
+        if op == "Gemm" and i in (0, 1):
+            if i == 0:
+                return self.dim(n.input[0], 1 if self.ix.attr(n, "transA", 0) else 0, d)
+            return self.dim(n.input[1], 0 if self.ix.attr(n, "transB", 0) else 1, d)
+        if op == "Reshape":
+            vec = self.vec(n.input[1], set())
+            if vec is None or i >= len(vec):
+                return None
+            e = vec[i]
+            if isinstance(e, int):
+                if e > 0:
+                    return e
+                if e == 0 and not self.ix.attr(n, "allowzero", 0):
+                    return self.dim(n.input[0], i, d)
+                return None
+            return None if e is None else self.canon(e, d)
+        if op == "Split":
+            rin = self.rank(n.input[0])
+            if rin is None:
+                return None
+            axis = int(self.ix.attr(n, "axis", 0)) % rin
+            if i != axis:
+                return self.dim(n.input[0], i, d)
+            k = list(n.output).index(t)
+            sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+            if sizes is None:
+                sizes = self.ix.attr(n, "split")
+            if sizes is not None:
+                return int(np.ravel(sizes)[k])
+            total = self.dim(n.input[0], axis, d)
+            parts = len(n.output)
+            if isinstance(total, int) and total % parts == 0:
+                return total // parts
+            return None
+        if op == "Gather":
+            axis = int(self.ix.attr(n, "axis", 0))
+            ri = self.rank(n.input[1])
+            if axis == 0 and ri is not None:
+                return self.dim(n.input[1], i, d) if i < ri else self.dim(n.input[0], i - ri + 1, d)
+            return None
+        if op == "ReduceMean" or op == "ReduceSum":
+            if not self.ix.attr(n, "keepdims", 1):
+                return None
+            return self.dim(n.input[0], i, d) if r is not None and self._reduce_keeps(n, i, r) else None
+        if op == "Concat" and r is not None:
+            axis = int(self.ix.attr(n, "axis", 0)) % r
+            return self.dim(n.input[0], i, d) if i != axis else None
+        return None
+
+    def _reduce_keeps(self, n: onnx.NodeProto, i: int, r: int) -> bool:
+        axes = self.ix.attr(n, "axes")
+        if axes is None and len(n.input) > 1 and n.input[1]:
+            v = self.const(n.input[1])
+            axes = None if v is None else list(np.ravel(v))
+        if axes is None:
+            return False
+        return i not in {int(a) % r for a in axes}
+
+    def canon(self, e: Dim, depth: int = 0) -> Dim:
+        """Canonical form of a vector element."""
+        if isinstance(e, tuple) and e[0] == "dim":
+            return self.dim(e[1], e[2], depth + 1)
+        return e
+
+    def vec(self, t: str, visited: set[int], depth: int = 0) -> list[Dim] | None:
+        """Elements of a 1-D int64 shape vector (ints or ("dim", tensor, i)); records the nodes walked."""
+        c = self.const(t)
+        if c is not None:
+            if c.dtype.kind not in "iu" or c.ndim > 1:
+                return None
+            return [int(x) for x in np.ravel(c)]
+        n = self.producer(t)
+        if n is None or depth > 50:
+            return None
+        visited.add(id(n))
+        op = n.op_type
+        d = depth + 1
+        if op == "Shape":
+            r = self.rank(n.input[0])
+            if r is None:
+                return None
+            start = int(self.ix.attr(n, "start", 0))
+            end = self.ix.attr(n, "end", None)
+            idx = list(range(r))[start: None if end is None else int(end)]
+            return [("dim", n.input[0], j) for j in idx]
+        if op == "Gather":
+            if int(self.ix.attr(n, "axis", 0)) != 0:
+                return None
+            ind = self.const(n.input[1])
+            if ind is None:
+                return None
+            p = self.producer(n.input[0])
+            if p is not None and p.op_type == "Shape" and int(self.ix.attr(p, "start", 0)) == 0 \
+                    and all(int(j) >= 0 for j in np.ravel(ind)):
+                visited.add(id(p))
+                return [("dim", p.input[0], int(j)) for j in np.ravel(ind)]
+            data = self.vec(n.input[0], visited, d)
+            if data is None:
+                return None
+            try:
+                return [data[int(j)] for j in np.ravel(ind)]
+            except IndexError:
+                return None
+        if op in ("Unsqueeze", "Squeeze", "Identity", "Flatten") or (op == "Reshape" and self._flat(n)):
+            return self.vec(n.input[0], visited, d)
+        if op == "Cast" and self.ix.attr(n, "to") in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            return self.vec(n.input[0], visited, d)
+        if op == "Concat":
+            out: list[Dim] = []
+            for x in n.input:
+                v = self.vec(x, visited, d)
+                if v is None:
+                    return None
+                out.extend(v)
+            return out
+        return None
+
+    def _flat(self, n: onnx.NodeProto) -> bool:
+        c = self.const(n.input[1])
+        return c is not None and np.ravel(c).tolist() in ([-1], [1]) and c.size == 1
+
+    def same(self, a: Dim, b: Dim) -> bool:
+        """True when two dims are provably equal."""
+        a, b = self.canon(a), self.canon(b)
+        if a is None or b is None:
+            return False
+        return a == b
+
+
+# --------------------------------------------------------------------------------------------- matching
+class _Miss(Exception):
+    """A near miss: the reason why a Softmax's neighbourhood is not an exact attention block."""
+
+
+@dataclass
+class AttentionMatch:
+    """An exact attention block: the nodes it replaces and what MultiHeadAttention needs."""
+
+    softmax: onnx.NodeProto
+    nodes: list[onnx.NodeProto]
+    q: str
+    k: str
+    v: str
+    bias: str | None
+    num_heads: int
+    head_size: int
+    scale: float
+    output: str  # tensor the fused block produces ([B,S,H*D])
+    reshape_out: tuple[str, str] | None = None  # (shape tensor, final output) when a merge-heads reshape is kept
+    notes: list[str] = field(default_factory=list)
+
+
+def _scalar(dims: _Dims, t: str) -> float | None:
+    v = dims.const(t)
+    if v is None or v.size != 1 or v.dtype.kind not in "fiu":
+        return None
+    return float(np.ravel(v)[0])
+
+
+def _single(ix: Any, t: str) -> onnx.NodeProto | None:
+    users = ix.consumers.get(t, ())
+    return users[0] if len(users) == 1 and t not in ix.graph_outputs else None
+
+
+class _Matcher:
+    def __init__(self, ix: Any) -> None:
+        self.ix = ix
+        self.d = _Dims(ix)
+
+    def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
+        n = self.d.producer(t)
+        return n if n is not None and n.op_type in ops and n.domain in ("", "ai.onnx") else None
+
+    def perm(self, n: onnx.NodeProto) -> list[int]:
+        return [int(p) for p in self.ix.attr(n, "perm", [])]
+
+    def scale_mul(self, t: str, core: list) -> tuple[str, float]:
+        """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
+        n = self.prod(t, "Mul", "Div")
+        if n is None:
+            return t, 1.0
+        a, b = n.input[0], n.input[1]
+        cb = _scalar(self.d, b)
+        ca = _scalar(self.d, a) if n.op_type == "Mul" else None
+        if cb is not None:
+            if n.op_type == "Div":
+                if cb == 0:
+                    raise _Miss(f"{n.name}: division by zero")
+                cb = 1.0 / cb
+            core.append(n)
+            return a, cb
+        if ca is not None:
+            core.append(n)
+            return b, ca
+        return t, 1.0
+
+    def heads(self, t: str, core: list, shape_nodes: set, which: str) -> tuple[str, int, int | None]:
+        """Match Reshape(x3, [B,S,H|-1,D]); returns (x3, D, H or None)."""
+        r = self.prod(t, "Reshape")
+        if r is None:
+            raise _Miss(f"{which}: no head-split Reshape before the Transpose")
+        core.append(r)
+        x = r.input[0]
+        vec = self.d.vec(r.input[1], shape_nodes)
+        if vec is None or len(vec) != 4:
+            raise _Miss(f"{r.name}: head-split shape is not a known 4-element vector")
+        if self.d.rank(x) not in (3, None):
+            raise _Miss(f"{r.name}: input is not [batch, seq, hidden]")
+        allow0 = not self.ix.attr(r, "allowzero", 0)
+        for j in (0, 1):
+            e = vec[j]
+            if not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
+                raise _Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
+        hd, dsz = vec[2], vec[3]
+        if not isinstance(dsz, int) or dsz <= 0:
+            raise _Miss(f"{r.name}: head size is not a constant")
+        hidden = self.d.canon(("dim", x, 2))
+        if hd == -1:
+            if not isinstance(hidden, int):
+                raise _Miss(f"{r.name}: hidden size unknown, cannot derive the head count")
+            if hidden % dsz:
+                raise _Miss(f"{r.name}: hidden {hidden} not divisible by head size {dsz}")
+            h = hidden // dsz
+        elif isinstance(hd, int) and hd > 0:
+            h = hd
+            if isinstance(hidden, int) and hidden != h * dsz:
+                raise _Miss(f"{r.name}: {h} heads x {dsz} != hidden {hidden}")
+        else:
+            raise _Miss(f"{r.name}: head count is not a constant")
+        return x, dsz, h
+
+    def match(self, sm: onnx.NodeProto) -> AttentionMatch:
+        ix, d = self.ix, self.d
+        core: list[onnx.NodeProto] = [sm]
+        shape_nodes: set[int] = set()
+        r_sm = d.rank(sm.input[0])
+        axis = int(ix.attr(sm, "axis", -1 if ix.opsets.get("", 13) >= 13 else 1))
+        if r_sm is not None and axis % r_sm != r_sm - 1 or r_sm is None and axis != -1:
+            raise _Miss(f"{sm.name}: Softmax over axis {axis}, not the key axis")
+        if r_sm not in (4, None):
+            raise _Miss(f"{sm.name}: scores are not 4-D [batch, heads, seq, seq]")
+        if ix.opsets.get("", 13) < 13 and axis % 4 != 3:
+            raise _Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
+        # ---- forward: [Cast] -> MatMul(probs, vh) -> Transpose -> [Reshape]
+        t = sm.output[0]
+        nxt = _single(ix, t)
+        if nxt is not None and nxt.op_type == "Cast":
+            if ix.attr(nxt, "to") != _FLOAT or ix.const_dtype(t) not in (_FLOAT, None):
+                raise _Miss(f"{nxt.name}: Cast after Softmax changes the type")
+            core.append(nxt)
+            t = nxt.output[0]
+            nxt = _single(ix, t)
+        if nxt is None or nxt.op_type != "MatMul" or nxt.input[0] != t:
+            raise _Miss(f"{sm.name}: probabilities are not used only by MatMul(probs, V)")
+        mm_v = nxt
+        core.append(mm_v)
+        tr_o = _single(ix, mm_v.output[0])
+        if tr_o is None or tr_o.op_type != "Transpose" or self.perm(tr_o) != [0, 2, 1, 3]:
+            raise _Miss(f"{mm_v.name}: output is not transposed back to [batch, seq, heads, head]")
+        core.append(tr_o)
+        # ---- V
+        tr_v = self.prod(mm_v.input[1], "Transpose")
+        if tr_v is None or self.perm(tr_v) != [0, 2, 1, 3]:
+            raise _Miss(f"{mm_v.name}: V is not Transpose(0,2,1,3) of a head split")
+        core.append(tr_v)
+        v3, dv, hv = self.heads(tr_v.input[0], core, shape_nodes, "V")
+        # ---- scores: [Add mask] <- [Mul/Div scale] <- MatMul(qh, kt)
+        s_in = sm.input[0]
+        bias = None
+        add = self.prod(s_in, "Add")
+        mm_qk = self.prod(s_in, "MatMul")
+        scale = 1.0
+        if add is not None:
+            core.append(add)
+            a, b = add.input[0], add.input[1]
+            # the scores side is the one leading to the QK MatMul
+            for sc, other in ((a, b), (b, a)):
+                inner, f = self.scale_mul(sc, probe := [])
+                if self.prod(inner, "MatMul") is not None:
+                    core.extend(probe)
+                    scale *= f
+                    mm_qk = self.prod(inner, "MatMul")
+                    bias = other
+                    break
+            else:
+                raise _Miss(f"{add.name}: neither operand is the scaled Q.K^T MatMul")
+        elif mm_qk is None:
+            inner, f = self.scale_mul(s_in, core)
+            mm_qk = self.prod(inner, "MatMul")
+            scale *= f
+            if mm_qk is None:
+                w = self.prod(s_in, "Where")
+                if w is not None:
+                    raise _Miss(f"{w.name}: mask applied with Where (a select, not an additive bias)")
+                raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+        if bias is not None:
+            if d.rank(bias) not in (4, None):
+                raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D, MultiHeadAttention needs [B|1, H|1, S, T]")
+            if d.rank(bias) is None:
+                raise _Miss(f"{add.name}: mask rank unknown")
+            if d.canon(("dim", bias, 2)) == 1:
+                raise _Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
+            if ix.const_dtype(bias) not in (_FLOAT, None):
+                raise _Miss(f"{add.name}: mask is not float32")
+        core.append(mm_qk)
+        # ---- Q
+        qa, fq = self.scale_mul(mm_qk.input[0], core)
+        tr_q = self.prod(qa, "Transpose")
+        if tr_q is None or self.perm(tr_q) != [0, 2, 1, 3]:
+            raise _Miss(f"{mm_qk.name}: Q is not Transpose(0,2,1,3) of a head split")
+        core.append(tr_q)
+        q3, dq, hq = self.heads(tr_q.input[0], core, shape_nodes, "Q")
+        # ---- K^T
+        ka, fk = self.scale_mul(mm_qk.input[1], core)
+        tr_k = self.prod(ka, "Transpose")
+        if tr_k is None:
+            raise _Miss(f"{mm_qk.name}: K is not transposed")
+        core.append(tr_k)
+        if self.perm(tr_k) == [0, 2, 3, 1]:
+            kh = tr_k.input[0]
+        elif self.perm(tr_k) == [0, 1, 3, 2]:
+            kb, fk2 = self.scale_mul(tr_k.input[0], core)
+            fk *= fk2
+            tr_k2 = self.prod(kb, "Transpose")
+            if tr_k2 is None or self.perm(tr_k2) != [0, 2, 1, 3]:
+                raise _Miss(f"{tr_k.name}: K^T is not built from a head split")
+            core.append(tr_k2)
+            kh = tr_k2.input[0]
+        else:
+            raise _Miss(f"{tr_k.name}: K transpose perm {self.perm(tr_k)} is not K^T per head")
+        k3, dk, hk = self.heads(kh, core, shape_nodes, "K")
+        scale *= fq * fk
+        if not (dq == dk == dv and hq == hk == hv):
+            raise _Miss(f"{sm.name}: Q/K/V head shapes differ ({hq}x{dq}, {hk}x{dk}, {hv}x{dv})")
+        for x in (q3, k3, v3):
+            if ix.const_dtype(x) not in (_FLOAT, None):
+                raise _Miss(f"{sm.name}: {x} is not float32 (MultiHeadAttention CPU runs float32)")
+        for a, b, what in ((q3, k3, "batch"), (k3, v3, "batch")):
+            if not d.same(("dim", a, 0), ("dim", b, 0)):
+                raise _Miss(f"{sm.name}: Q/K/V {what} dims not provably equal")
+        if not d.same(("dim", k3, 1), ("dim", v3, 1)):
+            raise _Miss(f"{sm.name}: K and V sequence dims not provably equal")
+        # ---- output: merge heads
+        out_t = tr_o.output[0]
+        reshape_out = None
+        users = ix.consumers.get(out_t, ())
+        merges = [u for u in users if u.op_type == "Reshape" and u.input[0] == out_t]
+        if len(merges) != 1 or out_t in ix.graph_outputs:
+            raise _Miss(f"{tr_o.name}: heads are not merged by one Reshape to [batch, seq, hidden]")
+        merge = merges[0]
+        vec = d.vec(merge.input[1], probe_nodes := set())
+        allow0 = not ix.attr(merge, "allowzero", 0)
+        ok3 = vec is not None and len(vec) == 3 and all(
+            (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j)) or d.same(vec[j], ("dim", q3, j))
+            for j in (0, 1)) and (vec[2] == -1 or vec[2] == hq * dq)
+        core.append(merge)
+        if ok3:
+            shape_nodes |= probe_nodes
+        elif vec is not None and all(isinstance(e, int) for e in vec) and 0 not in vec[2:] \
+                and (len(users) == 1):
+            reshape_out = (merge.input[1], merge.output[0])  # e.g. [-1, hidden] before a 2-D Gemm
+        else:
+            raise _Miss(f"{merge.name}: merge-heads reshape target not understood")
+        out_t = merge.output[0]
+        # ---- absorb shape subgraphs used only by the match
+        matched = {id(n) for n in core}
+        nodes_by_id = {id(n): n for n in ix.nodes if id(n) in shape_nodes}
+        changed = True
+        while changed:
+            changed = False
+            for nid, n in nodes_by_id.items():
+                if nid in matched:
+                    continue
+                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
+                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
+                    matched.add(nid)
+                    core.append(n)
+                    changed = True
+        # ---- intermediates must stay inside
+        keep = {out_t}
+        for n in core:
+            for o in n.output:
+                if not o or o in keep:
+                    continue
+                if o in ix.graph_outputs:
+                    raise _Miss(f"intermediate {o} is a graph output")
+                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
+                if outside:
+                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+        return AttentionMatch(sm, core, q3, k3, v3, bias, hq, dq, scale, out_t, reshape_out)
+
+
+def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
+    """Exact attention blocks and near misses (matched node names, reason) of a GraphIndex."""
+    m = _Matcher(index)
+    found: list[AttentionMatch] = []
+    misses: list[tuple[list[str], str]] = []
+    for sm in index.by_op.get("Softmax", ()):
+        if sm.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            found.append(m.match(sm))
+        except _Miss as exc:
+            misses.append(([index.name(sm)], str(exc)))
+    return found, misses
+
+
+def near_misses(index: Any) -> list[tuple[list[str], str]]:
+    """Why each Softmax that is not fused was left alone."""
+    return find_attention(index)[1]
+
+
+def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
+    """MultiHeadAttention (+ the kept merge-heads Reshape) for one exact match."""
+    inputs = [a.q, a.k, a.v] + (["", "", a.bias] if a.bias else [])
+    attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
+    if a.reshape_out is None:
+        return [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
+                            outputs=[a.output])]
+    mid = a.output + "_mha"
+    return [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN, outputs=[mid]),
+            Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
+
+
+def _replace(m: Match) -> list[Replacement]:
+    sm_name = m.bindings["softmax_node"]
+    a = _Matcher(m.index).match(next(n for n in m.index.by_op["Softmax"] if m.index.name(n) == sm_name))
+    return replacement_nodes(a)
+
+
+def _find_matches(index: Any) -> Iterator[Match]:
+    found, _ = find_attention(index)
+    for a in found:
+        yield Match.custom(RULES[0], index, a.nodes, [a.output], bindings={"softmax_node": index.name(a.softmax)})
+
+
+RULES = [
+    Rule(
+        name="attention_mha",
+        description="Q.K^T scale, additive mask, Softmax, .V with head reshapes -> MultiHeadAttention",
+        fused_op="MultiHeadAttention",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        find=_find_matches,
+        replace=_replace,
+        priority=100,
+    ),
+]
