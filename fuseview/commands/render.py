@@ -1,0 +1,99 @@
+"""`fuseview render MODEL -o OUT.svg|OUT.png`: the viewer's drawing of a model, written to a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+HELP = "draw a model's graph to an SVG or PNG file (the same drawing as the window)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `fuseview render`."""
+    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file: .svg or .png")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--flat",
+        action="store_const",
+        dest="expansion",
+        const="flat",
+        help="draw every node (no name-scope groups)",
+    )
+    group.add_argument(
+        "--collapsed",
+        action="store_const",
+        dest="expansion",
+        const="collapsed",
+        help="draw name-scope groups collapsed",
+    )
+    p.set_defaults(expansion="auto")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="pixels per layout unit (PNG is scaled down to at most 16384 px a side)",
+    )
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="print one JSON object with load_s, layout_s, draw_s and counts",
+    )
+
+
+def render_model(model: str, output: str, expansion: str = "auto", scale: float = 1.0) -> dict:
+    """Load, lay out, build the viewer's scene and write it; returns timings and counts."""
+    from fuseview.errors import FuseviewError
+    from fuseview.graph.layout import layout_graph
+    from fuseview.graph.loader import load_document
+    from fuseview.ui.export import check_image_path
+
+    out = check_image_path(output)  # before any work: a bad path costs nothing
+    if not scale > 0:
+        raise FuseviewError(f"--scale must be positive, not {scale}")
+    t0 = time.perf_counter()
+    doc = load_document(model)
+    t1 = time.perf_counter()
+    from fuseview.ui.main_window import expansion_for
+
+    expanded = expansion_for(doc, expansion)
+    lay = layout_graph(doc.graph, expanded)
+    t2 = time.perf_counter()
+    from fuseview.ui.app import ensure_app
+    from fuseview.ui.export import render_scene
+    from fuseview.ui.graph_scene import GraphScene
+
+    # render never shows a window: draw offscreen unless the caller chose a platform
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    ensure_app()
+    scene = GraphScene(doc.graph, lay)
+    t3 = time.perf_counter()
+    image = render_scene(scene, out, scale=scale)
+    t4 = time.perf_counter()
+    return {
+        "model": str(model),
+        "output": str(out),
+        "expansion": expansion,
+        "load_s": round(t1 - t0, 4),
+        "layout_s": round(t2 - t1, 4),
+        "scene_s": round(t3 - t2, 4),
+        "draw_s": round(t4 - t2, 4),
+        "write_s": round(t4 - t3, 4),
+        "nodes": len(doc.graph.visible_nodes()),
+        "boxes": len(lay.boxes),
+        "routes": len(lay.routes),
+        "frames": len(lay.frames),
+        "width": image["width"],
+        "height": image["height"],
+        "scale": round(image["scale"], 5),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render; with --timings print the figures as JSON."""
+    info = render_model(args.model, args.output, args.expansion, args.scale)
+    if args.timings:
+        print(json.dumps(info))
+    return 0

@@ -1,0 +1,85 @@
+"""Create the Qt application and run the window (optionally just to take a screenshot)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.document import ModelDocument
+
+
+def ensure_app() -> QApplication:
+    """The running QApplication, or a new one (offscreen when there is no display)."""
+    app = QApplication.instance()
+    if app is not None:
+        return app  # type: ignore[return-value]
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM")
+    ):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    app = QApplication(sys.argv[:1])
+    app.setApplicationName("fuseview")
+    app.setOrganizationName("fuseview")
+    return app
+
+
+def run_app(
+    doc: ModelDocument | None = None,
+    path: str | None = None,
+    expansion_mode: str = "auto",
+    screenshot: str | None = None,
+    size: tuple[int, int] = (1400, 900),
+) -> int:
+    """Show the window with a loaded document (or open path); with screenshot, save a PNG and exit."""
+    from fuseview.ui.main_window import MainWindow
+
+    if screenshot is not None and Path(screenshot).suffix.lower() != ".png":
+        raise FuseviewError(f"{screenshot}: the screenshot must be a .png file")
+    if screenshot is not None and not Path(screenshot).resolve().parent.is_dir():
+        raise FuseviewError(f"{Path(screenshot).parent}: no such folder")
+    app = ensure_app()
+    win = MainWindow(expansion_mode=expansion_mode)
+    win.resize(*size)
+    status = {"code": 0}
+    if screenshot is not None:
+        win.show_dialogs = False
+
+        def failed(message: str) -> None:
+            print(f"fuseview: error: {message}", file=sys.stderr)
+            status["code"] = 2
+            app.exit(2)
+
+        def shoot() -> None:
+            grab_to_png(win, screenshot)
+            app.exit(0)
+
+        win.error_shown.connect(failed)
+        win.document_shown.connect(lambda: QTimer.singleShot(150, shoot))
+        QTimer.singleShot(600_000, lambda: (failed("timed out waiting for the layout"), None))
+    win.show()
+    if doc is not None:
+        win.show_document(doc)
+    elif path is not None:
+        win.open_file(path)
+    code = app.exec()
+    win.runner.shutdown()
+    return code or status["code"]
+
+
+def grab_to_png(widget, path: str | os.PathLike) -> None:
+    """Save a picture of a widget (the whole window) to a PNG, atomically."""
+    from fuseview.ui.export import write_atomic
+
+    out = Path(path)
+    pix = widget.grab()
+
+    def write(tmp: str) -> None:
+        if not pix.save(tmp, "PNG"):
+            raise FuseviewError(f"{out}: cannot write PNG")
+
+    write_atomic(out, write)

@@ -1,0 +1,21 @@
+"""Message boxes, behind one function each so tests (and future panels) can intercept them."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from fuseview.errors import FuseviewError
+
+
+def error_text(exc: BaseException) -> str:
+    """A one-line message for an exception: the FuseviewError text, or the type and message of others."""
+    if isinstance(exc, FuseviewError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:500]
+
+
+def show_error(parent: QWidget | None, title: str, message: str) -> None:
+    """A modal error box with a one-line message."""
+    QMessageBox.critical(parent, title, message)

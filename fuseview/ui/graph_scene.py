@@ -1,0 +1,403 @@
+"""The graph as a QGraphicsScene built from a Layout: boxes, group frames and edge routes."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsScene,
+    QGraphicsSceneContextMenuEvent,
+    QGraphicsSceneMouseEvent,
+    QMenu,
+    QStyle,
+    QStyleOptionGraphicsItem,
+    QWidget,
+)
+
+from fuseview.graph.document import GraphDocument
+from fuseview.graph.geometry import Box, Frame, Layout, Route
+from fuseview.ui import style
+
+# Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
+# skipping it is what keeps a zoomed-out 10,000-box view smooth.
+_MIN_TEXT_PX = 5.0
+_MIN_DETAIL_PX = 7.0
+_LABEL_PX = 11
+_SUB_PX = 9
+_MARGIN = 40.0
+
+Z_FRAME, Z_ROUTE, Z_BOX, Z_TAG = -10.0, 0.0, 10.0, 11.0
+
+
+def _lod(painter: QPainter) -> float:
+    return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+
+
+class BoxItem(QGraphicsItem):
+    """A node, graph input/output or collapsed group, drawn with level of detail."""
+
+    def __init__(self, box: Box, category: str):
+        super().__init__()
+        self.box = box
+        self.key = box.key
+        self.category = category
+        self.highlighted = False
+        self._rect = QRectF(0, 0, box.w, box.h)
+        self._texts: tuple[str, str] | None = None
+        self.setPos(box.x, box.y)
+        self.setZValue(Z_BOX)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+        tip = box.label if not box.sublabel else f"{box.label}\n{box.sublabel}"
+        if box.kind == "group":
+            tip += "\n(double-click to expand)"
+        self.setToolTip(tip)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
+        return self._rect.adjusted(-3, -3, 3, 3)
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        path.addRect(self._rect)
+        return path
+
+    def set_highlighted(self, on: bool) -> None:
+        """Mark the box as a search/op-type hit."""
+        if on != self.highlighted:
+            self.highlighted = on
+            self.update()
+
+    def _elided(self) -> tuple[str, str]:
+        if self._texts is None:
+            w = self._rect.width() - (16 if self.box.kind == "node" else 12)
+            label_fm = QFontMetricsF(style.font(_LABEL_PX, True))
+            sub_fm = QFontMetricsF(style.font(_SUB_PX))
+            label = label_fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w)
+            sub = (
+                sub_fm.elidedText(self.box.sublabel, Qt.TextElideMode.ElideLeft, w)
+                if self.box.sublabel
+                else ""
+            )
+            self._texts = (label, sub)
+        return self._texts
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        strong, pale = style.colors(self.category)
+        r = self._rect
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        lod = _lod(painter)
+        on_screen_h = r.height() * lod
+        if on_screen_h < _MIN_DETAIL_PX and not selected and not self.highlighted:
+            painter.fillRect(r, strong if self.box.kind != "node" else pale.darker(115))
+            return
+        kind = self.box.kind
+        if kind == "group":
+            # a stacked-card look says "there is more inside"
+            painter.setPen(QPen(strong, 1.0))
+            painter.setBrush(pale.darker(106))
+            painter.drawRoundedRect(r.translated(4, 4), 5, 5)
+        painter.setBrush(pale)
+        painter.setPen(QPen(strong, 1.0))
+        if kind in ("input", "output"):
+            painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
+        else:
+            painter.drawRoundedRect(r, 4, 4)
+            if kind == "node":
+                painter.fillRect(QRectF(r.x() + 0.5, r.y() + 3, 5, r.height() - 6), strong)
+        if self.highlighted:
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.setPen(QPen(QColor(style.HIGHLIGHT), 4.0))
+            painter.drawRoundedRect(r.adjusted(-1, -1, 1, 1), 5, 5)
+        if selected:
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.setPen(QPen(QColor(style.SELECTION), 2.5))
+            painter.drawRoundedRect(r.adjusted(-1.5, -1.5, 1.5, 1.5), 5, 5)
+        if _LABEL_PX * lod < _MIN_TEXT_PX:
+            return
+        label, sub = self._elided()
+        left = r.x() + (10 if kind == "node" else 8)
+        text_w = r.width() - (left - r.x()) - 4
+        dark = kind in ("input", "output")
+        painter.setPen(QColor("#ffffff") if dark else QColor(style.TEXT))
+        painter.setFont(style.font(_LABEL_PX, True))
+        show_sub = bool(sub) and r.height() >= 28 and _SUB_PX * lod >= _MIN_TEXT_PX
+        if not show_sub:
+            painter.drawText(QRectF(left, r.y(), text_w, r.height()), Qt.AlignmentFlag.AlignVCenter, label)
+            return
+        half = r.height() / 2
+        painter.drawText(QRectF(left, r.y() + 2, text_w, half - 1), Qt.AlignmentFlag.AlignBottom, label)
+        painter.setPen(QColor("#cfd8e3") if dark else QColor(style.SUBTEXT))
+        painter.setFont(style.font(_SUB_PX))
+        painter.drawText(QRectF(left, r.y() + half + 1, text_w, half - 3), Qt.AlignmentFlag.AlignTop, sub)
+
+    def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:  # noqa: N802 - Qt API
+        scene = self.scene()
+        if self.box.kind == "group" and isinstance(scene, GraphScene):
+            scene.expand_requested.emit(tuple(self.box.scope))
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def contextMenuEvent(self, event: QGraphicsSceneContextMenuEvent) -> None:  # noqa: N802 - Qt API
+        scene = self.scene()
+        if not isinstance(scene, GraphScene):
+            return
+        menu = QMenu()
+        if self.box.kind == "group":
+            menu.addAction(
+                f"Expand {self.box.label}", lambda: scene.expand_requested.emit(tuple(self.box.scope))
+            )
+        if self.box.kind == "node" and self.box.scope:
+            scope = tuple(self.box.scope)
+            menu.addAction(f"Collapse {'/'.join(scope)}", lambda: scene.collapse_requested.emit(scope))
+        if not menu.isEmpty():
+            menu.exec(event.screenPos())
+
+
+class FrameItem(QGraphicsItem):
+    """The outline of an expanded group; its header collapses it (double-click or context menu)."""
+
+    HEADER = 18.0
+
+    def __init__(self, frame: Frame, depth: int):
+        super().__init__()
+        self.frame = frame
+        self.key = frame.key
+        self._rect = QRectF(0, 0, frame.w, frame.h)
+        self.setPos(frame.x, frame.y)
+        self.setZValue(Z_FRAME + depth * 0.01)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+        self.setToolTip(f"{'/'.join(frame.scope)}\n(double-click the header to collapse)")
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
+        return self._rect.adjusted(-1, -1, 1, 1)
+
+    def header_rect(self) -> QRectF:
+        """The clickable title strip at the top of the frame."""
+        return QRectF(0, 0, self._rect.width(), min(self.HEADER, self._rect.height()))
+
+    def shape(self) -> QPainterPath:
+        # Only the header is "solid": a click inside the frame reaches the background (pan) or the boxes.
+        path = QPainterPath()
+        path.addRect(self.header_rect())
+        return path
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        lod = _lod(painter)
+        r = self._rect
+        painter.setBrush(style.FRAME_FILL)
+        pen = QPen(QColor(style.FRAME_BORDER), 1.0)
+        pen.setCosmetic(lod < 0.5)
+        painter.setPen(pen)
+        painter.drawRoundedRect(r, 6, 6)
+        if _SUB_PX * lod < _MIN_TEXT_PX:
+            return
+        painter.setPen(QColor(style.PALETTE["group"][0]))
+        painter.setFont(style.font(_SUB_PX + 1, True))
+        painter.drawText(
+            QRectF(8, 2, r.width() - 16, self.HEADER - 2),
+            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+            "▾ " + self.frame.label,
+        )
+
+    def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:  # noqa: N802 - Qt API
+        scene = self.scene()
+        if isinstance(scene, GraphScene) and self.frame.scope:
+            scene.collapse_requested.emit(tuple(self.frame.scope))
+            event.accept()
+
+    def contextMenuEvent(self, event: QGraphicsSceneContextMenuEvent) -> None:  # noqa: N802 - Qt API
+        scene = self.scene()
+        if isinstance(scene, GraphScene) and self.frame.scope:
+            menu = QMenu()
+            menu.addAction(
+                f"Collapse {self.frame.label}", lambda: scene.collapse_requested.emit(self.frame.scope)
+            )
+            menu.exec(event.screenPos())
+
+
+class TagItem(QGraphicsItem):
+    """A small text tag (a stub edge's source, an aggregated edge's count), hidden when zoomed out."""
+
+    def __init__(self, text: str, anchor: QPointF, align_right: bool = False):
+        super().__init__()
+        self.text = text
+        fm = QFontMetricsF(style.font(_SUB_PX))
+        w = min(fm.horizontalAdvance(text) + 6, 160.0)
+        self._rect = QRectF(-w if align_right else 0, -fm.height(), w, fm.height())
+        self.setPos(anchor)
+        self.setZValue(Z_TAG)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
+        return self._rect
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        if _SUB_PX * _lod(painter) < _MIN_TEXT_PX + 1:
+            return
+        painter.setFont(style.font(_SUB_PX))
+        painter.setPen(QColor(style.SUBTEXT))
+        fm = QFontMetricsF(style.font(_SUB_PX))
+        text = fm.elidedText(self.text, Qt.TextElideMode.ElideMiddle, self._rect.width() - 4)
+        painter.drawText(self._rect.adjusted(3, 0, -3, 0), Qt.AlignmentFlag.AlignVCenter, text)
+
+
+def route_path(points: tuple[tuple[float, float], ...], arrow: float = 6.0) -> QPainterPath:
+    """A smoothed polyline through the route's points, ending in an open arrowhead."""
+    path = QPainterPath()
+    if len(points) < 2:
+        return path
+    pts = [QPointF(x, y) for x, y in points]
+    path.moveTo(pts[0])
+    if len(pts) == 2:
+        path.lineTo(pts[1])
+    else:
+        for i in range(1, len(pts) - 1):
+            mid = (pts[i] + pts[i + 1]) / 2 if i < len(pts) - 2 else pts[i + 1]
+            path.quadTo(pts[i], mid)
+    end, before = pts[-1], pts[-2]
+    dx, dy = end.x() - before.x(), end.y() - before.y()
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    for side in (-1, 1):
+        path.moveTo(end)
+        path.lineTo(
+            end.x() - arrow * ux + side * arrow * 0.55 * uy, end.y() - arrow * uy - side * arrow * 0.55 * ux
+        )
+    return path
+
+
+class RouteItem(QGraphicsPathItem):
+    """An edge (painted by Qt in C++: no Python call per frame)."""
+
+    def __init__(self, route: Route):
+        super().__init__(route_path(route.points))
+        self.route = route
+        self.setZValue(Z_ROUTE)
+        self.set_active(False)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+
+    def set_active(self, on: bool) -> None:
+        """Draw the edge in the accent colour (it touches the selection)."""
+        width = 1.2 + min(self.route.count - 1, 6) * 0.5
+        color = QColor(style.EDGE_ACTIVE if on else style.EDGE)
+        if self.route.stub and not on:
+            color = QColor("#b3bac4")
+        pen = QPen(color, width * (1.6 if on else 1.0))
+        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+        pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+        self.setPen(pen)
+        self.setBrush(QBrush(Qt.BrushStyle.NoBrush))
+        self.setZValue(Z_ROUTE + (1 if on else 0))
+
+
+def _category_of(box: Box, graph: GraphDocument) -> str:
+    if box.kind == "node" and box.node is not None:
+        n = graph.nodes[box.node]
+        return style.op_category(n.op_type, n.domain)
+    return box.kind
+
+
+class GraphScene(QGraphicsScene):
+    """A drawn Layout: items keyed like the Layout's boxes, frames and routes."""
+
+    expand_requested = Signal(tuple)
+    collapse_requested = Signal(tuple)
+
+    def __init__(self, graph: GraphDocument, layout: Layout, parent=None):
+        super().__init__(parent)
+        self.graph = graph
+        self.layout = layout
+        self.boxes: dict[str, BoxItem] = {}
+        self.frames: dict[str, FrameItem] = {}
+        self.routes: list[RouteItem] = []
+        self._routes_of: dict[str, list[RouteItem]] = {}
+        self._active: list[RouteItem] = []
+        self._highlighted: list[BoxItem] = []
+        self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
+        self.setBackgroundBrush(QColor(style.BACKGROUND))
+        self._build()
+        self.selectionChanged.connect(self._on_selection)
+
+    def _build(self) -> None:
+        lay, graph = self.layout, self.graph
+        labels = {b.key: b.label for b in lay.boxes}
+        for f in lay.frames:
+            item = FrameItem(f, len(f.scope))
+            self.addItem(item)
+            self.frames[f.key] = item
+        for b in lay.boxes:
+            item = BoxItem(b, _category_of(b, graph))
+            self.addItem(item)
+            self.boxes[b.key] = item
+        for r in lay.routes:
+            if len(r.points) < 2:
+                continue
+            item = RouteItem(r)
+            self.addItem(item)
+            self.routes.append(item)
+            self._routes_of.setdefault(r.src, []).append(item)
+            self._routes_of.setdefault(r.dst, []).append(item)
+            if r.stub:
+                x, y = r.points[0]
+                self.addItem(TagItem(labels.get(r.src, r.tensor), QPointF(x + 3, y + 2)))
+            elif r.count > 1:
+                x, y = r.points[-1]
+                self.addItem(TagItem(f"×{r.count}", QPointF(x + 4, y - 4)))
+        self.setSceneRect(
+            QRectF(-_MARGIN, -_MARGIN, max(lay.width, 1.0) + 2 * _MARGIN, max(lay.height, 1.0) + 2 * _MARGIN)
+        )
+
+    def item_for_key(self, key: str) -> BoxItem | None:
+        """The box item with this layout key, if drawn."""
+        return self.boxes.get(key)
+
+    def selected_keys(self) -> list[str]:
+        """Keys of the selected boxes, in layout order."""
+        return [it.key for it in self.selectedItems() if isinstance(it, BoxItem)]
+
+    def select_keys(self, keys: list[str]) -> None:
+        """Replace the selection by these boxes (unknown keys are ignored)."""
+        self.blockSignals(True)
+        self.clearSelection()
+        for k in keys:
+            item = self.boxes.get(k)
+            if item is not None:
+                item.setSelected(True)
+        self.blockSignals(False)
+        self.selectionChanged.emit()
+
+    def set_highlight(self, keys: list[str] | set[str]) -> int:
+        """Highlight these boxes (and un-highlight the others); returns how many are drawn."""
+        for item in self._highlighted:
+            item.set_highlighted(False)
+        self._highlighted = [self.boxes[k] for k in keys if k in self.boxes]
+        for item in self._highlighted:
+            item.set_highlighted(True)
+        return len(self._highlighted)
+
+    def highlighted_keys(self) -> list[str]:
+        """Keys of the highlighted boxes."""
+        return [it.key for it in self._highlighted]
+
+    def _on_selection(self) -> None:
+        for item in self._active:
+            item.set_active(False)
+        selected = self.selected_keys()
+        # Lighting up edges of a huge selection (select-all of an op type) would cost more than it shows.
+        self._active = [r for k in selected[:200] for r in self._routes_of.get(k, [])]
+        for item in self._active:
+            item.set_active(True)
+
+    def counts(self) -> dict[str, int]:
+        """Drawn boxes, routes and frames."""
+        return {"boxes": len(self.boxes), "routes": len(self.routes), "frames": len(self.frames)}

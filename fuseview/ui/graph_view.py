@@ -1,0 +1,185 @@
+"""The zoomable, pannable view of a GraphScene."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtWidgets import QFrame, QGraphicsView, QWidget
+
+from fuseview.ui.graph_scene import GraphScene
+
+MIN_SCALE = 0.002
+MAX_SCALE = 6.0
+
+
+def _onnx_paths(event) -> list[str]:
+    mime = event.mimeData()
+    if not mime.hasUrls():
+        return []
+    return [
+        u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(".onnx")
+    ]
+
+
+class GraphView(QGraphicsView):
+    """Wheel zoom around the cursor, drag to pan, fit, zoom to selection; accepts dropped .onnx files."""
+
+    zoom_changed = Signal(float)
+    file_dropped = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        # Items repaint only their own rectangles; full-viewport updates on pan would repaint everything.
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
+        self.setOptimizationFlag(QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing, True)
+        self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setAcceptDrops(True)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self._pan_from: QPointF | None = None
+
+    # zoom -----------------------------------------------------------------------------------------
+    def scale_factor(self) -> float:
+        """Current zoom: scene units to pixels."""
+        return self.transform().m11()
+
+    def zoom_by(self, factor: float, anchor_under_mouse: bool = False) -> None:
+        """Multiply the zoom by factor, clamped; around the mouse or the view centre."""
+        current = self.scale_factor()
+        target = min(max(current * factor, MIN_SCALE), MAX_SCALE)
+        if target == current:
+            return
+        old = self.transformationAnchor()
+        if not anchor_under_mouse:
+            self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.scale(target / current, target / current)
+        self.setTransformationAnchor(old)
+        self.zoom_changed.emit(self.scale_factor())
+
+    def set_zoom(self, scale: float) -> None:
+        """Set an absolute zoom around the view centre."""
+        self.zoom_by(scale / self.scale_factor())
+
+    def fit(self) -> None:
+        """Show the whole scene."""
+        scene = self.scene()
+        if scene is None:
+            return
+        self.fit_rect(scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
+
+    def fit_rect(self, rect: QRectF, max_scale: float = 1.5) -> None:
+        """Show rect whole, but never zoom in past max_scale."""
+        if rect.isEmpty():
+            return
+        self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
+        s = self.scale_factor()
+        if s > max_scale or s < MIN_SCALE:
+            clamped = min(max(s, MIN_SCALE), max_scale)
+            self.scale(clamped / s, clamped / s)
+            self.centerOn(rect.center())
+        self.zoom_changed.emit(self.scale_factor())
+
+    def zoom_to_selection(self) -> None:
+        """Fit the selected items, or the whole graph when nothing is selected."""
+        scene = self.scene()
+        if scene is None:
+            return
+        items = scene.selectedItems()
+        if not items:
+            self.fit()
+            return
+        rect = QRectF()
+        for it in items:
+            rect = rect.united(it.sceneBoundingRect())
+        self.fit_rect(rect.adjusted(-60, -60, 60, 60))
+
+    def center_on_key(self, key: str) -> bool:
+        """Centre the view on a box; False when it is not drawn."""
+        scene = self.scene()
+        item = scene.item_for_key(key) if isinstance(scene, GraphScene) else None
+        if item is None:
+            return False
+        if self.scale_factor() < 0.35:
+            self.set_zoom(0.8)
+        self.centerOn(item.sceneBoundingRect().center())
+        return True
+
+    def visible_scene_rect(self) -> QRectF:
+        """The part of the scene the viewport shows."""
+        return self.mapToScene(self.viewport().rect()).boundingRect()
+
+    def view_center(self) -> QPointF:
+        """The scene point at the middle of the viewport."""
+        return self.visible_scene_rect().center()
+
+    def keep_at(self, scene_point: QPointF, viewport_point: QPointF) -> None:
+        """Scroll so scene_point shows at viewport_point (keeps an opened group where it was)."""
+        s = self.scale_factor() or 1.0
+        vc = QPointF(self.viewport().width() / 2, self.viewport().height() / 2)
+        self.centerOn(scene_point - (viewport_point - vc) / s)
+
+    # input ----------------------------------------------------------------------------------------
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt API
+        delta = event.angleDelta().y() or event.angleDelta().x()
+        if delta == 0:
+            event.ignore()
+            return
+        self.zoom_by(1.0015**delta, anchor_under_mouse=True)
+        event.accept()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if event.button() == Qt.MouseButton.MiddleButton:
+            self._pan_from = event.position()
+            self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self._pan_from is not None:
+            d = event.position() - self._pan_from
+            self._pan_from = event.position()
+            self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() - int(d.x()))
+            self.verticalScrollBar().setValue(self.verticalScrollBar().value() - int(d.y()))
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self._pan_from is not None and event.button() == Qt.MouseButton.MiddleButton:
+            self._pan_from = None
+            self.viewport().unsetCursor()
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt API
+        if event.key() == Qt.Key.Key_Escape and self.scene() is not None:
+            self.scene().clearSelection()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API
+        if _onnx_paths(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if _onnx_paths(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt API
+        paths = _onnx_paths(event)
+        if paths:
+            event.acceptProposedAction()
+            self.file_dropped.emit(paths[0])
+        else:
+            event.ignore()

@@ -1,0 +1,200 @@
+"""Inspector dock: everything about the selected box (op, attributes, tensors, folded weights)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QDockWidget, QTreeWidget, QTreeWidgetItem, QWidget
+
+from fuseview.graph.document import GraphDocument, ModelDocument, Node
+from fuseview.graph.geometry import Box
+
+_PREVIEW_VALUES = 8
+
+
+def weight_preview(doc: ModelDocument, name: str) -> str:
+    """The first values of an initializer or folded Constant, when its data is inside the file."""
+    proto = _tensor_proto(doc, name)
+    if proto is None:
+        return ""
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        return "(external data, not read)"
+    try:
+        arr = numpy_helper.to_array(proto)
+    except Exception as exc:  # noqa: BLE001 - a preview is optional; say why it is missing
+        return f"(cannot decode: {type(exc).__name__})"
+    if arr.size == 0:
+        return "(empty)"
+    flat = arr.reshape(-1)[:_PREVIEW_VALUES]
+    if np.issubdtype(flat.dtype, np.floating):
+        vals = ", ".join(f"{float(v):.4g}" for v in flat)
+    else:
+        vals = ", ".join(str(v) for v in flat.tolist())
+    more = ", …" if arr.size > _PREVIEW_VALUES else ""
+    return f"[{vals}{more}]"
+
+
+def _tensor_proto(doc: ModelDocument, name: str) -> onnx.TensorProto | None:
+    cache = getattr(doc, "_fuseview_init_index", None)
+    if cache is None:
+        cache = {t.name: t for t in doc.model.graph.initializer}
+        doc._fuseview_init_index = cache  # type: ignore[attr-defined]  # per-document lookup cache
+    if name in cache:
+        return cache[name]
+    t = doc.graph.tensors.get(name)
+    if t is not None and t.producer is not None and t.producer < len(doc.model.graph.node):
+        node = doc.model.graph.node[t.producer]
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    return a.t
+    return None
+
+
+def _fmt_attr(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+class Inspector(QDockWidget):
+    """Dock showing the selected node, group, input or output."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Inspector", parent)
+        self.setObjectName("inspector")
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(3)
+        self.tree.setHeaderLabels(["", "", ""])
+        self.tree.setHeaderHidden(True)
+        self.tree.setRootIsDecorated(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setWordWrap(False)
+        self.setWidget(self.tree)
+        self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
+        self.setMinimumWidth(280)
+        self.clear()
+
+    def clear(self, message: str = "Select a box to inspect it.") -> None:
+        """Show only a hint."""
+        self.tree.clear()
+        QTreeWidgetItem(self.tree, [message])
+
+    def _section(self, title: str) -> QTreeWidgetItem:
+        item = QTreeWidgetItem(self.tree, [title])
+        f = QFont(item.font(0))
+        f.setBold(True)
+        item.setFont(0, f)
+        item.setFirstColumnSpanned(True)
+        item.setExpanded(True)
+        return item
+
+    def _row(self, parent: QTreeWidgetItem, *cols: str) -> QTreeWidgetItem:
+        item = QTreeWidgetItem(parent, list(cols))
+        for i, c in enumerate(cols):
+            item.setToolTip(i, c)
+        return item
+
+    def show_box(self, doc: ModelDocument, box: Box) -> None:
+        """Fill the panel for one box of the main graph's layout."""
+        self.tree.clear()
+        g = doc.graph
+        if box.kind == "node" and box.node is not None:
+            self._show_node(doc, g.nodes[box.node])
+        elif box.kind in ("input", "output"):
+            self._show_tensor_box(g, box)
+        elif box.kind == "group":
+            self._show_group(g, box)
+        self.tree.resizeColumnToContents(0)
+        self.tree.resizeColumnToContents(1)
+
+    def show_many(self, count: int) -> None:
+        """Several boxes are selected."""
+        self.clear(f"{count} boxes selected.")
+
+    def _tensor_rows(self, parent: QTreeWidgetItem, g: GraphDocument, names: tuple[str, ...]) -> None:
+        for name in names:
+            if not name:
+                self._row(parent, "(omitted)", "", "")
+                continue
+            t = g.tensors.get(name)
+            if t is None:
+                self._row(parent, name, "?", "?")
+            else:
+                self._row(parent, name, t.dtype or "?", t.shape_text)
+
+    def _show_node(self, doc: ModelDocument, node: Node) -> None:
+        g = doc.graph
+        head = self._section("Node")
+        self._row(head, "op type", node.op_type)
+        self._row(head, "domain", node.domain or "ai.onnx")
+        self._row(head, "name", node.name)
+        self._row(head, "scope", "/".join(node.scope) or "(top level)")
+        self._row(head, "index", str(node.index))
+        for k, v in node.metadata.items():
+            self._row(head, k, _fmt_attr(v))
+        if node.attributes:
+            attrs = self._section(f"Attributes ({len(node.attributes)})")
+            for k, v in node.attributes.items():
+                self._row(attrs, k, _fmt_attr(v))
+        folded = set(node.folded_inputs)
+        shown_in = tuple(i for i in node.inputs if i not in folded)
+        ins = self._section(f"Inputs ({len(shown_in)})")
+        self._tensor_rows(ins, g, shown_in)
+        outs = self._section(f"Outputs ({len(node.outputs)})")
+        self._tensor_rows(outs, g, node.outputs)
+        if node.folded_inputs:
+            weights = self._section(f"Weights and constants ({len(node.folded_inputs)})")
+            for name in node.folded_inputs:
+                t = g.tensors.get(name)
+                row = self._row(weights, name, t.dtype or "?" if t else "?", t.shape_text if t else "?")
+                preview = weight_preview(doc, name)
+                if preview:
+                    self._row(row, "values", preview).setFirstColumnSpanned(False)
+                    row.setExpanded(True)
+        if node.subgraphs:
+            subs = self._section("Subgraphs")
+            for k, sg in node.subgraphs.items():
+                self._row(subs, k, f"{len(sg.nodes)} nodes")
+
+    def _show_tensor_box(self, g: GraphDocument, box: Box) -> None:
+        name = box.key.split(":", 1)[1]
+        t = g.tensors.get(name)
+        head = self._section("Graph input" if box.kind == "input" else "Graph output")
+        self._row(head, "name", name)
+        self._row(head, "dtype", (t.dtype if t else None) or "?")
+        self._row(head, "shape", t.shape_text if t else "?")
+        if t is not None:
+            if box.kind == "input":
+                self._row(head, "consumers", str(len(t.consumers)))
+            elif t.producer is not None:
+                self._row(head, "producer", g.nodes[t.producer].name)
+
+    def _show_group(self, g: GraphDocument, box: Box) -> None:
+        scope = tuple(box.scope)
+        members = [n for n in g.nodes if n.visible and n.scope[: len(scope)] == scope]
+        head = self._section("Group")
+        self._row(head, "scope", "/".join(scope))
+        self._row(head, "nodes", str(len(members)))
+        ops = self._section("Ops")
+        for op, c in Counter(n.op_type for n in members).most_common():
+            self._row(ops, op, str(c))
+
+    def text(self) -> str:
+        """All shown text, one row per line (tab-separated columns)."""
+        lines: list[str] = []
+
+        def walk(item: QTreeWidgetItem, depth: int) -> None:
+            cols = [item.text(i) for i in range(item.columnCount()) if item.text(i)]
+            lines.append("  " * depth + "\t".join(cols))
+            for i in range(item.childCount()):
+                walk(item.child(i), depth + 1)
+
+        for i in range(self.tree.topLevelItemCount()):
+            walk(self.tree.topLevelItem(i), 0)
+        return "\n".join(lines)

@@ -1,0 +1,553 @@
+"""The main window: graph view in the middle, docks around it, loading and layout off the UI thread."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QPointF, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QWidget,
+)
+
+from fuseview.graph.document import ModelDocument
+from fuseview.graph.geometry import Layout, group_key, node_key
+from fuseview.graph.layout import initial_expansion, layout_graph
+from fuseview.graph.loader import load_document
+from fuseview.ui import dialogs
+from fuseview.ui.export import render_scene
+from fuseview.ui.graph_scene import BoxItem, GraphScene
+from fuseview.ui.graph_view import GraphView
+from fuseview.ui.inspector import Inspector
+from fuseview.ui.search import SearchBar, nodes_of_op
+from fuseview.ui.workers import Job, JobRunner
+
+Expansion = frozenset | None
+MAX_RECENT = 10
+# Graphs with fewer visible nodes are re-laid out on the UI thread: faster than a thread round trip.
+SYNC_RELAYOUT_NODES = 1500
+EXPANSION_MODES = ("auto", "flat", "collapsed")
+
+
+def collapsed_expansion(doc: ModelDocument) -> frozenset:
+    """'Collapse all': the initial grouping of a big graph, or only the top level of a small one."""
+    return initial_expansion(doc.graph) or frozenset({()})
+
+
+def expansion_for(doc: ModelDocument, mode: str) -> Expansion:
+    """The expansion a newly opened document starts with: auto, flat or collapsed."""
+    if mode == "flat":
+        return None
+    if mode == "collapsed":
+        return collapsed_expansion(doc)
+    return initial_expansion(doc.graph)
+
+
+class MainWindow(QMainWindow):
+    """fuseview's window."""
+
+    document_shown = Signal()  # a layout of the current document is on screen (after open or re-layout)
+    busy_changed = Signal(bool)
+    error_shown = Signal(str)
+
+    def __init__(
+        self, settings: QSettings | None = None, expansion_mode: str = "auto", parent: QWidget | None = None
+    ):
+        super().__init__(parent)
+        self.settings = settings if settings is not None else QSettings("fuseview", "fuseview")
+        self.expansion_mode = expansion_mode if expansion_mode in EXPANSION_MODES else "auto"
+        self.doc: ModelDocument | None = None
+        self.expanded: Expansion = None
+        self.layout_: Layout | None = None
+        self.scene: GraphScene | None = None
+        self.last_error = ""
+        self.show_dialogs = True  # off for unattended runs (--screenshot): errors go to error_shown only
+        self.runner = JobRunner(self)
+        self._job: Job | None = None
+        self._after_layout = None  # callable run once the pending re-layout is shown
+
+        self.setWindowTitle("fuseview")
+        self.resize(1400, 900)
+        self.setAcceptDrops(True)
+        self.view = GraphView(self)
+        self.view.file_dropped.connect(self.open_file)
+        self.view.zoom_changed.connect(lambda _s: self._update_status())
+        self.setCentralWidget(self.view)
+        self.inspector = Inspector(self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
+        self.search = SearchBar(self)
+        self.search.go_to.connect(self.reveal_node)
+        self.search.highlight_op.connect(self.highlight_op)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.search)
+        self._build_status()
+        self._build_menus()
+        self._show_placeholder()
+
+    # construction ---------------------------------------------------------------------------------
+    def _build_status(self) -> None:
+        bar = self.statusBar()
+        self.counts_label = QLabel("")
+        bar.addWidget(self.counts_label, 1)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(240)
+        self.progress.setTextVisible(True)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_job)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        act = QAction(text, self)
+        if shortcut is not None:
+            if isinstance(shortcut, (list, tuple)):
+                act.setShortcuts([QKeySequence(s) for s in shortcut])
+            else:
+                act.setShortcut(QKeySequence(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        self.addAction(act)  # shortcuts work while the menu bar is hidden too
+        return act
+
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        file = mb.addMenu("&File")
+        self._action(file, "&Open…", self.choose_file, QKeySequence.StandardKey.Open)
+        self.recent_menu = file.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self.export_action = self._action(
+            file, "&Export Image…", self.choose_export, "Ctrl+E", "Save the drawing as SVG or PNG"
+        )
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        view = mb.addMenu("&View")
+        self._action(view, "&Find…", self.search.focus, QKeySequence.StandardKey.Find)
+        self._action(view, "Find &Next", self.search.next_hit, "F3")
+        self._action(view, "Find &Previous", self.search.previous_hit, "Shift+F3")
+        view.addSeparator()
+        self._action(view, "&Fit", self.view.fit, "F")
+        self._action(view, "Zoom to &Selection", self.view.zoom_to_selection, "Z")
+        self._action(view, "Zoom &In", lambda: self.view.zoom_by(1.25), ["Ctrl+=", "Ctrl++"])
+        self._action(view, "Zoom &Out", lambda: self.view.zoom_by(0.8), "Ctrl+-")
+        self._action(view, "Actual Si&ze", lambda: self.view.set_zoom(1.0), "Ctrl+0")
+        self._action(view, "&Clear Selection", self.clear_selection, "Esc")
+        view.addSeparator()
+        self._action(view, "&Expand All", self.expand_all, "Ctrl+Shift+E", "Flat graph: every node")
+        self._action(view, "&Collapse All", self.collapse_all, "Ctrl+Shift+C", "Group nodes by name scope")
+        self._action(view, "Expand Selected &Group", self.expand_selected, "E")
+        self._action(view, "Collapse &Parent Group", self.collapse_selected, "C")
+        view.addSeparator()
+        view.addAction(self.inspector.toggleViewAction())
+        view.addAction(self.search.toggleViewAction())
+        self.panels_menu = view  # later panels (candidates, profile) add their toggle actions here
+
+    def _show_placeholder(self) -> None:
+        self.counts_label.setText("Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file here.")
+
+    # opening --------------------------------------------------------------------------------------
+    def choose_file(self) -> None:
+        """File → Open: pick an .onnx file."""
+        start = str(Path(self.doc.path).parent) if self.doc and self.doc.path else ""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open ONNX model", start, "ONNX models (*.onnx);;All files (*)"
+        )
+        if path:
+            self.open_file(path)
+
+    def open_file(self, path: str | os.PathLike) -> Job:
+        """Load and lay out a model in the background; errors show a dialog and keep what was open."""
+        path = str(path)
+        mode = self.expansion_mode
+
+        def work(progress):
+            doc = load_document(path, progress=lambda m, f: progress(m, 0.6 * f))
+            progress("laying out", 0.65)
+            expanded = expansion_for(doc, mode)
+            lay = layout_graph(doc.graph, expanded)
+            progress("drawing", 0.95)
+            return doc, expanded, lay
+
+        return self._start(work, f"Opening {Path(path).name}", self._opened, path)
+
+    def show_document(self, doc: ModelDocument) -> Job:
+        """Show an already loaded document (the command line loads before opening the window)."""
+        mode = self.expansion_mode
+
+        def work(progress):
+            progress("laying out", 0.1)
+            expanded = expansion_for(doc, mode)
+            return doc, expanded, layout_graph(doc.graph, expanded)
+
+        return self._start(
+            work, f"Laying out {doc.path.name if doc.path else 'model'}", self._opened, str(doc.path or "")
+        )
+
+    def _opened(self, result, path: str) -> None:
+        doc, expanded, lay = result
+        self.doc = doc
+        self.search.set_graph(doc.graph, doc.op_histogram())
+        self.inspector.clear()
+        self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
+        if path:
+            self._remember(path)
+        self._show_layout(expanded, lay)
+        self.view.fit()
+        if self.scene is not None and self.view.scale_factor() < 0.25:
+            # A tall graph fitted whole is unreadable: start at its top, at a readable zoom instead.
+            self.view.set_zoom(0.6)
+            self.view.centerOn(QPointF(self.scene.sceneRect().center().x(), self.scene.sceneRect().top()))
+        for w in doc.warnings:
+            self.statusBar().showMessage(w, 10000)
+
+    # jobs -----------------------------------------------------------------------------------------
+    def _start(self, fn, title: str, on_done, *extra) -> Job:
+        if self._job is not None:
+            self.cancel_job()
+        job = self.runner.start(fn, title)
+        self._job = job
+        job.progress.connect(self._job_progress)
+        job.done.connect(self._job_done)
+        job.failed.connect(self._job_failed)
+        job.cancelled.connect(self._job_cancelled)
+        job.setProperty("title", title)
+        self._on_done = (on_done, extra)
+        self.progress.setValue(0)
+        self.progress.setFormat(f"{title}: %p%")
+        self.progress.show()
+        self.cancel_button.show()
+        self.busy_changed.emit(True)
+        return job
+
+    @property
+    def busy(self) -> bool:
+        """Whether a load or layout is running for this window."""
+        return self._job is not None
+
+    def _finish(self) -> None:
+        self._job = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.busy_changed.emit(False)
+
+    def _job_progress(self, job: Job, message: str, fraction: float) -> None:
+        if job is self._job:
+            self.progress.setValue(int(fraction * 1000))
+            self.progress.setFormat(f"{message}: %p%")
+
+    def _job_done(self, job: Job, result) -> None:
+        if job is not self._job:
+            return
+        on_done, extra = self._on_done
+        self._finish()
+        try:
+            on_done(result, *extra)
+        except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
+            self._error("Cannot show the model", exc)
+
+    def _job_failed(self, job: Job, exc: BaseException) -> None:
+        if job is not self._job:
+            return
+        self._finish()
+        self._after_layout = None
+        self._error("Cannot open the model" if self._on_done[0] == self._opened else "Layout failed", exc)
+
+    def _job_cancelled(self, job: Job) -> None:
+        if job is self._job:
+            self._finish()
+
+    def cancel_job(self) -> None:
+        """Stop waiting for the running load or layout; the window keeps what it showed before."""
+        job = self._job
+        if job is None:
+            return
+        job.cancel()  # the thread stops at its next progress report; its result is dropped
+        self._after_layout = None
+        self._finish()
+        self.statusBar().showMessage("Cancelled.", 5000)
+
+    def _error(self, title: str, exc: BaseException) -> None:
+        message = dialogs.error_text(exc)
+        self.last_error = message
+        self.statusBar().showMessage(message, 15000)
+        self.error_shown.emit(message)
+        if self.show_dialogs:
+            dialogs.show_error(self, title, message)
+
+    # layout and scene -----------------------------------------------------------------------------
+    def _show_layout(self, expanded: Expansion, lay: Layout) -> None:
+        old = self.scene
+        keep = old.selected_keys() if old is not None else []
+        op = self.search.ops.currentData() if old is not None else ""
+        self.expanded = expanded
+        self.layout_ = lay
+        scene = GraphScene(self.doc.graph, lay, self)
+        scene.expand_requested.connect(self.expand_group)
+        scene.collapse_requested.connect(self.collapse_group)
+        scene.selectionChanged.connect(self._selection_changed)
+        self.scene = scene
+        self.view.setScene(scene)
+        if old is not None:
+            old.deleteLater()
+        if keep:
+            scene.select_keys(keep)
+        if op:
+            self.highlight_op(op)
+        self._selection_changed()
+        self.document_shown.emit()
+
+    def relayout(self, expanded: Expansion, then=None) -> None:
+        """Lay out the current document again with another expansion; then() runs once it is shown."""
+        if self.doc is None:
+            return
+        doc = self.doc
+        if len(doc.graph.nodes) < SYNC_RELAYOUT_NODES:
+            if self._job is not None:
+                self.cancel_job()
+            try:
+                lay = layout_graph(doc.graph, expanded)
+            except Exception as exc:  # noqa: BLE001
+                self._error("Layout failed", exc)
+                return
+            self._relaid((expanded, lay), then)
+            return
+
+        def work(progress):
+            progress("laying out", 0.1)
+            return expanded, layout_graph(doc.graph, expanded)
+
+        self._start(work, "Laying out", self._relaid, then)
+
+    def _relaid(self, result, then) -> None:
+        expanded, lay = result
+        self._show_layout(expanded, lay)
+        if then is not None:
+            then()
+
+    def _anchor(self, item) -> tuple[QPointF, QPointF] | None:
+        if item is None:
+            return None
+        r = item.sceneBoundingRect()
+        top = QPointF(r.center().x(), r.top())
+        return top, self.view.mapFromScene(top).toPointF()
+
+    def _keep_anchor(self, anchor, new_key: str) -> None:
+        if anchor is None or self.scene is None:
+            return
+        item = self.scene.boxes.get(new_key) or self.scene.frames.get(new_key)
+        if item is None:
+            return
+        r = item.sceneBoundingRect()
+        self.view.keep_at(QPointF(r.center().x(), r.top()), anchor[1])
+
+    def _current_open(self) -> set:
+        if self.expanded is not None:
+            return set(self.expanded)
+        # flat: every scope is open
+        opened = {()}
+        for n in self.doc.graph.nodes:
+            for k in range(1, len(n.scope) + 1):
+                opened.add(n.scope[:k])
+        return opened
+
+    def expand_group(self, scope: tuple) -> None:
+        """Open a collapsed group, keeping it where it was on screen."""
+        if self.doc is None:
+            return
+        key = group_key(tuple(scope))
+        anchor = self._anchor(self.scene.boxes.get(key) if self.scene else None)
+        opened = self._current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
+        self.relayout(frozenset(opened), lambda: self._keep_anchor(anchor, key))
+
+    def collapse_group(self, scope: tuple) -> None:
+        """Close an expanded group (and every group inside it), keeping it where it was on screen."""
+        if self.doc is None or not scope:
+            return
+        scope = tuple(scope)
+        key = group_key(scope)
+        anchor = self._anchor(self.scene.frames.get(key) if self.scene else None)
+        opened = {s for s in self._current_open() if s[: len(scope)] != scope}
+        self.relayout(frozenset(opened), lambda: self._keep_anchor(anchor, key))
+
+    def expand_all(self) -> None:
+        """Show every node (flat layout)."""
+        if self.doc is not None:
+            self.relayout(None, self.view.fit)
+
+    def collapse_all(self) -> None:
+        """Group nodes by name scope."""
+        if self.doc is not None:
+            self.relayout(collapsed_expansion(self.doc), self.view.fit)
+
+    def _selected_boxes(self) -> list[BoxItem]:
+        return [it for it in self.scene.selectedItems() if isinstance(it, BoxItem)] if self.scene else []
+
+    def expand_selected(self) -> None:
+        """Expand the selected group box."""
+        for it in self._selected_boxes():
+            if it.box.kind == "group":
+                self.expand_group(tuple(it.box.scope))
+                return
+
+    def collapse_selected(self) -> None:
+        """Collapse the group that holds the selected node (or the selected frame's group)."""
+        for it in self._selected_boxes():
+            if it.box.scope and it.box.kind == "node":
+                self.collapse_group(tuple(it.box.scope))
+                return
+            if it.box.kind == "group" and len(it.box.scope) > 1:
+                self.collapse_group(tuple(it.box.scope[:-1]))
+                return
+
+    # selection, search, highlight -----------------------------------------------------------------
+    def clear_selection(self) -> None:
+        """Esc: nothing selected, no op-type highlight."""
+        if self.scene is not None:
+            self.scene.clearSelection()
+        self.search.choose_op("")
+
+    def _selection_changed(self) -> None:
+        if self.scene is None or self.doc is None:
+            return
+        boxes = self._selected_boxes()
+        if len(boxes) == 1:
+            self.inspector.show_box(self.doc, boxes[0].box)
+        elif boxes:
+            self.inspector.show_many(len(boxes))
+        else:
+            self.inspector.clear()
+        self._update_status()
+
+    def reveal_node(self, index: int) -> None:
+        """Select and centre a node, opening the groups that hide it."""
+        if self.doc is None or self.scene is None:
+            return
+        key = node_key(index)
+
+        def show() -> None:
+            if self.scene is not None and key in self.scene.boxes:
+                self.scene.select_keys([key])
+                self.view.center_on_key(key)
+
+        if key in self.scene.boxes:
+            show()
+            return
+        scope = self.doc.graph.nodes[index].scope
+        opened = self._current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
+        self.relayout(frozenset(opened), show)
+
+    def highlight_op(self, op_type: str) -> None:
+        """Highlight every drawn node of op_type, and the collapsed groups that hold others."""
+        if self.scene is None or self.doc is None:
+            return
+        if not op_type:
+            self.scene.set_highlight([])
+            self._update_status()
+            return
+        graph = self.doc.graph
+        keys: list[str] = []
+        hidden = 0
+        groups = {tuple(it.box.scope): k for k, it in self.scene.boxes.items() if it.box.kind == "group"}
+        for i in nodes_of_op(graph, op_type):
+            k = node_key(i)
+            if k in self.scene.boxes:
+                keys.append(k)
+                continue
+            hidden += 1
+            scope = graph.nodes[i].scope
+            for d in range(len(scope), 0, -1):
+                if scope[:d] in groups:
+                    keys.append(groups[scope[:d]])
+                    break
+        self.scene.set_highlight(keys)
+        shown = len(keys) - hidden if hidden else len(keys)
+        msg = f"{op_type}: {shown + hidden} nodes"
+        if hidden:
+            msg += f", {hidden} inside collapsed groups (highlighted)"
+        self.statusBar().showMessage(msg, 10000)
+
+    # status ---------------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Nodes of the document, drawn boxes, edges, frames and selected boxes."""
+        if self.doc is None or self.scene is None:
+            return {"nodes": 0, "boxes": 0, "edges": 0, "frames": 0, "selected": 0}
+        c = self.scene.counts()
+        return {
+            "nodes": len(self.doc.graph.visible_nodes()),
+            "boxes": c["boxes"],
+            "edges": c["routes"],
+            "frames": c["frames"],
+            "selected": len(self._selected_boxes()),
+        }
+
+    def _update_status(self) -> None:
+        if self.doc is None:
+            return
+        c = self.counts()
+        self.counts_label.setText(
+            f"{c['nodes']:,} nodes   {c['boxes']:,} boxes   {c['edges']:,} edges   "
+            f"{c['selected']} selected   zoom {self.view.scale_factor() * 100:.0f}%"
+        )
+
+    # files ----------------------------------------------------------------------------------------
+    def recent_files(self) -> list[str]:
+        """Recently opened files, newest first."""
+        value = self.settings.value("recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def _remember(self, path: str) -> None:
+        p = str(Path(path).resolve())
+        files = [p] + [f for f in self.recent_files() if f != p]
+        self.settings.setValue("recent", files[:MAX_RECENT])
+        self.settings.sync()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        if not files:
+            self.recent_menu.addAction("(none)").setEnabled(False)
+            return
+        for i, f in enumerate(files):
+            act = self.recent_menu.addAction(f"&{i + 1 if i < 9 else 0}  {Path(f).name}  —  {Path(f).parent}")
+            act.triggered.connect(lambda _=False, f=f: self.open_file(f))
+        self.recent_menu.addSeparator()
+        self.recent_menu.addAction("Clear list", lambda: self.settings.setValue("recent", []))
+
+    def choose_export(self) -> None:
+        """File → Export Image: the whole drawing as SVG or PNG."""
+        if self.scene is None:
+            return
+        stem = Path(self.doc.path).stem if self.doc and self.doc.path else "graph"
+        path, _ = QFileDialog.getSaveFileName(self, "Export image", f"{stem}.svg", "SVG (*.svg);;PNG (*.png)")
+        if not path:
+            return
+        try:
+            info = render_scene(self.scene, path)
+        except Exception as exc:  # noqa: BLE001
+            self._error("Cannot export", exc)
+            return
+        self.statusBar().showMessage(f"Wrote {path} ({info['width']}×{info['height']})", 8000)
+
+    # window events --------------------------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API
+        self.view.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt API
+        self.view.dropEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
+        self.runner.shutdown()
+        super().closeEvent(event)

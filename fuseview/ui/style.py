@@ -1,0 +1,247 @@
+"""Colours and fonts of the graph drawing: one colour family per op category."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from PySide6.QtGui import QColor, QFont
+
+_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "linear": (
+        "MatMul",
+        "Gemm",
+        "Conv",
+        "ConvTranspose",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "QLinearConv",
+        "ConvInteger",
+        "Einsum",
+        "FusedMatMul",
+        "FusedGemm",
+        "FusedConv",
+        "Attention",
+        "MultiHeadAttention",
+        "GroupQueryAttention",
+        "DeformConv",
+    ),
+    "norm": (
+        "LayerNormalization",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "GroupNormalization",
+        "LpNormalization",
+        "MeanVarianceNormalization",
+        "SkipLayerNormalization",
+        "RMSNormalization",
+        "SimplifiedLayerNormalization",
+        "SkipSimplifiedLayerNormalization",
+        "LRN",
+    ),
+    "activation": (
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Elu",
+        "Selu",
+        "Celu",
+        "Gelu",
+        "FastGelu",
+        "BiasGelu",
+        "QuickGelu",
+        "Sigmoid",
+        "HardSigmoid",
+        "HardSwish",
+        "Tanh",
+        "Softmax",
+        "LogSoftmax",
+        "Softplus",
+        "Softsign",
+        "Erf",
+        "Mish",
+        "ThresholdedRelu",
+        "Clip",
+        "Hardmax",
+        "Swish",
+    ),
+    "elementwise": (
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Neg",
+        "Abs",
+        "Reciprocal",
+        "Min",
+        "Max",
+        "Sum",
+        "Mean",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Sign",
+        "Mod",
+        "And",
+        "Or",
+        "Xor",
+        "Not",
+        "Equal",
+        "Less",
+        "Greater",
+        "LessOrEqual",
+        "GreaterOrEqual",
+        "Where",
+        "Cast",
+        "CastLike",
+        "IsNaN",
+        "IsInf",
+        "BitShift",
+        "Sin",
+        "Cos",
+        "Tan",
+        "Asin",
+        "Acos",
+        "Atan",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "BitwiseNot",
+    ),
+    "reduce": (
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
+        "ArgMax",
+        "ArgMin",
+        "TopK",
+        "CumSum",
+    ),
+    "pool": (
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "GlobalLpPool",
+        "LpPool",
+        "MaxRoiPool",
+        "RoiAlign",
+        "MaxUnpool",
+        "Resize",
+        "Upsample",
+        "GridSample",
+    ),
+    "shape": (
+        "Reshape",
+        "Transpose",
+        "Concat",
+        "Split",
+        "Slice",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+        "Scatter",
+        "ScatterElements",
+        "ScatterND",
+        "Shape",
+        "Size",
+        "Unsqueeze",
+        "Squeeze",
+        "Flatten",
+        "Expand",
+        "Tile",
+        "Pad",
+        "Range",
+        "ConstantOfShape",
+        "Identity",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "NonZero",
+        "OneHot",
+        "Trilu",
+        "EyeLike",
+        "Compress",
+        "ReverseSequence",
+        "SplitToSequence",
+        "ConcatFromSequence",
+        "SequenceAt",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceInsert",
+        "SequenceErase",
+        "SequenceLength",
+        "Unique",
+    ),
+    "constant": ("Constant",),
+    "control": ("If", "Loop", "Scan"),
+    "quant": ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"),
+}
+_OP_CATEGORY = {op: cat for cat, ops in _CATEGORIES.items() for op in ops}
+
+# (strong colour: stripe and border, pale colour: box fill)
+PALETTE: dict[str, tuple[str, str]] = {
+    "linear": ("#2f6db5", "#dbe8f8"),
+    "norm": ("#7b4fb3", "#ebe0f7"),
+    "activation": ("#d0611d", "#fbe4d3"),
+    "elementwise": ("#3a8f4b", "#dcf0df"),
+    "reduce": ("#168a8a", "#d5eeee"),
+    "pool": ("#2a93c4", "#d8eef8"),
+    "shape": ("#6f7782", "#eceef1"),
+    "constant": ("#9a8a4a", "#f4efdc"),
+    "control": ("#8a5a2b", "#f1e4d6"),
+    "quant": ("#b08a00", "#fbf1cc"),
+    "custom": ("#c2307a", "#fadbea"),
+    "other": ("#55606e", "#e6e9ee"),
+    "input": ("#1f2d3d", "#34495e"),
+    "output": ("#1f2d3d", "#34495e"),
+    "group": ("#3d5a80", "#e3eaf3"),
+}
+
+BACKGROUND = "#f7f8fa"
+EDGE = "#8d96a3"
+EDGE_ACTIVE = "#e07b00"
+SELECTION = "#ff9800"
+HIGHLIGHT = "#ffd400"
+FRAME_BORDER = "#9fb3cc"
+FRAME_FILL = QColor(61, 90, 128, 14)
+TEXT = "#1b2430"
+SUBTEXT = "#5b6573"
+
+
+def op_category(op_type: str, domain: str = "") -> str:
+    """The colour family of an op: linear, norm, activation, elementwise, shape, ... or custom."""
+    if domain not in ("", "ai.onnx"):
+        return "custom"
+    return _OP_CATEGORY.get(op_type, "other")
+
+
+@lru_cache(maxsize=64)
+def colors(category: str) -> tuple[QColor, QColor]:
+    """(strong, pale) QColors of a category."""
+    strong, pale = PALETTE.get(category, PALETTE["other"])
+    return QColor(strong), QColor(pale)
+
+
+@lru_cache(maxsize=8)
+def font(pixels: int, bold: bool = False) -> QFont:
+    """The drawing font, sized in scene units (pixels, so screen, PNG and SVG agree)."""
+    f = QFont("DejaVu Sans")
+    f.setStyleHint(QFont.StyleHint.SansSerif)
+    f.setPixelSize(pixels)
+    f.setBold(bold)
+    return f
