@@ -259,7 +259,7 @@ def test_collapsed_groups_aggregate_edges_and_survive_cycles() -> None:
         helper.make_node("Split", ["t1"], ["s1", "s2"], name="/a/split", axis=1, num_outputs=2),
         helper.make_node("Neg", ["s1"], ["t2"], name="n2"),
         helper.make_node("Concat", ["t2", "s2"], ["y"], name="/a/n3", axis=1),
-        helper.make_node("Sum", ["s1", "s2", "y"], ["z"], name="/b/sum"),
+        helper.make_node("Sum", ["s1", "s2", "y", "t2"], ["z"], name="/b/sum"),  # keeps n2 out of 'a'
     ]
     g = _tiny(nodes, outputs=("z",), opset=18)
     assert [n.scope for n in g.nodes] == [("a",), ("a",), (), ("a",), ("b",)]
@@ -325,3 +325,27 @@ def test_loop_body_with_outer_scope_values() -> None:
 def test_layout_is_deterministic() -> None:
     g = _doc(shared_models()[0]).graph
     assert layout_graph(g) == layout_graph(g)
+
+
+def test_nodes_between_ops_of_one_scope_join_it() -> None:
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+    nodes = [
+        helper.make_node("Identity", ["w"], ["w2"], name="Identity_7"),  # exporter's shared-weight alias
+        helper.make_node("Add", ["x", "w2"], ["t1"], name="/blk/attn/add"),
+        helper.make_node("Neg", ["t1"], ["t2"], name="/blk/neg"),  # between two ops of blk/attn
+        helper.make_node("Relu", ["t2"], ["y"], name="/blk/attn/relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[w],
+    )
+    g = document_from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).graph
+    assert group_scopes(g) == [("blk", "attn")] * 4
+    tree = scope_tree(g)
+    assert tree[("blk", "attn")].count == 4 and tree[()].count == 4
+    lay = layout_graph(g, frozenset({()}))
+    check_collapsed(g, lay, frozenset({()}))
+    assert [b.sublabel for b in lay.boxes if b.kind == "group"] == ["4 nodes"]

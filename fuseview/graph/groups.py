@@ -40,36 +40,52 @@ def _cached(graph: GraphDocument) -> dict[str, object]:
 
 
 def group_scopes(graph: GraphDocument) -> list[Scope]:
-    """The scope each node is grouped under: its own, except that an unscoped node reading only weights
-    (an exporter's Identity of a shared initializer, a reused Constant) joins its consumers' common scope."""
+    """The scope each node is grouped under: its own, unless every node it reads from or feeds lies in one
+    deeper scope, which it then joins (an exporter's Identity of a shared weight, a module-level Split
+    between two ops of the same attention block)."""
     memo = _cached(graph)
     got = memo.get("group_scopes")
     if got is not None:
         return got  # type: ignore[return-value]
     nodes = graph.nodes
     tensors = graph.tensors
-    scopes = [n.scope for n in nodes]
-    for node in reversed(nodes):
-        if node.scope or node.folded_into is not None:
+    own = [n.scope for n in nodes]
+    scopes = list(own)
+    for node in nodes:
+        if node.folded_into is not None:
             continue
-        if any(t and tensors[t].kind not in ("initializer", "constant") for t in node.inputs if t in tensors):
-            continue
+        mine = node.scope
         common: Scope | None = None
-        for out in node.outputs:
-            t = tensors.get(out) if out else None
-            if t is None or t.kind == "output":
-                common = ()
+        neighbours: list[Scope] = []
+        for name in node.inputs:
+            t = tensors.get(name) if name else None
+            if t is None or t.kind in ("initializer", "constant"):
+                continue
+            if t.producer is None:
+                neighbours.append(())  # a graph input: the node stays where it is
+                break
+            if nodes[t.producer].folded_into is None:
+                neighbours.append(own[t.producer])
+        for name in node.outputs:
+            t = tensors.get(name) if name else None
+            if t is None:
+                continue
+            if t.kind == "output":
+                neighbours.append(())
                 break
             for c in t.consumers:
-                cs = scopes[c]
-                if common is None:
-                    common = cs
-                elif common != cs:
-                    k = 0
-                    while k < len(common) and k < len(cs) and common[k] == cs[k]:
-                        k += 1
-                    common = common[:k]
-        if common:
+                neighbours.append(own[c])
+        for sc in neighbours:
+            if common is None:
+                common = sc
+            elif common != sc:
+                k = 0
+                while k < len(common) and k < len(sc) and common[k] == sc[k]:
+                    k += 1
+                common = common[:k]
+            if len(common) <= len(mine):
+                break
+        if common is not None and len(common) > len(mine) and common[: len(mine)] == mine:
             scopes[node.index] = common
     memo["group_scopes"] = scopes
     return scopes

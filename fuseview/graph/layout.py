@@ -352,12 +352,20 @@ class _Engine:
             for b in fwd[v]:
                 if layer[b] <= lv:
                     layer[b] = lv + 1
+        # with frames, graph inputs stay on top and outputs go to the bottom, outside every frame
+        kinds = it.kinds
+        keep_top = it.frames_on
         for v in reversed(topo):
             f = fwd[v]
-            if f:
+            if f and not (keep_top and kinds[v] == "input"):
                 m = min([layer[b] for b in f]) - 1
                 if m > layer[v]:
                     layer[v] = m
+        if keep_top and n:
+            bottom = max([layer[v] for v in range(n) if kinds[v] != "output"], default=-1) + 1
+            for v in range(n):
+                if kinds[v] == "output":
+                    layer[v] = bottom
         n_layers = (max(layer) + 1) if n else 0
 
         # --- which edges are stubs: high fan-out sources, except the hops to the very next layer
