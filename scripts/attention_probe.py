@@ -24,7 +24,8 @@ from fuseview.fusion.rules.attention import find_attention, replacement_nodes  #
 DEFAULT = [
     "/work/shared/models/gpt2_12l_ts13.onnx", "/work/shared/models/gpt2_12l_ts17.onnx",
     "/work/shared/models/gpt2_12l_dynamo.onnx", "assets/models/bert_2l_ts13.onnx",
-    "assets/models/bert_2l_ts17.onnx", "assets/models/llama_2l_ts17.onnx", "assets/models/llama_2l_gqa_ts17.onnx",
+    "assets/models/bert_2l_ts17.onnx", "assets/models/llama_2l_ts17.onnx",
+    "assets/models/llama_2l_gqa_ts17.onnx",
 ]
 
 
@@ -107,14 +108,14 @@ def main(paths: list[str]) -> None:
         fused = apply_matches(model, found)
         onnx.checker.check_model(fused)
         ops = [n.op_type for n in fused.graph.node]
-        print(f"  nodes {len(model.graph.node)} -> {len(ops)}, MultiHeadAttention x{ops.count('MultiHeadAttention')}, "
-              f"Softmax left {ops.count('Softmax')}")
+        print(f"  nodes {len(model.graph.node)} -> {len(ops)}, "
+              f"MultiHeadAttention x{ops.count('MultiHeadAttention')}, Softmax left {ops.count('Softmax')}")
         s0, s1 = session(model), session(fused)
         for pad in ("ones", "right", "left"):
             f = feeds(model, 3, 11, pad)
             r0, r1 = s0.run(None, f), s1.run(None, f)
-            diffs = [float(np.max(np.abs(a - b))) for a, b in zip(r0, r1)]
-            print(f"  mask {pad:5s}: max|diff| per output {['%.2e' % x for x in diffs]}")
+            diffs = [float(np.max(np.abs(a - b))) for a, b in zip(r0, r1, strict=True)]
+            print(f"  mask {pad:5s}: max|diff| per output {[f'{x:.2e}' for x in diffs]}")
 
 
 if __name__ == "__main__":

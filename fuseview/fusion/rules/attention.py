@@ -2,21 +2,23 @@
 
 The match is anchored on Softmax and walks outward:
 
-    q3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) [-> Mul c1] ----------------------.
-    k3 -> Reshape[B,S,H,D] -> Transpose(0,2,3,1) [-> Mul c2]  (or (0,2,1,3)+(0,1,3,2)) -> MatMul
-          -> [Mul c | Div c] -> [Add mask] -> Softmax(-1) [-> Cast float] -> MatMul(., vh) -> Transpose(0,2,1,3)
-          -> Reshape [B,S,H*D]
-    v3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) ---------------------------------------'
+    q3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) [-> Mul c1] ----------.
+    k3 -> Reshape[B,S,H,D] -> Transpose(0,2,3,1) [-> Mul c2] --------- MatMul -> [Mul c | Div c]
+          (or Transpose(0,2,1,3) + Transpose(0,1,3,2))
+       -> [Add mask] -> Softmax(-1) [-> Cast float] -> MatMul(., vh) -> Transpose(0,2,1,3) -> Reshape[B,S,H*D]
+    v3 -> Reshape[B,S,H,D] -> Transpose(0,2,1,3) = vh
 
-and becomes ``MultiHeadAttention(q3, k3, v3, attention_bias=mask, num_heads=H, scale=c)``. The model's own additive
-mask tensor is passed unchanged as ``attention_bias``, so causal + padding semantics (right or left padding) are
-the original arithmetic. Head count and head size come from the reshape constants and must agree with the
-hidden size derived from the weights/splits; the Shape/Gather/Concat subgraphs that only compute the head
-reshapes are absorbed into the match. Anything else is a near miss with a reason (see ``near_misses``).
+and becomes ``MultiHeadAttention(q3, k3, v3, attention_bias=mask, num_heads=H, scale=c)``. The model's own
+additive mask tensor is passed unchanged as ``attention_bias``, so causal + padding semantics (right or left
+padding) are the original arithmetic. Head count and head size come from the reshape constants and must
+agree with the hidden size derived from the weights/splits; the Shape/Gather/Concat subgraphs that only
+compute the head reshapes are absorbed into the match. Anything else is a near miss with a reason
+(see ``near_misses``).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +33,8 @@ _FLOAT = onnx.TensorProto.FLOAT
 _UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
                "Sigmoid", "Gelu", "FastGelu", "Dropout", "SimplifiedLayerNormalization", "Exp", "Abs",
                "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal"}
-_BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less", "Greater",
-           "LessOrEqual", "GreaterOrEqual"}
+_BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less",
+           "Greater", "LessOrEqual", "GreaterOrEqual"}
 
 Dim = Any  # int, ("param", name), ("dim", tensor, i) or None
 
@@ -343,7 +345,8 @@ class AttentionMatch:
     head_size: int
     scale: float
     output: str  # tensor the fused block produces ([B,S,H*D])
-    reshape_out: tuple[str, str] | None = None  # (shape tensor, final output) when a merge-heads reshape is kept
+    # (shape tensor, final output) when the merge-heads reshape is re-emitted after the fused node
+    reshape_out: tuple[str, str] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -441,7 +444,7 @@ class _Matcher:
         # ---- forward: [Cast] -> MatMul(probs, vh) -> Transpose -> [Reshape]
         t = sm.output[0]
         nxt = _single(ix, t)
-        if nxt is not None and nxt.op_type == "Cast":
+        while nxt is not None and nxt.op_type == "Cast":
             if ix.attr(nxt, "to") != _FLOAT or ix.const_dtype(t) not in (_FLOAT, None):
                 raise _Miss(f"{nxt.name}: Cast after Softmax changes the type")
             core.append(nxt)
@@ -492,7 +495,7 @@ class _Matcher:
                 raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
         if bias is not None:
             if d.rank(bias) not in (4, None):
-                raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D, MultiHeadAttention needs [B|1, H|1, S, T]")
+                raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
             if d.rank(bias) is None:
                 raise _Miss(f"{add.name}: mask rank unknown")
             if d.canon(("dim", bias, 2)) == 1:
@@ -548,8 +551,8 @@ class _Matcher:
         vec = d.vec(merge.input[1], probe_nodes := set())
         allow0 = not ix.attr(merge, "allowzero", 0)
         ok3 = vec is not None and len(vec) == 3 and all(
-            (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j)) or d.same(vec[j], ("dim", q3, j))
-            for j in (0, 1)) and (vec[2] == -1 or vec[2] == hq * dq)
+            (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j))
+            or d.same(vec[j], ("dim", q3, j)) for j in (0, 1)) and (vec[2] == -1 or vec[2] == hq * dq)
         core.append(merge)
         if ok3:
             shape_nodes |= probe_nodes
@@ -619,16 +622,28 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
             Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
 
 
+# Matches of the latest scans, so replace() does not walk the graph again.
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _matches_of(index: Any) -> dict[str, AttentionMatch]:
+    if index not in _FOUND:
+        found, _ = find_attention(index)
+        _FOUND[index] = {index.name(a.softmax): a for a in found}
+    return _FOUND[index]
+
+
 def _replace(m: Match) -> list[Replacement]:
-    sm_name = m.bindings["softmax_node"]
-    a = _Matcher(m.index).match(next(n for n in m.index.by_op["Softmax"] if m.index.name(n) == sm_name))
+    a = _matches_of(m.index).get(m.bindings["softmax_node"])
+    if a is None:
+        raise ValueError(f"attention match at {m.bindings['softmax_node']} is gone")
     return replacement_nodes(a)
 
 
 def _find_matches(index: Any) -> Iterator[Match]:
-    found, _ = find_attention(index)
-    for a in found:
-        yield Match.custom(RULES[0], index, a.nodes, [a.output], bindings={"softmax_node": index.name(a.softmax)})
+    _FOUND.pop(index, None)
+    for name, a in _matches_of(index).items():
+        yield Match.custom(RULES[0], index, a.nodes, [a.output], bindings={"softmax_node": name})
 
 
 RULES = [
