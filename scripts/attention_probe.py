@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -44,6 +45,8 @@ def apply_matches(model: onnx.ModelProto, matches: list) -> onnx.ModelProto:
         removed_tensors.update(o for n in a.nodes for o in n.output)
         new = []
         for j, r in enumerate(replacement_nodes(a)):
+            for name, value in r.initializers.items():
+                g.initializer.append(onnx.numpy_helper.from_array(value, name))
             new.append(onnx.helper.make_node(r.op, r.inputs, r.outputs, name=f"fused_attention_{k}_{j}",
                                              domain=r.domain, **r.attrs))
         insert.setdefault(max(idx), []).extend(new)

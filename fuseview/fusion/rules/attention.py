@@ -347,6 +347,7 @@ class AttentionMatch:
     output: str  # tensor the fused block produces ([B,S,H*D])
     # (shape tensor, final output) when the merge-heads reshape is re-emitted after the fused node
     reshape_out: tuple[str, str] | None = None
+    q_bnsh: bool = False  # q is [B,H,S,D]: the replacement transposes it to [B,S,hidden] first
     notes: list[str] = field(default_factory=list)
 
 
@@ -429,6 +430,48 @@ class _Matcher:
             raise _Miss(f"{r.name}: head count is not a constant")
         return x, dsz, h
 
+    def heads_of(self, t: str, nodes: list, which: str) -> tuple:
+        """heads() on a [B,S,H,D] tensor, collecting its own nodes and shape nodes."""
+        local = list(nodes)
+        sn: set[int] = set()
+        x3, dsz, h = self.heads(t, local, sn, which)
+        return x3, local, dsz, h, sn
+
+    def split3d(self, t4: str) -> tuple | None:
+        """(x3, nodes, D, H, shape nodes) when t4 = Transpose(0,2,1,3)(Reshape(x3, [B,S,H,D])), else None."""
+        tr = self.prod(t4, "Transpose")
+        if tr is None or self.perm(tr) != [0, 2, 1, 3] or self.prod(tr.input[0], "Reshape") is None:
+            return None
+        try:
+            return self.heads_of(tr.input[0], [tr], "split")
+        except _Miss:
+            return None
+
+    def bnsh_heads(self, t: str, what: str) -> tuple[int, int]:
+        """(H, D) of a [B,H,S,D] tensor from its inferred shape."""
+        s = self.ix.shape(t)
+        if s is None or len(s) != 4 or not isinstance(s[1], int) or not isinstance(s[3], int):
+            raise _Miss(f"{what}: [batch, heads, seq, head] shape of {t} unknown")
+        return s[1], s[3]
+
+    def find_split_back(self, t: str) -> tuple | None:
+        """The nearest head split behind elementwise / rotary ops (used as the batch/seq reference)."""
+        seen = {t}
+        queue = [t]
+        while queue and len(seen) < 64:
+            x = queue.pop(0)
+            res = self.split3d(x)
+            if res is not None:
+                return res
+            n = self.d.producer(x)
+            if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Cast"):
+                continue
+            for i in n.input:
+                if i and i not in seen and self.d.const(i) is None:
+                    seen.add(i)
+                    queue.append(i)
+        return None
+
     def match(self, sm: onnx.NodeProto) -> AttentionMatch:
         ix, d = self.ix, self.d
         core: list[onnx.NodeProto] = [sm]
@@ -459,11 +502,8 @@ class _Matcher:
             raise _Miss(f"{mm_v.name}: output is not transposed back to [batch, seq, heads, head]")
         core.append(tr_o)
         # ---- V
-        tr_v = self.prod(mm_v.input[1], "Transpose")
-        if tr_v is None or self.perm(tr_v) != [0, 2, 1, 3]:
-            raise _Miss(f"{mm_v.name}: V is not Transpose(0,2,1,3) of a head split")
-        core.append(tr_v)
-        v3, dv, hv = self.heads(tr_v.input[0], core, shape_nodes, "V")
+        vh = mm_v.input[1]
+        v_split = self.split3d(vh)
         # ---- scores: [Add mask] <- [Mul/Div scale] <- MatMul(qh, kt)
         s_in = sm.input[0]
         bias = None
@@ -505,41 +545,65 @@ class _Matcher:
         core.append(mm_qk)
         # ---- Q
         qa, fq = self.scale_mul(mm_qk.input[0], core)
-        tr_q = self.prod(qa, "Transpose")
-        if tr_q is None or self.perm(tr_q) != [0, 2, 1, 3]:
-            raise _Miss(f"{mm_qk.name}: Q is not Transpose(0,2,1,3) of a head split")
-        core.append(tr_q)
-        q3, dq, hq = self.heads(tr_q.input[0], core, shape_nodes, "Q")
+        q_split = self.split3d(qa)
         # ---- K^T
         ka, fk = self.scale_mul(mm_qk.input[1], core)
         tr_k = self.prod(ka, "Transpose")
         if tr_k is None:
             raise _Miss(f"{mm_qk.name}: K is not transposed")
         core.append(tr_k)
+        k_split = None
         if self.perm(tr_k) == [0, 2, 3, 1]:
-            kh = tr_k.input[0]
+            k_split = self.heads_of(tr_k.input[0], [tr_k], "K")
+            core.remove(tr_k)
+            kh = None
         elif self.perm(tr_k) == [0, 1, 3, 2]:
-            kb, fk2 = self.scale_mul(tr_k.input[0], core)
+            kh, fk2 = self.scale_mul(tr_k.input[0], core)
             fk *= fk2
-            tr_k2 = self.prod(kb, "Transpose")
-            if tr_k2 is None or self.perm(tr_k2) != [0, 2, 1, 3]:
-                raise _Miss(f"{tr_k.name}: K^T is not built from a head split")
-            core.append(tr_k2)
-            kh = tr_k2.input[0]
+            k_split = self.split3d(kh)
         else:
             raise _Miss(f"{tr_k.name}: K transpose perm {self.perm(tr_k)} is not K^T per head")
-        k3, dk, hk = self.heads(kh, core, shape_nodes, "K")
         scale *= fq * fk
-        if not (dq == dk == dv and hq == hk == hv):
-            raise _Miss(f"{sm.name}: Q/K/V head shapes differ ({hq}x{dq}, {hk}x{dk}, {hv}x{dv})")
-        for x in (q3, k3, v3):
+        # ---- layouts: 3-D [B,S,hidden] inputs where the head splits are visible, else BNSH tensors
+        if q_split is not None:
+            q3, q_nodes, dq, hq, q_shape_nodes = q_split
+            core.extend(q_nodes)
+            shape_nodes |= q_shape_nodes
+            q4 = None
+        else:
+            q3, q4 = None, qa
+            hq, dq = self.bnsh_heads(qa, "Q")
+        if k_split is not None and v_split is not None:
+            k3, k_nodes, dk, hk, k_sn = k_split
+            v3, v_nodes, dv, hv, v_sn = v_split
+            core.extend(k_nodes + v_nodes)
+            shape_nodes |= k_sn | v_sn
+            if not (dq == dk == dv and hq == hk == hv):
+                raise _Miss(f"{sm.name}: Q/K/V head shapes differ ({hq}x{dq}, {hk}x{dk}, {hv}x{dv})")
+            if q3 is not None and not d.same(("dim", q3, 0), ("dim", k3, 0)):
+                raise _Miss(f"{sm.name}: Q and K batch dims not provably equal")
+            if not (d.same(("dim", k3, 0), ("dim", v3, 0)) and d.same(("dim", k3, 1), ("dim", v3, 1))):
+                raise _Miss(f"{sm.name}: K and V batch/sequence dims not provably equal")
+        else:
+            if kh is None:
+                raise _Miss(f"{tr_k.name}: K^T (0,2,3,1) with V not from a head split")
+            k3, v3 = kh, vh  # BNSH key/value, e.g. after rotary or repeat_kv
+            for x, what in ((kh, "K"), (vh, "V")):
+                h, dd = self.bnsh_heads(x, what)
+                if (h, dd) != (hq, dq):
+                    raise _Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
+        for x in (q3 or q4, k3, v3):
             if ix.const_dtype(x) not in (_FLOAT, None):
                 raise _Miss(f"{sm.name}: {x} is not float32 (MultiHeadAttention CPU runs float32)")
-        for a, b, what in ((q3, k3, "batch"), (k3, v3, "batch")):
-            if not d.same(("dim", a, 0), ("dim", b, 0)):
-                raise _Miss(f"{sm.name}: Q/K/V {what} dims not provably equal")
-        if not d.same(("dim", k3, 1), ("dim", v3, 1)):
-            raise _Miss(f"{sm.name}: K and V sequence dims not provably equal")
+        if q3 is None:
+            ref = self.find_split_back(qa)
+            if ref is None:
+                raise _Miss(f"{sm.name}: Q is 4-D and its head split cannot be traced back")
+            q_ref, _n, d_ref, h_ref, _sn = ref
+            if (h_ref, d_ref) != (hq, dq):
+                raise _Miss(f"{sm.name}: Q head split {h_ref}x{d_ref} differs from Q {hq}x{dq}")
+        else:
+            q_ref = q3
         # ---- output: merge heads
         out_t = tr_o.output[0]
         reshape_out = None
@@ -552,7 +616,7 @@ class _Matcher:
         allow0 = not ix.attr(merge, "allowzero", 0)
         ok3 = vec is not None and len(vec) == 3 and all(
             (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j))
-            or d.same(vec[j], ("dim", q3, j)) for j in (0, 1)) and (vec[2] == -1 or vec[2] == hq * dq)
+            or d.same(vec[j], ("dim", q_ref, j)) for j in (0, 1)) and (vec[2] == -1 or vec[2] == hq * dq)
         core.append(merge)
         if ok3:
             shape_nodes |= probe_nodes
@@ -587,7 +651,8 @@ class _Matcher:
                 outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
                 if outside:
                     raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
-        return AttentionMatch(sm, core, q3, k3, v3, bias, hq, dq, scale, out_t, reshape_out)
+        return AttentionMatch(sm, core, q3 or q4, k3, v3, bias, hq, dq, scale, out_t, reshape_out,
+                              q_bnsh=q3 is None)
 
 
 def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
@@ -612,14 +677,24 @@ def near_misses(index: Any) -> list[tuple[list[str], str]]:
 
 def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
     """MultiHeadAttention (+ the kept merge-heads Reshape) for one exact match."""
-    inputs = [a.q, a.k, a.v] + (["", "", a.bias] if a.bias else [])
+    pre: list[Replacement] = []
+    q = a.q
+    if a.q_bnsh:
+        q = a.output + "_query"
+        shape = a.output + "_query_shape"
+        pre = [Replacement(inputs=[a.q], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
+                           outputs=[q + "_bsnh"]),
+               Replacement(inputs=[q + "_bsnh", shape], op="Reshape", domain="", outputs=[q],
+                           initializers={shape: np.array([0, 0, -1], np.int64)})]
+    inputs = [q, a.k, a.v] + (["", "", a.bias] if a.bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
-        return [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
-                            outputs=[a.output])]
+        return pre + [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
+                                  outputs=[a.output])]
     mid = a.output + "_mha"
-    return [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN, outputs=[mid]),
-            Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
+    return pre + [
+        Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN, outputs=[mid]),
+        Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
 
 
 # Matches of the latest scans, so replace() does not walk the graph again.
