@@ -31,7 +31,7 @@ class GraphView(QGraphicsView):
         super().__init__(parent)
         self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
-        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
         self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
         # Items repaint only their own rectangles; full-viewport updates on pan would repaint everything.
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.SmartViewportUpdate)
@@ -42,22 +42,38 @@ class GraphView(QGraphicsView):
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self._pan_from: QPointF | None = None
 
+    def setScene(self, scene) -> None:  # noqa: N802 - Qt API
+        super().setScene(scene)
+        self._update_scroll_room()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._update_scroll_room()
+
+    def _update_scroll_room(self) -> None:
+        # Half a viewport of room around the graph, so any box (even one at an edge) can be centred.
+        scene = self.scene()
+        if scene is None:
+            return
+        s = self.scale_factor() or 1.0
+        dx, dy = self.viewport().width() / s / 2, self.viewport().height() / s / 2
+        self.setSceneRect(scene.sceneRect().adjusted(-dx, -dy, dx, dy))
+
     # zoom -----------------------------------------------------------------------------------------
     def scale_factor(self) -> float:
         """Current zoom: scene units to pixels."""
         return self.transform().m11()
 
-    def zoom_by(self, factor: float, anchor_under_mouse: bool = False) -> None:
-        """Multiply the zoom by factor, clamped; around the mouse or the view centre."""
+    def zoom_by(self, factor: float) -> None:
+        """Multiply the zoom by factor (clamped) around the view centre."""
         current = self.scale_factor()
         target = min(max(current * factor, MIN_SCALE), MAX_SCALE)
         if target == current:
             return
-        old = self.transformationAnchor()
-        if not anchor_under_mouse:
-            self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        centre = self.view_center()
         self.scale(target / current, target / current)
-        self.setTransformationAnchor(old)
+        self._update_scroll_room()
+        self.centerOn(centre)
         self.zoom_changed.emit(self.scale_factor())
 
     def set_zoom(self, scale: float) -> None:
@@ -80,7 +96,8 @@ class GraphView(QGraphicsView):
         if s > max_scale or s < MIN_SCALE:
             clamped = min(max(s, MIN_SCALE), max_scale)
             self.scale(clamped / s, clamped / s)
-            self.centerOn(rect.center())
+        self._update_scroll_room()
+        self.centerOn(rect.center())
         self.zoom_changed.emit(self.scale_factor())
 
     def zoom_to_selection(self) -> None:
@@ -128,8 +145,14 @@ class GraphView(QGraphicsView):
         if delta == 0:
             event.ignore()
             return
-        self.zoom_by(1.0015**delta, anchor_under_mouse=True)
+        self.zoom_at(1.0015**delta, event.position())
         event.accept()
+
+    def zoom_at(self, factor: float, viewport_pos: QPointF) -> None:
+        """Zoom by factor keeping the scene point under viewport_pos where it is."""
+        anchor = self.mapToScene(viewport_pos.toPoint())
+        self.zoom_by(factor)
+        self.keep_at(anchor, viewport_pos)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
         if event.button() == Qt.MouseButton.MiddleButton:

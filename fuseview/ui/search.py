@@ -9,20 +9,28 @@ from fuseview.graph.document import GraphDocument
 
 
 def find_nodes(graph: GraphDocument, query: str) -> list[int]:
-    """Visible nodes whose op type equals the query, or whose name or a tensor name contains it.
+    """Nodes matching a query, in node order (case-insensitive).
 
-    Case-insensitive; folded constants count as hits of the node they are drawn in. In node order.
+    A node's exact name finds that node. A query that names an op type of the graph (`softmax`)
+    finds the nodes of that type; any other query finds nodes whose name, or the name of a tensor
+    they read or write, contains it. Folded constants count as hits of the node they are drawn in.
     """
     q = query.strip().lower()
     if not q:
         return []
+    exact = graph.node_by_name.get(query.strip())
+    if exact is not None:
+        n = graph.nodes[exact]
+        return [n.index if n.folded_into is None else n.folded_into]
+    if any(n.op_type.lower() == q for n in graph.nodes):
+        return sorted({n.index if n.folded_into is None else n.folded_into for n in graph.nodes
+                       if n.op_type.lower() == q})
     hits: set[int] = set()
     for n in graph.nodes:
         target = n.index if n.folded_into is None else n.folded_into
-        if n.op_type.lower() == q or q in n.name.lower():
+        if q in n.name.lower():
             hits.add(target)
-            continue
-        if any(q in t.lower() for t in n.inputs if t) or any(q in t.lower() for t in n.outputs if t):
+        elif any(q in t.lower() for t in n.inputs if t) or any(q in t.lower() for t in n.outputs if t):
             hits.add(target)
     return sorted(hits)
 
