@@ -367,6 +367,7 @@ class _Matcher:
     def __init__(self, ix: Any) -> None:
         self.ix = ix
         self.d = _Dims(ix)
+        self.by_id = {id(n): n for n in ix.nodes}
 
     def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
         n = self.d.producer(t)
@@ -628,7 +629,7 @@ class _Matcher:
         out_t = merge.output[0]
         # ---- absorb shape subgraphs used only by the match
         matched = {id(n) for n in core}
-        nodes_by_id = {id(n): n for n in ix.nodes if id(n) in shape_nodes}
+        nodes_by_id = {nid: self.by_id[nid] for nid in shape_nodes}
         changed = True
         while changed:
             changed = False
