@@ -19,17 +19,20 @@ from tests.conftest import SHARED_MODELS
 
 @pytest.fixture(scope="module")
 def slow_profile():
-    model = samples.slow_node_model()
+    model = samples.slow_node_model(n=384)
     feeds = make_feeds(model)
     return profile_model(model, feeds, "cpu", runs=5, warmup=2, threads=1)
 
 
 def test_node_times_add_up_to_each_run(slow_profile):
-    assert slow_profile["profiled_runs"] == 5
-    for run in slow_profile["runs_detail"]:
+    runs = slow_profile["runs_detail"]
+    assert slow_profile["profiled_runs"] == len(runs) == 5
+    for run in runs:
         # every node of the run is in the per-node sum: it is the run's duration minus executor overhead
         assert run["node_sum_us"] <= run["model_run_us"] * 1.01
-        assert abs(run["node_sum_us"] - run["model_run_us"]) <= 0.2 * run["model_run_us"], run
+    # On a machine shared with other jobs one run can be preempted between two nodes; most may not.
+    within = [abs(r["node_sum_us"] - r["model_run_us"]) <= 0.2 * r["model_run_us"] for r in runs]
+    assert sum(within) >= 4, runs
 
 
 def test_slow_node_dominates(slow_profile):
@@ -147,3 +150,19 @@ def test_ort_fusions_reports_what_onnxruntime_fuses():
     with pytest.raises(FuseviewError):
         ort_fusions(path, "cpu", "bogus")
     assert np.isfinite(res["nodes_after"])
+
+
+def test_fast_trace_reader_matches_json(tmp_path):
+    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    sess, _ = create_session(str(path), "cpu", profile_prefix=str(tmp_path / "p"))
+    feeds = make_feeds(onnx.load(str(path), load_external_data=False), {"seq": 8})
+    for _ in range(2):
+        sess.run(None, feeds)
+    f = sess.end_profiling()
+    fast, slow = trace.read_trace(f), trace.read_trace(f, fast=False)
+    assert len(fast) == len(slow)
+    runs = trace.split_runs(fast)
+    assert runs == trace.split_runs(slow) and len(runs) == 2 and len(runs[0].nodes) > 100
+    (tmp_path / "bad.json").write_text("[\n{oops\n")
+    with pytest.raises(FuseviewError, match="not a readable onnxruntime profile"):
+        trace.read_trace(tmp_path / "bad.json")
