@@ -21,7 +21,9 @@ the subgraph with ``op.<OpType>(inputs..., _label=..., _attrs=..., _domain=..., 
   is a graph output or has a consumer outside the match makes the match a near miss, never a candidate.
 * The function returns the root node (the last node of the match; its outputs stay the outputs).
 
-``check(m)`` returns None when the match is valid, otherwise a one-line reason (kept as a near miss).
+``check(m)`` returns None when the match is valid, otherwise a one-line reason (kept as a near miss);
+``exclude(m)`` (optional) returns True to drop a match silently (it belongs to another rule).
+Within one rule, a candidate whose nodes are a strict subset of another candidate's is dropped.
 ``replace(m)`` returns one :class:`Replacement` (or a list): op, inputs, attributes; outputs default to the
 root's outputs, new initializers go in ``initializers``. The engine names nodes, adds provenance metadata,
 declares domains and keeps the node order topological.
@@ -115,14 +117,30 @@ class OpBuilder:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
 
-        def make(*inputs: PTerm | POut, _label: str | None = None, _attrs: dict | None = None,
-                 _defaults: dict | None = None, _domain: str = "", _extra_inputs: bool = False,
-                 _expose: bool = False, _outputs: int = 1) -> Any:
+        def make(
+            *inputs: PTerm | POut,
+            _label: str | None = None,
+            _attrs: dict | None = None,
+            _defaults: dict | None = None,
+            _domain: str = "",
+            _extra_inputs: bool = False,
+            _expose: bool = False,
+            _outputs: int = 1,
+        ) -> Any:
             n = self._counts.get(op_type, 0)
             self._counts[op_type] = n + 1
             label = _label or (op_type if n == 0 else f"{op_type}_{n}")
-            node = PNode(op_type, list(inputs), label, _domain, dict(_attrs or {}), dict(_defaults or {}),
-                         _extra_inputs, _expose, op_type in COMMUTATIVE and len(inputs) == 2)
+            node = PNode(
+                op_type,
+                list(inputs),
+                label,
+                _domain,
+                dict(_attrs or {}),
+                dict(_defaults or {}),
+                _extra_inputs,
+                _expose,
+                op_type in COMMUTATIVE and len(inputs) == 2,
+            )
             self.nodes.append(node)
             if _outputs == 1:
                 return POut(node, 0)
@@ -144,7 +162,9 @@ class Pattern:
     def build(cls, fn: Callable[..., POut]) -> Pattern:
         """Run a pattern function with an :class:`OpBuilder` and fresh variables."""
         op = OpBuilder()
-        names = list(inspect.signature(fn).parameters)[1:]
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        # Parameters with defaults configure a variant (closures in loops); the others are variables.
+        names = [p.name for p in params if p.default is inspect.Parameter.empty]
         out = fn(op, *[PVar(n) for n in names])
         if not isinstance(out, POut):
             raise TypeError(f"pattern {fn.__name__} must return a node output")
@@ -168,11 +188,23 @@ class Match:
     pattern: str = ""
 
     @classmethod
-    def custom(cls, rule: Rule, index: Any, nodes: Sequence[Any], outputs: Sequence[str],
-               bindings: dict[str, str] | None = None) -> Match:
+    def custom(
+        cls,
+        rule: Rule,
+        index: Any,
+        nodes: Sequence[Any],
+        outputs: Sequence[str],
+        bindings: dict[str, str] | None = None,
+    ) -> Match:
         """A match found by a rule's own ``find`` (labels are the node positions)."""
-        return cls(rule, index, {str(i): n for i, n in enumerate(nodes)}, dict(bindings or {}),
-                   list(outputs), pattern="find")
+        return cls(
+            rule,
+            index,
+            {str(i): n for i, n in enumerate(nodes)},
+            dict(bindings or {}),
+            list(outputs),
+            pattern="find",
+        )
 
     def __getitem__(self, var: str) -> str:
         return self.bindings[var]
@@ -244,6 +276,9 @@ class Rule:
     replace: Callable[[Match], Replacement | list[Replacement]] | None = None
     check: Callable[[Match], str | None] | None = None
     find: Callable[[Any], Iterable[Match]] | None = None
+    # True for a structural match that belongs to another rule (e.g. the RMS tail of a LayerNorm):
+    # dropped silently instead of being reported as a near miss.
+    exclude: Callable[[Match], bool] | None = None
     # Larger fusions first: among conflicting candidates "first come first served" then prefers them.
     priority: int = 0
     compiled: list[Pattern] = field(default_factory=list, repr=False)
@@ -288,9 +323,14 @@ class Candidate:
     def to_json(self) -> dict:
         """The JSON object `fuseview scan --json` prints for this candidate."""
         return {
-            "id": self.id, "rule": self.rule, "fused_op": self.fused_op, "domain": self.domain,
-            "runs_on": list(self.runs_on), "nodes": list(self.nodes),
-            "removed_tensors": list(self.removed_tensors), "saved_bytes": self.saved_bytes,
+            "id": self.id,
+            "rule": self.rule,
+            "fused_op": self.fused_op,
+            "domain": self.domain,
+            "runs_on": list(self.runs_on),
+            "nodes": list(self.nodes),
+            "removed_tensors": list(self.removed_tensors),
+            "saved_bytes": self.saved_bytes,
             "conflicts": list(self.conflicts),
         }
 

@@ -1,0 +1,236 @@
+"""Apply accepted candidates: a pure function (model, accepted ids) -> new ModelProto with provenance."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from fuseview.errors import FuseviewError
+from fuseview.fusion.rule import Candidate, Replacement
+from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
+
+# onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
+# schema set has no such op at that opset; the checker's "No Op registered" for them is expected.
+ORT_ONNX_DOMAIN_CONTRIB = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
+
+
+@dataclass
+class ApplyResult:
+    """The fused model, what was applied, and the reference-only ops it holds."""
+
+    model: onnx.ModelProto
+    applied: list[Candidate]
+    reference_only_ops: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _stable_toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """Topological order that keeps the given order wherever it is already valid."""
+    from fuseview.fusion.graphindex import _has_subgraph, _subgraph_inputs
+
+    producers: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                producers[o] = i
+    deps: list[set[int]] = []
+    for i, n in enumerate(nodes):
+        names = set(n.input) | (_subgraph_inputs(n) if _has_subgraph(n) else set())
+        deps.append({producers[x] for x in names if x and x in producers and producers[x] != i})
+    users: dict[int, list[int]] = {}
+    for i, d in enumerate(deps):
+        for j in d:
+            users.setdefault(j, []).append(i)
+    import heapq
+
+    remaining = [len(d) for d in deps]
+    heap = [i for i, r in enumerate(remaining) if r == 0]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        i = heapq.heappop(heap)
+        out.append(i)
+        for u in users.get(i, ()):
+            remaining[u] -= 1
+            if remaining[u] == 0:
+                heapq.heappush(heap, u)
+    if len(out) != len(nodes):
+        raise FuseviewError("the fused graph has a cycle (a rule produced an invalid replacement)")
+    return [nodes[i] for i in out]
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    base, k = name, 1
+    while name in taken:
+        name = f"{base}_{k}"
+        k += 1
+    taken.add(name)
+    return name
+
+
+def _attr_value(v):
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
+    """New model with the accepted candidates (ids from ``scan`` of this very model) fused; input untouched."""
+    by_id = scan.by_id()
+    chosen: list[Candidate] = []
+    used: dict[str, str] = {}
+    for cid in accepted:
+        c = by_id.get(cid)
+        if c is None:
+            raise FuseviewError(
+                f"candidate {cid} is not in this model (scan it again: ids follow node names)"
+            )
+        clash = next((n for n in c.nodes if n in used), None)
+        if clash is not None:
+            raise FuseviewError(f"candidates {used[clash]} and {cid} both fuse node {clash}: accept only one")
+        for n in c.nodes:
+            used[n] = cid
+        chosen.append(c)
+    index = scan.index
+    remove: set[int] = set()
+    new_nodes_at: dict[int, list[onnx.NodeProto]] = {}
+    new_inits: list[onnx.TensorProto] = []
+    domains: dict[str, int] = {}
+    ref_ops: set[str] = set()
+    taken = {n.name for n in index.nodes if n.name} | {t.name for t in model.graph.initializer}
+    notes: list[str] = []
+    for c in chosen:
+        m = c.match
+        rule = m.rule
+        reps = rule.replace(m)
+        reps = reps if isinstance(reps, list) else [reps]
+        matched = m.node_list
+        root_pos = index.position(matched[-1])
+        remove.update(id(n) for n in matched)
+        origin = json.dumps([index.name(n) for n in matched])
+        for k, rep in enumerate(reps):
+            assert isinstance(rep, Replacement)
+            for name, arr in rep.initializers.items():
+                new_inits.append(numpy_helper.from_array(np.asarray(arr), name))
+                taken.add(name)
+            op = rule.fused_op if rep.op is None else rep.op
+            if op == "":
+                continue
+            domain = rule.domain if rep.domain is None else rep.domain
+            outputs = list(rep.outputs) if rep.outputs is not None else list(m.outputs)
+            root_name = index.name(matched[-1])
+            base = (
+                re.sub(r"[^/]*$", "", root_name) + f"{op}_fused" if "/" in root_name else f"{root_name}_{op}"
+            )
+            node = onnx.helper.make_node(
+                op,
+                list(rep.inputs),
+                outputs,
+                name=_unique(base, taken),
+                domain=domain,
+                **{k2: _attr_value(v) for k2, v in rep.attrs.items()},
+            )
+            for key, value in ((ORIGIN_KEY, origin), (RULE_KEY, rule.name), (CANDIDATE_KEY, c.id)):
+                e = node.metadata_props.add()
+                e.key, e.value = key, value
+            if domain:
+                domains[domain] = 1
+            if rule.reference_only:
+                ref_ops.add(f"{domain}:{op}")
+            new_nodes_at.setdefault(root_pos, []).append(node)
+            del k
+    nodes: list[onnx.NodeProto] = []
+    for i, n in enumerate(index.nodes):
+        if id(n) not in remove:
+            nodes.append(n)
+        nodes.extend(new_nodes_at.get(i, ()))
+    # Drop Constant nodes and initializers nobody reads any more (a fusion absorbed their only consumer).
+    new_init_names = {t.name for t in new_inits}
+    outputs = {o.name for o in model.graph.output}
+    while True:
+        used_names = {i for n in nodes for i in n.input} | outputs
+        from fuseview.fusion.graphindex import _has_subgraph, _subgraph_inputs
+
+        for n in nodes:
+            if _has_subgraph(n):
+                used_names |= _subgraph_inputs(n)
+        dead = [n for n in nodes if n.op_type == "Constant" and not any(o in used_names for o in n.output)]
+        if not dead:
+            break
+        dead_ids = {id(n) for n in dead}
+        nodes = [n for n in nodes if id(n) not in dead_ids]
+    available = (
+        {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | new_init_names
+    )
+    nodes = _stable_toposort(nodes, available)
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    del g.node[:]
+    g.node.extend(nodes)
+    graph_inputs = {i.name for i in model.graph.input}
+    keep_inits = [
+        t
+        for t in model.graph.initializer
+        if (t.name in used_names or t.name in graph_inputs) and t.name not in new_init_names
+    ]
+    del g.initializer[:]
+    g.initializer.extend(keep_inits)
+    g.initializer.extend(t for t in new_inits if t.name in used_names)
+    # Intermediate value_info of tensors that no longer exist would confuse readers; keep the rest.
+    produced = {o for n in nodes for o in n.output} | {t.name for t in g.initializer} | graph_inputs
+    vis = [v for v in g.value_info if v.name in produced]
+    del g.value_info[:]
+    g.value_info.extend(vis)
+    have = {o.domain for o in out.opset_import}
+    for d, v in domains.items():
+        if d not in have:
+            out.opset_import.append(onnx.helper.make_opsetid(d, v))
+    if ref_ops:
+        notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
+    return ApplyResult(out, chosen, sorted(ref_ops), notes)
+
+
+def apply_plan(
+    model: onnx.ModelProto,
+    accepted: Iterable[str],
+    dims: dict[str, int] | None = None,
+    base_dir: str | Path | None = None,
+) -> ApplyResult:
+    """Scan ``model`` and apply the accepted candidate ids: (model, plan) -> new model."""
+    scan = scan_model(model, dims, base_dir=base_dir)
+    return apply_candidates(model, scan, accepted)
+
+
+def check_fused(model: onnx.ModelProto) -> list[str]:
+    """Run onnx.checker; returns notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
+    notes: list[str] = []
+    try:
+        onnx.checker.check_model(model)
+        return notes
+    except onnx.checker.ValidationError as exc:
+        msg = str(exc)
+        hit = re.search(r"No Op registered for (\w+) with domain_version of (\d+)", msg)
+        if not hit or hit.group(1) not in ORT_ONNX_DOMAIN_CONTRIB:
+            raise
+    # Check again with those nodes swapped for a same-arity op the checker knows, to validate the rest.
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for n in probe.graph.node:
+        if n.domain in ("", "ai.onnx") and n.op_type in ORT_ONNX_DOMAIN_CONTRIB:
+            notes.append(f"{n.name}: {n.op_type} at this opset is an onnxruntime contrib op (not in ONNX)")
+            n.op_type, n.domain = n.op_type, "com.microsoft.fuseview_probe"
+    probe.opset_import.append(onnx.helper.make_opsetid("com.microsoft.fuseview_probe", 1))
+    onnx.checker.check_model(probe)
+    return notes

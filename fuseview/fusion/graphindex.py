@@ -1,0 +1,280 @@
+"""A read-only index over a model's top-level graph: producers, consumers, constants and inferred shapes."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from fuseview.errors import FuseviewError
+
+# Symbolic dim names users mean when they say "batch" or "sequence".
+BATCH_NAMES = {"batch", "batch_size", "n", "b", "bs", "batchsize", "num_batches"}
+SEQ_NAMES = {
+    "seq",
+    "sequence",
+    "sequence_length",
+    "seq_len",
+    "seqlen",
+    "seq_length",
+    "s",
+    "length",
+    "total_sequence_length",
+    "past_sequence_length+sequence_length",
+    "decoder_sequence_length",
+    "encoder_sequence_length",
+    "num_tokens",
+    "tokens",
+}
+DEFAULT_BATCH = 1
+DEFAULT_SEQ = 128
+
+
+def parse_dims(items: list[str] | None) -> dict[str, int]:
+    """Parse ``NAME=VALUE`` strings from ``--dim``; FuseviewError on a malformed one."""
+    dims: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not re.fullmatch(r"\d+", value.strip()) or int(value) < 1:
+            raise FuseviewError(f"--dim {item!r}: expected NAME=VALUE with a positive integer VALUE")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
+    """Names a node's subgraphs read from the outer scope (they count as that node's inputs)."""
+    names: set[str] = set()
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+        for g in graphs:
+            local = {i.name for i in g.input} | {t.name for t in g.initializer}
+            for n in g.node:
+                local.update(n.output)
+            for n in g.node:
+                names.update(i for i in n.input if i and i not in local)
+                names.update(_subgraph_inputs(n) - local)
+    return names
+
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    """True for nodes with graph attributes (If/Loop/Scan and custom ops that carry bodies)."""
+    if node.op_type in ("If", "Loop", "Scan", "SequenceMap"):
+        return True
+    return bool(node.domain) and any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    )
+
+
+class GraphIndex:
+    """Producers, consumers, constant values and shapes of a model's main graph (never modifies it)."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        dims: dict[str, int] | None = None,
+        base_dir: str | Path | None = None,
+        infer: bool = True,
+    ) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.base_dir = str(base_dir) if base_dir else None
+        self.nodes: list[onnx.NodeProto] = list(self.graph.node)
+        self._pos = {id(n): i for i, n in enumerate(self.nodes)}
+        self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for n in self.nodes:
+            self.by_op[n.op_type].append(n)
+            for i, o in enumerate(n.output):
+                if o:
+                    self.producer[o] = (n, i)
+            seen = set()
+            for i in list(n.input) + sorted(_subgraph_inputs(n) if _has_subgraph(n) else ()):
+                if i and i not in seen:
+                    seen.add(i)
+                    self.consumers[i].append(n)
+        self.graph_outputs = {o.name for o in self.graph.output}
+        self.graph_inputs = {i.name for i in self.graph.input}
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
+        self._const_cache: dict[str, np.ndarray | None] = {}
+        self.dims_used: dict[str, int] = {}
+        self.notes: list[str] = []
+        self._shapes: dict[str, tuple[list, int]] = {}
+        self._dims = dict(dims or {})
+        if infer:
+            self._infer_shapes()
+
+    # --------------------------------------------------------------------------------------- structure
+    def position(self, node: onnx.NodeProto) -> int:
+        """Index of a node in the graph's node list."""
+        return self._pos[id(node)]
+
+    def name(self, node: onnx.NodeProto) -> str:
+        """Node name, or a positional stand-in for unnamed nodes."""
+        return node.name or f"{node.op_type}#{self._pos[id(node)]}"
+
+    @staticmethod
+    def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+        """Python value of a node attribute."""
+        for a in node.attribute:
+            if a.name == name:
+                return onnx.helper.get_attribute_value(a)
+        return default
+
+    def is_const(self, tensor: str) -> bool:
+        """True for initializers (not overridable inputs) and Constant-node outputs."""
+        if tensor in self.initializers and tensor not in self.graph_inputs:
+            return True
+        p = self.producer.get(tensor)
+        return p is not None and p[0].op_type == "Constant" and p[0].domain in ("", "ai.onnx")
+
+    def const_value(self, tensor: str) -> np.ndarray | None:
+        """Value of a constant tensor (weights are read on demand), None if not constant."""
+        if tensor in self._const_cache:
+            return self._const_cache[tensor]
+        value = None
+        if self.is_const(tensor):
+            if tensor in self.initializers:
+                value = self._tensor_value(self.initializers[tensor])
+            else:
+                node = self.producer[tensor][0]
+                for a in node.attribute:
+                    if a.name == "value":
+                        value = self._tensor_value(a.t)
+                    elif a.name in ("value_float", "value_int"):
+                        value = np.array(
+                            onnx.helper.get_attribute_value(a),
+                            dtype=np.float32 if a.name == "value_float" else np.int64,
+                        )
+                    elif a.name in ("value_floats", "value_ints"):
+                        value = np.array(
+                            onnx.helper.get_attribute_value(a),
+                            dtype=np.float32 if a.name == "value_floats" else np.int64,
+                        )
+        self._const_cache[tensor] = value
+        return value
+
+    def _tensor_value(self, t: onnx.TensorProto) -> np.ndarray | None:
+        try:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                return numpy_helper.to_array(t, base_dir=self.base_dir or "")
+            return numpy_helper.to_array(t)
+        except Exception:  # noqa: BLE001 - unreadable weights just make a rule not apply
+            return None
+
+    def const_dtype(self, tensor: str) -> int | None:
+        """ONNX element type of a tensor if known."""
+        if tensor in self._shapes:
+            return self._shapes[tensor][1]
+        if tensor in self.initializers:
+            return self.initializers[tensor].data_type
+        return None
+
+    # ------------------------------------------------------------------------------------------ shapes
+    def _dim_value(self, name: str) -> int:
+        if name in self._dims:
+            v = self._dims[name]
+        elif name.lower() in BATCH_NAMES:
+            v = self._dims.get("batch", DEFAULT_BATCH)
+        elif name.lower() in SEQ_NAMES:
+            v = self._dims.get("seq", self._dims.get("sequence", DEFAULT_SEQ))
+        else:
+            v = 1
+            self.notes.append(f"symbolic dim {name!r} set to 1 (use --dim {name}=VALUE)")
+        self.dims_used[name] = v
+        return v
+
+    def _infer_shapes(self) -> None:
+        g = self.graph
+        m = onnx.ModelProto()
+        m.ir_version = self.model.ir_version
+        m.opset_import.extend(self.model.opset_import)
+        m.functions.extend(self.model.functions)
+        mg = m.graph
+        # Constant nodes become initializers: symbolic inference then has half the nodes to visit in
+        # TorchScript exports, which are ~40 % Constant nodes.
+        for n in g.node:
+            if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
+                t = mg.initializer.add()
+                t.CopyFrom(n.attribute[0].t)
+                t.name = n.output[0]
+            else:
+                mg.node.append(n)
+        mg.output.extend(g.output)
+        mg.initializer.extend(t for t in g.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
+        # External weights: declare their shapes as inputs so inference still sees them without reading them.
+        ext = [t for t in g.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        for vi in g.input:
+            new = mg.input.add()
+            new.CopyFrom(vi)
+            tt = new.type.tensor_type
+            if new.type.HasField("tensor_type") and tt.HasField("shape"):
+                for d in tt.shape.dim:
+                    if d.HasField("dim_param") or not d.HasField("dim_value"):
+                        d.dim_value = self._dim_value(d.dim_param or "?")
+        for t in ext:
+            if t.name not in self.graph_inputs:
+                mg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except Exception as exc:  # noqa: BLE001 - sizes become unknown, matching still works
+            self.notes.append(f"shape inference failed: {exc}")
+            inferred = m
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+            if not vi.type.HasField("tensor_type"):
+                continue
+            tt = vi.type.tensor_type
+            if not tt.HasField("shape"):
+                self._shapes[vi.name] = (None, tt.elem_type)
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+            self._shapes[vi.name] = (dims, tt.elem_type)
+        for t in g.initializer:
+            self._shapes.setdefault(t.name, (list(t.dims), t.data_type))
+        self._propagate(mg)
+
+    def _propagate(self, mg: onnx.GraphProto) -> None:
+        """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
+        from fuseview.fusion.shapes import propagate
+
+        known = {
+            k: v[0]
+            for k, v in self._shapes.items()
+            if v[0] is not None and all(isinstance(d, int) for d in v[0])
+        }
+        inputs = {k: v for k, v in known.items() if k in {i.name for i in mg.input}}
+        small: dict[str, np.ndarray] = {}
+        for t in mg.initializer:
+            inputs[t.name] = list(t.dims)
+            if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(np.prod(t.dims)) <= 64:
+                small[t.name] = numpy_helper.to_array(t)
+        shapes = propagate(mg, inputs, small, known)
+        for name, s in shapes.items():
+            old = self._shapes.get(name)
+            if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
+                self._shapes[name] = (s, old[1] if old else 0)
+
+    def shape(self, tensor: str) -> list | None:
+        """Inferred shape of a tensor (ints, or None/names for unknown dims), None if unknown rank."""
+        s = self._shapes.get(tensor)
+        if s is None:
+            v = self.const_value(tensor) if self.is_const(tensor) else None
+            return None if v is None else list(v.shape)
+        return s[0]
+
+    def nbytes(self, tensor: str) -> int | None:
+        """Bytes of a tensor under the chosen dims, None if its shape or type is unknown."""
+        s = self._shapes.get(tensor)
+        if s is None or s[0] is None or not all(isinstance(d, int) for d in s[0]):
+            return None
+        try:
+            size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(s[1])).itemsize
+        except Exception:  # noqa: BLE001
+            return None
+        return int(np.prod(s[0], dtype=np.int64)) * size

@@ -1,0 +1,231 @@
+"""Match a rule's declarative patterns against a GraphIndex (backtracking, commuted operands, near misses)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.graphindex import GraphIndex
+from fuseview.fusion.rule import Match, Pattern, PConst, PNode, POut, PTerm, PVar, Rule
+
+
+@dataclass
+class _State:
+    nodes: dict[str, onnx.NodeProto]
+    used: frozenset[int]
+    binds: dict[str, str]
+
+
+@dataclass
+class Failure:
+    """Deepest point a pattern reached before it failed."""
+
+    depth: int
+    reason: str
+    nodes: list[onnx.NodeProto]
+
+
+def _attr_equal(actual: object, expected: object) -> bool:
+    if isinstance(expected, (list, tuple)):
+        return isinstance(actual, (list, tuple)) and list(actual) == list(expected)
+    if isinstance(expected, bytes) or isinstance(actual, bytes):
+        a = actual.decode() if isinstance(actual, bytes) else actual
+        e = expected.decode() if isinstance(expected, bytes) else expected
+        return a == e
+    if isinstance(expected, float):
+        return isinstance(actual, (int, float)) and abs(float(actual) - expected) <= 1e-6 * max(
+            1, abs(expected)
+        )
+    return actual == expected
+
+
+class PatternMatcher:
+    """Matches one compiled pattern rooted at a given graph node."""
+
+    def __init__(self, index: GraphIndex, pattern: Pattern) -> None:
+        self.index = index
+        self.pattern = pattern
+        self.failure: Failure | None = None
+
+    def _fail(self, st: _State, reason: str) -> None:
+        depth = len(st.nodes)
+        if self.failure is None or depth > self.failure.depth:
+            self.failure = Failure(depth, reason, list(st.nodes.values()))
+
+    def match_root(self, node: onnx.NodeProto) -> Iterator[_State]:
+        """Every structural match whose root is ``node``."""
+        root = self.pattern.root
+        st = _State({}, frozenset(), {})
+        yield from self._match_node(root, node, st)
+
+    def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
+        idx = self.index
+        name = idx.name(node)
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if node.op_type != pn.op_type or domain != pn.domain:
+            self._fail(st, f"{name} is {node.op_type}, expected {pn.op_type} ({pn.label})")
+            return
+        if id(node) in st.used:
+            self._fail(st, f"{name} is already matched elsewhere in the pattern")
+            return
+        for k, v in pn.attrs.items():
+            actual = idx.attr(node, k, pn.defaults.get(k))
+            if not _attr_equal(actual, v):
+                self._fail(st, f"{name}: attribute {k}={actual!r}, expected {v!r}")
+                return
+        inputs = list(node.input)
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        if len(inputs) < len(pn.inputs) or (len(inputs) > len(pn.inputs) and not pn.extra_inputs):
+            self._fail(st, f"{name} has {len(inputs)} inputs, expected {len(pn.inputs)}")
+            return
+        st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
+        orders = [pn.inputs]
+        if pn.commutative:
+            orders.append([pn.inputs[1], pn.inputs[0]])
+        for order in orders:
+            yield from self._match_seq(order, inputs, 0, st2)
+
+    def _match_seq(self, terms: list[PTerm], tensors: list[str], i: int, st: _State) -> Iterator[_State]:
+        if i == len(terms):
+            yield st
+            return
+        for st2 in self._match_term(terms[i], tensors[i], st):
+            yield from self._match_seq(terms, tensors, i + 1, st2)
+
+    def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
+        idx = self.index
+        if isinstance(term, PVar):
+            bound = st.binds.get(term.name)
+            if bound is not None:
+                if bound == tensor:
+                    yield st
+                else:
+                    self._fail(st, f"{term.name} should be {bound} but is {tensor}")
+                return
+            if term.constant and not idx.is_const(tensor):
+                self._fail(st, f"{tensor} ({term.name}) is not a constant")
+                return
+            yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
+            return
+        if isinstance(term, PConst):
+            v = idx.const_value(tensor)
+            if v is None:
+                self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
+                return
+            if v.size != 1 or v.dtype.kind not in "fiu":
+                self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
+                return
+            x = float(np.ravel(v)[0])
+            if not abs(x - term.value) <= term.tol * max(1.0, abs(term.value)):
+                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}")
+                return
+            yield st
+            return
+        assert isinstance(term, POut)
+        pn = term.node
+        if pn.label in st.nodes:
+            node = st.nodes[pn.label]
+            if term.index < len(node.output) and node.output[term.index] == tensor:
+                yield st
+            else:
+                self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+            return
+        prod = idx.producer.get(tensor)
+        if prod is None:
+            self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+            return
+        node, out_i = prod
+        if out_i != term.index:
+            self._fail(st, f"{tensor} is output {out_i} of {idx.name(node)}, expected output {term.index}")
+            return
+        yield from self._match_node(pn, node, st)
+
+
+def _boundary(
+    index: GraphIndex, pattern: Pattern, st: _State
+) -> tuple[str | None, list[str], dict[str, str]]:
+    """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
+    matched = {id(n) for n in st.nodes.values()}
+    root = st.nodes[pattern.root.label]
+    outputs = [o for o in root.output if o]
+    exposed: dict[str, str] = {}
+    by_label = {p.label: p for p in pattern.nodes}
+    for label, node in st.nodes.items():
+        if node is root:
+            continue
+        for o in node.output:
+            if not o:
+                continue
+            outside = [c for c in index.consumers.get(o, ()) if id(c) not in matched]
+            is_out = o in index.graph_outputs
+            if not outside and not is_out:
+                continue
+            if by_label[label].expose:
+                exposed[label] = o
+                outputs.append(o)
+                continue
+            if is_out:
+                return f"intermediate {o} is a graph output", outputs, exposed
+            return (
+                f"intermediate {o} is also used by {index.name(outside[0])} outside the match",
+                outputs,
+                exposed,
+            )
+    return None, outputs, exposed
+
+
+def _first_level(pattern: Pattern) -> dict[str, int]:
+    """Op types the root's inputs must be produced by (a cheap filter before backtracking)."""
+    cached = getattr(pattern, "_need", None)
+    if cached is None:
+        cached = {}
+        for t in pattern.root.inputs:
+            if isinstance(t, POut):
+                cached[t.node.op_type] = cached.get(t.node.op_type, 0) + 1
+        pattern._need = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
+    """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
+    best: Failure | None = None
+    excluded = False
+    producer_ops = None
+    for pattern in rule.compiled:
+        if pattern.root.op_type != node.op_type:
+            continue
+        need = _first_level(pattern)
+        if need:
+            if producer_ops is None:
+                producer_ops = [
+                    index.producer[i][0].op_type if i in index.producer else None for i in node.input
+                ]
+            if not all(producer_ops.count(op) >= k for op, k in need.items()):
+                continue
+        pm = PatternMatcher(index, pattern)
+        for st in pm.match_root(node):
+            reason, outputs, exposed = _boundary(index, pattern, st)
+            m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
+            if rule.exclude is not None and rule.exclude(m):
+                excluded = True
+                continue
+            if reason is None and rule.check is not None:
+                try:
+                    reason = rule.check(m)
+                except Exception as exc:  # noqa: BLE001 - a broken check is a non-match, not a crash
+                    reason = f"check failed: {type(exc).__name__}: {exc}"
+            if reason is None:
+                return m, None
+            f = Failure(len(pattern.nodes) + 1, reason, list(st.nodes.values()))
+            if best is None or f.depth >= best.depth:
+                best = f
+        f = pm.failure
+        n = len(pattern.nodes)
+        if f is not None and f.depth >= (max(3, n - 1) if n >= 4 else n + 1):
+            if best is None or f.depth > best.depth:
+                best = f
+    return None, (None if excluded else best)

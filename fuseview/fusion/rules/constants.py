@@ -1,0 +1,149 @@
+"""Constant subgraphs: chains of ops over weights only (Transpose/Cast/Reshape/...) -> one new initializer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import ONNX_DOMAIN, Match, Replacement, Rule
+
+# Ops that are pure functions of their inputs and cheap to evaluate once at fuse time.
+FOLDABLE = frozenset(
+    {
+        "Transpose",
+        "Cast",
+        "Reshape",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "Flatten",
+        "Concat",
+        "Gather",
+        "Slice",
+        "Expand",
+        "Tile",
+        "Shape",
+        "Size",
+        "Neg",
+        "Sqrt",
+        "Reciprocal",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "DequantizeLinear",
+        "ConstantOfShape",
+        "Range",
+        "Split",
+    }
+)
+# Folding only Constant-node shape arithmetic saves nothing worth a candidate; require a real weight.
+MIN_WEIGHT_ELEMENTS = 64
+
+
+def _find(index) -> Iterator[Match]:
+    const: set[str] = {t for t in index.initializers if t not in index.graph_inputs}
+    weight_derived: set[str] = set()
+    for n in index.nodes:
+        if n.op_type == "Constant":
+            const.update(n.output)
+    foldable: list[onnx.NodeProto] = []
+    for n in index.nodes:
+        if n.op_type == "Constant" or n.domain not in ("", "ai.onnx") or n.op_type not in FOLDABLE:
+            continue
+        ins = [i for i in n.input if i]
+        if ins and all(i in const for i in ins):
+            const.update(o for o in n.output if o)
+            foldable.append(n)
+            big = any(
+                i in index.initializers and _elements(index.initializers[i]) >= MIN_WEIGHT_ELEMENTS
+                for i in ins
+            )
+            if big or any(i in weight_derived for i in ins):
+                weight_derived.update(o for o in n.output if o)
+    # Connected groups of foldable nodes that touch a weight; their outputs used elsewhere are kept.
+    ids = {id(n) for n in foldable}
+    parent = {id(n): id(n) for n in foldable}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for n in foldable:
+        for i in n.input:
+            p = index.producer.get(i)
+            if p and id(p[0]) in ids:
+                parent[root(id(p[0]))] = root(id(n))
+    groups: dict[int, list[onnx.NodeProto]] = {}
+    for n in foldable:
+        groups.setdefault(root(id(n)), []).append(n)
+    rule = RULES[0]
+    for nodes in groups.values():
+        if not any(o in weight_derived for n in nodes for o in n.output):
+            continue
+        members = {id(n) for n in nodes}
+        outs = [
+            o
+            for n in nodes
+            for o in n.output
+            if o
+            and (o in index.graph_outputs or any(id(c) not in members for c in index.consumers.get(o, ())))
+        ]
+        if outs:
+            yield Match.custom(rule, index, nodes, outs)
+
+
+def _elements(t: onnx.TensorProto) -> int:
+    return int(np.prod(t.dims, dtype=np.int64)) if t.dims else 1
+
+
+def _replace(m: Match) -> Replacement:
+    """Evaluate the group once with the reference evaluator; its kept outputs become initializers."""
+    from onnx.reference import ReferenceEvaluator
+
+    index = m.index
+    nodes = m.node_list
+    produced = {o for n in nodes for o in n.output}
+    needed = [i for n in nodes for i in n.input if i and i not in produced]
+    inits = []
+    extra_nodes = []
+    for name in dict.fromkeys(needed):
+        if name in index.initializers:
+            t = onnx.TensorProto()
+            t.CopyFrom(index.initializers[name])
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                t = onnx.numpy_helper.from_array(index.const_value(name), name)
+            inits.append(t)
+        else:
+            extra_nodes.append(index.producer[name][0])
+    g = onnx.helper.make_graph(
+        extra_nodes + nodes,
+        "fold",
+        [],
+        [onnx.helper.make_value_info(o, onnx.TypeProto()) for o in m.outputs],
+        inits,
+    )
+    model = onnx.helper.make_model(
+        g, opset_imports=list(index.model.opset_import), ir_version=index.model.ir_version
+    )
+    values = ReferenceEvaluator(model).run(None, {})
+    return Replacement([], op="", initializers={o: np.asarray(v) for o, v in zip(m.outputs, values, strict=False)})
+
+
+RULES = [
+    Rule(
+        name="fold_constants",
+        description="ops computed from weights only (Transpose/Cast/Reshape/...) -> initializer",
+        fused_op="initializer",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda", "reference"),
+        find=_find,
+        replace=_replace,
+        priority=0,
+    ),
+]

@@ -1,0 +1,124 @@
+"""MatMul fusions: MatMul + Add(bias) -> Gemm (2-D), MatMul with a scalar scale or transposed input -> FusedMatMul."""
+
+from __future__ import annotations
+
+from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rules._common import all_checks, float_input, scalar
+
+
+def _gemm(op, a, b, c):
+    return op.Add(op.MatMul(a, b, _label="matmul"), c, _label="add")
+
+
+def _gemm_check(m: Match) -> str | None:
+    sa, sb, sc = m.shape("a"), m.shape("b"), m.shape("c")
+    if sa is None or len(sa) != 2 or sb is None or len(sb) != 2:
+        return f"MatMul operands have shapes {sa} and {sb}; Gemm needs 2-D A and B"
+    n = sb[1]
+    if sc is None:
+        return f"bias {m['c']} has an unknown shape"
+    if len(sc) > 2:
+        return f"bias {m['c']} has shape {sc}; Gemm's C must broadcast to [M, N]"
+    if len(sc) >= 1 and isinstance(n, int) and isinstance(sc[-1], int) and sc[-1] not in (1, n):
+        return f"bias {m['c']} has {sc[-1]} columns, B has {n}"
+    if len(sc) == 2 and isinstance(sa[0], int) and isinstance(sc[0], int) and sc[0] not in (1, sa[0]):
+        return f"bias {m['c']} has {sc[0]} rows, A has {sa[0]}"
+    # Gemm's output must not become larger than the Add's (C broadcasting beyond [M, N] would change shape).
+    return None
+
+
+def _is_last_two_swap(perm, rank) -> bool:
+    if perm is None:
+        return rank == 2
+    n = len(perm)
+    return n >= 2 and list(perm) == list(range(n - 2)) + [n - 1, n - 2]
+
+
+def _fused_patterns():
+    fns = []
+    for ta in (False, True):
+        for tb in (False, True):
+            for scale in ("none", "mul", "div", "mul_a", "mul_b"):
+                if scale == "none" and not (ta or tb):
+                    continue
+                if scale in ("mul_a", "mul_b") and (ta or tb):
+                    continue
+
+                def fn(op, a, b, ta=ta, tb=tb, scale=scale):
+                    aa = op.Transpose(a, _label="transpose_a") if ta else a
+                    bb = op.Transpose(b, _label="transpose_b") if tb else b
+                    if scale == "mul_a":
+                        aa = op.Mul(aa, op.constant("s"), _label="scale")
+                    if scale == "mul_b":
+                        bb = op.Mul(bb, op.constant("s"), _label="scale")
+                    mm = op.MatMul(aa, bb, _label="matmul")
+                    if scale == "mul":
+                        return op.Mul(mm, op.constant("s"), _label="scale")
+                    if scale == "div":
+                        return op.Div(mm, op.constant("s"), _label="scale")
+                    return mm
+
+                fn.__name__ = f"fused_matmul_{int(ta)}{int(tb)}_{scale}"
+                fns.append(fn)
+    return tuple(fns)
+
+
+def _fused_check(m: Match) -> str | None:
+    for side in ("a", "b"):
+        label = f"transpose_{side}"
+        if label in m.nodes:
+            perm = m.attr(label, "perm")
+            if not _is_last_two_swap(perm, m.rank(side)):
+                return f"{m.index.name(m.node(label))} has perm {perm}, not a swap of the last two axes"
+    for side in ("a", "b"):
+        r = m.rank(side)
+        if r is not None and r < 2:
+            return f"{m[side]} has rank {r}; FusedMatMul needs rank >= 2"
+    if "scale" in m.nodes:
+        s = scalar(m, "s")
+        if s is None:
+            return f"scale {m['s']} is not a scalar constant"
+        if m.node("scale").op_type == "Div" and s == 0:
+            return "division by zero scale"
+    return None
+
+
+def _fused_replace(m: Match) -> Replacement:
+    alpha = 1.0
+    if "scale" in m.nodes:
+        s = scalar(m, "s")
+        alpha = 1.0 / s if m.node("scale").op_type == "Div" else s
+    return Replacement(
+        [m["a"], m["b"]],
+        {
+            "alpha": float(alpha),
+            "transA": int("transpose_a" in m.nodes),
+            "transB": int("transpose_b" in m.nodes),
+        },
+    )
+
+
+RULES = [
+    Rule(
+        name="matmul_add_gemm",
+        description="MatMul + Add(bias) with 2-D operands -> Gemm",
+        fused_op="Gemm",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=(_gemm,),
+        check=all_checks(float_input("a", "b"), _gemm_check),
+        priority=8,
+        replace=lambda m: Replacement([m["a"], m["b"], m["c"]]),
+    ),
+    Rule(
+        name="fused_matmul",
+        description="MatMul with a constant scalar scale or a transposed input -> FusedMatMul",
+        fused_op="FusedMatMul",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=_fused_patterns(),
+        check=all_checks(float_input("a", "b"), _fused_check),
+        priority=7,
+        replace=_fused_replace,
+    ),
+]

@@ -1,0 +1,297 @@
+"""Normalisations: decomposed LayerNorm / RMSNorm -> one op; residual Add + LayerNorm -> SkipLayerNormalization."""
+
+from __future__ import annotations
+
+from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rules._common import all_checks, float_input, is_last_axis, last_axis_vector, scalar
+
+# ---------------------------------------------------------------------------------------- pattern pieces
+
+
+def _ln_body(op, x, square_pow: bool, div: bool, beta: bool):
+    mean = op.ReduceMean(x, _label="mean", _extra_inputs=True)
+    d = op.Sub(x, mean, _label="sub")
+    sq = op.Pow(d, op.const(2.0), _label="square") if square_pow else op.Mul(d, d, _label="square")
+    var = op.ReduceMean(sq, _label="var", _extra_inputs=True)
+    std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
+    normed = op.Div(d, std, _label="div") if div else op.Mul(d, op.Reciprocal(std), _label="div")
+    scaled = op.Mul(normed, op.constant("gamma"), _label="scale")
+    return op.Add(scaled, op.constant("beta"), _label="shift") if beta else scaled
+
+
+def _rms_body(op, x, square_pow: bool, div: bool, gamma_first: bool):
+    sq = op.Pow(x, op.const(2.0), _label="square") if square_pow else op.Mul(x, x, _label="square")
+    var = op.ReduceMean(sq, _label="var", _extra_inputs=True)
+    std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
+    normed = op.Div(x, std, _label="div") if div else op.Mul(x, op.Reciprocal(std), _label="div")
+    return op.Mul(normed, op.constant("gamma"), _label="scale")
+
+
+def _ln_variants(skip: str):
+    """LayerNorm pattern functions; skip = "" (plain), "add" (residual Add), "bias" (bias Add then residual)."""
+    fns = []
+    for square_pow in (True, False):
+        for div in (True, False):
+            for beta in (True, False):
+
+                def fn(op, a, b, c=None, square_pow=square_pow, div=div, beta=beta):
+                    return _ln_body(op, _input(op, a, b, c, skip), square_pow, div, beta)
+
+                fns.append(_sig(fn, skip, f"ln_{int(square_pow)}{int(div)}{int(beta)}"))
+    return fns
+
+
+def _rms_variants(skip: str):
+    fns = []
+    for square_pow in (True, False):
+        for div in (True, False):
+
+            def fn(op, a, b, c=None, square_pow=square_pow, div=div):
+                return _rms_body(op, _input(op, a, b, c, skip), square_pow, div, False)
+
+            fns.append(_sig(fn, skip, f"rms_{int(square_pow)}{int(div)}"))
+    return fns
+
+
+def _input(op, a, b, c, skip):
+    if not skip:
+        return a
+    if skip == "bias":
+        return op.Add(op.Add(a, op.constant(c.name), _label="bias_add"), b, _label="skip_add", _expose=True)
+    return op.Add(a, b, _label="skip_add", _expose=True)
+
+
+def _sig(fn, skip, name):
+    """Give a pattern function the parameter list its skip kind needs (pattern variables come from names)."""
+    if not skip:
+
+        def plain(op, x):
+            return fn(op, x, None)
+
+        out = plain
+    elif skip == "add":
+
+        def added(op, a, b):
+            return fn(op, a, b)
+
+        out = added
+    else:
+
+        def biased(op, a, b, bias):
+            return fn(op, a, b, bias)
+
+        out = biased
+    out.__name__ = f"{name}_{skip or 'plain'}"
+    return out
+
+
+def _ln_node(op, a, b, c, skip):
+    return op.LayerNormalization(
+        _input(op, a, b, c, skip), op.constant("gamma"), op.constant("beta"), _label="ln", _extra_inputs=False
+    )
+
+
+def _ln_node_nobeta(op, a, b, c, skip):
+    return op.LayerNormalization(_input(op, a, b, c, skip), op.constant("gamma"), _label="ln")
+
+
+# -------------------------------------------------------------------------------------------------- checks
+
+
+def _norm_input(m: Match) -> str:
+    return "x" if "x" in m.bindings else "a"
+
+
+def _decomposed_check(m: Match) -> str | None:
+    x = _norm_input(m)
+    if "ln" in m.nodes:
+        axis = m.attr("ln", "axis", -1)
+        rank = m.rank(m.node("ln").input[0])
+        if axis != -1 and (rank is None or axis != rank - 1):
+            return f"LayerNormalization axis {axis} is not the last axis"
+        return None
+    if "mean" in m.nodes:
+        r = is_last_axis(m, "mean", m.node("mean").input[0])
+        if r:
+            return r
+    r = is_last_axis(m, "var", m.node("var").input[0])
+    if r:
+        return r
+    eps = scalar(m, "eps")
+    if eps is None or not 0 < eps < 1e-2:
+        return f"epsilon {m['eps']} is not a small positive scalar"
+    del x
+    return None
+
+
+def _affine_check(m: Match) -> str | None:
+    x = m.node("scale").input[0] if "scale" in m.nodes else m.node("ln").input[0]
+    for v in ("gamma", "beta"):
+        if v in m.bindings:
+            r = last_axis_vector(m, v, x)
+            if r:
+                return r
+    return None
+
+
+def _skip_check(m: Match) -> str | None:
+    sa, sb = m.shape("a"), m.shape("b")
+    if sa is None or sb is None or len(sa) != 3:
+        return f"residual Add inputs have shapes {sa} and {sb}; SkipLayerNormalization needs 3-D input"
+    if list(sa) != list(sb) and not (len(sb) == 3 and sb[0] == 1 and list(sb[1:]) == list(sa[1:])):
+        if not (len(sb) == 2 and list(sb) == list(sa[1:])):
+            return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
+    if "bias" in m.bindings:
+        if m.value("bias") is None:
+            return f"{m['bias']} is not a constant bias"
+        return last_axis_vector(m, "bias", "a")
+    return None
+
+
+def _not_centered(m: Match) -> str | None:
+    """An RMSNorm over x - mean(x) is the tail of a LayerNorm: leave it to the LayerNorm rules."""
+    p = m.index.producer.get(m["x"])
+    if p and p[0].op_type == "Sub":
+        q = m.index.producer.get(p[0].input[1])
+        if q and q[0].op_type == "ReduceMean" and q[0].input[0] == p[0].input[0]:
+            return f"{m['x']} is centred (x - mean(x)): this is the tail of a LayerNorm"
+    return None
+
+
+def _eps(m: Match) -> float:
+    if "ln" in m.nodes:
+        return float(m.attr("ln", "epsilon", 1e-5))
+    return scalar(m, "eps")
+
+
+def _beta(m: Match) -> list[str]:
+    return [m["beta"]] if "beta" in m.bindings else []
+
+
+def _ln_replace(m: Match) -> Replacement:
+    return Replacement([m["x"], m["gamma"], *_beta(m)], {"axis": -1, "epsilon": _eps(m)})
+
+
+def _rms_replace(m: Match) -> Replacement:
+    if m.index.opsets.get("", 0) >= 23:
+        return Replacement([m["x"], m["gamma"]], {"axis": -1, "epsilon": _eps(m)}, op="RMSNormalization")
+    return Replacement([m["x"], m["gamma"]], {"axis": -1, "epsilon": _eps(m)})
+
+
+def _skip_inputs(m: Match) -> tuple[str, str]:
+    """Input and skip in the Add's own operand order (the skip may broadcast over batch, not the input)."""
+    add = m.node("skip_add")
+    first, second = add.input[0], add.input[1]
+    if "bias_add" in m.nodes:
+        inner = m.node("bias_add").output[0]
+        other = second if first == inner else first
+        return m["a"], other
+    return first, second
+
+
+def _skip_replace(m: Match) -> Replacement:
+    inp, skip = _skip_inputs(m)
+    ln_like = "ln" in m.nodes
+    gamma = m["gamma"]
+    beta = m.bindings.get("beta", "")
+    inputs = [inp, skip, gamma, beta]
+    if "bias" in m.bindings:
+        inputs.append(m["bias"])
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    outs = [m.node("ln" if ln_like else _root_label(m)).output[0]]
+    exposed = m.exposed.get("skip_add")
+    if exposed:
+        outs += ["", "", exposed]
+    return Replacement(inputs, {"epsilon": _eps(m)}, outputs=outs)
+
+
+def _skip_rms_replace(m: Match) -> Replacement:
+    inp, skip = _skip_inputs(m)
+    outs = [m.node("scale").output[0]]
+    exposed = m.exposed.get("skip_add")
+    if exposed:
+        outs += ["", "", exposed]
+    inputs = [inp, skip, m["gamma"]] + ([m["bias"]] if "bias" in m.bindings else [])
+    if "bias" in m.bindings:
+        inputs = [inp, skip, m["gamma"], m["bias"]]
+    return Replacement(inputs, {"epsilon": _eps(m)}, outputs=outs)
+
+
+def _root_label(m: Match) -> str:
+    return "shift" if "shift" in m.nodes else "scale"
+
+
+def _skip_patterns(kind: str):
+    fns = list(_ln_variants(kind))
+    for node_fn in (_ln_node, _ln_node_nobeta):
+
+        def fn(op, a, b, c=None, node_fn=node_fn):
+            return node_fn(op, a, b, c, kind)
+
+        fns.append(_sig(fn, kind, node_fn.__name__.strip("_")))
+    return tuple(fns)
+
+
+def _skip_rms_patterns(kind: str):
+    return tuple(_rms_variants(kind))
+
+
+RULES = [
+    Rule(
+        name="skip_layer_norm",
+        description="residual Add + LayerNorm -> SkipLayerNormalization",
+        fused_op="SkipLayerNormalization",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=_skip_patterns("add"),
+        check=all_checks(float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
+        priority=30,
+        replace=_skip_replace,
+    ),
+    Rule(
+        name="skip_layer_norm_bias",
+        description="bias Add + residual Add + LayerNorm -> SkipLayerNormalization",
+        fused_op="SkipLayerNormalization",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=_skip_patterns("bias"),
+        check=all_checks(float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
+        priority=31,
+        replace=_skip_replace,
+    ),
+    Rule(
+        name="layer_norm",
+        description="ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add -> LayerNormalization",
+        fused_op="LayerNormalization",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=tuple(_ln_variants("")),
+        check=all_checks(float_input("x"), _decomposed_check, _affine_check),
+        priority=20,
+        replace=_ln_replace,
+    ),
+    Rule(
+        name="skip_rms_norm",
+        description="residual Add + RMSNorm -> SkipSimplifiedLayerNormalization",
+        fused_op="SkipSimplifiedLayerNormalization",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=_skip_rms_patterns("add"),
+        check=all_checks(float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
+        priority=29,
+        replace=_skip_rms_replace,
+    ),
+    Rule(
+        name="rms_norm",
+        description="Pow/ReduceMean/Add/Sqrt/Div (or Reciprocal)/Mul -> SimplifiedLayerNormalization",
+        fused_op="SimplifiedLayerNormalization",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=tuple(_rms_variants("")),
+        check=all_checks(float_input("x"), _decomposed_check, _affine_check),
+        exclude=lambda m: _not_centered(m) is not None,
+        priority=19,
+        replace=_rms_replace,
+    ),
+]

@@ -1,0 +1,131 @@
+"""Scan a model for fusion candidates and near misses (never modifies the model)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from fuseview.errors import FuseviewError
+from fuseview.fusion.candidates import link_conflicts, make_candidate
+from fuseview.fusion.graphindex import GraphIndex
+from fuseview.fusion.matcher import match_rule
+from fuseview.fusion.rule import Candidate, NearMiss, Rule
+from fuseview.fusion.rules import catalogue
+
+
+@dataclass
+class ScanResult:
+    """Candidates (bigger fusions first, then graph order), near misses and notes of one scan."""
+
+    candidates: list[Candidate]
+    near_misses: list[NearMiss]
+    index: GraphIndex
+    notes: list[str] = field(default_factory=list)
+    path: str | None = None
+
+    def by_id(self) -> dict[str, Candidate]:
+        """Candidates keyed by id."""
+        return {c.id: c for c in self.candidates}
+
+    def to_json(self) -> dict:
+        """The object `fuseview scan --json` prints."""
+        return {
+            "model": self.path,
+            "dims": dict(self.index.dims_used),
+            "candidates": [c.to_json() for c in self.candidates],
+            "near_misses": [
+                {"rule": n.rule, "nodes": list(n.nodes), "reason": n.reason} for n in self.near_misses
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def load_model(path: str | os.PathLike, load_weights: bool = True) -> onnx.ModelProto:
+    """Read an ONNX file for fusion (external weights left on disk); FuseviewError on bad input."""
+    p = Path(path)
+    if not p.exists():
+        raise FuseviewError(f"{p}: no such file")
+    if p.is_dir():
+        raise FuseviewError(f"{p}: is a folder, not an ONNX file")
+    if p.stat().st_size == 0:
+        raise FuseviewError(f"{p}: file is empty")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except DecodeError as exc:
+        raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
+    except (OSError, ValueError) as exc:
+        raise FuseviewError(f"{p}: cannot read ({exc})") from None
+    if not model.graph.node:
+        raise FuseviewError(f"{p}: not an ONNX model with a graph (no nodes)")
+    return model
+
+
+def scan_model(
+    model: onnx.ModelProto,
+    dims: dict[str, int] | None = None,
+    rules: Sequence[Rule] | None = None,
+    base_dir: str | os.PathLike | None = None,
+    path: str | None = None,
+) -> ScanResult:
+    """Find every candidate of every rule in the model's main graph."""
+    index = GraphIndex(model, dims, base_dir=base_dir)
+    rules = list(catalogue() if rules is None else rules)
+    found: list[tuple[int, int, Candidate]] = []
+    misses: list[NearMiss] = []
+    for _order, rule in enumerate(rules):
+        if rule.find is not None:
+            matches = list(rule.find(index))
+            for m in matches:
+                c = make_candidate(index, m)
+                found.append((-rule.priority, index.position(m.node_list[-1]), c))
+            continue
+        anchors = sorted(
+            {id(n): n for op in rule.op_types for n in index.by_op.get(op, ())}.values(), key=index.position
+        )
+        for node in anchors:
+            m, failure = match_rule(index, rule, node)
+            if m is not None:
+                c = make_candidate(index, m)
+                found.append((-rule.priority, index.position(node), c))
+            elif failure is not None:
+                names = tuple(index.name(n) for n in sorted(failure.nodes, key=index.position))
+                misses.append(NearMiss(rule.name, names, failure.reason))
+    found.sort(key=lambda t: (t[0], t[1]))
+    cands = []
+    seen = set()
+    for _p, _pos, c in found:
+        if c.id not in seen:
+            seen.add(c.id)
+            cands.append(c)
+    cands = _drop_submatches(cands)
+    link_conflicts(cands)
+    return ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
+
+
+def _drop_submatches(cands: list[Candidate]) -> list[Candidate]:
+    """Within one rule, drop a candidate whose nodes are a strict subset of another's (LayerNorm sans bias)."""
+    by_node: dict[str, list[Candidate]] = {}
+    for c in cands:
+        for n in c.nodes:
+            by_node.setdefault(n, []).append(c)
+    keep = []
+    for c in cands:
+        mine = set(c.nodes)
+        others = {id(o): o for o in by_node[c.nodes[0]] if o is not c and o.rule == c.rule}
+        if any(mine < set(o.nodes) for o in others.values()):
+            continue
+        keep.append(c)
+    return keep
+
+
+def scan_file(
+    path: str | os.PathLike, dims: dict[str, int] | None = None, rules: Sequence[Rule] | None = None
+) -> ScanResult:
+    """Load and scan an ONNX file."""
+    model = load_model(path)
+    return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path))

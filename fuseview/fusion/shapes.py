@@ -1,0 +1,338 @@
+"""Fast concrete shape propagation with the small integer values exporters compute shapes from.
+
+onnx's own inference (C++) stops at TorchScript's Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains
+and onnxruntime's symbolic inference follows them but costs ~0.7 s on a 48-layer GPT-2. With every input dim
+set to a number, a single forward pass over the common ops gives concrete shapes for ~all tensors in a few
+tens of milliseconds; whatever it does not know falls back to onnx's inference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+Shape = list[int]
+
+_UNARY = {
+    "Cast",
+    "Sqrt",
+    "Erf",
+    "Tanh",
+    "Relu",
+    "Sigmoid",
+    "Neg",
+    "Exp",
+    "Log",
+    "Reciprocal",
+    "Softmax",
+    "Identity",
+    "Abs",
+    "Not",
+    "Clip",
+    "Gelu",
+    "FastGelu",
+    "LeakyRelu",
+    "Floor",
+    "Ceil",
+    "IsNaN",
+    "LogSoftmax",
+    "QuickGelu",
+    "HardSigmoid",
+    "Softplus",
+    "Round",
+    "Sign",
+    "Elu",
+    "Selu",
+    "CastLike",
+    "Dropout",
+    "LayerNormalization",
+    "SimplifiedLayerNormalization",
+    "SkipLayerNormalization",
+    "RMSNormalization",
+    "BiasGelu",
+    "Trilu",
+    "CumSum",
+    "Mish",
+}
+_BINARY = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Equal",
+    "And",
+    "Or",
+    "Xor",
+    "Max",
+    "Min",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "Where",
+    "Mod",
+    "PRelu",
+    "BitwiseAnd",
+    "Sum",
+    "Mean",
+}
+_MAX_VALUE = 64  # track values of small int tensors only (shape arithmetic)
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _bcast(shapes: list[Shape]) -> Shape | None:
+    try:
+        return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        return None
+
+
+class _Prop:
+    def __init__(self, shapes: dict[str, Shape], values: dict[str, np.ndarray]) -> None:
+        self.s = shapes
+        self.v = values
+
+    def value(self, name: str) -> np.ndarray | None:
+        return self.v.get(name)
+
+    def run(self, n: onnx.NodeProto) -> None:
+        op = n.op_type
+        ins = list(n.input)
+        shp = [self.s.get(i) if i else None for i in ins]
+        vals = [self.v.get(i) if i else None for i in ins]
+        out: list[Shape | None] = [None] * len(n.output)
+        outv: list[np.ndarray | None] = [None] * len(n.output)
+        if op in _UNARY and shp and shp[0] is not None:
+            out[0] = shp[0]
+            if op == "Cast" and vals[0] is not None:
+                outv[0] = vals[0].astype(onnx.helper.tensor_dtype_to_np_dtype(_attr(n, "to")))
+            elif op == "Identity" and vals[0] is not None:
+                outv[0] = vals[0]
+        elif op in _BINARY and ins and all(s is not None for s, i in zip(shp, ins, strict=False) if i):
+            out[0] = _bcast([s for s, i in zip(shp, ins, strict=False) if i])
+            if all(v is not None for v, i in zip(vals, ins, strict=False) if i):
+                outv[0] = _eval_binary(op, [v for v, i in zip(vals, ins, strict=False) if i])
+        elif op == "Shape" and shp[0] is not None:
+            start, end = _attr(n, "start", 0), _attr(n, "end", None)
+            dims = shp[0][start:end] if end is not None else shp[0][start:]
+            outv[0] = np.array(dims, dtype=np.int64)
+            out[0] = [len(dims)]
+        elif op == "Size" and shp[0] is not None:
+            outv[0] = np.array(int(np.prod(shp[0])), dtype=np.int64)
+            out[0] = []
+        elif op == "Gather" and shp[0] is not None and shp[1] is not None:
+            axis = _attr(n, "axis", 0) % max(1, len(shp[0]))
+            out[0] = shp[0][:axis] + shp[1] + shp[0][axis + 1 :]
+            if vals[0] is not None and vals[1] is not None:
+                outv[0] = np.take(vals[0], vals[1], axis=axis)
+        elif op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
+            axes = _attr(n, "axes")
+            if axes is None and len(ins) > 1 and ins[1]:
+                axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
+                if axes is None:
+                    return self._store(n, out, outv)
+            s = list(shp[0])
+            if op == "Unsqueeze":
+                r = len(s) + len(axes)
+                for a in sorted(a % r for a in axes):
+                    s.insert(a, 1)
+            else:
+                if axes is None:
+                    s = [d for d in s if d != 1]
+                else:
+                    drop = {a % len(s) for a in axes}
+                    s = [d for i, d in enumerate(s) if i not in drop]
+            out[0] = s
+            if vals[0] is not None:
+                outv[0] = np.reshape(vals[0], s)
+        elif op == "Concat" and all(x is not None for x in shp):
+            axis = _attr(n, "axis", 0) % max(1, len(shp[0]))
+            s = list(shp[0])
+            s[axis] = sum(x[axis] for x in shp)
+            out[0] = s
+            if all(v is not None for v in vals):
+                outv[0] = np.concatenate(vals, axis=axis)
+        elif op == "Reshape" and shp[0] is not None and vals[1] is not None:
+            target = [int(d) for d in np.ravel(vals[1])]
+            allowzero = _attr(n, "allowzero", 0)
+            s = [shp[0][i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
+            if s.count(-1) == 1:
+                known = int(np.prod([d for d in s if d != -1]))
+                total = int(np.prod(shp[0]))
+                s[s.index(-1)] = total // known if known else 0
+            out[0] = s
+            if vals[0] is not None:
+                outv[0] = np.reshape(vals[0], s)
+        elif op == "Flatten" and shp[0] is not None:
+            axis = _attr(n, "axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
+            out[0] = [int(np.prod(shp[0][:axis])), int(np.prod(shp[0][axis:]))]
+        elif op == "Transpose" and shp[0] is not None:
+            perm = _attr(n, "perm") or list(range(len(shp[0])))[::-1]
+            out[0] = [shp[0][p] for p in perm]
+        elif op in ("MatMul", "FusedMatMul") and shp[0] is not None and shp[1] is not None:
+            a, b = list(shp[0]), list(shp[1])
+            if op == "FusedMatMul":
+                if _attr(n, "transA", 0) and len(a) >= 2:
+                    a[-2], a[-1] = a[-1], a[-2]
+                if _attr(n, "transB", 0) and len(b) >= 2:
+                    b[-2], b[-1] = b[-1], b[-2]
+            if len(a) >= 2 and len(b) >= 2:
+                batch = _bcast([a[:-2], b[:-2]])
+                out[0] = None if batch is None else batch + [a[-2], b[-1]]
+            elif len(a) == 1 and len(b) >= 2:
+                out[0] = b[:-2] + [b[-1]]
+            elif len(b) == 1 and len(a) >= 2:
+                out[0] = a[:-1]
+        elif op == "Gemm" and shp[0] is not None and shp[1] is not None:
+            m = shp[0][1] if _attr(n, "transA", 0) else shp[0][0]
+            k = shp[1][0] if _attr(n, "transB", 0) else shp[1][1]
+            out[0] = [m, k]
+        elif (
+            op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
+            and shp[0] is not None
+        ):
+            axes = _attr(n, "axes")
+            if axes is None and len(ins) > 1 and ins[1]:
+                axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
+                if axes is None:
+                    return self._store(n, out, outv)
+            r = len(shp[0])
+            red = set(range(r)) if not axes else {a % r for a in axes}
+            keep = _attr(n, "keepdims", 1)
+            out[0] = (
+                [1 if i in red else d for i, d in enumerate(shp[0])]
+                if keep
+                else [d for i, d in enumerate(shp[0]) if i not in red]
+            )
+        elif op == "Split" and shp[0] is not None:
+            axis = _attr(n, "axis", 0) % len(shp[0])
+            split = _attr(n, "split")
+            if split is None and len(ins) > 1 and ins[1]:
+                split = None if vals[1] is None else [int(x) for x in np.ravel(vals[1])]
+            if split is None:
+                k = len(n.output)
+                split = [shp[0][axis] // k] * k
+            for j, sz in enumerate(split[: len(n.output)]):
+                s = list(shp[0])
+                s[axis] = sz
+                out[j] = s
+        elif op == "Slice" and shp[0] is not None and all(v is not None for v in vals[1:]):
+            s = list(shp[0])
+            starts, ends = np.ravel(vals[1]), np.ravel(vals[2])
+            axes = np.ravel(vals[3]) if len(vals) > 3 and vals[3] is not None else np.arange(len(starts))
+            steps = np.ravel(vals[4]) if len(vals) > 4 and vals[4] is not None else np.ones(len(starts), int)
+            sl = [slice(None)] * len(s)
+            for st, en, ax, sp in zip(starts, ends, axes, steps, strict=False):
+                ax = int(ax) % len(s)
+                sl[ax] = slice(int(st), int(en), int(sp))
+                s[ax] = len(range(*sl[ax].indices(s[ax])))
+            out[0] = s
+            if vals[0] is not None:
+                outv[0] = vals[0][tuple(sl)]
+        elif op in ("ConstantOfShape", "Expand", "Range") and all(
+            v is not None for v in vals[1 if op == "Expand" else 0 :]
+        ):
+            if op == "ConstantOfShape":
+                dims = [int(d) for d in np.ravel(vals[0])]
+                out[0] = dims
+                t = _attr(n, "value")
+                if int(np.prod(dims)) <= _MAX_VALUE:
+                    fill = onnx.numpy_helper.to_array(t) if t is not None else np.zeros(1, np.float32)
+                    outv[0] = np.full(dims, np.ravel(fill)[0], dtype=fill.dtype)
+            elif op == "Expand" and shp[0] is not None:
+                out[0] = _bcast([shp[0], [int(d) for d in np.ravel(vals[1])]])
+                if vals[0] is not None and out[0] is not None and int(np.prod(out[0])) <= _MAX_VALUE:
+                    outv[0] = np.broadcast_to(vals[0], out[0]).copy()
+            elif op == "Range":
+                r = np.arange(np.ravel(vals[0])[0], np.ravel(vals[1])[0], np.ravel(vals[2])[0])
+                out[0] = [len(r)]
+                if len(r) <= _MAX_VALUE:
+                    outv[0] = r
+        elif op in ("Conv", "FusedConv") and shp[0] is not None and shp[1] is not None:
+            out[0] = _conv_shape(n, shp[0], shp[1])
+        elif op == "BatchNormalization" and shp[0] is not None:
+            out[0] = shp[0]
+        self._store(n, out, outv)
+
+    def _store(self, n, out, outv) -> None:
+        for o, s, v in zip(n.output, out, outv, strict=False):
+            if not o:
+                continue
+            if s is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in s):
+                self.s[o] = [int(d) for d in s]
+            if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
+                self.v[o] = v
+
+
+def _conv_shape(n, x: Shape, w: Shape) -> Shape | None:
+    if _attr(n, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return None
+    k = len(x) - 2
+    kernel = _attr(n, "kernel_shape") or w[2:]
+    strides = _attr(n, "strides") or [1] * k
+    dil = _attr(n, "dilations") or [1] * k
+    pads = _attr(n, "pads") or [0] * (2 * k)
+    sp = [
+        (x[2 + i] + pads[i] + pads[i + k] - dil[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(k)
+    ]
+    return [x[0], w[0]] + sp
+
+
+def _eval_binary(op: str, vs: list[np.ndarray]) -> np.ndarray | None:
+    a, b = vs[0], vs[-1]
+    try:
+        if op == "Add":
+            return a + b
+        if op == "Sub":
+            return a - b
+        if op == "Mul":
+            return a * b
+        if op == "Div":
+            return a // b if a.dtype.kind in "iu" else a / b
+        if op == "Equal":
+            return np.equal(a, b)
+        if op == "Where" and len(vs) == 3:
+            return np.where(vs[0], vs[1], vs[2])
+        if op == "Max":
+            return np.maximum(a, b)
+        if op == "Min":
+            return np.minimum(a, b)
+    except Exception:  # noqa: BLE001 - unknown values stay unknown
+        return None
+    return None
+
+
+def propagate(
+    graph: onnx.GraphProto,
+    input_shapes: dict[str, Shape],
+    const_values: dict[str, np.ndarray],
+    known: dict[str, Shape],
+) -> dict[str, Shape]:
+    """Concrete shapes of the graph's tensors; ``known`` (onnx inference results) fills the gaps."""
+    shapes: dict[str, Shape] = dict(input_shapes)
+    values: dict[str, np.ndarray] = {}
+    for name, v in const_values.items():
+        shapes[name] = list(v.shape)
+        if v.size <= _MAX_VALUE and v.dtype.kind in "iub":
+            values[name] = v
+    for name, s in known.items():
+        shapes.setdefault(name, s) if name in input_shapes else None
+    prop = _Prop(shapes, values)
+    for n in graph.node:
+        if n.op_type == "Constant":
+            continue
+        try:
+            prop.run(n)
+        except Exception:  # noqa: BLE001 - an op we model wrongly must not break the scan
+            pass
+        for o in n.output:
+            if o and o not in shapes and o in known:
+                shapes[o] = known[o]
+    return shapes
