@@ -495,6 +495,8 @@ class _Matcher:
             t = nxt.output[0]
             nxt = _single(ix, t)
         if nxt is None or nxt.op_type != "MatMul" or nxt.input[0] != t:
+            if t in ix.graph_outputs:
+                raise _Miss(f"intermediate {t} is a graph output")
             raise _Miss(f"{sm.name}: probabilities are not used only by MatMul(probs, V)")
         mm_v = nxt
         core.append(mm_v)
@@ -524,6 +526,10 @@ class _Matcher:
                     bias = other
                     break
             else:
+                for sc in (a, b):
+                    n = self.prod(sc, "Mul", "Div")
+                    if n is not None and any(self.prod(x, "MatMul") is not None for x in n.input):
+                        raise _Miss(f"{n.name}: scores scaled by a tensor that is not a scalar constant")
                 raise _Miss(f"{add.name}: neither operand is the scaled Q.K^T MatMul")
         elif mm_qk is None:
             inner, f = self.scale_mul(s_in, core)

@@ -1,0 +1,246 @@
+"""Attention rule: exact matches on real GPT-2 / BERT / Llama exports, hand-built graphs, near misses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from fuseview.fusion.apply import apply_candidates, check_fused
+from fuseview.fusion.graphindex import GraphIndex
+from fuseview.fusion.rules import attention
+from fuseview.fusion.rules.attention import find_attention, near_misses
+from fuseview.fusion.scan import scan_model
+
+from .conftest import ROOT, SHARED_MODELS
+
+RULE = attention.RULES[0]
+ASSETS = ROOT / "assets" / "models"
+
+# model path, attention layers
+REAL = [
+    (SHARED_MODELS / "gpt2_12l_ts13.onnx", 12),
+    (SHARED_MODELS / "gpt2_12l_ts17.onnx", 12),
+    (SHARED_MODELS / "gpt2_12l_dynamo.onnx", 12),
+    (ASSETS / "bert_2l_ts13.onnx", 2),
+    (ASSETS / "bert_2l_ts17.onnx", 2),
+    (ASSETS / "llama_2l_ts17.onnx", 2),
+    (ASSETS / "llama_2l_gqa_ts17.onnx", 2),
+    (ASSETS / "llama_2l_dynamo.onnx", 2),
+]
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _token_feeds(model: onnx.ModelProto, pad: str, batch: int = 3, seq: int = 11) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    mask = np.ones((batch, seq), np.int64)
+    if pad == "right":
+        mask[-1, -3:] = 0
+    elif pad == "left":
+        mask[-1, :3] = 0
+    feeds = {}
+    for i in model.graph.input:
+        if i.name == "attention_mask":
+            feeds[i.name] = mask
+        elif "type" in i.name:
+            feeds[i.name] = np.zeros((batch, seq), np.int64)
+        elif "position" in i.name:
+            feeds[i.name] = np.tile(np.arange(seq, dtype=np.int64), (batch, 1))
+        else:
+            feeds[i.name] = rng.integers(0, 1000, (batch, seq), dtype=np.int64)
+    return feeds
+
+
+def _max_diff(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
+    ra, rb = _session(a).run(None, feeds), _session(b).run(None, feeds)
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(ra, rb, strict=True))
+
+
+def _fuse_all(model: onnx.ModelProto):
+    scan = scan_model(model, rules=[RULE])
+    result = apply_candidates(model, scan, [c.id for c in scan.candidates])
+    return scan, result.model
+
+
+@pytest.mark.parametrize(("path", "layers"), REAL, ids=[p.stem for p, _ in REAL])
+def test_real_export_every_layer_fused_exactly(path: Path, layers: int) -> None:
+    if not path.exists():
+        pytest.fail(f"{path} is missing")
+    model = onnx.load(str(path))
+    scan, fused = _fuse_all(model)
+    assert len(scan.candidates) == layers
+    assert all(c.fused_op == "MultiHeadAttention" and c.domain == "com.microsoft" for c in scan.candidates)
+    assert not [c for c in scan.candidates if c.conflicts]  # attention blocks never overlap each other
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == layers
+    assert ops.count("Softmax") == 0
+    check_fused(fused)
+    for pad in ("ones", "right"):
+        assert _max_diff(model, fused, _token_feeds(model, pad)) <= 1e-4, pad
+
+
+def test_gpt2_left_padding_also_exact() -> None:
+    """The model's own additive mask is passed through, so left padding keeps the original arithmetic."""
+    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts17.onnx"))
+    _scan, fused = _fuse_all(model)
+    assert _max_diff(model, fused, _token_feeds(model, "left")) <= 1e-4
+
+
+def test_fused_node_attributes_from_the_graph() -> None:
+    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_dynamo.onnx"))
+    found, misses = find_attention(GraphIndex(model))
+    assert not misses
+    a = found[0]
+    assert (a.num_heads, a.head_size, a.scale) == (4, 16, 0.25)
+    assert a.bias == "where"  # the causal + padding additive mask built once for all layers
+    # dynamo merges heads straight to [-1, hidden]: that Reshape is re-emitted after the fused node
+    assert a.reshape_out is not None
+
+
+# ------------------------------------------------------------------------------------ hand-built graphs
+B, S, H, D = 2, 5, 4, 16
+HID = H * D
+
+
+def _attention_graph(scale_value=0.25, scale_shape=(), softmax_axis=-1, extra_output: str | None = None,
+                     extra_consumer: str | None = None, heads=(H, D), mask: str = "add",
+                     k_perm=(0, 2, 3, 1)) -> onnx.ModelProto:
+    """q, k, v [B,S,HID] + additive mask [B,1,S,S] -> textbook attention, with knobs to break it."""
+    inits = [
+        numpy_helper.from_array(np.array([0, 0, heads[0], heads[1]], np.int64), "split_shape"),
+        numpy_helper.from_array(np.array([0, 0, -1], np.int64), "merge_shape"),
+        numpy_helper.from_array(np.full(scale_shape, scale_value, np.float32), "scale"),
+    ]
+    nodes = [
+        helper.make_node("Reshape", ["q", "split_shape"], ["q4"], name="q_split"),
+        helper.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3], name="q_t"),
+        helper.make_node("Reshape", ["k", "split_shape"], ["k4"], name="k_split"),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=list(k_perm), name="k_t"),
+        helper.make_node("Reshape", ["v", "split_shape"], ["v4"], name="v_split"),
+        helper.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3], name="v_t"),
+        helper.make_node("MatMul", ["qh", "kt"], ["scores"], name="qk"),
+        helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale_mul"),
+    ]
+    if mask == "add":
+        nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"], name="mask_add"))
+    else:
+        inits.append(numpy_helper.from_array(np.array(-1e9, np.float32), "neg"))
+        nodes.append(helper.make_node("Cast", ["mask"], ["mask_b"], to=TensorProto.BOOL, name="mask_cast"))
+        nodes.append(helper.make_node("Where", ["mask_b", "neg", "scaled"], ["masked"], name="mask_where"))
+    nodes += [
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=softmax_axis, name="softmax"),
+        helper.make_node("MatMul", ["probs", "vh"], ["ctx"], name="pv"),
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3], name="ctx_t"),
+        helper.make_node("Reshape", ["ctx_t", "merge_shape"], ["out"], name="merge"),
+    ]
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [B, S, HID])]
+    if extra_output:
+        outputs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT, None))
+    if extra_consumer:
+        nodes.append(helper.make_node("Identity", [extra_consumer], ["side"], name="side_use"))
+        outputs.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [B, S, HID]) for n in ("q", "k", "v")]
+    inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [B, 1, S, S]))
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _qkv_feeds() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((B, S, HID)).astype(np.float32) for n in ("q", "k", "v")}
+    causal = np.triu(np.ones((S, S), bool), 1)
+    mask = np.where(causal, np.float32(-3.4028235e38), np.float32(0)).astype(np.float32)
+    feeds["mask"] = np.broadcast_to(mask, (B, 1, S, S)).copy()
+    return feeds
+
+
+def _reasons(model: onnx.ModelProto) -> list[str]:
+    return [r for _n, r in near_misses(GraphIndex(model))]
+
+
+def test_hand_built_match_is_exact() -> None:
+    model = _attention_graph()
+    scan, fused = _fuse_all(model)
+    assert len(scan.candidates) == 1
+    c = scan.candidates[0]
+    assert set(c.nodes) == {"q_split", "q_t", "k_split", "k_t", "v_split", "v_t", "qk", "scale_mul",
+                            "mask_add", "softmax", "pv", "ctx_t", "merge"}
+    (mha,) = [n for n in fused.graph.node if n.op_type == "MultiHeadAttention"]
+    attrs = {a.name: helper.get_attribute_value(a) for a in mha.attribute}
+    assert attrs["num_heads"] == H and attrs["scale"] == pytest.approx(0.25)
+    assert list(mha.input) == ["q", "k", "v", "", "", "mask"]
+    assert {p.key for p in mha.metadata_props} >= {"fuseview.origin", "fuseview.rule"}
+    assert _max_diff(model, fused, _qkv_feeds()) <= 1e-5
+
+
+def test_transposed_k_form_and_custom_scale() -> None:
+    """K as Transpose(0,2,1,3) then (0,1,3,2); a non-default scale is carried as the scale attribute."""
+    model = _attention_graph(scale_value=0.3)
+    # rebuild k path: k4 -> (0,2,1,3) -> (0,1,3,2)
+    g = model.graph
+    kt = next(n for n in g.node if n.name == "k_t")
+    kt.output[0] = "kh"
+    del kt.attribute[:]
+    kt.attribute.append(helper.make_attribute("perm", [0, 2, 1, 3]))
+    idx = list(g.node).index(kt)
+    g.node.insert(idx + 1, helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2], name="k_tt"))
+    (a,), _ = find_attention(GraphIndex(model))
+    assert a.scale == pytest.approx(0.3)
+    _scan, fused = _fuse_all(model)
+    assert _max_diff(model, fused, _qkv_feeds()) <= 1e-5
+
+
+def test_wrong_replacement_scale_would_be_caught() -> None:
+    """The numeric check is sensitive: the same graph fused with a slightly wrong scale differs clearly."""
+    model = _attention_graph()
+    _scan, fused = _fuse_all(model)
+    for n in fused.graph.node:
+        if n.op_type == "MultiHeadAttention":
+            for at in n.attribute:
+                if at.name == "scale":
+                    at.f = 0.26
+    assert _max_diff(model, fused, _qkv_feeds()) > 1e-3
+
+
+@pytest.mark.parametrize(("kwargs", "reason"), [
+    ({"scale_shape": (1, H, 1, 1)}, "not a scalar constant"),  # a per-head scale tensor is not a scalar scale
+    ({"softmax_axis": 2}, "axis"),
+    ({"extra_output": "probs"}, "graph output"),
+    ({"extra_consumer": "scaled"}, "outside the match"),
+    ({"heads": (3, 16)}, "hidden"),
+    ({"heads": (4, 8)}, "hidden"),
+    ({"mask": "where"}, "Where"),
+    ({"k_perm": (0, 2, 1, 3)}, "K transpose"),
+])
+def test_non_matches_give_no_candidate_and_a_reason(kwargs: dict, reason: str) -> None:
+    model = _attention_graph(**kwargs)
+    scan = scan_model(model, rules=[RULE])
+    assert scan.candidates == []
+    reasons = _reasons(model)
+    assert len(reasons) == 1 and reason in reasons[0], reasons
+
+
+def test_mask_without_query_axis_is_a_near_miss() -> None:
+    """A [B,1,1,T] key-padding bias cannot be MultiHeadAttention's attention_bias (needs [.,.,S,T])."""
+    model = _attention_graph()
+    g = model.graph
+    g.input[3].CopyFrom(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [B, 1, 1, S]))
+    assert scan_model(model, rules=[RULE]).candidates == []
+    assert any("query axis" in r for r in _reasons(model))
+
+
+def test_scan_does_not_modify_the_model() -> None:
+    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts13.onnx"))
+    before = model.SerializeToString()
+    scan_model(model, rules=[RULE])
+    assert model.SerializeToString() == before
