@@ -50,18 +50,36 @@ def check_geometry(graph: GraphDocument, lay: Layout) -> dict[str, Box]:
         assert b.x >= -EPS and b.y >= -EPS
         assert b.x + b.w <= lay.width + EPS and b.y + b.h <= lay.height + EPS
 
-    # boxes sit in horizontal bands (layers): no overlap inside a band, and bands do not overlap
-    bands: dict[float, list[Box]] = {}
+    # no two boxes overlap (checked on a grid of buckets)
+    cell = 200.0
+    grid: dict[tuple[int, int], list[Box]] = {}
     for b in lay.boxes:
-        bands.setdefault(round(b.y + b.h / 2, 3), []).append(b)
-    prev_bottom = float("-inf")
-    for centre in sorted(bands):
-        row = sorted(bands[centre], key=lambda b: b.x)
-        for left, right in zip(row, row[1:], strict=False):
-            assert left.x + left.w <= right.x + EPS, f"{left.key} overlaps {right.key}"
-        top = min(b.y for b in row)
-        assert top > prev_bottom, "two layers overlap vertically"
-        prev_bottom = max(b.y + b.h for b in row)
+        for gx in range(int(b.x // cell), int((b.x + b.w) // cell) + 1):
+            for gy in range(int(b.y // cell), int((b.y + b.h) // cell) + 1):
+                grid.setdefault((gx, gy), []).append(b)
+    for bucket in grid.values():
+        for i, p in enumerate(bucket):
+            for q in bucket[i + 1 :]:
+                apart = (
+                    p.x + p.w <= q.x + EPS
+                    or q.x + q.w <= p.x + EPS
+                    or p.y + p.h <= q.y + EPS
+                    or q.y + q.h <= p.y + EPS
+                )
+                assert apart, f"{p.key} overlaps {q.key}"
+
+    if not lay.frames:
+        # a flat drawing: boxes sit in horizontal bands (layers) that do not overlap
+        bands: dict[float, list[Box]] = {}
+        for b in lay.boxes:
+            bands.setdefault(round(b.y + b.h / 2, 3), []).append(b)
+        prev_bottom = float("-inf")
+        for centre in sorted(bands):
+            row = bands[centre]
+            assert min(b.y for b in row) > prev_bottom, "two layers overlap vertically"
+            prev_bottom = max(b.y + b.h for b in row)
+    else:
+        check_frames(lay)
 
     for r in lay.routes:
         src, dst = boxes[r.src], boxes[r.dst]
@@ -80,6 +98,43 @@ def check_geometry(graph: GraphDocument, lay: Layout) -> dict[str, Box]:
         ys = [p[1] for p in r.points]
         assert all(a <= b + EPS for a, b in zip(ys, ys[1:], strict=False)), f"{r} goes up somewhere"
     return boxes
+
+
+def _inside(b, f) -> bool:
+    return (
+        f.x - EPS <= b.x
+        and b.x + b.w <= f.x + f.w + EPS
+        and f.y - EPS <= b.y
+        and b.y + b.h <= f.y + f.h + EPS
+    )
+
+
+def _apart(b, f) -> bool:
+    return (
+        b.x + b.w <= f.x + EPS or f.x + f.w <= b.x + EPS or b.y + b.h <= f.y + EPS or f.y + f.h <= b.y + EPS
+    )
+
+
+def check_frames(lay: Layout) -> None:
+    """Frames hold exactly their group's boxes and nested frames; nothing else reaches into them."""
+    frames = {f.scope: f for f in lay.frames}
+    assert len(frames) == len(lay.frames)
+    for scope, f in frames.items():
+        assert f.w > 0 and f.h > 0 and f.label == scope[-1]
+        parent = frames.get(scope[:-1])
+        if len(scope) > 1:
+            assert parent is not None and _inside(f, parent), f"frame {scope} sticks out of its parent"
+        for other, g in frames.items():
+            if other != scope and other[: len(scope)] != scope and scope[: len(other)] != other:
+                assert _apart(f, g), f"frames {scope} and {other} overlap"
+        for b in lay.boxes:
+            member = b.scope[: len(scope)] == scope and not (b.kind == "group" and b.scope == scope)
+            if b.kind in ("input", "output"):
+                member = False
+            if member:
+                assert _inside(b, f), f"{b.key} is outside the frame of {scope}"
+            else:
+                assert _apart(b, f), f"{b.key} reaches into the frame of {scope}"
 
 
 def check_flat(graph: GraphDocument, lay: Layout) -> None:

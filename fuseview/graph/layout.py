@@ -9,7 +9,6 @@ dummy positions. High fan-out sources are drawn as stubs next to their consumers
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from fuseview.graph.document import GraphDocument
@@ -23,7 +22,8 @@ from fuseview.graph.geometry import (
     node_key,
     output_key,
 )
-from fuseview.graph.groups import Scope, ScopeGroup, group_scopes, initial_expansion, scope_tree
+from fuseview.graph.groups import Scope, ScopeGroup, _cached, group_scopes, initial_expansion, scope_tree
+from fuseview.graph.layering import place_graph
 
 __all__ = [
     "LayoutOptions",
@@ -85,7 +85,9 @@ def layout_graph(
     """Lay out the graph: flat when expanded is None, else with every scope not in expanded collapsed."""
     opt = options or LayoutOptions()
     items = _Items(graph, expanded, opt)
-    return _Engine(items, opt).run()
+    if expanded is None:
+        return _layout_flat(items, opt)
+    return _layout_nested(items, graph, expanded, opt)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -287,430 +289,365 @@ def _common_prefix(a: Scope, b: Scope) -> Scope:
     return a[:k]
 
 
+def _engine_args(opt: LayoutOptions) -> dict:
+    return {
+        "fanout_stub_threshold": opt.fanout_stub_threshold,
+        "layer_gap": opt.layer_gap,
+        "node_gap": opt.node_gap,
+        "dummy_width": opt.dummy_width,
+        "ordering_sweeps": opt.ordering_sweeps,
+        "placement_passes": opt.placement_passes,
+    }
+
+
+def _emit(routes: list[Route], it: _Items, a: int, b: int, tensors: list[str], pts, stub: bool) -> None:
+    # edges touching a collapsed group are one route per item pair; node to node, one per tensor
+    keys = it.keys
+    if it.kinds[a] == "group" or it.kinds[b] == "group":
+        routes.append(Route(keys[a], keys[b], tensors[0], pts, stub, len(tensors)))
+    else:
+        for t in tensors:
+            routes.append(Route(keys[a], keys[b], t, pts, stub, 1))
+
+
+def _stub_routes(routes: list[Route], it: _Items, stub_pairs, box_x, box_y, opt: LayoutOptions) -> None:
+    """Short ticks above each consumer, spread over its top edge."""
+    into: dict[int, list[int]] = {}
+    for a, b in stub_pairs:
+        lst = into.setdefault(b, [])
+        if a not in lst:
+            lst.append(a)
+    sl = opt.stub_length
+    for b, srcs in into.items():
+        k = len(srcs)
+        for i, a in enumerate(srcs):
+            x = box_x[b] + it.widths[b] * (i + 1) / (k + 1)
+            yb = box_y[b]
+            _emit(routes, it, a, b, it.pairs[(a, b)], ((x, yb - sl), (x, yb)), True)
+
+
+def _boxes(it: _Items, box_x: list[float], box_y: list[float]) -> list[Box]:
+    return [
+        Box(
+            it.keys[v],
+            it.kinds[v],
+            box_x[v],
+            box_y[v],
+            it.widths[v],
+            it.heights[v],  # type: ignore[arg-type]
+            it.labels[v],
+            it.sublabels[v],
+            it.node_of[v],
+            it.scopes[v],
+        )
+        for v in range(it.n)
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------------
-# Engine: layering, dummies, ordering, placement, routing
+# Flat: one layered drawing of every box
 
 
-class _Engine:
-    def __init__(self, items: _Items, opt: LayoutOptions):
-        self.it = items
-        self.opt = opt
+def _layout_flat(it: _Items, opt: LayoutOptions) -> Layout:
+    n = it.n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in it.pairs:
+        succ[a].append(b)
+    pl = place_graph(succ, it.order_key, it.widths, it.heights, **_engine_args(opt))
+    nv = len(pl.cx)
+    widths = it.widths
+    min_x = min([pl.cx[v] - widths[v] * 0.5 for v in range(n)] + pl.cx[n:], default=0.0)
+    if min_x != 0.0:
+        pl.cx = [c - min_x for c in pl.cx]
+    cx = pl.cx
+    heights = it.heights
+    box_x = [cx[v] - widths[v] * 0.5 for v in range(n)]
+    box_y = [pl.box_y(v, heights[v]) for v in range(n)]
+    routes: list[Route] = []
+    pairs = it.pairs
+    for a in pl.topo:
+        r = pl.routed[a]
+        if not r:
+            continue
+        start = (cx[a], box_y[a] + heights[a])
+        for b in r:
+            pts = [start]
+            pts.extend(pl.chain_points(a, b))
+            pts.append((cx[b], box_y[b]))
+            _emit(routes, it, a, b, pairs[(a, b)], tuple(pts), False)
+    _stub_routes(routes, it, pl.stubs, box_x, box_y, opt)
+    width = max([box_x[v] + widths[v] for v in range(n)] + [cx[v] for v in range(n, nv)], default=0.0)
+    height = (pl.layer_top[-1] + pl.layer_h[-1]) if pl.layer_top else 0.0
+    global last_stats
+    last_stats = LayoutStats(n, pl.dummies, len(pl.layer_top), len(pl.stubs))
+    return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=[], width=width, height=height)
 
-    def run(self) -> Layout:
-        it, opt = self.it, self.opt
-        n = it.n
-        succ: list[list[int]] = [[] for _ in range(n)]
-        for a, b in it.pairs:
-            succ[a].append(b)
 
-        # --- topological order; edges closing a cycle (possible between collapsed groups) become stubs
-        order_key = it.order_key
-        indeg = [0] * n
-        for a in range(n):
-            for b in succ[a]:
-                indeg[b] += 1
-        heap = [(order_key[v], v) for v in range(n) if indeg[v] == 0]
-        heapq.heapify(heap)
-        by_key = sorted(range(n), key=order_key.__getitem__)
-        ptr = 0
-        done = [False] * n
-        pos = [0] * n
-        topo: list[int] = []
-        while len(topo) < n:
-            if not heap:
-                while done[by_key[ptr]]:
-                    ptr += 1
-                v = by_key[ptr]
-                heap.append((order_key[v], v))
-            _, v = heapq.heappop(heap)
-            if done[v]:
-                continue
-            done[v] = True
-            pos[v] = len(topo)
-            topo.append(v)
-            for b in succ[v]:
-                indeg[b] -= 1
-                if indeg[b] == 0 and not done[b]:
-                    heapq.heappush(heap, (order_key[b], b))
+# ---------------------------------------------------------------------------------------------------------
+# Nested: each open group is laid out on its own (cached) and drawn as one big vertex in its parent, with a
+# port on its top border for every value that enters it and on its bottom border for every value that leaves.
 
-        fwd: list[list[int]] = [[] for _ in range(n)]
-        pred: list[list[int]] = [[] for _ in range(n)]
-        back: set[tuple[int, int]] = set()
-        for a in range(n):
-            pa = pos[a]
-            for b in succ[a]:
-                if pos[b] > pa:
-                    fwd[a].append(b)
-                    pred[b].append(a)
-                else:
-                    back.add((a, b))
+VKey = tuple  # ('box', key) | ('block', scope) | ('in', tensor) | ('out', tensor)
 
-        # --- layering: longest path from the top, then pull every node down to just above its first consumer
-        layer = [0] * n
-        for v in topo:
-            lv = layer[v]
-            for b in fwd[v]:
-                if layer[b] <= lv:
-                    layer[b] = lv + 1
-        # with frames, graph inputs stay on top and outputs go to the bottom, outside every frame
-        kinds = it.kinds
-        keep_top = it.frames_on
-        for v in reversed(topo):
-            f = fwd[v]
-            if f and not (keep_top and kinds[v] == "input"):
-                m = min([layer[b] for b in f]) - 1
-                if m > layer[v]:
-                    layer[v] = m
-        if keep_top and n:
-            bottom = max([layer[v] for v in range(n) if kinds[v] != "output"], default=-1) + 1
-            for v in range(n):
-                if kinds[v] == "output":
-                    layer[v] = bottom
-        n_layers = (max(layer) + 1) if n else 0
 
-        # --- which edges are stubs: high fan-out sources, except the hops to the very next layer
-        threshold = opt.fanout_stub_threshold
-        stub_pairs: list[tuple[int, int]] = sorted(back, key=lambda p: (pos[p[1]], pos[p[0]]))
-        # per source: consumers reached by a routed edge
-        routed: list[list[int]] = [[] for _ in range(n)]
-        for a in range(n):
-            f = fwd[a]
-            if not f:
-                continue
-            if len(succ[a]) >= threshold:
-                la = layer[a] + 1
-                for b in f:
-                    if layer[b] == la:
-                        routed[a].append(b)
-                    else:
-                        stub_pairs.append((a, b))
-            else:
-                routed[a] = f
+@dataclass
+class _Block:
+    """One open group laid out in its own coordinates (frame top-left at 0, 0)."""
 
-        # --- vertices: items, then one chain of dummies per source down to its last routed consumer
-        layers: list[list[int]] = [[] for _ in range(n_layers)]
-        for v in topo:
-            layers[layer[v]].append(v)
-        vlayer = list(layer)
-        width = list(it.widths)
-        is_dummy = [False] * n
-        container = list(it.container)
-        up: list[list[int]] = [[] for _ in range(n)]
-        down: list[list[int]] = [[] for _ in range(n)]
-        chain: dict[int, list[int]] = {}  # source item -> its dummy vertices, one per layer below it
-        dummy_w = opt.dummy_width
-        frames_on = it.frames_on
-        nv = n
-        for a in topo:
-            r = routed[a]
-            if not r:
-                continue
-            la = layer[a]
-            deepest = max([layer[b] for b in r])
-            prev = a
-            if deepest > la + 1:
-                cont = container[a]
-                if frames_on:
-                    for b in r:
-                        cont = _common_prefix(cont, container[b])
-                dummies = []
-                for lyr in range(la + 1, deepest):
-                    d = nv
-                    nv += 1
-                    vlayer.append(lyr)
-                    width.append(dummy_w)
-                    is_dummy.append(True)
-                    container.append(cont)
-                    up.append([prev])
-                    down.append([])
-                    down[prev].append(d)
-                    layers[lyr].append(d)
-                    dummies.append(d)
-                    prev = d
-                chain[a] = dummies
-                for b in r:
-                    lb = layer[b]
-                    u = a if lb == la + 1 else dummies[lb - la - 2]
-                    up[b].append(u)
-                    down[u].append(b)
-            else:
-                for b in r:
-                    up[b].append(a)
-                    down[a].append(b)
+    w: float
+    h: float
+    pos: dict  # vkey -> (x, y) top-left of boxes and blocks; port x for ports
+    layer: dict  # vkey -> layer
+    chains: dict  # source vkey -> [(x, top, bottom)] per layer below the source
+    stubs: set  # (src vkey, dst vkey) drawn as stubs at this level
+    dummies: int
+    layers: int
 
-        # --- ordering: barycenter sweeps on normalised positions
-        rank = [0.0] * nv
-        for lst in layers:
-            inv = 1.0 / (len(lst) or 1)
-            for i, v in enumerate(lst):
-                rank[v] = (i + 0.5) * inv
-        sort_layer = self._sort_layer_grouped if frames_on else None
-        for _ in range(opt.ordering_sweeps):
-            for direction in (0, 1):
-                rng = range(1, n_layers) if direction == 0 else range(n_layers - 2, -1, -1)
-                nbrs = up if direction == 0 else down
-                for lyr in rng:
-                    lst = layers[lyr]
-                    if len(lst) < 2:
-                        continue
-                    bary = {}
-                    for v in lst:
-                        nb = nbrs[v]
-                        if nb:
-                            s = 0.0
-                            for u in nb:
-                                s += rank[u]
-                            bary[v] = s / len(nb)
-                        else:
-                            bary[v] = rank[v]
-                    if sort_layer is not None:
-                        lst = sort_layer(lst, bary, container)
-                    else:
-                        lst = sorted(lst, key=bary.__getitem__)
-                    layers[lyr] = lst
-                    inv = 1.0 / len(lst)
-                    for i, v in enumerate(lst):
-                        rank[v] = (i + 0.5) * inv
 
-        # --- horizontal placement
-        cx = [0.0] * nv
-        gap = opt.node_gap
-        ggap = opt.group_gap
-        sep_cache: list[list[float]] = []
-        for lst in layers:
-            seps = [0.0]
-            x = 0.0
-            prev = -1
-            for v in lst:
-                if prev >= 0:
-                    s = (width[prev] + width[v]) * 0.5 + (gap * 0.5 if is_dummy[prev] or is_dummy[v] else gap)
-                    if frames_on and container[prev] != container[v]:
-                        s += ggap * (len(container[prev]) + len(container[v]) + 1)
-                    seps.append(s)
-                    x += s
-                cx[v] = x
-                prev = v
-            sep_cache.append(seps)
-        weight_v = [4.0 if d else 1.0 for d in is_dummy]
+def _layout_nested(
+    it: _Items, graph: GraphDocument, expanded: frozenset[Scope], opt: LayoutOptions
+) -> Layout:
+    tree = scope_tree(graph)
+    open_scopes = [s for s in tree if all(s[:k] in expanded for k in range(1, len(s) + 1))]
+    open_set = set(open_scopes)
+    keys = it.keys
+    container = it.container
 
-        def place(lyr: int, use_up: bool, use_down: bool) -> None:
-            lst = layers[lyr]
-            targets = []
-            weights = []
-            for v in lst:
-                s = 0.0
-                wsum = 0.0
-                dv = is_dummy[v]
-                if use_up:
-                    for u in up[v]:
-                        w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
-                        s += w * cx[u]
-                        wsum += w
-                if use_down:
-                    for u in down[v]:
-                        w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
-                        s += w * cx[u]
-                        wsum += w
-                if wsum > 0.0:
-                    targets.append(s / wsum)
-                    weights.append(weight_v[v] * wsum)
-                else:
-                    targets.append(cx[v])
-                    weights.append(0.05)
-            xs = _isotonic_place(targets, weights, sep_cache[lyr])
-            for v, x in zip(lst, xs, strict=True):
-                cx[v] = x
+    def vertex_at(level: Scope, item: int) -> VKey:
+        c = container[item]
+        if len(c) == len(level):
+            return ("box", keys[item])
+        return ("block", c[: len(level) + 1])
 
-        for _ in range(opt.placement_passes):
-            for lyr in range(1, n_layers):
-                place(lyr, True, False)
-            for lyr in range(n_layers - 2, -1, -1):
-                place(lyr, False, True)
-        for lyr in range(n_layers):
-            place(lyr, True, True)
+    # every tensor between two shown items, as the chain of segments it takes through the open groups
+    level_edges: dict[Scope, dict[tuple[VKey, VKey], None]] = {s: {} for s in open_scopes}
+    paths: dict[tuple[int, int, str], list[tuple[Scope, VKey, VKey]]] = {}
+    for (a, b), tensors in it.pairs.items():
+        ca, cb = container[a], container[b]
+        lca = _common_prefix(ca, cb)
+        for t in tensors:
+            path = []
+            x = ca
+            while len(x) > len(lca):
+                seg = (vertex_at(x, a), ("out", t))
+                level_edges[x][seg] = None
+                path.append((x, *seg))
+                x = x[:-1]
+            seg = (vertex_at(lca, a), vertex_at(lca, b))
+            level_edges[lca][seg] = None
+            path.append((lca, *seg))
+            for k in range(len(lca) + 1, len(cb) + 1):
+                y = cb[:k]
+                seg = (("in", t), vertex_at(y, b))
+                level_edges[y][seg] = None
+                path.append((y, *seg))
+            paths[(a, b, t)] = path
 
-        # --- vertical placement
-        heights = it.heights
-        layer_h = [0.0] * n_layers
-        for v in range(n):
-            h = heights[v]
-            if h > layer_h[layer[v]]:
-                layer_h[layer[v]] = h
-        layer_top = [0.0] * n_layers
-        y = 0.0
-        lgap = opt.layer_gap
-        for lyr in range(n_layers):
-            layer_top[lyr] = y
-            y += layer_h[lyr] + lgap
+    # which boxes sit directly in each open group
+    members: dict[Scope, list[int]] = {s: [] for s in open_scopes}
+    first: dict[Scope, int] = {}
+    for v in range(it.n):
+        c = container[v]
+        members[c].append(v)
+        ok = it.order_key[v]
+        for k in range(len(c) + 1):
+            p = c[:k]
+            if ok < first.get(p, ok + 1):
+                first[p] = ok
 
-        # --- output
-        min_x = min([cx[v] - width[v] * 0.5 for v in range(nv)], default=0.0)
-        xs = [c - min_x for c in cx]
-        box_x = [0.0] * n
-        box_y = [0.0] * n
-        boxes: list[Box] = []
-        keys = it.keys
-        kinds = it.kinds
-        labels = it.labels
-        sublabels = it.sublabels
-        for v in range(n):
-            w = width[v]
-            h = heights[v]
-            lyr = layer[v]
-            bx = xs[v] - w * 0.5
-            by = layer_top[lyr] + (layer_h[lyr] - h) * 0.5
-            box_x[v] = bx
-            box_y[v] = by
-            boxes.append(
-                Box(keys[v], kinds[v], bx, by, w, h, labels[v], sublabels[v], it.node_of[v], it.scopes[v])
+    cache: dict = _cached(graph).setdefault("blocks", {})  # type: ignore[assignment]
+    if len(cache) > 4096:
+        cache.clear()
+    blocks: dict[Scope, _Block] = {}
+    for scope in sorted(open_scopes, key=len, reverse=True):
+        inner = frozenset(s for s in expanded if len(s) > len(scope) and s[: len(scope)] == scope)
+        ck = (scope, inner, opt)
+        blk = cache.get(ck)
+        if blk is None:
+            blk = _layout_block(
+                scope, it, tree, open_set, members[scope], level_edges[scope], blocks, first, opt
             )
+            cache[ck] = blk
+        blocks[scope] = blk
 
-        routes: list[Route] = []
-        pairs = it.pairs
-        for a in topo:
-            r = routed[a]
-            if not r:
-                continue
-            la = layer[a]
-            sx = xs[a]
-            sy = box_y[a] + heights[a]
-            dummies = chain.get(a)
-            for b in r:
-                pts = [(sx, sy)]
-                if dummies is not None:
-                    for d in dummies[: layer[b] - la - 1]:
-                        lyr = vlayer[d]
-                        dxv = xs[d]
-                        top = layer_top[lyr]
-                        pts.append((dxv, top))
-                        pts.append((dxv, top + layer_h[lyr]))
-                pts.append((xs[b], box_y[b]))
-                self._emit(routes, a, b, pairs[(a, b)], tuple(pts), False, kinds)
-        # stubs: short ticks above the consumer, spread over its top edge
-        stubs_into: dict[int, list[int]] = {}
-        for a, b in stub_pairs:
-            stubs_into.setdefault(b, []).append(a)
-        sl = opt.stub_length
-        for b, srcs in stubs_into.items():
-            k = len(srcs)
-            for i, a in enumerate(srcs):
-                x = box_x[b] + width[b] * (i + 1) / (k + 1)
-                yb = box_y[b]
-                self._emit(routes, a, b, pairs[(a, b)], ((x, yb - sl), (x, yb)), True, kinds)
+    # absolute positions, outermost first
+    origin: dict[Scope, tuple[float, float]] = {(): (0.0, 0.0)}
+    frames: list[Frame] = []
+    for scope in sorted(open_scopes, key=len):
+        ox, oy = origin[scope]
+        blk = blocks[scope]
+        if scope:
+            frames.append(Frame(group_key(scope), scope, ox, oy, blk.w, blk.h, scope[-1]))
+        for child in tree[scope].children:
+            if child in open_set:
+                x, y = blk.pos[("block", child)]
+                origin[child] = (ox + x, oy + y)
+    box_x = [0.0] * it.n
+    box_y = [0.0] * it.n
+    for v in range(it.n):
+        ox, oy = origin[container[v]]
+        x, y = blocks[container[v]].pos[("box", keys[v])]
+        box_x[v] = ox + x
+        box_y[v] = oy + y
 
-        frames = self._frames(boxes) if frames_on else []
-        total_w = max([xs[v] + width[v] * 0.5 for v in range(nv)], default=0.0)
-        total_h = (layer_top[-1] + layer_h[-1]) if n_layers else 0.0
-        for f in frames:
-            total_w = max(total_w, f.x + f.w)
-            total_h = max(total_h, f.y + f.h)
-        global last_stats
-        last_stats = LayoutStats(n, nv - n, n_layers, len(stub_pairs))
-        return Layout(boxes=boxes, routes=routes, frames=frames, width=total_w, height=total_h)
+    def attach(level: Scope, vk: VKey, t: str, as_src: bool) -> tuple[float, float]:
+        ox, oy = origin[level]
+        blk = blocks[level]
+        kind = vk[0]
+        if kind == "box":
+            x, y = blk.pos[vk]
+            v = index_of[vk[1]]
+            return (ox + x + it.widths[v] * 0.5, oy + y + (it.heights[v] if as_src else 0.0))
+        if kind == "block":
+            sub = blocks[vk[1]]
+            x, y = blk.pos[vk]
+            px = sub.pos[("out", t) if as_src else ("in", t)][0]
+            return (ox + x + px, oy + y + (sub.h if as_src else 0.0))
+        px = blk.pos[vk][0]
+        return (ox + px, oy + (0.0 if kind == "in" else blk.h))
 
-    def _emit(self, routes, a, b, tensors, pts, stub, kinds) -> None:
-        keys = self.it.keys
-        if kinds[a] == "group" or kinds[b] == "group":
-            routes.append(Route(keys[a], keys[b], tensors[0], pts, stub, len(tensors)))
-        else:
-            for t in tensors:
-                routes.append(Route(keys[a], keys[b], t, pts, stub, 1))
-
-    @staticmethod
-    def _sort_layer_grouped(lst: list[int], bary: dict[int, float], container: list[Scope]) -> list[int]:
-        # keep each group's members contiguous: a group sorts among its siblings by its members' mean
-        sums: dict[Scope, list[float]] = {}
-        for v in lst:
-            c = container[v]
-            b = bary[v]
-            for k in range(1, len(c) + 1):
-                p = c[:k]
-                acc = sums.get(p)
-                if acc is None:
-                    sums[p] = [b, 1.0]
-                else:
-                    acc[0] += b
-                    acc[1] += 1.0
-        if not sums:
-            return sorted(lst, key=bary.__getitem__)
-        means = {p: s / c for p, (s, c) in sums.items()}
-
-        def key(v: int):
-            c = container[v]
-            return [(means[c[:k]], c[k - 1]) for k in range(1, len(c) + 1)] + [(bary[v], "")]
-
-        return sorted(lst, key=key)
-
-    def _frames(self, boxes: list[Box]) -> list[Frame]:
-        it, opt = self.it, self.opt
-        bounds: dict[Scope, list[float]] = {}
-        for v, b in enumerate(boxes):
-            c = it.container[v]
-            if not c:
-                continue
-            x0, y0, x1, y1 = b.x, b.y, b.x + b.w, b.y + b.h
-            acc = bounds.get(c)
-            if acc is None:
-                bounds[c] = [x0, y0, x1, y1]
+    index_of = {k: v for v, k in enumerate(keys)}
+    routes: list[Route] = []
+    stub_pairs: list[tuple[int, int]] = []
+    for (a, b), tensors in it.pairs.items():
+        group_pair = it.kinds[a] == "group" or it.kinds[b] == "group"
+        for t in tensors[:1] if group_pair else tensors:
+            path = paths[(a, b, t)]
+            pts: list[tuple[float, float]] = []
+            stub = False
+            for level, s, d in path:
+                blk = blocks[level]
+                if (s, d) in blk.stubs:
+                    stub = True
+                    break
+                p0 = attach(level, s, t, True)
+                if not pts or pts[-1] != p0:
+                    pts.append(p0)
+                ox, oy = origin[level]
+                ls, ld = blk.layer[s], blk.layer[d]
+                ch = blk.chains.get(s)
+                if ch:
+                    for x, top, bottom in ch[: ld - ls - 1]:
+                        pts.append((ox + x, oy + top))
+                        pts.append((ox + x, oy + bottom))
+                pts.append(attach(level, d, t, False))
+            if stub:
+                if (a, b) not in stub_pairs:
+                    stub_pairs.append((a, b))
+                break
+            if group_pair:
+                routes.append(Route(keys[a], keys[b], t, tuple(pts), False, len(tensors)))
             else:
-                if x0 < acc[0]:
-                    acc[0] = x0
-                if y0 < acc[1]:
-                    acc[1] = y0
-                if x1 > acc[2]:
-                    acc[2] = x1
-                if y1 > acc[3]:
-                    acc[3] = y1
-        # make sure every ancestor of a framed scope has an entry, then grow outward from the deepest
-        for c in list(bounds):
-            for k in range(1, len(c)):
-                bounds.setdefault(c[:k], [float("inf"), float("inf"), float("-inf"), float("-inf")])
-        pad = opt.frame_padding
-        top = opt.frame_label_height
-        frames: list[Frame] = []
-        for c in sorted(bounds, key=len, reverse=True):
-            x0, y0, x1, y1 = bounds[c]
-            fx, fy, fx1, fy1 = x0 - pad, y0 - pad - top, x1 + pad, y1 + pad
-            frames.append(Frame(group_key(c), c, fx, fy, fx1 - fx, fy1 - fy, c[-1]))
-            if len(c) > 1:
-                acc = bounds[c[:-1]]
-                acc[0] = min(acc[0], fx)
-                acc[1] = min(acc[1], fy)
-                acc[2] = max(acc[2], fx1)
-                acc[3] = max(acc[3], fy1)
-        frames.reverse()  # outermost first, so a painter draws inner frames on top
-        return frames
+                routes.append(Route(keys[a], keys[b], t, tuple(pts), False, 1))
+    _stub_routes(routes, it, stub_pairs, box_x, box_y, opt)
+
+    root = blocks[()]
+    global last_stats
+    last_stats = LayoutStats(
+        it.n, sum(b.dummies for b in blocks.values()), sum(b.layers for b in blocks.values()), len(stub_pairs)
+    )
+    return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=frames, width=root.w, height=root.h)
 
 
-def _isotonic_place(targets: list[float], weights: list[float], seps: list[float]) -> list[float]:
-    """Positions closest (weighted least squares) to targets that keep the order and the minimum gaps."""
-    # x_i >= x_{i-1} + seps[i]  <=>  y_i = x_i - off_i is non-decreasing; pool adjacent violators on y
-    n = len(targets)
-    offs = [0.0] * n
-    o = 0.0
-    for i in range(1, n):
-        o += seps[i]
-        offs[i] = o
-    # blocks as parallel stacks: weight sum, weighted sum, count
-    bw: list[float] = []
-    bs: list[float] = []
-    bc: list[int] = []
-    for i in range(n):
-        w = weights[i]
-        s = w * (targets[i] - offs[i])
-        c = 1
-        while bw and bs[-1] * w >= s * bw[-1]:
-            w += bw.pop()
-            s += bs.pop()
-            c += bc.pop()
-        bw.append(w)
-        bs.append(s)
-        bc.append(c)
-    out = [0.0] * n
-    i = 0
-    for w, s, c in zip(bw, bs, bc, strict=True):
-        m = s / w
-        for _ in range(c):
-            out[i] = m + offs[i]
-            i += 1
-    return out
+def _layout_block(
+    scope: Scope,
+    it: _Items,
+    tree: dict[Scope, ScopeGroup],
+    open_set: set[Scope],
+    members: list[int],
+    edges: dict[tuple[VKey, VKey], None],
+    blocks: dict[Scope, _Block],
+    first: dict[Scope, int],
+    opt: LayoutOptions,
+) -> _Block:
+    """Lay out one open group: its boxes, its open children as big vertices, and its ports."""
+    vkeys: list[VKey] = []
+    widths: list[float] = []
+    heights: list[float] = []
+    order: list[int] = []
+    pin_top: list[bool] = []
+    pin_bottom: list[bool] = []
+    for v in members:
+        vkeys.append(("box", it.keys[v]))
+        widths.append(it.widths[v])
+        heights.append(it.heights[v])
+        order.append(it.order_key[v])
+        pin_top.append(it.kinds[v] == "input")
+        pin_bottom.append(it.kinds[v] == "output")
+    for child in tree[scope].children:
+        if child in open_set:
+            sub = blocks[child]
+            vkeys.append(("block", child))
+            widths.append(sub.w)
+            heights.append(sub.h)
+            order.append(first.get(child, 0))
+            pin_top.append(False)
+            pin_bottom.append(False)
+    ports_in: dict[str, None] = {}
+    ports_out: dict[str, None] = {}
+    for s, d in edges:
+        if s[0] == "in":
+            ports_in[s[1]] = None
+        if d[0] == "out":
+            ports_out[d[1]] = None
+    big = 1 << 40
+    for k, t in enumerate(ports_in):
+        vkeys.append(("in", t))
+        widths.append(opt.dummy_width)
+        heights.append(0.0)
+        order.append(-big + k)
+        pin_top.append(True)
+        pin_bottom.append(False)
+    for k, t in enumerate(ports_out):
+        vkeys.append(("out", t))
+        widths.append(opt.dummy_width)
+        heights.append(0.0)
+        order.append(big + k)
+        pin_top.append(False)
+        pin_bottom.append(True)
+    index = {vk: i for i, vk in enumerate(vkeys)}
+    succ: list[list[int]] = [[] for _ in vkeys]
+    for s, d in edges:
+        succ[index[s]].append(index[d])
+    framed = bool(scope)
+    pl = place_graph(
+        succ,
+        order,
+        widths,
+        heights,
+        pin_top=pin_top,
+        pin_bottom=pin_bottom,
+        reserve_top=framed,
+        **_engine_args(opt),
+    )
+    n = len(vkeys)
+    cx = pl.cx
+    pad = opt.frame_padding if framed else 0.0
+    lefts = [cx[i] - widths[i] * 0.5 for i in range(n)] + cx[n:]
+    rights = [cx[i] + widths[i] * 0.5 for i in range(n)] + cx[n:]
+    shift = pad - min(lefts, default=0.0)
+    w = max(rights, default=0.0) + shift + pad
+    pos: dict = {}
+    layer: dict = {}
+    content_bottom = 0.0
+    for i, vk in enumerate(vkeys):
+        layer[vk] = pl.layer[i]
+        if vk[0] in ("in", "out"):
+            pos[vk] = (cx[i] + shift, 0.0)
+        else:
+            y = pl.box_y(i, heights[i])
+            pos[vk] = (cx[i] - widths[i] * 0.5 + shift, y)
+            content_bottom = max(content_bottom, y + heights[i])
+    if ports_out:
+        h = pl.layer_top[pl.layer[index[("out", next(iter(ports_out)))]]]
+    else:
+        h = content_bottom + pad
+    chains = {}
+    for a, dummies in pl.chain.items():
+        la = pl.layer[a]
+        chains[vkeys[a]] = [
+            (cx[d] + shift, pl.layer_top[la + 1 + k], pl.layer_top[la + 1 + k] + pl.layer_h[la + 1 + k])
+            for k, d in enumerate(dummies)
+        ]
+    stubs = {(vkeys[a], vkeys[b]) for a, b in pl.stubs}
+    return _Block(w, h, pos, layer, chains, stubs, pl.dummies, len(pl.layer_top))

@@ -1,0 +1,324 @@
+"""The Sugiyama engine over abstract vertices: layers, dummy chains, order within layers, x/y positions.
+
+Vertices are 0..n-1 with a width, a height and an order key (file order, used to break ties and cycles).
+Long edges get one chain of dummy vertices per source (shared by all its long edges), so a value used
+far below costs one vertex per layer it crosses, not one per consumer. Sources with many consumers
+(at least `fanout_stub_threshold`) are not routed beyond the next layer: those edges become stubs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+
+@dataclass
+class Placement:
+    """Where the engine put every vertex, and how each routed edge runs."""
+
+    layer: list[int]  # per vertex
+    cx: list[float]  # x centre per vertex (dummies included, index >= n)
+    layer_top: list[float]
+    layer_h: list[float]
+    routed: list[list[int]]  # per source: consumers reached by a drawn edge
+    chain: dict[int, list[int]]  # source -> its dummy vertices, one per layer below it
+    stubs: list[tuple[int, int]]  # edges drawn as stubs (high fan-out, or closing a cycle)
+    topo: list[int]
+    dummies: int
+
+    def box_y(self, v: int, h: float) -> float:
+        """Top of a vertex of height h, centred in its layer."""
+        lyr = self.layer[v]
+        return self.layer_top[lyr] + (self.layer_h[lyr] - h) * 0.5
+
+    def chain_points(self, a: int, b: int) -> list[tuple[float, float]]:
+        """Bend points of the routed edge a -> b through a's dummy chain (top and bottom of each layer)."""
+        dummies = self.chain.get(a)
+        if dummies is None:
+            return []
+        la = self.layer[a]
+        pts = []
+        top, lh, cx = self.layer_top, self.layer_h, self.cx
+        for k, d in enumerate(dummies[: self.layer[b] - la - 1]):
+            lyr = la + 1 + k
+            x = cx[d]
+            pts.append((x, top[lyr]))
+            pts.append((x, top[lyr] + lh[lyr]))
+        return pts
+
+
+def place_graph(
+    succ: list[list[int]],
+    order_key: list[int],
+    width: list[float],
+    height: list[float],
+    *,
+    pin_top: list[bool] | None = None,
+    pin_bottom: list[bool] | None = None,
+    reserve_top: bool = False,
+    fanout_stub_threshold: int = 8,
+    layer_gap: float = 30.0,
+    node_gap: float = 18.0,
+    dummy_width: float = 6.0,
+    ordering_sweeps: int = 4,
+    placement_passes: int = 4,
+) -> Placement:
+    """Layer, order and place a directed graph given as successor lists (cycles are tolerated).
+
+    pin_top vertices stay in layer 0 and pin_bottom vertices go to a last layer of their own;
+    reserve_top keeps layer 0 for the pinned-top vertices alone."""
+    n = len(succ)
+
+    # --- topological order; edges that close a cycle are set aside and drawn as stubs
+    indeg = [0] * n
+    for a in range(n):
+        for b in succ[a]:
+            indeg[b] += 1
+    heap = [(order_key[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    by_key = sorted(range(n), key=order_key.__getitem__)
+    ptr = 0
+    done = [False] * n
+    pos = [0] * n
+    topo: list[int] = []
+    while len(topo) < n:
+        if not heap:
+            while done[by_key[ptr]]:
+                ptr += 1
+            v = by_key[ptr]
+            heap.append((order_key[v], v))
+        _, v = heapq.heappop(heap)
+        if done[v]:
+            continue
+        done[v] = True
+        pos[v] = len(topo)
+        topo.append(v)
+        for b in succ[v]:
+            indeg[b] -= 1
+            if indeg[b] == 0 and not done[b]:
+                heapq.heappush(heap, (order_key[b], b))
+
+    fwd: list[list[int]] = [[] for _ in range(n)]
+    back: list[tuple[int, int]] = []
+    for a in range(n):
+        pa = pos[a]
+        for b in succ[a]:
+            if pos[b] > pa:
+                fwd[a].append(b)
+            else:
+                back.append((a, b))
+
+    # --- layering: longest path from the top, then pull every vertex down to just above its first consumer
+    layer = [0] * n
+    for v in topo:
+        lv = layer[v]
+        for b in fwd[v]:
+            if layer[b] <= lv:
+                layer[b] = lv + 1
+    for v in reversed(topo):
+        f = fwd[v]
+        if f and not (pin_top is not None and pin_top[v]):
+            m = min([layer[b] for b in f]) - 1
+            if m > layer[v]:
+                layer[v] = m
+    if reserve_top and pin_top is not None:
+        for v in range(n):
+            if not pin_top[v]:
+                layer[v] += 1
+    if pin_bottom is not None and n:
+        bottom = max([layer[v] for v in range(n) if not pin_bottom[v]], default=-1) + 1
+        for v in range(n):
+            if pin_bottom[v]:
+                layer[v] = bottom
+    n_layers = (max(layer) + 1) if n else 0
+    if reserve_top and n_layers == 0:
+        n_layers = 1
+
+    # --- stubs: high fan-out sources keep only their hops to the very next layer
+    stubs = sorted(back, key=lambda p: (pos[p[1]], pos[p[0]]))
+    routed: list[list[int]] = [[] for _ in range(n)]
+    for a in range(n):
+        f = fwd[a]
+        if not f:
+            continue
+        if len(succ[a]) >= fanout_stub_threshold:
+            la = layer[a] + 1
+            for b in f:
+                if layer[b] == la:
+                    routed[a].append(b)
+                else:
+                    stubs.append((a, b))
+        else:
+            routed[a] = f
+
+    # --- vertices: the given ones, then one chain of dummies per source down to its last routed consumer
+    layers: list[list[int]] = [[] for _ in range(n_layers)]
+    for v in topo:
+        layers[layer[v]].append(v)
+    width = list(width)
+    is_dummy = [False] * n
+    up: list[list[int]] = [[] for _ in range(n)]
+    down: list[list[int]] = [[] for _ in range(n)]
+    chain: dict[int, list[int]] = {}
+    nv = n
+    for a in topo:
+        r = routed[a]
+        if not r:
+            continue
+        la = layer[a]
+        deepest = max([layer[b] for b in r])
+        if deepest > la + 1:
+            prev = a
+            dummies = []
+            for lyr in range(la + 1, deepest):
+                d = nv
+                nv += 1
+                width.append(dummy_width)
+                is_dummy.append(True)
+                up.append([prev])
+                down.append([])
+                down[prev].append(d)
+                layers[lyr].append(d)
+                dummies.append(d)
+                prev = d
+            chain[a] = dummies
+            for b in r:
+                lb = layer[b]
+                u = a if lb == la + 1 else dummies[lb - la - 2]
+                up[b].append(u)
+                down[u].append(b)
+        else:
+            for b in r:
+                up[b].append(a)
+                down[a].append(b)
+
+    # --- ordering: barycenter sweeps on positions normalised to [0, 1] per layer
+    rank = [0.0] * nv
+    for lst in layers:
+        inv = 1.0 / (len(lst) or 1)
+        for i, v in enumerate(lst):
+            rank[v] = (i + 0.5) * inv
+    for _ in range(ordering_sweeps):
+        for downward in (True, False):
+            rng = range(1, n_layers) if downward else range(n_layers - 2, -1, -1)
+            nbrs = up if downward else down
+            for lyr in rng:
+                lst = layers[lyr]
+                if len(lst) < 2:
+                    continue
+                bary = {}
+                for v in lst:
+                    nb = nbrs[v]
+                    if nb:
+                        s = 0.0
+                        for u in nb:
+                            s += rank[u]
+                        bary[v] = s / len(nb)
+                    else:
+                        bary[v] = rank[v]
+                lst = sorted(lst, key=bary.__getitem__)
+                layers[lyr] = lst
+                inv = 1.0 / len(lst)
+                for i, v in enumerate(lst):
+                    rank[v] = (i + 0.5) * inv
+
+    # --- horizontal placement: pull each vertex towards its neighbours, keeping order and gaps
+    cx = [0.0] * nv
+    half_gap = node_gap * 0.5
+    sep_cache: list[list[float]] = []
+    for lst in layers:
+        seps = [0.0]
+        x = 0.0
+        prev = -1
+        for v in lst:
+            if prev >= 0:
+                s = (width[prev] + width[v]) * 0.5 + (half_gap if is_dummy[prev] or is_dummy[v] else node_gap)
+                seps.append(s)
+                x += s
+            cx[v] = x
+            prev = v
+        sep_cache.append(seps)
+    # long edges should run straight: dummies are stiff and pull hard on each other
+    weight_v = [4.0 if d else 1.0 for d in is_dummy]
+
+    def place(lyr: int, use_up: bool, use_down: bool) -> None:
+        lst = layers[lyr]
+        targets = []
+        weights = []
+        for v in lst:
+            s = 0.0
+            wsum = 0.0
+            dv = is_dummy[v]
+            if use_up:
+                for u in up[v]:
+                    w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
+                    s += w * cx[u]
+                    wsum += w
+            if use_down:
+                for u in down[v]:
+                    w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
+                    s += w * cx[u]
+                    wsum += w
+            if wsum > 0.0:
+                targets.append(s / wsum)
+                weights.append(weight_v[v] * wsum)
+            else:
+                targets.append(cx[v])
+                weights.append(0.05)
+        xs = isotonic_place(targets, weights, sep_cache[lyr])
+        for v, x in zip(lst, xs, strict=True):
+            cx[v] = x
+
+    for _ in range(placement_passes):
+        for lyr in range(1, n_layers):
+            place(lyr, True, False)
+        for lyr in range(n_layers - 2, -1, -1):
+            place(lyr, False, True)
+    for lyr in range(n_layers):
+        place(lyr, True, True)
+
+    # --- vertical placement: each layer as tall as its tallest vertex
+    layer_h = [0.0] * n_layers
+    for v in range(n):
+        h = height[v]
+        if h > layer_h[layer[v]]:
+            layer_h[layer[v]] = h
+    layer_top = [0.0] * n_layers
+    y = 0.0
+    for lyr in range(n_layers):
+        layer_top[lyr] = y
+        y += layer_h[lyr] + layer_gap
+    return Placement(layer, cx, layer_top, layer_h, routed, chain, stubs, topo, nv - n)
+
+
+def isotonic_place(targets: list[float], weights: list[float], seps: list[float]) -> list[float]:
+    """Positions closest (weighted least squares) to targets that keep the order and the minimum gaps."""
+    # x_i >= x_{i-1} + seps[i]  <=>  y_i = x_i - off_i is non-decreasing: pool adjacent violators on y
+    n = len(targets)
+    offs = [0.0] * n
+    o = 0.0
+    for i in range(1, n):
+        o += seps[i]
+        offs[i] = o
+    bw: list[float] = []
+    bs: list[float] = []
+    bc: list[int] = []
+    for i in range(n):
+        w = weights[i]
+        s = w * (targets[i] - offs[i])
+        c = 1
+        while bw and bs[-1] * w >= s * bw[-1]:
+            w += bw.pop()
+            s += bs.pop()
+            c += bc.pop()
+        bw.append(w)
+        bs.append(s)
+        bc.append(c)
+    out = [0.0] * n
+    i = 0
+    for w, s, c in zip(bw, bs, bc, strict=True):
+        m = s / w
+        for _ in range(c):
+            out[i] = m + offs[i]
+            i += 1
+    return out
