@@ -39,6 +39,13 @@ def _cached(graph: GraphDocument) -> dict[str, object]:
     return memo
 
 
+def forget(graph: GraphDocument) -> None:
+    """Drop what was memoised for this graph (scope tree, cached group layouts)."""
+    hit = _cache.pop(id(graph), None)
+    if hit is not None:
+        hit[1].clear()
+
+
 def group_scopes(graph: GraphDocument) -> list[Scope]:
     """The scope each node is grouped under: its own, unless every node it reads from or feeds lies in one
     deeper scope, which it then joins (an exporter's Identity of a shared weight, a module-level Split
