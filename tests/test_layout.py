@@ -169,10 +169,36 @@ def check_collapsed(graph: GraphDocument, lay: Layout, expanded: frozenset) -> N
         assert b.key == group_key(b.scope) and b.label == b.scope[-1]
         assert b.scope not in expanded and all(b.scope[:k] in expanded for k in range(len(b.scope)))
     scopes = group_scopes(graph)
+    item: dict[int, str] = {}
     for n in graph.visible_nodes():
         s = scopes[n.index]
         open_ = all(s[:k] in expanded for k in range(1, len(s) + 1))
         assert (n.index in shown) == open_
+        if open_:
+            item[n.index] = node_key(n.index)
+        else:
+            item[n.index] = group_key(next(s[:k] for k in range(1, len(s) + 1) if s[:k] not in expanded))
+
+    # every value between two different boxes is drawn once: a route per tensor, or one with a count
+    expected: dict[tuple[str, str], set[str]] = {}
+    for e in graph.edges:
+        if item[e.src] != item[e.dst]:
+            expected.setdefault((item[e.src], item[e.dst]), set()).add(e.tensor)
+    for name in graph.inputs:
+        for c in graph.tensors[name].consumers:
+            if c in item:
+                expected.setdefault((input_key(name), item[c]), set()).add(name)
+    for name in graph.outputs:
+        p = graph.tensors[name].producer
+        if p is not None and p in item:
+            expected.setdefault((item[p], output_key(name)), set()).add(name)
+    drawn: dict[tuple[str, str], int] = {}
+    for r in lay.routes:
+        drawn[(r.src, r.dst)] = drawn.get((r.src, r.dst), 0) + r.count
+    for pair, tensors in expected.items():
+        assert drawn.get(pair) == len(tensors), f"{pair}: {drawn.get(pair)} drawn, {len(tensors)} tensors"
+    extra = set(drawn) - set(expected)
+    assert all(src.startswith("in:") for src, _ in extra), f"routes between unconnected boxes: {extra}"
 
 
 # --- every real model ----------------------------------------------------------------------------------

@@ -310,20 +310,20 @@ def _emit(routes: list[Route], it: _Items, a: int, b: int, tensors: list[str], p
             routes.append(Route(keys[a], keys[b], t, pts, stub, 1))
 
 
-def _stub_routes(routes: list[Route], it: _Items, stub_pairs, box_x, box_y, opt: LayoutOptions) -> None:
-    """Short ticks above each consumer, spread over its top edge."""
+def _stub_routes(
+    routes: list[Route], it: _Items, stubs: dict[tuple[int, int], list[str]], box_x, box_y, opt: LayoutOptions
+) -> None:
+    """Short ticks above each consumer, spread over its top edge; stubs maps (src, dst) to its tensors."""
     into: dict[int, list[int]] = {}
-    for a, b in stub_pairs:
-        lst = into.setdefault(b, [])
-        if a not in lst:
-            lst.append(a)
+    for a, b in stubs:
+        into.setdefault(b, []).append(a)
     sl = opt.stub_length
     for b, srcs in into.items():
         k = len(srcs)
         for i, a in enumerate(srcs):
             x = box_x[b] + it.widths[b] * (i + 1) / (k + 1)
             yb = box_y[b]
-            _emit(routes, it, a, b, it.pairs[(a, b)], ((x, yb - sl), (x, yb)), True)
+            _emit(routes, it, a, b, stubs[(a, b)], ((x, yb - sl), (x, yb)), True)
 
 
 def _boxes(it: _Items, box_x: list[float], box_y: list[float]) -> list[Box]:
@@ -375,7 +375,7 @@ def _layout_flat(it: _Items, opt: LayoutOptions) -> Layout:
             pts.extend(pl.chain_points(a, b))
             pts.append((cx[b], box_y[b]))
             _emit(routes, it, a, b, pairs[(a, b)], tuple(pts), False)
-    _stub_routes(routes, it, pl.stubs, box_x, box_y, opt)
+    _stub_routes(routes, it, {(a, b): pairs[(a, b)] for a, b in pl.stubs}, box_x, box_y, opt)
     width = max([box_x[v] + widths[v] for v in range(n)] + [cx[v] for v in range(n, nv)], default=0.0)
     height = (pl.layer_top[-1] + pl.layer_h[-1]) if pl.layer_top else 0.0
     global last_stats
@@ -508,7 +508,7 @@ def _layout_nested(
 
     index_of = {k: v for v, k in enumerate(keys)}
     routes: list[Route] = []
-    stub_pairs: list[tuple[int, int]] = []
+    stub_pairs: dict[tuple[int, int], list[str]] = {}
     for (a, b), tensors in it.pairs.items():
         group_pair = it.kinds[a] == "group" or it.kinds[b] == "group"
         for t in tensors[:1] if group_pair else tensors:
@@ -532,9 +532,9 @@ def _layout_nested(
                         pts.append((ox + x, oy + bottom))
                 pts.append(attach(level, d, t, False))
             if stub:
-                if (a, b) not in stub_pairs:
-                    stub_pairs.append((a, b))
-                break
+                # a group pair stands for all its tensors in one route
+                stub_pairs.setdefault((a, b), []).extend(tensors if group_pair else [t])
+                continue
             if group_pair:
                 routes.append(Route(keys[a], keys[b], t, tuple(pts), False, len(tensors)))
             else:
