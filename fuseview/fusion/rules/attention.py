@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rules.embedding import RULES as _EMBEDDING_RULES
 
 _FLOAT = onnx.TensorProto.FLOAT
 # ops whose output dim i is the input's dim i (same rank, elementwise)
@@ -740,3 +741,6 @@ RULES = [
         priority=100,
     ),
 ]
+
+# EmbedLayerNormalization lives in embedding.py; the catalogue lists rule modules by family, so it joins here.
+RULES += _EMBEDDING_RULES

@@ -1,0 +1,296 @@
+"""Embedding fusion: word + position (+ segment) Gathers, Adds, LayerNormalization -> EmbedLayerNormalization.
+
+    LayerNormalization(Gather(W, input_ids) + Gather(P, arange(S)) [+ Gather(T, token_type_ids)], gamma, beta)
+
+becomes ``EmbedLayerNormalization(int32(input_ids), int32(token_type_ids), W, P, T, gamma, beta)``
+(com.microsoft, onnxruntime CPU and CUDA). The kernel reads int32 ids and uses positions 0..S-1, so the rule
+inserts the Casts and only matches when the position indices are provably ``arange(S)``: a Slice ``[:, 0:S]``
+of a constant ``arange`` buffer (BERT), ``Unsqueeze(Range(0, S, 1))`` or a constant ``arange``. The ids must
+be graph inputs. When the embedding sum is also used elsewhere the kernel's ``embedding_sum`` output provides
+it. The LayerNormalization must be the fused op (the decomposed form is left to the norms rule).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import MS_DOMAIN, Match, Replacement, Rule
+
+_INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+
+
+class _Miss(Exception):
+    pass
+
+
+@dataclass
+class EmbeddingMatch:
+    """An exact embedding block and the inputs EmbedLayerNormalization needs."""
+
+    ln: onnx.NodeProto
+    nodes: list[onnx.NodeProto]
+    input_ids: str
+    segment_ids: str | None
+    word: str
+    position: str
+    segment: str | None
+    gamma: str
+    beta: str
+    epsilon: float
+    output: str
+    embedding_sum: str | None  # the Add tree's root output when used outside the match
+
+
+class _Finder:
+    def __init__(self, ix: Any) -> None:
+        from fuseview.fusion.rules.attention import _Dims  # shared symbolic-shape helper
+
+        self.ix = ix
+        self.d = _Dims(ix)
+        self.by_id = {id(n): n for n in ix.nodes}
+
+    def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
+        n = self.d.producer(t)
+        return n if n is not None and n.op_type in ops and n.domain in ("", "ai.onnx") else None
+
+    def table(self, t: str) -> tuple[int, int] | None:
+        init = self.ix.initializers.get(t)
+        if init is None or t in self.ix.graph_inputs or len(init.dims) != 2:
+            return None
+        return int(init.dims[0]), int(init.dims[1])
+
+    def is_arange_positions(self, t: str, ids: str, walked: set[int]) -> bool:
+        """True when tensor t holds [[0, 1, ..., S-1]] with S the sequence length of ids."""
+        c = self.d.const(t)
+        if c is not None:
+            return c.ndim == 2 and c.shape[0] == 1 and np.array_equal(c[0], np.arange(c.shape[1])) \
+                and self.d.same(c.shape[1], ("dim", ids, 1))
+        seq = ("dim", ids, 1)
+        n = self.prod(t, "Slice")
+        if n is not None:
+            walked.add(id(n))
+            buf = self.d.const(n.input[0])
+            if buf is None or buf.ndim != 2 or buf.shape[0] != 1 or \
+                    not np.array_equal(buf[0], np.arange(buf.shape[1])):
+                return False
+            starts = self.d.vec(n.input[1], walked)
+            ends = self.d.vec(n.input[2], walked)
+            axes = self.d.vec(n.input[3], walked) if len(n.input) > 3 and n.input[3] else [0]
+            steps = self.d.vec(n.input[4], walked) if len(n.input) > 4 and n.input[4] else [1]
+            return starts == [0] and axes in ([1], [-1]) and steps == [1] and ends is not None \
+                and len(ends) == 1 and self.d.same(ends[0], seq)
+        n = self.prod(t, "Unsqueeze")
+        if n is not None:
+            walked.add(id(n))
+            axes = self.ix.attr(n, "axes")
+            if axes is None and len(n.input) > 1:
+                axes = self.d.vec(n.input[1], walked)
+            r = self.prod(n.input[0], "Range")
+            if list(axes or []) != [0] or r is None:
+                return False
+            walked.add(id(r))
+            start, delta = self.d.const(r.input[0]), self.d.const(r.input[2])
+            if start is None or delta is None or start.size != 1 or delta.size != 1 or \
+                    int(start.ravel()[0]) != 0 or int(delta.ravel()[0]) != 1:
+                return False
+            limit = r.input[1]
+            while (p := self.prod(limit, "Cast", "Squeeze", "Identity")) is not None:
+                walked.add(id(p))
+                limit = p.input[0]
+            v = self.d.vec(limit, walked)
+            return v is not None and len(v) == 1 and self.d.same(v[0], seq)
+        return False
+
+    def looks_like_embedding(self, t: str) -> bool:
+        """An Add (tree) one of whose summands is a Gather from a 2-D table."""
+        stack, seen = [t], 0
+        while stack and seen < 8:
+            x = stack.pop()
+            seen += 1
+            n = self.prod(x, "Add", "Cast", "Gather")
+            if n is None:
+                continue
+            if n.op_type == "Gather":
+                if self.table(n.input[0]) is not None:
+                    return True
+                continue
+            if n.op_type == "Add" and x != t and len(self.ix.consumers.get(x, ())) > 1:
+                continue  # a shared sum (residual stream) is not part of this LayerNorm's embedding tree
+            stack.extend(n.input if n.op_type == "Add" else n.input[:1])
+        return False
+
+    def match(self, ln: onnx.NodeProto) -> EmbeddingMatch:
+        ix = self.ix
+        if len(ln.input) < 3 or not ln.input[2]:
+            raise _Miss(f"{ln.name}: LayerNormalization without bias")
+        gamma, beta = ln.input[1], ln.input[2]
+        if not (ix.is_const(gamma) and ix.is_const(beta)):
+            raise _Miss(f"{ln.name}: scale/bias are not constants")
+        axis = int(ix.attr(ln, "axis", -1))
+        if axis not in (-1, 2):
+            raise _Miss(f"{ln.name}: normalizes over axis {axis}, not the hidden axis")
+        if len(ln.output) > 1 and any(o for o in ln.output[1:]):
+            raise _Miss(f"{ln.name}: mean/inv-std outputs are used")
+        root = ln.input[0]
+        add = self.prod(root, "Add")
+        if add is None:
+            raise _Miss(f"{ln.name}: input is not an Add of embeddings")
+        core = [ln]
+        leaves: list[str] = []
+        stack = [add]
+        while stack:
+            a = stack.pop()
+            core.append(a)
+            for x in a.input:
+                sub = self.prod(x, "Add")
+                if sub is not None and len(ix.consumers.get(x, ())) == 1 and x not in ix.graph_outputs:
+                    stack.append(sub)
+                else:
+                    leaves.append(x)
+        if len(leaves) not in (2, 3):
+            raise _Miss(f"{ln.name}: {len(leaves)} summands, not word + position [+ segment] embeddings")
+        gathers = []
+        for leaf in leaves:
+            t = leaf
+            cast = self.prod(t, "Cast")
+            if cast is not None and ix.attr(cast, "to") == onnx.TensorProto.FLOAT:
+                core.append(cast)
+                t = cast.input[0]
+            g = self.prod(t, "Gather")
+            if g is None or int(ix.attr(g, "axis", 0)) != 0 or self.table(g.input[0]) is None:
+                raise _Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
+            core.append(g)
+            gathers.append(g)
+        hidden = {self.table(g.input[0])[1] for g in gathers}
+        if len(hidden) != 1:
+            raise _Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
+        direct = [g for g in gathers if g.input[1] in ix.graph_inputs]
+        others = [g for g in gathers if g.input[1] not in ix.graph_inputs]
+        if not direct:
+            raise _Miss(f"{ln.name}: no embedding is indexed by a graph input (ids reshaped or computed)")
+        direct.sort(key=lambda g: -self.table(g.input[0])[0])  # the word table is the largest
+        word_g = direct[0]
+        ids = word_g.input[1]
+        if ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:
+            raise _Miss(f"{word_g.name}: ids are not a 2-D integer input")
+        seg_g = direct[1] if len(direct) > 1 else None
+        if len(direct) > 2 or len(others) != 1:
+            raise _Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
+        pos_g = others[0]
+        walked: set[int] = set()
+        if not self.is_arange_positions(pos_g.input[1], ids, walked):
+            raise _Miss(f"{pos_g.name}: position indices are not provably 0..S-1")
+        if seg_g is not None:
+            sid = seg_g.input[1]
+            if ix.const_dtype(sid) not in _INT_TYPES or not (
+                    self.d.same(("dim", sid, 0), ("dim", ids, 0))
+                    and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
+                raise _Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
+        # absorb the position-index computation where nothing else reads it
+        matched = {id(n) for n in core}
+        changed = True
+        while changed:
+            changed = False
+            for nid in walked:
+                n = self.by_id[nid]
+                if nid in matched:
+                    continue
+                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
+                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
+                    matched.add(nid)
+                    core.append(n)
+                    changed = True
+        keep = {ln.output[0], root}
+        for n in core:
+            for o in n.output:
+                if not o or o in keep:
+                    continue
+                if o in ix.graph_outputs:
+                    raise _Miss(f"intermediate {o} is a graph output")
+                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
+                if outside:
+                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+        used_outside = root in ix.graph_outputs or any(
+            id(c) not in matched for c in ix.consumers.get(root, ()))
+        eps = float(ix.attr(ln, "epsilon", 1e-5))
+        return EmbeddingMatch(ln, core, ids, seg_g.input[1] if seg_g is not None else None, word_g.input[0],
+                              pos_g.input[0], seg_g.input[0] if seg_g is not None else None, gamma, beta, eps,
+                              ln.output[0], root if used_outside else None)
+
+
+def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[str], str]]]:
+    """Exact embedding blocks and near misses of a GraphIndex (only LayerNormalizations fed by an Add)."""
+    f = _Finder(index)
+    found, misses = [], []
+    for ln in index.by_op.get("LayerNormalization", ()):
+        if ln.domain not in ("", "ai.onnx") or not f.looks_like_embedding(ln.input[0]):
+            continue  # e.g. a residual Add + LayerNorm: SkipLayerNormalization territory
+        try:
+            found.append(f.match(ln))
+        except _Miss as exc:
+            misses.append(([index.name(ln)], str(exc)))
+    return found, misses
+
+
+def replacement_nodes(e: EmbeddingMatch) -> list[Replacement]:
+    """Casts of the ids to int32 and the EmbedLayerNormalization node."""
+    reps = []
+    ids32 = e.output + "_input_ids_int32"
+    reps.append(Replacement(inputs=[e.input_ids], attrs={"to": onnx.TensorProto.INT32}, op="Cast", domain="",
+                            outputs=[ids32]))
+    seg32 = ""
+    if e.segment_ids:
+        seg32 = e.output + "_segment_ids_int32"
+        reps.append(Replacement(inputs=[e.segment_ids], attrs={"to": onnx.TensorProto.INT32}, op="Cast",
+                                domain="", outputs=[seg32]))
+    # onnxruntime's type inference writes output 1 (mask_index) unconditionally, so it is always named.
+    outputs = [e.output, e.output + "_mask_index"] + ([e.embedding_sum] if e.embedding_sum else [])
+    reps.append(Replacement(
+        inputs=[ids32, seg32, e.word, e.position, e.segment or "", e.gamma, e.beta],
+        attrs={"epsilon": float(np.float32(e.epsilon))}, op="EmbedLayerNormalization", domain=MS_DOMAIN,
+        outputs=outputs))
+    return reps
+
+
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _matches_of(index: Any) -> dict[str, EmbeddingMatch]:
+    if index not in _FOUND:
+        found, _ = find_embeddings(index)
+        _FOUND[index] = {index.name(e.ln): e for e in found}
+    return _FOUND[index]
+
+
+def _find_matches(index: Any) -> Iterator[Match]:
+    _FOUND.pop(index, None)
+    for name, e in _matches_of(index).items():
+        outs = [e.output] + ([e.embedding_sum] if e.embedding_sum else [])
+        yield Match.custom(RULES[0], index, e.nodes, outs, bindings={"layernorm_node": name})
+
+
+def _replace(m: Match) -> list[Replacement]:
+    e = _matches_of(m.index).get(m.bindings["layernorm_node"])
+    if e is None:
+        raise ValueError(f"embedding match at {m.bindings['layernorm_node']} is gone")
+    return replacement_nodes(e)
+
+
+RULES = [
+    Rule(
+        name="embed_layer_norm",
+        description="word + position (+ segment) embedding Gathers + Adds + LayerNorm -> EmbedLayerNorm",
+        fused_op="EmbedLayerNormalization",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        find=_find_matches,
+        replace=_replace,
+        priority=90,
+    ),
+]
