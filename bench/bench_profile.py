@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: steadier on a shared machine)")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: steadier)")
     ap.add_argument("--provider", default="cpu")
     args = ap.parse_args()
 

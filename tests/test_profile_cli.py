@@ -107,3 +107,22 @@ def test_report_json_is_strict_json(gelu_files, tmp_path):
     main(["profile", str(gelu_files["orig"]), "--runs", "1", "--quiet", "--json", str(tmp_path / "r.json")])
     text = (tmp_path / "r.json").read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+def test_against_a_model_fused_by_fuseview(tmp_path, capsys):
+    """The fusion engine's own output: every fused node is attributed, timed and within tolerance."""
+    fused = tmp_path / "fused.onnx"
+    assert main(["fuse", str(GPT2), "-o", str(fused), "--no-validate"]) == 0
+    capsys.readouterr()
+    rc = main(["profile", str(GPT2), "--against", str(fused), "--runs", "2", "--warmup", "1",
+               "--dim", "seq=16", "--quiet", "--threads", "1", "--json", str(tmp_path / "r.json")])
+    assert rc == 0, capsys.readouterr().out
+    rep = load_report(tmp_path / "r.json")
+    fusions = rep["comparison"]["fusions"]
+    assert len(fusions) >= 3 and {f["op_type"] for f in fusions} >= {"FastGelu", "SkipLayerNormalization"}
+    fused_ops = {o["op_type"] for o in rep["models"][1]["op_types"]}
+    for f in fusions:
+        assert f["passed"] and f["compared"], f
+        assert f["op_type"] in fused_ops
+        t = f["time"]
+        assert t["fused_us"] > 0 and t["original_us"] > 0 and t["missing"] == [], t
