@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from functools import lru_cache
 from pathlib import Path
 
@@ -430,3 +431,31 @@ def test_nodes_between_ops_of_one_scope_join_it() -> None:
     lay = layout_graph(g, frozenset({()}))
     check_collapsed(g, lay, frozenset({()}))
     assert [b.sublabel for b in lay.boxes if b.kind == "group"] == ["4 nodes"]
+
+
+def _random_graph(seed: int):
+    """A random DAG of Sum nodes in random nested scopes (a0/b1/...), some outputs also read inside."""
+    rnd = random.Random(seed)
+    names = ["x0", "x1"]
+    nodes = []
+    for i in range(rnd.randint(1, 60)):
+        ins = [rnd.choice(names[-8:] if rnd.random() < 0.7 else names) for _ in range(rnd.randint(1, 3))]
+        scope = "/".join(rnd.choice("abc") + str(rnd.randint(0, 1)) for _ in range(rnd.randint(0, 3)))
+        nodes.append(helper.make_node("Sum", ins, [f"t{i}"], name=f"/{scope}/op{i}" if scope else f"op{i}"))
+        names.append(f"t{i}")
+    used = {t for nd in nodes for t in nd.input}
+    outs = [t for t in names[2:] if t not in used]
+    if rnd.random() < 0.3:
+        outs.append(rnd.choice(names[2:]))
+    return _tiny(nodes, inputs=("x0", "x1"), outputs=tuple(dict.fromkeys(outs))), rnd
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_graphs_in_random_expansion_states(seed: int) -> None:
+    g, rnd = _random_graph(seed)
+    opt = LayoutOptions(fanout_stub_threshold=rnd.choice([2, 3, 8]))
+    check_flat(g, layout_graph(g, options=opt))
+    scopes = list(scope_tree(g))
+    for _ in range(3):
+        ex = frozenset([()] + [s for s in scopes if rnd.random() < 0.5])
+        check_collapsed(g, layout_graph(g, ex, opt), ex)
