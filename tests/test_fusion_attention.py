@@ -244,3 +244,100 @@ def test_scan_does_not_modify_the_model() -> None:
     before = model.SerializeToString()
     scan_model(model, rules=[RULE])
     assert model.SerializeToString() == before
+
+
+# ------------------------------------------------------------------------------- EmbedLayerNormalization
+EMBED_RULE = next(r for r in attention.RULES if r.name == "embed_layer_norm")
+
+
+def _embedding_graph(positions: str = "slice", sum_is_output: bool = False,
+                     segment: bool = True) -> onnx.ModelProto:
+    """input_ids / token_type_ids [batch, seq] -> word + position (+ segment) embeddings -> LayerNorm."""
+    rng = np.random.default_rng(3)
+    buf = np.arange(16, dtype=np.int64)[None, :]
+    if positions == "reversed":
+        buf = buf[:, ::-1].copy()
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "P"),
+        numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "T"),
+        numpy_helper.from_array((1 + 0.1 * rng.standard_normal(8)).astype(np.float32), "gamma"),
+        numpy_helper.from_array((0.1 * rng.standard_normal(8)).astype(np.float32), "beta"),
+        numpy_helper.from_array(buf, "pos_buf"),
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+        numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+        numpy_helper.from_array(np.array([1], np.int64), "one1"),
+    ]
+    nodes = [
+        helper.make_node("Shape", ["input_ids"], ["ids_shape"], name="shape"),
+        helper.make_node("Gather", ["ids_shape", "one"], ["seq_len"], axis=0, name="seq_len"),
+        helper.make_node("Unsqueeze", ["seq_len", "zero1"], ["seq_end"], name="seq_end"),
+        helper.make_node("Slice", ["pos_buf", "zero1", "seq_end", "one1", "one1"], ["pos_ids"],
+                         name="pos_slice"),
+        helper.make_node("Gather", ["W", "input_ids"], ["word"], name="word_gather"),
+        helper.make_node("Gather", ["P", "pos_ids"], ["pos"], name="pos_gather"),
+    ]
+    if segment:
+        nodes += [helper.make_node("Gather", ["T", "token_type_ids"], ["seg"], name="seg_gather"),
+                  helper.make_node("Add", ["word", "seg"], ["ws"], name="add_seg"),
+                  helper.make_node("Add", ["ws", "pos"], ["emb"], name="add_pos")]
+    else:
+        nodes.append(helper.make_node("Add", ["word", "pos"], ["emb"], name="add_pos"))
+    nodes.append(helper.make_node("LayerNormalization", ["emb", "gamma", "beta"], ["out"], axis=-1,
+                                  epsilon=1e-12, name="ln"))
+    ids = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])]
+    if segment:
+        ids.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", "seq"]))
+    outs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", "seq", 8])]
+    if sum_is_output:
+        outs.append(helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["batch", "seq", 8]))
+    graph = helper.make_graph(nodes, "embedding", ids, outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _embedding_feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(4)
+    feeds = {"input_ids": rng.integers(0, 50, (3, 7), dtype=np.int64)}
+    if any(i.name == "token_type_ids" for i in model.graph.input):
+        feeds["token_type_ids"] = rng.integers(0, 2, (3, 7), dtype=np.int64)
+    return feeds
+
+
+@pytest.mark.parametrize(("segment", "sum_is_output"), [(True, False), (False, False), (True, True)])
+def test_embedding_hand_built_is_exact(segment: bool, sum_is_output: bool) -> None:
+    model = _embedding_graph(segment=segment, sum_is_output=sum_is_output)
+    scan = scan_model(model, rules=[EMBED_RULE])
+    assert len(scan.candidates) == 1
+    fused = apply_candidates(model, scan, [scan.candidates[0].id]).model
+    (eln,) = [n for n in fused.graph.node if n.op_type == "EmbedLayerNormalization"]
+    casts = [n for n in fused.graph.node if n.op_type == "Cast"]
+    assert len(casts) == (2 if segment else 1)  # int64 ids -> int32 for the kernel
+    assert ("emb" in eln.output) == sum_is_output
+    check_fused(fused)
+    assert _max_diff(model, fused, _embedding_feeds(model)) <= 1e-5
+
+
+def test_embedding_positions_not_arange_is_a_near_miss() -> None:
+    model = _embedding_graph(positions="reversed")
+    assert scan_model(model, rules=[EMBED_RULE]).candidates == []
+    from fuseview.fusion.rules.embedding import find_embeddings
+
+    _found, misses = find_embeddings(GraphIndex(model))
+    assert len(misses) == 1 and "position indices" in misses[0][1]
+
+
+def test_bert_embedding_fused_exactly() -> None:
+    model = onnx.load(str(ASSETS / "bert_2l_ts17.onnx"))
+    scan = scan_model(model, rules=[EMBED_RULE])
+    assert len(scan.candidates) == 1
+    fused = apply_candidates(model, scan, [scan.candidates[0].id]).model
+    assert [n.op_type for n in fused.graph.node].count("EmbedLayerNormalization") == 1
+    for pad in ("ones", "right"):
+        assert _max_diff(model, fused, _token_feeds(model, pad)) <= 1e-4
+
+
+@pytest.mark.parametrize("name", ["gpt2_12l_ts17", "gpt2_12l_dynamo"])
+def test_gpt2_embedding_is_not_offered(name: str) -> None:
+    """GPT-2 indexes wte with reshaped ids and reads the gathered tensor's shape elsewhere: not offered."""
+    model = onnx.load(str(SHARED_MODELS / f"{name}.onnx"))
+    assert scan_model(model, rules=[EMBED_RULE]).candidates == []
