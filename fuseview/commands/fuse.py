@@ -23,11 +23,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `fuseview fuse`."""
     p.add_argument("model", help="path to an .onnx file (never modified)")
     p.add_argument("-o", "--output", required=True, help="where to write the fused model")
-    p.add_argument("--accept", action="append", default=[], metavar="ID|RULE", help="accept a candidate or rule")
-    p.add_argument("--reject", action="append", default=[], metavar="ID|RULE", help="reject a candidate or rule")
+    p.add_argument(
+        "--accept", action="append", default=[], metavar="ID|RULE", help="accept a candidate or rule"
+    )
+    p.add_argument(
+        "--reject", action="append", default=[], metavar="ID|RULE", help="reject a candidate or rule"
+    )
     p.add_argument("--plan", help="apply the decisions of a saved plan (JSON)")
     p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions made as a plan")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="symbolic input dim value")
+    p.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=VALUE", help="symbolic input dim value"
+    )
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
 
 
@@ -78,13 +84,16 @@ def run(args: argparse.Namespace) -> int:
         try:
             ort.InferenceSession(result.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - a rule produced a graph onnxruntime refuses: say which
-            raise FuseviewError(f"fused model does not load in onnxruntime: {str(exc).splitlines()[0]}") from None
+            raise FuseviewError(
+                f"fused model does not load in onnxruntime: {str(exc).splitlines()[0]}"
+            ) from None
     print(f"model      {src}")
     print(f"applied    {len(result.applied)} of {len(scan.candidates)} candidates")
     counts: dict[str, int] = {}
     for c in result.applied:
-        counts[f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"] = counts.get(
-            f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}", 0) + 1
+        counts[f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"] = (
+            counts.get(f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}", 0) + 1
+        )
     for k, v in counts.items():
         print(f"  {v:>4} x {k}")
     print(f"nodes      {len(model.graph.node)} -> {len(result.model.graph.node)}")
@@ -94,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
         v = validate(model, result.model, bool(result.reference_only_ops), dims)
         print(f"validate   {v.engine} ({'ok' if v.ok else 'DIFFERS'})")
         for o in v.outputs:
-            print(f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}{'' if o.ok else '  (beyond tolerance)'}")
+            print(
+                f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}{'' if o.ok else '  (beyond tolerance)'}"
+            )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
     save_model_atomic(result.model, out)

@@ -15,8 +15,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `fuseview scan`."""
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="value of a symbolic input dim for tensor sizes (default batch 1, sequence 128)")
+    p.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of a symbolic input dim for tensor sizes (default batch 1, sequence 128)",
+    )
     p.add_argument("--near-misses", action="store_true", help="also list rules that nearly matched, and why")
 
 
@@ -45,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
         where = c.nodes[-1] if c.nodes else "-"
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
-        print(f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes  saves {_fmt_bytes(c.saved_bytes):>10}"
-              f"  at {where}{conflicts}")
+        print(
+            f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes  saves {_fmt_bytes(c.saved_bytes):>10}"
+            f"  at {where}{conflicts}"
+        )
     by_rule: dict[str, int] = {}
     for c in cands:
         by_rule[c.rule] = by_rule.get(c.rule, 0) + 1

@@ -111,9 +111,16 @@ class Plan:
         """JSON object with the decisions, the model path and fuseview's version."""
         from fuseview import __version__
 
-        return {"format": PLAN_FORMAT, "fuseview_version": __version__, "model": self.model_path,
-                "decisions": [{"id": c.id, "rule": c.rule, "decision": self.decisions[c.id]}
-                              for c in self.candidates if c.id in self.decisions]}
+        return {
+            "format": PLAN_FORMAT,
+            "fuseview_version": __version__,
+            "model": self.model_path,
+            "decisions": [
+                {"id": c.id, "rule": c.rule, "decision": self.decisions[c.id]}
+                for c in self.candidates
+                if c.id in self.decisions
+            ],
+        }
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the plan as JSON, atomically."""
@@ -123,7 +130,7 @@ class Plan:
     def from_json(cls, data: dict, candidates: list[Candidate], strict: bool = True) -> Plan:
         """A plan over ``candidates`` with the saved decisions; unknown ids raise when strict."""
         if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
-            raise FuseviewError("not a fuseview plan (missing \"format\": \"fuseview-plan\")")
+            raise FuseviewError('not a fuseview plan (missing "format": "fuseview-plan")')
         plan = cls(candidates, data.get("model"))
         missing = []
         for d in data.get("decisions", []):

@@ -38,13 +38,18 @@ class Validation:
 
     def to_json(self) -> dict:
         """JSON-ready summary."""
-        return {"engine": self.engine, "ok": self.ok,
-                "outputs": [{"name": o.name, "max_abs": o.max_abs, "max_rel": o.max_rel, "ok": o.ok}
-                            for o in self.outputs]}
+        return {
+            "engine": self.engine,
+            "ok": self.ok,
+            "outputs": [
+                {"name": o.name, "max_abs": o.max_abs, "max_rel": o.max_rel, "ok": o.ok} for o in self.outputs
+            ],
+        }
 
 
-def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: bool,
-              base_dir: str | None = None) -> list[np.ndarray]:
+def run_model(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: bool, base_dir: str | None = None
+) -> list[np.ndarray]:
     """Outputs of a model: onnxruntime CPU with its graph optimizations off, or the reference evaluator."""
     if reference:
         from onnx.reference import ReferenceEvaluator
@@ -80,8 +85,13 @@ def compare_outputs(names: list[str], a: list[np.ndarray], b: list[np.ndarray]) 
     return diffs
 
 
-def validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool,
-             dims: dict[str, int] | None = None, seed: int = 0) -> Validation:
+def validate(
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    reference_only: bool,
+    dims: dict[str, int] | None = None,
+    seed: int = 0,
+) -> Validation:
     """Run both models on the same generated inputs (reference evaluator if reference-only ops are in)."""
     feeds = make_feeds(original, dims, seed=seed)
     names = [o.name for o in original.graph.output]

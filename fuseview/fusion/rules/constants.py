@@ -40,6 +40,8 @@ FOLDABLE = frozenset(
         "Split",
     }
 )
+# Ops that only relabel a tensor's shape (no arithmetic, no reordering of elements).
+ALIASING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 # Folding only Constant-node shape arithmetic saves nothing worth a candidate; require a real weight.
 MIN_WEIGHT_ELEMENTS = 64
 
@@ -86,6 +88,8 @@ def _find(index) -> Iterator[Match]:
     for nodes in groups.values():
         if not any(o in weight_derived for n in nodes for o in n.output):
             continue
+        if all(n.op_type in ALIASING for n in nodes):
+            continue  # a view of a weight costs nothing at run time; folding it would only copy the weight
         members = {id(n) for n in nodes}
         outs = [
             o
@@ -132,7 +136,9 @@ def _replace(m: Match) -> Replacement:
         g, opset_imports=list(index.model.opset_import), ir_version=index.model.ir_version
     )
     values = ReferenceEvaluator(model).run(None, {})
-    return Replacement([], op="", initializers={o: np.asarray(v) for o, v in zip(m.outputs, values, strict=False)})
+    return Replacement(
+        [], op="", initializers={o: np.asarray(v) for o, v in zip(m.outputs, values, strict=False)}
+    )
 
 
 RULES = [

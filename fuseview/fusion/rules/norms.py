@@ -19,11 +19,18 @@ def _ln_body(op, x, square_pow: bool, div: bool, beta: bool):
     return op.Add(scaled, op.constant("beta"), _label="shift") if beta else scaled
 
 
-def _rms_body(op, x, square_pow: bool, div: bool, gamma_first: bool):
+def _rms_body(op, x, square_pow: bool, recip: str, cast_out: bool):
     sq = op.Pow(x, op.const(2.0), _label="square") if square_pow else op.Mul(x, x, _label="square")
     var = op.ReduceMean(sq, _label="var", _extra_inputs=True)
     std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
-    normed = op.Div(x, std, _label="div") if div else op.Mul(x, op.Reciprocal(std), _label="div")
+    if recip == "div":
+        normed = op.Div(x, std, _label="div")
+    elif recip == "reciprocal":
+        normed = op.Mul(x, op.Reciprocal(std, _label="recip"), _label="div")
+    else:  # 1 / std written as a Div, as TorchScript exports torch.rsqrt
+        normed = op.Mul(x, op.Div(op.const(1.0), std, _label="recip"), _label="div")
+    if cast_out:  # hidden.to(input_dtype) between normalising and scaling; float32 -> float32 is a no-op
+        normed = op.Cast(normed, _label="cast_out", _attrs={"to": 1})
     return op.Mul(normed, op.constant("gamma"), _label="scale")
 
 
@@ -43,13 +50,18 @@ def _ln_variants(skip: str):
 
 def _rms_variants(skip: str):
     fns = []
+    casts = ((False, False), (False, True), (True, True)) if skip else ((False, False), (False, True))
     for square_pow in (True, False):
-        for div in (True, False):
+        for recip in ("div", "reciprocal", "div_one"):
+            for cast in casts:
 
-            def fn(op, a, b, c=None, square_pow=square_pow, div=div):
-                return _rms_body(op, _input(op, a, b, c, skip), square_pow, div, False)
+                def fn(op, a, b, c=None, square_pow=square_pow, recip=recip, cast=cast):
+                    x = _input(op, a, b, c, skip)
+                    if cast[0]:
+                        x = op.Cast(x, _label="cast_in", _attrs={"to": 1}, _expose=True)
+                    return _rms_body(op, x, square_pow, recip, cast[1])
 
-            fns.append(_sig(fn, skip, f"rms_{int(square_pow)}{int(div)}"))
+                fns.append(_sig(fn, skip, f"rms_{int(square_pow)}{recip}{int(cast[0])}{int(cast[1])}"))
     return fns
 
 
@@ -209,13 +221,18 @@ def _skip_replace(m: Match) -> Replacement:
 def _skip_rms_replace(m: Match) -> Replacement:
     inp, skip = _skip_inputs(m)
     outs = [m.node("scale").output[0]]
-    exposed = m.exposed.get("skip_add")
+    # The residual stream may read the sum itself or its float32 Cast (a no-op on float32): same values.
+    exposed = m.exposed.get("cast_in") or m.exposed.get("skip_add")
     if exposed:
         outs += ["", "", exposed]
     inputs = [inp, skip, m["gamma"]] + ([m["bias"]] if "bias" in m.bindings else [])
-    if "bias" in m.bindings:
-        inputs = [inp, skip, m["gamma"], m["bias"]]
     return Replacement(inputs, {"epsilon": _eps(m)}, outputs=outs)
+
+
+def _one_exposed(m: Match) -> str | None:
+    if len(m.exposed) > 1:
+        return "both the residual sum and its Cast are used later; the fused op returns only one"
+    return None
 
 
 def _root_label(m: Match) -> str:
@@ -278,7 +295,7 @@ RULES = [
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
         patterns=_skip_rms_patterns("add"),
-        check=all_checks(float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
+        check=all_checks(_one_exposed, float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
         priority=29,
         replace=_skip_rms_replace,
     ),
