@@ -1,9 +1,11 @@
 """Explore the attention rule: count matches, apply them, compare with onnxruntime on three mask layouts.
 
-    python scripts/attention_probe.py [MODEL.onnx ...]
+    python scripts/attention_probe.py [--bench] [MODEL.onnx ...]
 
 Prints per model: matches, near misses, match time, and max |diff| of every output versus the original for an
 all-ones mask, a right-padded mask and a left-padded mask (onnxruntime CPU, graph optimizations disabled).
+With --bench also the median run time of original and attention-fused model (batch 1, sequence 128, one
+intra-op thread, runs interleaved so machine load hits both alike).
 """
 
 from __future__ import annotations
@@ -94,7 +96,29 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def main(paths: list[str]) -> None:
+def bench(model: onnx.ModelProto, fused: onnx.ModelProto, runs: int = 15) -> str:
+    """Median run times of original and fused, interleaved, one intra-op thread."""
+    sessions = []
+    for m in (model, fused):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        so.intra_op_num_threads = 1
+        sessions.append(ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]))
+    f = feeds(model, 1, 128, "ones")
+    times: list[list[float]] = [[], []]
+    for s in sessions:
+        s.run(None, f)
+    for _ in range(runs):
+        for k, s in enumerate(sessions):
+            t = time.perf_counter()
+            s.run(None, f)
+            times[k].append(time.perf_counter() - t)
+    a, b = (1000 * float(np.median(t)) for t in times)
+    return f"  run (batch 1, seq 128, 1 thread): original {a:.1f} ms, attention-fused {b:.1f} ms"
+
+
+def main(paths: list[str], do_bench: bool = False) -> None:
     for p in paths:
         model = onnx.load(p)
         t0 = time.perf_counter()
@@ -119,7 +143,10 @@ def main(paths: list[str]) -> None:
             r0, r1 = s0.run(None, f), s1.run(None, f)
             diffs = [float(np.max(np.abs(a - b))) for a, b in zip(r0, r1, strict=True)]
             print(f"  mask {pad:5s}: max|diff| per output {[f'{x:.2e}' for x in diffs]}")
+        if do_bench:
+            print(bench(model, fused))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or DEFAULT)
+    args = [a for a in sys.argv[1:] if a != "--bench"]
+    main(args or DEFAULT, "--bench" in sys.argv[1:])

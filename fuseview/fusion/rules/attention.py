@@ -12,8 +12,11 @@ and becomes ``MultiHeadAttention(q3, k3, v3, attention_bias=mask, num_heads=H, s
 additive mask tensor is passed unchanged as ``attention_bias``, so causal + padding semantics (right or left
 padding) are the original arithmetic. Head count and head size come from the reshape constants and must
 agree with the hidden size derived from the weights/splits; the Shape/Gather/Concat subgraphs that only
-compute the head reshapes are absorbed into the match. Anything else is a near miss with a reason
-(see ``near_misses``).
+compute the head reshapes are absorbed into the match. Where Q/K/V are only seen as [B,H,S,D] tensors (Llama:
+rotary embedding after the head split, repeat_kv for grouped KV) key and value go in as BNSH tensors and the
+query is transposed/reshaped back to [B,S,hidden] in front of the fused node; H and D then come from the
+inferred shapes and must agree with the Q head split found behind the rotary ops. Anything else is a near
+miss with a reason (see ``near_misses``).
 """
 
 from __future__ import annotations
