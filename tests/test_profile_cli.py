@@ -95,6 +95,8 @@ def test_bad_input_is_one_line_exit_2(gelu_files, tmp_path):
     assert "--runs" in _one_line_error([m, "--runs", "0"])
     assert "inputs differ" in _one_line_error([m, "--against", str(GPT2)])
     assert "folder does not exist" in _one_line_error([m, "--json", str(tmp_path / "no" / "r.json")])
+    # GPT-2 here has 256 positions: a longer sequence fails inside onnxruntime, still in one line
+    assert "failed to run the model" in _one_line_error([str(GPT2), "--dim", "seq=512", "--runs", "1"])
 
 
 @pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="CUDA build present")

@@ -64,7 +64,7 @@ def session_options(
     """SessionOptions with the given optimization level, optional profiling and optimized-graph output."""
     so = ort.SessionOptions()
     so.graph_optimization_level = _opt_level(opt_level)
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors come back as exceptions; the CLI prints them in one line
     if threads:
         so.intra_op_num_threads = threads
     if profile_prefix:
