@@ -237,7 +237,9 @@ def profile_model(
         raise
     except Exception as exc:  # onnxruntime run-time failure on these inputs
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FuseviewError(f"onnxruntime failed to run the model on these inputs (see --dim): {msg}") from None
+        raise FuseviewError(
+            f"onnxruntime failed to run the model on these inputs (see --dim): {msg}"
+        ) from None
     del sess
     t_runs, device_events, _ = profile_trace(src, feeds, provider, opt_level, runs, warmup, stage(""), cancel,
                                              threads)
