@@ -1,10 +1,15 @@
 """Layered (Sugiyama-style) layout of a GraphDocument into boxes, edge routes and group frames.
 
-Steps: choose the shown items (nodes, collapsed groups, graph inputs/outputs), layer them top to bottom
-with every node pulled down to just above its first consumer, replace long edges by one chain of dummy
-vertices per source, order each layer by barycenter sweeps, place boxes by repeated weighted averaging
-of neighbour positions (isotonic regression keeps the order and the gaps), and route edges through the
-dummy positions. High fan-out sources are drawn as stubs next to their consumers.
+Flat (expanded=None): every visible node, graph input and output is a box in one layered drawing (the
+engine in layering.py: nodes pulled down to just above their first consumer, one dummy chain per source
+for long edges, barycenter ordering, placement by weighted averaging, stubs for high fan-out sources).
+
+Collapsed (expanded = the open scopes): a scope that is not open is one group box; each open scope is
+laid out on its own, with a port on its top border for each value entering it and on its bottom border
+for each value leaving it, and drawn as one big vertex in its parent. So frames nest and never overlap
+other boxes, and a group's layout is cached per (scope, open scopes inside it): opening a group lays out
+that group and its ancestors again, the other groups come from the cache. Routes are stitched through
+the ports of every frame they cross.
 """
 
 from __future__ import annotations
