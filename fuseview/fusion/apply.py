@@ -149,6 +149,7 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
                 ref_ops.add(f"{domain}:{op}")
             new_nodes_at.setdefault(root_pos, []).append(node)
             del k
+    keep_ids = {id(n) for ns in new_nodes_at.values() for n in ns}
     nodes: list[onnx.NodeProto] = []
     for i, n in enumerate(index.nodes):
         if id(n) not in remove:
@@ -164,7 +165,13 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
         for n in nodes:
             if _has_subgraph(n):
                 used_names |= _subgraph_inputs(n)
-        dead = [n for n in nodes if n.op_type == "Constant" and not any(o in used_names for o in n.output)]
+        dead = [
+            n
+            for n in nodes
+            if n.op_type in ("Constant", "ConstantOfShape")
+            and id(n) not in keep_ids
+            and not any(o in used_names for o in n.output)
+        ]
         if not dead:
             break
         dead_ids = {id(n) for n in dead}
@@ -188,6 +195,11 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
     del g.initializer[:]
     g.initializer.extend(keep_inits)
     g.initializer.extend(t for t in new_inits if t.name in used_names)
+    if out.ir_version < 4:  # before IR 4 every initializer is also a graph input
+        listed = {i.name for i in g.input}
+        for t in new_inits:
+            if t.name in used_names and t.name not in listed:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     # Intermediate value_info of tensors that no longer exist would confuse readers; keep the rest.
     produced = {o for n in nodes for o in n.output} | {t.name for t in g.initializer} | graph_inputs
     vis = [v for v in g.value_info if v.name in produced]

@@ -129,10 +129,15 @@ class GraphIndex:
 
     def is_const(self, tensor: str) -> bool:
         """True for initializers (not overridable inputs) and Constant-node outputs."""
-        if tensor in self.initializers and tensor not in self.graph_inputs:
-            return True
+        if tensor in self.initializers and (tensor not in self.graph_inputs or self.model.ir_version < 4):
+            return True  # before IR 4 every initializer had to be listed as an input too
         p = self.producer.get(tensor)
-        return p is not None and p[0].op_type == "Constant" and p[0].domain in ("", "ai.onnx")
+        if p is None or p[0].domain not in ("", "ai.onnx"):
+            return False
+        if p[0].op_type == "Constant":
+            return True
+        # ConstantOfShape of a constant shape: how light test models and some exporters write weights.
+        return p[0].op_type == "ConstantOfShape" and bool(p[0].input) and self.is_const(p[0].input[0])
 
     def const_value(self, tensor: str) -> np.ndarray | None:
         """Value of a constant tensor (weights are read on demand), None if not constant."""
@@ -142,6 +147,13 @@ class GraphIndex:
         if self.is_const(tensor):
             if tensor in self.initializers:
                 value = self._tensor_value(self.initializers[tensor])
+            elif self.producer[tensor][0].op_type == "ConstantOfShape":
+                node = self.producer[tensor][0]
+                shape = self.const_value(node.input[0])
+                fill = self.attr(node, "value")
+                fill = numpy_helper.to_array(fill) if fill is not None else np.zeros(1, np.float32)
+                if shape is not None and int(np.prod(shape)) <= 1 << 26:
+                    value = np.full([int(d) for d in np.ravel(shape)], np.ravel(fill)[0], dtype=fill.dtype)
             else:
                 node = self.producer[tensor][0]
                 for a in node.attribute:

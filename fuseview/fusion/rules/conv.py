@@ -10,10 +10,11 @@ from fuseview.fusion.rules._common import all_checks, float_input
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid")
 
 
-def _conv(op, x, bias: bool):
+def _conv(op, x, bias: bool, w, b=None):
+    """Conv(x, w[, b]); w and b are constants when a BatchNormalization is folded into them."""
     if bias:
-        return op.Conv(x, op.constant("w"), op.constant("b"), _label="conv")
-    return op.Conv(x, op.constant("w"), _label="conv")
+        return op.Conv(x, w, b, _label="conv")
+    return op.Conv(x, w, _label="conv")
 
 
 def _bn(op, y):
@@ -27,7 +28,7 @@ def _conv_bn_patterns():
     for bias in (True, False):
 
         def fn(op, x, bias=bias):
-            return _bn(op, _conv(op, x, bias))
+            return _bn(op, _conv(op, x, bias, op.constant("w"), op.constant("b")))
 
         fn.__name__ = f"conv_bn_{int(bias)}"
         fns.append(fn)
@@ -40,8 +41,10 @@ def _conv_act_patterns():
         for bn in (False, True):
             for bias in (True, False):
 
-                def fn(op, x, act=act, bn=bn, bias=bias):
-                    y = _conv(op, x, bias)
+                def fn(op, x, w, b, act=act, bn=bn, bias=bias):
+                    if bn:
+                        w, b = op.constant("w"), op.constant("b")
+                    y = _conv(op, x, bias, w, b)
                     if bn:
                         y = _bn(op, y)
                     return getattr(op, act)(y, _label="act", _extra_inputs=act == "Clip")
