@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Layout, group_key, input_key, node_key, output_key
+from fuseview.graph.groups import forget
 from fuseview.graph.layout import LayoutOptions, group_scopes, initial_expansion, layout_graph, scope_tree
 from fuseview.graph.loader import document_from_model, load_document
 from tests.conftest import backend_models, shared_models
@@ -459,3 +460,16 @@ def test_random_graphs_in_random_expansion_states(seed: int) -> None:
     for _ in range(3):
         ex = frozenset([()] + [s for s in scopes if rnd.random() < 0.5])
         check_collapsed(g, layout_graph(g, ex, opt), ex)
+
+
+def test_root_is_always_open_and_cached_layouts_match_fresh_ones() -> None:
+    g = _doc(shared_models()[0]).graph
+    top = frozenset({()})
+    assert layout_graph(g, frozenset()) == layout_graph(g, top)
+    ex = initial_expansion(g, max_boxes=200)
+    before = layout_graph(g, ex)
+    block = next(b.scope for b in before.boxes if b.kind == "group" and b.label == "h.2")
+    layout_graph(g, ex | {block, block + ("attn",)})  # fills the cache with other states
+    assert layout_graph(g, ex) == before
+    forget(g)
+    assert layout_graph(g, ex) == before
