@@ -72,7 +72,6 @@ def environment(cuda_used: bool) -> dict:
         "gpu": gpu_name() if cuda_used else None,
         "platform": platform.platform(),
         "python": sys.version.split()[0],
-        "hostname": platform.node(),
     }
 
 
