@@ -336,8 +336,19 @@ def test_bert_embedding_fused_exactly() -> None:
         assert _max_diff(model, fused, _token_feeds(model, pad)) <= 1e-4
 
 
-@pytest.mark.parametrize("name", ["gpt2_12l_ts17", "gpt2_12l_dynamo"])
-def test_gpt2_embedding_is_not_offered(name: str) -> None:
-    """GPT-2 indexes wte with reshaped ids and reads the gathered tensor's shape elsewhere: not offered."""
-    model = onnx.load(str(SHARED_MODELS / f"{name}.onnx"))
+def test_gpt2_dynamo_embedding_exact_with_embedding_sum() -> None:
+    """dynamo GPT-2: Gather(wte, Reshape(input_ids, [-1, S])) + Gather(wpe, Unsqueeze(Range(0, S, 1)))."""
+    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_dynamo.onnx"))
+    scan = scan_model(model, rules=[EMBED_RULE])
+    assert len(scan.candidates) == 1
+    fused = apply_candidates(model, scan, [scan.candidates[0].id]).model
+    (eln,) = [n for n in fused.graph.node if n.op_type == "EmbedLayerNormalization"]
+    assert eln.output[2] == "add_17"  # the embedding sum also feeds the first residual Add
+    for pad in ("ones", "right"):
+        assert _max_diff(model, fused, _token_feeds(model, pad)) <= 1e-4
+
+
+def test_gpt2_ts_embedding_is_not_offered() -> None:
+    """ts GPT-2 reads the word-embedding tensor's shape for the positions and the mask: not fusable as is."""
+    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts17.onnx"))
     assert scan_model(model, rules=[EMBED_RULE]).candidates == []

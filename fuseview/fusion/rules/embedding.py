@@ -6,8 +6,9 @@ becomes ``EmbedLayerNormalization(int32(input_ids), int32(token_type_ids), W, P,
 (com.microsoft, onnxruntime CPU and CUDA). The kernel reads int32 ids and uses positions 0..S-1, so the rule
 inserts the Casts and only matches when the position indices are provably ``arange(S)``: a Slice ``[:, 0:S]``
 of a constant ``arange`` buffer (BERT), ``Unsqueeze(Range(0, S, 1))`` or a constant ``arange``. The ids must
-be graph inputs. When the embedding sum is also used elsewhere the kernel's ``embedding_sum`` output provides
-it. The LayerNormalization must be the fused op (the decomposed form is left to the norms rule).
+be graph inputs (or a no-op Reshape of one to [-1, S], as in dynamo GPT-2 exports). When the embedding sum is
+also used elsewhere (the residual stream) the kernel's ``embedding_sum`` output provides it. The
+LayerNormalization must be the fused op (the decomposed form is left to the norms rule).
 """
 
 from __future__ import annotations
@@ -125,6 +126,29 @@ class _Finder:
             stack.extend(n.input if n.op_type == "Add" else n.input[:1])
         return False
 
+    def ids_source(self, t: str, core: list, walked: set[int]) -> str | None:
+        """The graph input holding these ids: t itself, or t = Reshape(input, [-1 | B, S]) (a no-op view)."""
+        if t in self.ix.graph_inputs:
+            return t
+        r = self.prod(t, "Reshape")
+        if r is None or r.input[0] not in self.ix.graph_inputs or self.d.rank(r.input[0]) != 2:
+            return None
+        x = r.input[0]
+        local: set[int] = set()
+        vec = self.d.vec(r.input[1], local)
+        allow0 = not self.ix.attr(r, "allowzero", 0)
+        if vec is None or len(vec) != 2:
+            return None
+        ok0 = vec[0] == -1 or (vec[0] == 0 and allow0) or self.d.same(vec[0], ("dim", x, 0))
+        ok1 = (vec[1] == 0 and allow0) or self.d.same(vec[1], ("dim", x, 1))
+        if not (ok0 and ok1):
+            return None
+        if len(self.ix.consumers.get(t, ())) != 1:
+            return None
+        core.append(r)
+        walked |= local
+        return x
+
     def match(self, ln: onnx.NodeProto) -> EmbeddingMatch:
         ix = self.ix
         if len(ln.input) < 3 or not ln.input[2]:
@@ -170,24 +194,25 @@ class _Finder:
         hidden = {self.table(g.input[0])[1] for g in gathers}
         if len(hidden) != 1:
             raise _Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
-        direct = [g for g in gathers if g.input[1] in ix.graph_inputs]
-        others = [g for g in gathers if g.input[1] not in ix.graph_inputs]
+        walked: set[int] = set()
+        src = {id(g): self.ids_source(g.input[1], core, walked) for g in gathers}
+        direct = [g for g in gathers if src[id(g)] is not None]
+        others = [g for g in gathers if src[id(g)] is None]
         if not direct:
             raise _Miss(f"{ln.name}: no embedding is indexed by a graph input (ids reshaped or computed)")
         direct.sort(key=lambda g: -self.table(g.input[0])[0])  # the word table is the largest
         word_g = direct[0]
-        ids = word_g.input[1]
-        if ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:
+        ids = src[id(word_g)]
+        if ids is None or ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:
             raise _Miss(f"{word_g.name}: ids are not a 2-D integer input")
         seg_g = direct[1] if len(direct) > 1 else None
         if len(direct) > 2 or len(others) != 1:
             raise _Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
         pos_g = others[0]
-        walked: set[int] = set()
         if not self.is_arange_positions(pos_g.input[1], ids, walked):
             raise _Miss(f"{pos_g.name}: position indices are not provably 0..S-1")
         if seg_g is not None:
-            sid = seg_g.input[1]
+            sid = src[id(seg_g)]
             if ix.const_dtype(sid) not in _INT_TYPES or not (
                     self.d.same(("dim", sid, 0), ("dim", ids, 0))
                     and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
@@ -219,7 +244,7 @@ class _Finder:
         used_outside = root in ix.graph_outputs or any(
             id(c) not in matched for c in ix.consumers.get(root, ()))
         eps = float(ix.attr(ln, "epsilon", 1e-5))
-        return EmbeddingMatch(ln, core, ids, seg_g.input[1] if seg_g is not None else None, word_g.input[0],
+        return EmbeddingMatch(ln, core, ids, src[id(seg_g)] if seg_g is not None else None, word_g.input[0],
                               pos_g.input[0], seg_g.input[0] if seg_g is not None else None, gamma, beta, eps,
                               ln.output[0], root if used_outside else None)
 
