@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QImage, QPainter, QPainterPath, QPen, QPolygonF
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsPathItem,
@@ -300,6 +300,66 @@ class RouteItem(QGraphicsPathItem):
         self.setZValue(Z_ROUTE + (1 if on else 0))
 
 
+# Below this zoom one cached picture of the whole graph replaces the items: at fit zoom a 10,000-box
+# graph would otherwise cost one Python paint call per box and edge on every frame.
+OVERVIEW_SCALE = 0.06
+_OVERVIEW_MAX_SIDE = 16384
+
+
+class OverviewItem(QGraphicsItem):
+    """The whole graph as one cached image per zoom octave, shown only when zoomed far out."""
+
+    def __init__(self, scene: GraphScene):
+        super().__init__()
+        self._scene = scene
+        self._bounds = scene.sceneRect()
+        self._cache: dict[int, tuple[QImage, float]] = {}
+        self.setZValue(Z_BOX - 1)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
+        return self._bounds
+
+    def _image(self, lod: float) -> tuple[QImage, float]:
+        octave = math.floor(math.log2(max(lod, 1e-6)))
+        hit = self._cache.get(octave)
+        if hit is None:
+            scale = min(
+                2.0 ** (octave + 1), _OVERVIEW_MAX_SIDE / max(self._bounds.width(), self._bounds.height())
+            )
+            hit = (self._scene.draw_overview(scale), scale)
+            self._cache[octave] = hit
+        return hit
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        img, scale = self._image(_lod(painter))
+        exposed = option.exposedRect.intersected(self._bounds)
+        if exposed.isEmpty():
+            return
+        source = QRectF(
+            (exposed.x() - self._bounds.x()) * scale,
+            (exposed.y() - self._bounds.y()) * scale,
+            exposed.width() * scale,
+            exposed.height() * scale,
+        )
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
+        painter.drawImage(exposed, img, source)
+        # selection and highlights stay live on top of the cached picture
+        marks = [(it, QColor(style.HIGHLIGHT)) for it in self._scene._highlighted]
+        marks += [
+            (it, QColor(style.SELECTION)) for it in self._scene.selectedItems() if isinstance(it, BoxItem)
+        ]
+        for it, color in marks:
+            pen = QPen(color, 3.0)
+            pen.setCosmetic(True)
+            painter.setPen(pen)
+            painter.setBrush(color)
+            painter.drawRect(it.sceneBoundingRect())
+
+
 def _category_of(box: Box, graph: GraphDocument) -> str:
     if box.kind == "node" and box.node is not None:
         n = graph.nodes[box.node]
@@ -323,9 +383,14 @@ class GraphScene(QGraphicsScene):
         self._routes_of: dict[str, list[RouteItem]] = {}
         self._active: list[RouteItem] = []
         self._highlighted: list[BoxItem] = []
+        self._details: list[QGraphicsItem] = []
+        self.overview_on = False
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         self.setBackgroundBrush(QColor(style.BACKGROUND))
         self._build()
+        self.overview = OverviewItem(self)
+        self.overview.setVisible(False)
+        self.addItem(self.overview)
         self.selectionChanged.connect(self._on_selection)
 
     def _build(self) -> None:
@@ -334,25 +399,30 @@ class GraphScene(QGraphicsScene):
         for f in lay.frames:
             item = FrameItem(f, len(f.scope))
             self.addItem(item)
+            self._details.append(item)
             self.frames[f.key] = item
         for b in lay.boxes:
             item = BoxItem(b, _category_of(b, graph))
             self.addItem(item)
+            self._details.append(item)
             self.boxes[b.key] = item
         for r in lay.routes:
             if len(r.points) < 2:
                 continue
             item = RouteItem(r)
             self.addItem(item)
+            self._details.append(item)
             self.routes.append(item)
             self._routes_of.setdefault(r.src, []).append(item)
             self._routes_of.setdefault(r.dst, []).append(item)
             if r.stub:
                 x, y = r.points[0]
-                self.addItem(TagItem(labels.get(r.src, r.tensor), QPointF(x + 3, y + 2)))
+                self._details.append(TagItem(labels.get(r.src, r.tensor), QPointF(x + 3, y + 2)))
+                self.addItem(self._details[-1])
             elif r.count > 1:
                 x, y = r.points[-1]
-                self.addItem(TagItem(f"×{r.count}", QPointF(x + 4, y - 4)))
+                self._details.append(TagItem(f"×{r.count}", QPointF(x + 4, y - 4)))
+                self.addItem(self._details[-1])
         self.setSceneRect(
             QRectF(-_MARGIN, -_MARGIN, max(lay.width, 1.0) + 2 * _MARGIN, max(lay.height, 1.0) + 2 * _MARGIN)
         )
@@ -397,6 +467,60 @@ class GraphScene(QGraphicsScene):
         self._active = [r for k in selected[:200] for r in self._routes_of.get(k, [])]
         for item in self._active:
             item.set_active(True)
+
+    def set_overview(self, on: bool) -> None:
+        """Swap the items for the cached whole-graph picture (on) or back (off)."""
+        if on == self.overview_on:
+            return
+        self.overview_on = on
+        for item in self._details:
+            item.setVisible(not on)
+        self.overview.setVisible(on)
+
+    def use_zoom(self, scale: float) -> None:
+        """Pick items or the overview picture for a zoom level (views call this when zooming)."""
+        self.set_overview(scale < OVERVIEW_SCALE)
+
+    def draw_overview(self, scale: float) -> QImage:
+        """The whole graph at scale as an image: boxes as filled rectangles, edges as hairlines."""
+        b = self.sceneRect()
+        img = QImage(
+            max(1, int(b.width() * scale)),
+            max(1, int(b.height() * scale)),
+            QImage.Format.Format_ARGB32_Premultiplied,
+        )
+        img.fill(QColor(style.BACKGROUND))
+        p = QPainter(img)
+        p.scale(scale, scale)
+        p.translate(-b.x(), -b.y())
+        pen = QPen(QColor(style.FRAME_BORDER), 1.0)
+        pen.setCosmetic(True)
+        p.setPen(pen)
+        p.setBrush(style.FRAME_FILL)
+        for f in self.layout.frames:
+            p.drawRect(QRectF(f.x, f.y, f.w, f.h))
+        edge = QColor(style.EDGE)
+        edge.setAlpha(150)
+        pen = QPen(edge, 1.0)
+        pen.setCosmetic(True)
+        p.setPen(pen)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for r in self.layout.routes:
+            if len(r.points) >= 2:
+                p.drawPolyline(QPolygonF([QPointF(x, y) for x, y in r.points]))
+        p.setPen(Qt.PenStyle.NoPen)
+        by_color: dict[int, tuple[QColor, list[QRectF]]] = {}
+        for item in self.boxes.values():
+            strong, pale = style.colors(item.category)
+            color = strong if item.box.kind != "node" else pale.darker(140)
+            by_color.setdefault(color.rgba(), (color, []))[1].append(
+                item.sceneBoundingRect().adjusted(3, 3, -3, -3)
+            )
+        for color, rects in by_color.values():
+            p.setBrush(color)
+            p.drawRects(rects)
+        p.end()
+        return img
 
     def counts(self) -> dict[str, int]:
         """Drawn boxes, routes and frames."""

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QGraphicsView, QWidget
 
 from fuseview.ui.graph_scene import GraphScene
 
-MIN_SCALE = 0.002
+MIN_SCALE = 0.0005
 MAX_SCALE = 6.0
 
 
@@ -51,6 +51,9 @@ class GraphView(QGraphicsView):
         self._update_scroll_room()
 
     def _update_scroll_room(self) -> None:
+        scene = self.scene()
+        if isinstance(scene, GraphScene):
+            scene.use_zoom(self.scale_factor())
         # Half a viewport of room around the graph, so any box (even one at an edge) can be centred.
         scene = self.scene()
         if scene is None:

@@ -215,14 +215,11 @@ class MainWindow(QMainWindow):
     def _start(self, fn, title: str, on_done, *extra) -> Job:
         if self._job is not None:
             self.cancel_job()
-        job = self.runner.start(fn, title)
-        self._job = job
-        job.progress.connect(self._job_progress)
-        job.done.connect(self._job_done)
-        job.failed.connect(self._job_failed)
-        job.cancelled.connect(self._job_cancelled)
-        job.setProperty("title", title)
         self._on_done = (on_done, extra)
+        job = self.runner.start(
+            fn, title, self._job_progress, self._job_done, self._job_failed, self._job_cancelled
+        )
+        self._job = job
         self.progress.setValue(0)
         self.progress.setFormat(f"{title}: %p%")
         self.progress.show()

@@ -23,8 +23,13 @@ def find_nodes(graph: GraphDocument, query: str) -> list[int]:
         n = graph.nodes[exact]
         return [n.index if n.folded_into is None else n.folded_into]
     if any(n.op_type.lower() == q for n in graph.nodes):
-        return sorted({n.index if n.folded_into is None else n.folded_into for n in graph.nodes
-                       if n.op_type.lower() == q})
+        return sorted(
+            {
+                n.index if n.folded_into is None else n.folded_into
+                for n in graph.nodes
+                if n.op_type.lower() == q
+            }
+        )
     hits: set[int] = set()
     for n in graph.nodes:
         target = n.index if n.folded_into is None else n.folded_into

@@ -78,11 +78,23 @@ class JobRunner(QObject):
         super().__init__(parent)
         self._jobs: list[Job] = []
 
-    def start(self, fn: JobFn, name: str = "job") -> Job:
-        """Start fn(progress) in a new thread; connect to the returned Job's signals before events run."""
+    def start(
+        self, fn: JobFn, name: str = "job", on_progress=None, on_done=None, on_failed=None, on_cancelled=None
+    ) -> Job:
+        """Start fn(progress) in a new thread, its signals connected first (a fast job cannot finish unheard).
+
+        Give bound methods of UI-thread QObjects as handlers: Qt then queues each call into the UI thread.
+        """
         job = Job(fn, name)
         self._jobs.append(job)
-        # a bound method of this (UI-thread) object: Qt queues the call into the UI thread
+        for signal, slot in (
+            (job.progress, on_progress),
+            (job.done, on_done),
+            (job.failed, on_failed),
+            (job.cancelled, on_cancelled),
+        ):
+            if slot is not None:
+                signal.connect(slot)
         job.finished.connect(self._reap)
         job.start()
         return job

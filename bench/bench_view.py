@@ -1,0 +1,97 @@
+"""Time the viewer on big graphs: building the scene, and painting one frame at fit and at 1:1 zoom.
+
+    QT_QPA_PLATFORM=offscreen python bench/bench_view.py [MODEL.onnx ...]
+
+Prints one line per model and zoom; paint times are the median of 5 frames rendered into a QImage the
+size of a 1400x900 window's view.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from PySide6.QtCore import QRectF, Qt  # noqa: E402
+from PySide6.QtGui import QImage, QPainter  # noqa: E402
+
+import fuseview.ui  # noqa: E402,F401  - applies the PySide6 None-refcount workaround first
+from fuseview.graph.layout import layout_graph  # noqa: E402
+from fuseview.graph.loader import load_document  # noqa: E402
+from fuseview.ui.app import ensure_app  # noqa: E402
+from fuseview.ui.graph_scene import GraphScene  # noqa: E402
+from fuseview.ui.graph_view import GraphView  # noqa: E402
+
+DEFAULT = [
+    ROOT.parent / "shared" / "models" / "gpt2_48l_ts13.onnx",
+    ROOT / "assets" / "models" / "gpt2_96l_ts13.onnx",
+]
+W, H = 1120, 800  # the view's size inside a 1400x900 window with the inspector open
+
+
+def paint_ms(view: GraphView, repeats: int = 5) -> tuple[float, float, int]:
+    """First-frame and median milliseconds to paint the view into an image, and the items visible."""
+    img = QImage(W, H, QImage.Format.Format_ARGB32_Premultiplied)
+    times = []
+    for _ in range(repeats):
+        img.fill(0xFFFFFFFF)
+        p = QPainter(img)
+        p.setRenderHints(view.renderHints())
+        t = time.perf_counter()
+        view.render(p, QRectF(0, 0, W, H), view.viewport().rect())
+        p.end()
+        times.append((time.perf_counter() - t) * 1000)
+    visible = len(view.items(view.viewport().rect(), Qt.ItemSelectionMode.IntersectsItemBoundingRect))
+    return times[0], statistics.median(times), visible
+
+
+def bench(model: Path) -> None:
+    t0 = time.perf_counter()
+    doc = load_document(model)
+    t1 = time.perf_counter()
+    lay = layout_graph(doc.graph, None)
+    t2 = time.perf_counter()
+    scene = GraphScene(doc.graph, lay)
+    t3 = time.perf_counter()
+    view = GraphView()
+    view.resize(W, H)
+    view.setScene(scene)
+    name = model.stem
+    print(
+        f"{name}: {len(lay.boxes):,} boxes, {len(lay.routes):,} routes (flat); load {t1 - t0:.2f} s, "
+        f"layout {t2 - t1:.2f} s, scene build {t3 - t2:.2f} s"
+    )
+    view.fit()
+    first, ms, n = paint_ms(view)
+    print(
+        f"{name}: paint at fit zoom ({view.scale_factor() * 100:.2f}%, {n:,} items visible, overview): "
+        f"{ms:.1f} ms a frame, first frame {first:.1f} ms (draws the cached picture)"
+    )
+    # fit of a very tall graph is a sliver: also the densest readable-overview case, all columns at 10%
+    view.set_zoom(0.1)
+    view.centerOn(scene.sceneRect().center())
+    first, ms, n = paint_ms(view)
+    print(f"{name}: paint at 10% zoom ({n:,} items visible): {ms:.1f} ms a frame")
+    view.set_zoom(1.0)
+    view.centerOn(scene.sceneRect().center())
+    first, ms, n = paint_ms(view)
+    print(f"{name}: paint at 1:1 zoom ({n:,} items visible): {ms:.1f} ms a frame, first {first:.1f} ms")
+
+
+def main(argv: list[str]) -> int:
+    ensure_app()
+    models = [Path(a) for a in argv] or [m for m in DEFAULT if m.is_file()]
+    for m in models:
+        bench(m)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
