@@ -135,7 +135,8 @@ def print_report(rep: dict, out=None) -> None:
     for f in rep.get("ort_fusions") or []:
         w()
         w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"
-          f" {f['nodes_before']} -> {f['nodes_after']} nodes")
+          f" {f['nodes_before']} -> {f['nodes_after']} nodes"
+          f" ({f['constants_to_initializers']} Constant nodes became initializers)")
         w("  added:   " + (", ".join(f"{k} +{v}" for k, v in f["added"].items()) or "none"))
         w("  removed: " + (", ".join(f"{k} -{v}" for k, v in f["removed"].items()) or "none"))
 
