@@ -473,3 +473,16 @@ def test_root_is_always_open_and_cached_layouts_match_fresh_ones() -> None:
     assert layout_graph(g, ex) == before
     forget(g)
     assert layout_graph(g, ex) == before
+
+
+@pytest.mark.parametrize("path", shared_models(), ids=lambda p: p.name)
+def test_gpt2_residual_adds_line_up(path: Path) -> None:
+    # the residual stream runs straight down: the two Adds of every block share (nearly) one x
+    lay = layout_graph(_doc(path).graph)
+    adds = [
+        b.x + b.w / 2
+        for b in lay.boxes
+        if b.kind == "node" and b.label == "Add" and len(b.scope) == 3 and b.scope[2].startswith("h.")
+    ]
+    assert len(adds) >= 4
+    assert max(adds) - min(adds) < 100, f"residual adds spread over {max(adds) - min(adds):.0f} px"

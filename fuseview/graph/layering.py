@@ -269,11 +269,13 @@ def place_graph(
         for v, x in zip(lst, xs, strict=True):
             cx[v] = x
 
+    # Gauss-Seidel sweeps on both neighbours: one-sided (median-style) sweeps let a GPT-2's residual
+    # chain drift sideways block after block; pulling from both sides keeps the residual adds aligned
     for _ in range(placement_passes):
         for lyr in range(1, n_layers):
-            place(lyr, True, False)
+            place(lyr, True, True)
         for lyr in range(n_layers - 2, -1, -1):
-            place(lyr, False, True)
+            place(lyr, True, True)
     for lyr in range(n_layers):
         place(lyr, True, True)
 
