@@ -150,6 +150,9 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
             new_nodes_at.setdefault(root_pos, []).append(node)
             del k
     keep_ids = {id(n) for ns in new_nodes_at.values() for n in ns}
+    # Nodes that were already dead in the source stay: removing them is not what the user accepted.
+    src_used = {i for n in index.nodes for i in n.input} | {o.name for o in model.graph.output}
+    orig_dead = {id(n) for n in index.nodes if not any(o in src_used for o in n.output if o)}
     nodes: list[onnx.NodeProto] = []
     for i, n in enumerate(index.nodes):
         if id(n) not in remove:
@@ -165,12 +168,15 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
         for n in nodes:
             if _has_subgraph(n):
                 used_names |= _subgraph_inputs(n)
+        # Any ONNX op is a pure function: once a fusion absorbed its only reader (e.g. the Shape/Gather/
+        # Concat chain that fed a Reshape), it is dead code.
         dead = [
             n
             for n in nodes
-            if n.op_type in ("Constant", "ConstantOfShape")
+            if n.domain in ("", "ai.onnx")
             and id(n) not in keep_ids
-            and not any(o in used_names for o in n.output)
+            and id(n) not in orig_dead
+            and not any(o in used_names for o in n.output if o)
         ]
         if not dead:
             break

@@ -109,6 +109,10 @@ class OpBuilder:
         """A constant holding one value close to ``value``."""
         return PConst(float(value), tol)
 
+    def var(self, name: str) -> PVar:
+        """Any tensor, bound to variable ``name`` (for variables a helper introduces)."""
+        return PVar(name)
+
     def constant(self, name: str) -> PVar:
         """Any constant tensor, bound to variable ``name``."""
         return PVar(name, constant=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import Match
+from fuseview.fusion.rule import Match, Replacement
 
 FLOAT = onnx.TensorProto.FLOAT
 
@@ -84,3 +84,41 @@ def is_last_axis(m: Match, label: str, x: str) -> str | None:
     if m.attr(label, "keepdims", 1) != 1:
         return f"{m.index.name(m.node(label))} drops the reduced axis (keepdims=0)"
     return None
+
+
+def linear_3d(op, x):
+    """Reshape(x, [-1, K]) -> Gemm(W, bias) -> Reshape([B, S, N]): TorchScript's Conv1D / nn.Linear on 3-D x.
+
+    Becomes MatMul(x, W) plus a bias input of the fused op that follows, which also drops the Shape/Gather/
+    Concat subgraphs that only fed the two Reshapes.
+    """
+    flat = op.Reshape(x, op.var("shape_in"), _label="reshape_in")
+    gemm = op.Gemm(flat, op.constant("w"), op.constant("bias"), _label="gemm")
+    return op.Reshape(gemm, op.var("shape_out"), _label="reshape_out")
+
+
+def linear_3d_check(m: Match) -> str | None:
+    """Reason unless the Reshape/Gemm/Reshape really is x @ W + bias over the last axis of a 3-D x."""
+    if "gemm" not in m.nodes:
+        return None
+    for a, want in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
+        if m.attr("gemm", a, want) != want:
+            return f"Gemm has {a}={m.attr('gemm', a)}; only plain x @ W + bias is rewritten"
+    sx = m.shape(m.node("reshape_in").input[0])
+    sf = m.shape(m.node("reshape_in").output[0])
+    so = m.shape(m.node("reshape_out").output[0])
+    w = m.value("w")
+    bias = m.value("bias")
+    if sx is None or sf is None or so is None or w is None or bias is None:
+        return "shapes around the Gemm are unknown"
+    if len(sx) < 2 or w.ndim != 2 or bias.ndim != 1 or bias.shape[0] != w.shape[1]:
+        return f"Gemm input {sx}, weight {list(w.shape)}, bias {list(bias.shape)}: not a linear layer"
+    if list(sf) != [int(np.prod(sx[:-1])), sx[-1]] or list(so) != list(sx[:-1]) + [w.shape[1]]:
+        return f"Reshapes {sx} -> {sf} -> {so} do not just flatten and restore the leading dims"
+    return None
+
+
+def linear_3d_matmul(m: Match, x: str) -> tuple[Replacement, str]:
+    """The MatMul replacing Reshape/Gemm/Reshape, and the name of its output."""
+    out = m.node("gemm").output[0] + "_matmul"
+    return Replacement([x, m["w"]], op="MatMul", domain="", outputs=[out]), out

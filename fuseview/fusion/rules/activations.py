@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules._common import linear_3d, linear_3d_check, linear_3d_matmul
 from fuseview.fusion.rules._common import all_checks, float_input, last_axis_vector, product3, scalar
 
 SQRT2 = math.sqrt(2.0)
@@ -25,12 +26,18 @@ def _tanh_core(op, x, pow_: bool):
     return op.Add(op.Tanh(op.Mul(inner, op.const(SQRT_2_OVER_PI))), op.const(1.0))
 
 
-def _variants(core, bias: bool):
-    """Pattern functions for 0.5 * x * core(x), every bracketing and core variant, with an optional bias Add."""
+def _variants(core, bias: bool | str):
+    """Pattern functions for 0.5 * x * core(x), every bracketing and core variant, with an optional bias Add
+    (bias="gemm": the bias comes from a Reshape/Gemm/Reshape linear layer, rewritten to MatMul + fused bias)."""
     fns = []
     for variant in range(3):
         for flag in (True, False):
-            if bias:
+            if bias == "gemm":
+
+                def fn(op, x0, variant=variant, flag=flag):
+                    x = linear_3d(op, x0)
+                    return product3(op, x, core(op, x, flag), op.const(0.5), variant)
+            elif bias:
 
                 def fn(op, x0, bias, variant=variant, flag=flag):
                     x = op.Add(x0, bias, _label="bias_add")
@@ -46,9 +53,18 @@ def _variants(core, bias: bool):
 
 
 def _bias_check(m):
+    if "gemm" in m.nodes:
+        return linear_3d_check(m)
     if m.value("bias") is None:
         return f"{m['bias']} is not a constant bias"
     return last_axis_vector(m, "bias", "x0")
+
+
+def _bias_replace(m):
+    if "gemm" in m.nodes:
+        mm, out = linear_3d_matmul(m, m["x0"])
+        return [mm, Replacement([out, m["bias"]])]
+    return Replacement([m["x0"], m["bias"]])
 
 
 def _quick_gelu(op, x):
@@ -82,10 +98,10 @@ RULES = [
         fused_op="BiasGelu",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        patterns=_variants(_erf_core, bias=True),
+        patterns=_variants(_erf_core, bias=True) + _variants(_erf_core, bias="gemm"),
         check=all_checks(float_input("x0"), _bias_check),
         priority=11,
-        replace=lambda m: Replacement([m["x0"], m["bias"]]),
+        replace=_bias_replace,
     ),
     Rule(
         name="fast_gelu",
@@ -104,10 +120,10 @@ RULES = [
         fused_op="FastGelu",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        patterns=_variants(_tanh_core, bias=True),
+        patterns=_variants(_tanh_core, bias=True) + _variants(_tanh_core, bias="gemm"),
         check=all_checks(float_input("x0"), _bias_check),
         priority=11,
-        replace=lambda m: Replacement([m["x0"], m["bias"]]),
+        replace=_bias_replace,
     ),
     Rule(
         name="quick_gelu",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rules._common import linear_3d, linear_3d_check, linear_3d_matmul
 from fuseview.fusion.rules._common import all_checks, float_input, is_last_axis, last_axis_vector, scalar
 
 # ---------------------------------------------------------------------------------------- pattern pieces
@@ -70,6 +71,8 @@ def _input(op, a, b, c, skip):
         return a
     if skip == "bias":
         return op.Add(op.Add(a, op.constant(c.name), _label="bias_add"), b, _label="skip_add", _expose=True)
+    if skip == "gemm":
+        return op.Add(linear_3d(op, a), b, _label="skip_add", _expose=True)
     return op.Add(a, b, _label="skip_add", _expose=True)
 
 
@@ -81,7 +84,7 @@ def _sig(fn, skip, name):
             return fn(op, x, None)
 
         out = plain
-    elif skip == "add":
+    elif skip in ("add", "gemm"):
 
         def added(op, a, b):
             return fn(op, a, b)
@@ -147,16 +150,22 @@ def _affine_check(m: Match) -> str | None:
 
 
 def _skip_check(m: Match) -> str | None:
-    sa, sb = m.shape("a"), m.shape("b")
+    _inp, skip = _skip_inputs(m)
+    add = m.node("skip_add")
+    main = add.input[0] if add.input[1] == skip else add.input[1]
+    sa, sb = m.shape(main), m.shape(skip)
     if sa is None or sb is None or len(sa) != 3:
         return f"residual Add inputs have shapes {sa} and {sb}; SkipLayerNormalization needs 3-D input"
     if list(sa) != list(sb) and not (len(sb) == 3 and sb[0] == 1 and list(sb[1:]) == list(sa[1:])):
         if not (len(sb) == 2 and list(sb) == list(sa[1:])):
             return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
+    r = linear_3d_check(m)
+    if r:
+        return r
     if "bias" in m.bindings:
         if m.value("bias") is None:
             return f"{m['bias']} is not a constant bias"
-        return last_axis_vector(m, "bias", "a")
+        return last_axis_vector(m, "bias", main)
     return None
 
 
@@ -194,15 +203,20 @@ def _skip_inputs(m: Match) -> tuple[str, str]:
     """Input and skip in the Add's own operand order (the skip may broadcast over batch, not the input)."""
     add = m.node("skip_add")
     first, second = add.input[0], add.input[1]
-    if "bias_add" in m.nodes:
-        inner = m.node("bias_add").output[0]
-        other = second if first == inner else first
-        return m["a"], other
+    for label in ("bias_add", "reshape_out"):
+        if label in m.nodes:
+            inner = m.node(label).output[0]
+            other = second if first == inner else first
+            return m["a"], other
     return first, second
 
 
-def _skip_replace(m: Match) -> Replacement:
+def _skip_replace(m: Match) -> Replacement | list[Replacement]:
     inp, skip = _skip_inputs(m)
+    pre = []
+    if "gemm" in m.nodes:
+        mm, inp = linear_3d_matmul(m, inp)
+        pre = [mm]
     ln_like = "ln" in m.nodes
     gamma = m["gamma"]
     beta = m.bindings.get("beta", "")
@@ -215,7 +229,7 @@ def _skip_replace(m: Match) -> Replacement:
     exposed = m.exposed.get("skip_add")
     if exposed:
         outs += ["", "", exposed]
-    return Replacement(inputs, {"epsilon": _eps(m)}, outputs=outs)
+    return pre + [Replacement(inputs, {"epsilon": _eps(m)}, outputs=outs)]
 
 
 def _skip_rms_replace(m: Match) -> Replacement:
@@ -272,7 +286,7 @@ RULES = [
         fused_op="SkipLayerNormalization",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        patterns=_skip_patterns("bias"),
+        patterns=_skip_patterns("bias") + _skip_patterns("gemm"),
         check=all_checks(float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
         priority=31,
         replace=_skip_replace,

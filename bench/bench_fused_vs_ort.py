@@ -1,0 +1,125 @@
+"""fuseview fuse-all vs onnxruntime.transformers.optimizer on GPT-2 exports: fusions, time, latency, error.
+
+    python bench/bench_fused_vs_ort.py [MODEL ...] [--runs N] [--threads T]
+
+Latency of the original, fuseview's fused and the ort-optimized model is measured in one process with identical
+session options (graph optimizations disabled, CPU), runs interleaved round-robin; logits are compared with the
+original's on the same inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from fuseview.fusion.apply import apply_candidates
+from fuseview.fusion.plan import Plan
+from fuseview.fusion.scan import load_model, scan_model
+from fuseview.runtime.inputs import make_feeds
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "models"
+DEFAULT = [SHARED / "gpt2_12l_ts13.onnx", SHARED / "gpt2_48l_ts13.onnx"]
+FUSED_OPS = (
+    "SkipLayerNormalization",
+    "LayerNormalization",
+    "FastGelu",
+    "Gelu",
+    "BiasGelu",
+    "Attention",
+    "MultiHeadAttention",
+    "EmbedLayerNormalization",
+    "FusedMatMul",
+    "SkipSimplifiedLayerNormalization",
+    "SimplifiedLayerNormalization",
+    "GemmFastGelu",
+    "QuickGelu",
+)
+
+
+def op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """Counts of the fused op types in a model."""
+    c = collections.Counter(n.op_type for n in model.graph.node)
+    return {k: c[k] for k in FUSED_OPS if c[k]}
+
+
+def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
+    """CPU session with onnxruntime's own graph optimizations disabled."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def bench(path: Path, runs: int, threads: int) -> None:
+    """Print fusions, fusion time, latency and logits error for one model."""
+    print(f"== {path.name}")
+    model = load_model(path)
+    t = time.perf_counter()
+    scan = scan_model(model, base_dir=path.parent)
+    plan = Plan(scan.candidates, str(path))
+    plan.accept_all()
+    fused = apply_candidates(model, scan, plan.accepted()).model
+    t_fv = time.perf_counter() - t
+    print(f"fuseview   scan+apply {t_fv:.2f} s   fused ops {op_counts(fused)}")
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    t = time.perf_counter()
+    opt = optimize_model(str(path), model_type="gpt2", num_heads=0, hidden_size=0, opt_level=0)
+    t_ort = time.perf_counter() - t
+    ort_model = opt.model
+    stats = {k: v for k, v in opt.get_fused_operator_statistics().items() if v}
+    print(f"ort-opt    optimize_model {t_ort:.2f} s   reported {stats}")
+    print(f"ort-opt    fused ops {op_counts(ort_model)}")
+    with tempfile.TemporaryDirectory():
+        pass
+
+    feeds = make_feeds(model)
+    sessions = {
+        "original": session(model, threads),
+        "fuseview": session(fused, threads),
+        "ort-opt": session(ort_model, threads),
+    }
+    outs = {k: s.run(None, feeds)[0] for k, s in sessions.items()}  # also the warm-up run
+    times: dict[str, list[float]] = {k: [] for k in sessions}
+    for _ in range(runs):
+        for k, s in sessions.items():
+            t = time.perf_counter()
+            s.run(None, feeds)
+            times[k].append(time.perf_counter() - t)
+    base = statistics.median(times["original"])
+    shape = "x".join(str(d) for d in next(iter(feeds.values())).shape)
+    print(
+        f"latency    CPU, {threads} thread(s), ORT_DISABLE_ALL, input {shape}, median of {runs} interleaved runs"
+    )
+    for k in sessions:
+        med = statistics.median(times[k])
+        diff = float(np.max(np.abs(outs[k].astype(np.float64) - outs["original"].astype(np.float64))))
+        print(f"  {k:<9} {med * 1000:8.2f} ms   x{base / med:4.2f} vs original   max|logits diff| {diff:.3g}")
+
+
+def main() -> None:
+    """Run the comparison for each model given (default: GPT-2 12 and 48 layers, ts13)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", type=Path, default=DEFAULT)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    for p in args.models:
+        bench(p, args.runs, args.threads)
+
+
+if __name__ == "__main__":
+    main()
