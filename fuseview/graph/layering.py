@@ -241,7 +241,8 @@ def place_graph(
     # long edges should run straight: dummies are stiff and pull hard on each other
     weight_v = [4.0 if d else 1.0 for d in is_dummy]
 
-    def place(lyr: int, use_up: bool, use_down: bool) -> None:
+    def place(lyr: int, dummy_up: bool, dummy_down: bool) -> None:
+        # boxes are pulled by both neighbours; dummies by the side the sweep comes from, or not at all
         lst = layers[lyr]
         targets = []
         weights = []
@@ -249,12 +250,16 @@ def place_graph(
             s = 0.0
             wsum = 0.0
             dv = is_dummy[v]
-            if use_up:
+            if dv and not (dummy_up or dummy_down):
+                targets.append(cx[v])
+                weights.append(1e6)  # frozen
+                continue
+            if not dv or dummy_up:
                 for u in up[v]:
                     w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
                     s += w * cx[u]
                     wsum += w
-            if use_down:
+            if not dv or dummy_down:
                 for u in down[v]:
                     w = (8.0 if is_dummy[u] else 2.0) if dv else (2.0 if is_dummy[u] else 1.0)
                     s += w * cx[u]
@@ -269,15 +274,19 @@ def place_graph(
         for v, x in zip(lst, xs, strict=True):
             cx[v] = x
 
-    # Gauss-Seidel sweeps on both neighbours: one-sided (median-style) sweeps let a GPT-2's residual
-    # chain drift sideways block after block; pulling from both sides keeps the residual adds aligned
+    # Sweeps down and up. Boxes take the mean of both neighbours (one-sided, median-style sweeps let a
+    # GPT-2's residual stream drift sideways block after block); dummies follow the sweep direction only
+    # (pulled from both sides, long edges wiggle around the boxes they pass). A last round settles the
+    # boxes with the long edges held still.
     for _ in range(placement_passes):
         for lyr in range(1, n_layers):
-            place(lyr, True, True)
+            place(lyr, True, False)
         for lyr in range(n_layers - 2, -1, -1):
-            place(lyr, True, True)
+            place(lyr, False, True)
     for lyr in range(n_layers):
-        place(lyr, True, True)
+        place(lyr, False, False)
+    for lyr in range(n_layers - 1, -1, -1):
+        place(lyr, False, False)
 
     # --- vertical placement: each layer as tall as its tallest vertex
     layer_h = [0.0] * n_layers
