@@ -131,14 +131,14 @@ def test_inspector_shows_op_inputs_shapes_and_weights(qtbot, win):
     text = win.inspector.text()
     assert "LayerNormalization" in text and node.name in text
     x = node.inputs[0]
-    assert f"{x}\t{g.tensors[x].dtype}\t{g.tensors[x].shape_text}" in text
+    assert f"{x}\t{g.tensors[x].dtype} {g.tensors[x].shape_text}" in text
     y = node.outputs[0]
-    assert f"{y}\t{g.tensors[y].dtype}\t{g.tensors[y].shape_text}" in text
+    assert f"{y}\t{g.tensors[y].dtype} {g.tensors[y].shape_text}" in text
     # folded weight: shape and the first values, read from the file's initializer
     w = node.folded_inputs[0]
     init = next(t for t in win.doc.model.graph.initializer if t.name == w)
     first = numpy_helper.to_array(init).reshape(-1)[0]
-    assert f"{w}\t{g.tensors[w].dtype}\t{g.tensors[w].shape_text}" in text
+    assert f"{w}\t{g.tensors[w].dtype} {g.tensors[w].shape_text}" in text
     assert f"[{float(first):.4g}, " in text
     assert "epsilon" in text  # attributes
     assert win.counts()["selected"] == 1
@@ -265,8 +265,13 @@ def test_cancel_long_load_keeps_window_usable(qtbot, win, errors):
 def test_drop_an_onnx_file_opens_it(qtbot, win):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(GPT2_2L))])
-    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                       Qt.KeyboardModifier.NoModifier)
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
         win.view.dropEvent(event)
     assert win.doc.path == GPT2_2L
@@ -295,8 +300,16 @@ def test_wheel_zoom_keeps_point_under_cursor(qtbot, win):
     pos = QPointF(vp.width() * 0.3, vp.height() * 0.4)
     before = win.view.mapToScene(pos.toPoint())
     s0 = win.view.scale_factor()
-    ev = QWheelEvent(pos, vp.mapToGlobal(pos), QPoint(0, 0), QPoint(0, 240), Qt.MouseButton.NoButton,
-                     Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    ev = QWheelEvent(
+        pos,
+        vp.mapToGlobal(pos),
+        QPoint(0, 0),
+        QPoint(0, 240),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
     win.view.wheelEvent(ev)
     assert win.view.scale_factor() == pytest.approx(s0 * 1.0015**240)
     after = win.view.mapToScene(pos.toPoint())

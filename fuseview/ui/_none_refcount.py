@@ -1,7 +1,8 @@
-"""Work around PySide6 6.12 on CPython < 3.12: each call of a Qt method returning void drops a
-reference to None that it never took (None is immortal from 3.12 on, so the wheel assumes it). After
-a few thousand calls (setPen, setZValue, ...) None's count reaches zero and CPython aborts with
-"none_dealloc: deallocating None". Giving None a huge extra count makes it immortal in effect.
+"""Work around PySide6 6.12 on CPython < 3.12: Qt calls drop references to None, True and False that
+they never took (those objects are immortal from 3.12 on, and the wheel assumes so). Each void method
+(setPen, setZValue, ...) or signal emit costs one; after a few thousand CPython aborts with
+"none_dealloc: deallocating None" or "bool_dealloc". Giving these singletons a huge extra count makes
+them immortal in effect.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import platform
 import sys
 
 _EXTRA = 1 << 52
+_SINGLETONS = (None, True, False, NotImplemented, Ellipsis)
 
 
 def make_none_immortal() -> bool:
-    """Raise None's reference count far past any number of leaked decrements; True if it was needed."""
+    """Raise the singletons' reference counts past any number of leaked decrements; True if needed."""
     if sys.version_info >= (3, 12) or platform.python_implementation() != "CPython":
         return False
     if sys.getrefcount(None) > _EXTRA // 2:
         return False  # done already
-    # ob_refcnt is the first field of every CPython object
-    ctypes.c_ssize_t.from_address(id(None)).value += _EXTRA
+    for obj in _SINGLETONS:
+        # ob_refcnt is the first field of every CPython object
+        ctypes.c_ssize_t.from_address(id(obj)).value += _EXTRA
     return True

@@ -40,9 +40,10 @@ def _lod(painter: QPainter) -> float:
 class BoxItem(QGraphicsItem):
     """A node, graph input/output or collapsed group, drawn with level of detail."""
 
-    def __init__(self, box: Box, category: str):
+    def __init__(self, box: Box, category: str, sublabel: str | None = None):
         super().__init__()
         self.box = box
+        self.sublabel = box.sublabel if sublabel is None else sublabel
         self.key = box.key
         self.category = category
         self.highlighted = False
@@ -52,7 +53,9 @@ class BoxItem(QGraphicsItem):
         self.setZValue(Z_BOX)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
-        tip = box.label if not box.sublabel else f"{box.label}\n{box.sublabel}"
+        tip = "\n".join(
+            t for t in (box.label, box.sublabel, self.sublabel if self.sublabel != box.sublabel else "") if t
+        )
         if box.kind == "group":
             tip += "\n(double-click to expand)"
         self.setToolTip(tip)
@@ -77,11 +80,7 @@ class BoxItem(QGraphicsItem):
             label_fm = QFontMetricsF(style.font(_LABEL_PX, True))
             sub_fm = QFontMetricsF(style.font(_SUB_PX))
             label = label_fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w)
-            sub = (
-                sub_fm.elidedText(self.box.sublabel, Qt.TextElideMode.ElideLeft, w)
-                if self.box.sublabel
-                else ""
-            )
+            sub = sub_fm.elidedText(self.sublabel, Qt.TextElideMode.ElideMiddle, w) if self.sublabel else ""
             self._texts = (label, sub)
         return self._texts
 
@@ -360,6 +359,26 @@ class OverviewItem(QGraphicsItem):
             painter.drawRect(it.sceneBoundingRect())
 
 
+def short_shape(shape) -> str:
+    """A shape for a box: shape inference's invented dims (unk__12) shown as ?, named ones kept."""
+    if shape is None:
+        return "?"
+    dims = ["?" if d is None or (isinstance(d, str) and d.startswith("unk__")) else str(d) for d in shape]
+    return "[" + ", ".join(dims) + "]"
+
+
+def node_sublabel(box: Box, graph: GraphDocument) -> str:
+    """What a node box shows under its op type: its output's shape (the name is in the inspector)."""
+    if box.kind != "node" or box.node is None:
+        return box.sublabel
+    n = graph.nodes[box.node]
+    shapes = [short_shape(graph.tensors[o].shape) for o in n.outputs if o in graph.tensors]
+    known = [sh for sh in shapes if sh != "?"]
+    if not known:
+        return n.name.rsplit("/", 1)[-1]
+    return known[0] if len(n.outputs) == 1 else f"{known[0]} +{len(n.outputs) - 1}"
+
+
 def _category_of(box: Box, graph: GraphDocument) -> str:
     if box.kind == "node" and box.node is not None:
         n = graph.nodes[box.node]
@@ -402,7 +421,7 @@ class GraphScene(QGraphicsScene):
             self._details.append(item)
             self.frames[f.key] = item
         for b in lay.boxes:
-            item = BoxItem(b, _category_of(b, graph))
+            item = BoxItem(b, _category_of(b, graph), node_sublabel(b, graph))
             self.addItem(item)
             self._details.append(item)
             self.boxes[b.key] = item

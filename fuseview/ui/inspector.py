@@ -56,8 +56,21 @@ def _tensor_proto(doc: ModelDocument, name: str) -> onnx.TensorProto | None:
     return None
 
 
+def tensor_type(g: GraphDocument, name: str) -> str:
+    """`float32 [batch, seq, 768]` for a tensor of the graph, `?` parts where unknown."""
+    t = g.tensors.get(name)
+    if t is None:
+        return "? ?"
+    return f"{t.dtype or '?'} {t.shape_text}"
+
+
 def _fmt_attr(value: object) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, list) and value and all(isinstance(v, float) for v in value):
+        text = "[" + ", ".join(f"{v:.6g}" for v in value) + "]"
+    else:
+        text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 200 else text[:200] + "…"
 
 
@@ -68,22 +81,25 @@ class Inspector(QDockWidget):
         super().__init__("Inspector", parent)
         self.setObjectName("inspector")
         self.tree = QTreeWidget()
-        self.tree.setColumnCount(3)
-        self.tree.setHeaderLabels(["", "", ""])
+        self.tree.setColumnCount(2)
+        self.tree.setHeaderLabels(["", ""])
         self.tree.setHeaderHidden(True)
         self.tree.setRootIsDecorated(True)
         self.tree.setAlternatingRowColors(True)
         self.tree.setUniformRowHeights(True)
         self.tree.setWordWrap(False)
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.tree.header().setStretchLastSection(True)
         self.setWidget(self.tree)
         self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
-        self.setMinimumWidth(280)
+        self.setMinimumWidth(400)
         self.clear()
 
     def clear(self, message: str = "Select a box to inspect it.") -> None:
         """Show only a hint."""
         self.tree.clear()
-        QTreeWidgetItem(self.tree, [message])
+        item = QTreeWidgetItem(self.tree, [message])
+        item.setFirstColumnSpanned(True)
 
     def _section(self, title: str) -> QTreeWidgetItem:
         item = QTreeWidgetItem(self.tree, [title])
@@ -110,8 +126,10 @@ class Inspector(QDockWidget):
             self._show_tensor_box(g, box)
         elif box.kind == "group":
             self._show_group(g, box)
+        # long tensor names must not push dtype and shape out of sight: cap the name column
+        width = max(self.tree.viewport().width(), 300)
         self.tree.resizeColumnToContents(0)
-        self.tree.resizeColumnToContents(1)
+        self.tree.setColumnWidth(0, min(self.tree.columnWidth(0), int(width * 0.45)))
 
     def show_many(self, count: int) -> None:
         """Several boxes are selected."""
@@ -120,13 +138,9 @@ class Inspector(QDockWidget):
     def _tensor_rows(self, parent: QTreeWidgetItem, g: GraphDocument, names: tuple[str, ...]) -> None:
         for name in names:
             if not name:
-                self._row(parent, "(omitted)", "", "")
+                self._row(parent, "(omitted)", "")
                 continue
-            t = g.tensors.get(name)
-            if t is None:
-                self._row(parent, name, "?", "?")
-            else:
-                self._row(parent, name, t.dtype or "?", t.shape_text)
+            self._row(parent, name, tensor_type(g, name))
 
     def _show_node(self, doc: ModelDocument, node: Node) -> None:
         g = doc.graph
@@ -151,11 +165,10 @@ class Inspector(QDockWidget):
         if node.folded_inputs:
             weights = self._section(f"Weights and constants ({len(node.folded_inputs)})")
             for name in node.folded_inputs:
-                t = g.tensors.get(name)
-                row = self._row(weights, name, t.dtype or "?" if t else "?", t.shape_text if t else "?")
+                row = self._row(weights, name, tensor_type(g, name))
                 preview = weight_preview(doc, name)
                 if preview:
-                    self._row(row, "values", preview).setFirstColumnSpanned(False)
+                    self._row(row, "values", preview)
                     row.setExpanded(True)
         if node.subgraphs:
             subs = self._section("Subgraphs")

@@ -206,10 +206,11 @@ class MainWindow(QMainWindow):
         self.view.fit()
         if self.scene is not None and self.view.scale_factor() < 0.25:
             # A tall graph fitted whole is unreadable: start at its top, at a readable zoom instead.
-            self.view.set_zoom(0.6)
+            self.view.set_zoom(0.8)
             self.view.centerOn(QPointF(self.scene.sceneRect().center().x(), self.scene.sceneRect().top()))
         for w in doc.warnings:
             self.statusBar().showMessage(w, 10000)
+        self.document_shown.emit()
 
     # jobs -----------------------------------------------------------------------------------------
     def _start(self, fn, title: str, on_done, *extra) -> Job:
@@ -302,7 +303,6 @@ class MainWindow(QMainWindow):
         if op:
             self.highlight_op(op)
         self._selection_changed()
-        self.document_shown.emit()
 
     def relayout(self, expanded: Expansion, then=None) -> None:
         """Lay out the current document again with another expansion; then() runs once it is shown."""
@@ -331,6 +331,7 @@ class MainWindow(QMainWindow):
         self._show_layout(expanded, lay)
         if then is not None:
             then()
+        self.document_shown.emit()
 
     def _anchor(self, item) -> tuple[QPointF, QPointF] | None:
         if item is None:
