@@ -123,8 +123,14 @@ def test_against_a_model_fused_by_fuseview(tmp_path, capsys):
     fusions = rep["comparison"]["fusions"]
     assert len(fusions) >= 3 and {f["op_type"] for f in fusions} >= {"FastGelu", "SkipLayerNormalization"}
     fused_ops = {o["op_type"] for o in rep["models"][1]["op_types"]}
+    original_names = {n["name"] for n in rep["models"][0]["nodes"]}
+    seen: set[str] = set()
     for f in fusions:
         assert f["passed"] and f["compared"], f
-        assert f["op_type"] in fused_ops
+        assert f["op_type"] in fused_ops and set(f["op_types"]) <= fused_ops
         t = f["time"]
         assert t["fused_us"] > 0 and t["original_us"] > 0 and t["missing"] == [], t
+        assert t["fused_nodes"] == t["fused_timed"] == len(f["nodes"])
+        # each original node is replaced by one fusion only, and ran in the original model
+        assert not seen & set(f["origin"]) and set(f["origin"]) <= original_names
+        seen |= set(f["origin"])

@@ -93,3 +93,35 @@ def test_tensor_diff_metrics():
     assert tensor_diff(n, n.copy(), 0, 0)["passed"]
     ints = np.array([1, 2, 3])
     assert tensor_diff(ints, ints.copy(), 0, 0)["passed"]
+
+
+def test_a_fusion_that_writes_two_nodes_is_one_group(trio):
+    """Like bias_fast_gelu: the MatMul and the FastGelu of one candidate share its id and origin."""
+    import json
+
+    from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
+    from fuseview.runtime.profiling import fusion_groups
+
+    orig, fused, _, feeds = trio
+    two = onnx.ModelProto()
+    two.CopyFrom(fused)
+    fc_in = two.graph.node[0]
+    assert fc_in.name == "fc_in"
+    for key, value in ((ORIGIN_KEY, json.dumps(["fc_in"])), (RULE_KEY, "fast_gelu_tanh"),
+                       (CANDIDATE_KEY, "fast_gelu_tanh:gelu_pow")):
+        p = fc_in.metadata_props.add()
+        p.key, p.value = key, value
+    (g,) = fusion_groups(two)
+    assert g["nodes"] == ["fc_in", "fused_gelu"] and g["node"] == "fused_gelu" and g["op_type"] == "FastGelu"
+    assert g["origin"] == ["fc_in", *samples.GELU_NODES]
+    res = compare_outputs(orig, two, feeds, "cpu")
+    (f,) = res["fusions"]
+    assert f["compared"] == ["h", "gelu_out"] and f["passed"]
+    pa = profile_model(orig, feeds, "cpu", runs=3, warmup=1)
+    pb = profile_model(two, feeds, "cpu", runs=3, warmup=1)
+    (t,) = fusion_times(two, orig, pa, pb)
+    a = {n["name"]: n["mean_us"] for n in pa["nodes"]}
+    b = {n["name"]: n["mean_us"] for n in pb["nodes"]}
+    assert t["fused_nodes"] == 2 and t["original_nodes"] == 9
+    assert t["fused_us"] == pytest.approx(b["fc_in"] + b["fused_gelu"])
+    assert t["original_us"] == pytest.approx(a["fc_in"] + sum(a[n] for n in samples.GELU_NODES))

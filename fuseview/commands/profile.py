@@ -122,16 +122,19 @@ def print_report(rep: dict, out=None) -> None:
               f"{_g(d['cosine']):>12}  {'pass' if d['passed'] else 'FAIL'}")
         if cmp["fusions"]:
             w(f"fusions ({len(cmp['fusions'])}):")
-            w(f"  {'fused node':<32}{'op':<18}{'fused':>11}{'original':>11}{'speedup':>9}{'max abs':>11}"
-              "  result")
+            w("  times: sums of per-node medians (p50) over the profiled runs")
+            w(f"  {'rule':<22}{'fused ops':<30}{'fused':>11}{'original (nodes)':>18}{'speedup':>9}"
+              f"{'max abs':>11}  result  node")
             for f in cmp["fusions"]:
                 t = f.get("time") or {}
                 errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
                 res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
-                sp = t.get("speedup")
-                w(f"  {f['node'][:31]:<32}{f['op_type'][:17]:<18}{_us(t.get('fused_us')):>11}"
-                  f"{_us(t.get('original_us')):>11}{(f'{sp:.2f}x' if sp else '-'):>9}"
-                  f"{_g(max(errs) if errs else None):>11}  {res}")
+                sp = t.get("speedup_p50")
+                ops = "+".join(f["op_types"])
+                orig = f"{_us(t.get('original_p50_us'))}" + (f" ({t['original_nodes']})" if t else "")
+                w(f"  {(f['rule'] or '-')[:21]:<22}{ops[:29]:<30}{_us(t.get('fused_p50_us')):>11}{orig:>18}"
+                  f"{(f'{sp:.2f}x' if sp else '-'):>9}{_g(max(errs) if errs else None):>11}  {res:<6}"
+                  f"  {f['node']}")
     for f in rep.get("ort_fusions") or []:
         w()
         w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"

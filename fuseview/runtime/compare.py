@@ -7,9 +7,8 @@ import onnx
 
 from fuseview.errors import FuseviewError
 from fuseview.graph.loader import _unique_names
-from fuseview.provenance import CANDIDATE_KEY, RULE_KEY
 from fuseview.runtime.inputs import input_specs
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fused_origins, load_model_graph
+from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
 
 
@@ -116,21 +115,13 @@ def compare_outputs(
     """Errors of the fused model against the original: per output, and per fusion at its output tensors."""
     a, b = _full(original), _full(fused)
     check_same_signature(a, b)
-    origins = fused_origins(b)
     shared = _produced(a)
-    names_b = _unique_names(b.graph.node)
-    fused_nodes = []
+    fused_nodes = fusion_groups(b)
     extra: list[str] = []
-    for n, nm in zip(b.graph.node, names_b, strict=True):
-        if nm not in origins:
-            continue
-        outs = [o for o in n.output if o]
-        common = [o for o in outs if o in shared]
-        meta = {p.key: p.value for p in n.metadata_props}
-        fused_nodes.append({"node": nm, "op_type": n.op_type, "domain": n.domain, "rule": meta.get(RULE_KEY),
-                            "candidate": meta.get(CANDIDATE_KEY), "origin": origins[nm], "outputs": outs,
-                            "compared": common})
-        extra += [o for o in common if o not in extra]
+    for f in fused_nodes:
+        # A fusion's internal tensors are new; those it shares with the original are its checkable outputs.
+        f["compared"] = [o for o in f["outputs"] if o in shared]
+        extra += [o for o in f["compared"] if o not in extra]
     outputs = [o.name for o in a.graph.output]
     if extra:
         types = {**_value_types(b), **_value_types(a)}
@@ -167,31 +158,42 @@ def compare_outputs(
 def fusion_times(
     fused: ModelSource, original: ModelSource, prof_original: dict, prof_fused: dict
 ) -> list[dict]:
-    """For each fused node: its mean time against the summed mean time of the original nodes it replaced."""
+    """For each fusion: summed mean time of its fused nodes against that of the original nodes it replaced."""
     b = load_model_graph(fused)
     a = load_model_graph(original)
     a_names = _unique_names(a.graph.node)
     constants = {nm for n, nm in zip(a.graph.node, a_names, strict=True) if n.op_type == "Constant"}
     t_a = {n["name"]: n["mean_us"] for n in prof_original.get("nodes", [])}
+    p50_a = {n["name"]: n["p50_us"] for n in prof_original.get("nodes", [])}
     t_b = {n["name"]: n for n in prof_fused.get("nodes", [])}
     out = []
-    for name, origin in fused_origins(b).items():
-        nb = t_b.get(name)
-        timed = [o for o in origin if o in t_a]
+    for g in fusion_groups(b):
+        timed = [o for o in g["origin"] if o in t_a]
         # Constant nodes become initializers in onnxruntime: they never run, so they cost nothing.
-        not_found = [o for o in origin if o not in t_a and o not in constants]
+        missing = [o for o in g["origin"] if o not in t_a and o not in constants]
         orig_us = float(sum(t_a[o] for o in timed))
-        fused_us = nb["mean_us"] if nb else None
+        ran = [t_b[n] for n in g["nodes"] if n in t_b]
+        fused_us = float(sum(n["mean_us"] for n in ran)) if ran else None
+        main = t_b.get(g["node"])
+        fused_p50 = float(sum(n["p50_us"] for n in ran)) if ran else None
+        orig_p50 = float(sum(p50_a[o] for o in timed))
         out.append({
-            "node": name,
-            "op_type": nb["op_type"] if nb else None,
-            "provider": nb["provider"] if nb else None,
+            "key": g["key"],
+            "node": g["node"],
+            "op_type": g["op_type"],
+            "provider": main["provider"] if main else None,
+            "fused_nodes": len(g["nodes"]),
+            "fused_timed": len(ran),
             "fused_us": fused_us,
             "original_us": orig_us,
-            "original_nodes": len(origin),
+            "original_nodes": len(g["origin"]),
             "original_timed": len(timed),
-            "missing": not_found,
+            "missing": missing,
             "speedup": (orig_us / fused_us) if fused_us else None,
+            # sums of per-node medians: steadier than means on a busy machine
+            "fused_p50_us": fused_p50,
+            "original_p50_us": orig_p50,
+            "speedup_p50": (orig_p50 / fused_p50) if fused_p50 else None,
         })
     out.sort(key=lambda d: -(d["original_us"] or 0))
     return out

@@ -84,13 +84,12 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         check_cancel(cancel)
         comparison = compare_outputs(req.model, req.against, feeds, req.provider, req.ort_opt, req.atol,
                                      req.rtol, progress, cancel)
-        times = {t["node"]: t for t in fusion_times(req.against, req.model, models[0], models[1])}
+        times = {t["key"]: t for t in fusion_times(req.against, req.model, models[0], models[1])}
         for f in comparison["fusions"]:
-            f["time"] = times.get(f["node"])
+            f["time"] = times.get(f["key"])
         if not comparison["fusions"]:
             # The reverse direction: the first model is the fused one.
-            rev = {t["node"]: t for t in fusion_times(req.model, req.against, models[1], models[0])}
-            comparison["reverse_fusion_times"] = list(rev.values())
+            comparison["reverse_fusion_times"] = fusion_times(req.model, req.against, models[1], models[0])
     fusions = None
     if req.ort_fusions:
         fusions = []

@@ -15,7 +15,7 @@ import onnx
 
 from fuseview.errors import FuseviewError
 from fuseview.graph.loader import _unique_names
-from fuseview.provenance import ORIGIN_KEY
+from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
 
@@ -96,6 +96,39 @@ def fused_origins(model: onnx.ModelProto) -> dict[str, list[str]]:
                     origin = None
                 if isinstance(origin, list):
                     out[nm] = [str(x) for x in origin]
+    return out
+
+
+def fusion_groups(model: onnx.ModelProto) -> list[dict]:
+    """The applied fusions: fused nodes grouped by candidate id (one fusion may write several nodes).
+
+    Each group: key, candidate, rule, nodes (names), op_types, main node and op type (the first
+    non-standard-domain node, else the last), origin (union of the replaced original nodes), outputs.
+    """
+    names = _unique_names(model.graph.node)
+    origins = fused_origins(model)
+    groups: dict[str, dict] = {}
+    for n, nm in zip(model.graph.node, names, strict=True):
+        if nm not in origins:
+            continue
+        meta = {p.key: p.value for p in n.metadata_props}
+        key = meta.get(CANDIDATE_KEY) or nm
+        g = groups.setdefault(key, {
+            "key": key, "candidate": meta.get(CANDIDATE_KEY), "rule": meta.get(RULE_KEY),
+            "nodes": [], "op_types": [], "domains": [], "origin": [], "outputs": [],
+        })
+        g["nodes"].append(nm)
+        g["op_types"].append(n.op_type)
+        g["domains"].append(n.domain)
+        g["origin"] += [o for o in origins[nm] if o not in g["origin"]]
+        g["outputs"] += [o for o in n.output if o and o not in g["outputs"]]
+    out = []
+    for g in groups.values():
+        custom = [i for i, d in enumerate(g["domains"]) if d not in ("", "ai.onnx")]
+        main = custom[0] if custom else len(g["nodes"]) - 1
+        g["node"], g["op_type"], g["domain"] = g["nodes"][main], g["op_types"][main], g["domains"][main]
+        del g["domains"]
+        out.append(g)
     return out
 
 
