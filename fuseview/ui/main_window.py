@@ -207,7 +207,10 @@ class MainWindow(QMainWindow):
         if self.scene is not None and self.view.scale_factor() < 0.25:
             # A tall graph fitted whole is unreadable: start at its top, at a readable zoom instead.
             self.view.set_zoom(0.8)
-            self.view.centerOn(QPointF(self.scene.sceneRect().center().x(), self.scene.sceneRect().top()))
+            top = self.scene.itemsBoundingRect()
+            self.view.keep_at(
+                QPointF(top.center().x(), top.top()), QPointF(self.view.viewport().width() / 2, 12)
+            )
         for w in doc.warnings:
             self.statusBar().showMessage(w, 10000)
         self.document_shown.emit()
