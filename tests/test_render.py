@@ -161,3 +161,19 @@ def test_open_bad_model_exits_2_without_window(tmp_path, bad):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and str(model) in proc.stderr
     assert not out.exists()
+
+
+def test_open_without_model_shows_the_bundled_demo(tmp_path):
+    from fuseview import DEMO_MODEL
+
+    assert DEMO_MODEL.is_file()
+    out = tmp_path / "demo.png"
+    proc = _cli("open", "--screenshot", str(out), "--flat")
+    assert proc.returncode == 0, proc.stderr
+    assert not QImage(str(out)).isNull()
+
+
+def test_screenshot_must_be_png(tmp_path):
+    proc = _cli("open", str(GPT2_2L), "--screenshot", str(tmp_path / "shot.jpg"))
+    assert proc.returncode == 2 and "png" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
