@@ -283,10 +283,21 @@ class GraphIndex:
     def nbytes(self, tensor: str) -> int | None:
         """Bytes of a tensor under the chosen dims, None if its shape or type is unknown."""
         s = self._shapes.get(tensor)
-        if s is None or s[0] is None or not all(isinstance(d, int) for d in s[0]):
+        if s is None or s[0] is None:
             return None
-        try:
-            size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(s[1])).itemsize
-        except Exception:  # noqa: BLE001
-            return None
-        return int(np.prod(s[0], dtype=np.int64)) * size
+        size = _ITEMSIZE.get(s[1])
+        if size is None:
+            try:
+                size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(s[1])).itemsize
+            except Exception:  # noqa: BLE001
+                return None
+            _ITEMSIZE[s[1]] = size
+        n = 1
+        for d in s[0]:
+            if not isinstance(d, int):
+                return None
+            n *= d
+        return n * size
+
+
+_ITEMSIZE: dict[int, int] = {}

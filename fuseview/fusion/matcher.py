@@ -23,7 +23,7 @@ class _State:
 class Failure:
     """Deepest point a pattern reached before it failed."""
 
-    depth: int
+    depth: float
     reason: str
     nodes: list[onnx.NodeProto]
 
@@ -50,8 +50,9 @@ class PatternMatcher:
         self.pattern = pattern
         self.failure: Failure | None = None
 
-    def _fail(self, st: _State, reason: str) -> None:
-        depth = len(st.nodes)
+    def _fail(self, st: _State, reason: str, bonus: float = 0.0) -> None:
+        # A wrong constant value at the same depth explains a near miss better than a wrong operand order.
+        depth = len(st.nodes) + bonus
         if self.failure is None or depth > self.failure.depth:
             self.failure = Failure(depth, reason, list(st.nodes.values()))
 
@@ -121,7 +122,7 @@ class PatternMatcher:
                 return
             x = float(np.ravel(v)[0])
             if not abs(x - term.value) <= term.tol * max(1.0, abs(term.value)):
-                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}")
+                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
                 return
             yield st
             return
@@ -219,6 +220,8 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
                 except Exception as exc:  # noqa: BLE001 - a broken check is a non-match, not a crash
                     reason = f"check failed: {type(exc).__name__}: {exc}"
             if reason is None:
+                # Patterns come largest first, so this is the largest valid match (Transpose+MatMul+Mul
+                # rather than MatMul+Mul).
                 return m, None
             f = Failure(len(pattern.nodes) + 1, reason, list(st.nodes.values()))
             if best is None or f.depth >= best.depth:

@@ -295,7 +295,8 @@ class Rule:
             raise ValueError(f"rule {self.name}: needs patterns or find")
         if self.replace is None:
             raise ValueError(f"rule {self.name}: needs replace")
-        self.compiled = [Pattern.build(p) for p in self.patterns]
+        # Largest patterns first: the first valid match at a root is then the largest one.
+        self.compiled = sorted((Pattern.build(p) for p in self.patterns), key=lambda p: -len(p.nodes))
 
     @property
     def reference_only(self) -> bool:

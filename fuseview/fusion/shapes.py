@@ -265,8 +265,13 @@ class _Prop:
         for o, s, v in zip(n.output, out, outv, strict=False):
             if not o:
                 continue
-            if s is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in s):
-                self.s[o] = [int(d) for d in s]
+            if s is not None:
+                try:
+                    dims = [int(d) for d in s]
+                except (TypeError, ValueError):
+                    dims = None
+                if dims is not None and min(dims, default=0) >= 0:
+                    self.s[o] = dims
             if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
                 self.v[o] = v
 
