@@ -159,6 +159,13 @@ def test_keyboard_zoom_fit_and_escape(qtbot, win):
     win.scene.select_keys([next(iter(win.scene.boxes))])
     qtbot.keyClick(win.view, Qt.Key.Key_Escape)
     assert win.scene.selected_keys() == []
+    # single-letter shortcuts (F fit, Z, E, C) do not steal typing in the search line
+    win.view.zoom_by(1.7)  # away from fit, so a stolen F would show
+    s1 = win.view.scale_factor()
+    win.search.focus()
+    qtbot.keyClicks(win.search.edit, "fzec")
+    assert win.search.edit.text() == "fzec"
+    assert win.view.scale_factor() == s1
 
 
 def _top_on_screen(win: MainWindow, item) -> QPoint:

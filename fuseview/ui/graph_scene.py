@@ -472,6 +472,8 @@ class GraphScene(QGraphicsScene):
         self._highlighted = [self.boxes[k] for k in keys if k in self.boxes]
         for item in self._highlighted:
             item.set_highlighted(True)
+        if self.overview_on:
+            self.overview.update()
         return len(self._highlighted)
 
     def highlighted_keys(self) -> list[str]:
@@ -486,6 +488,8 @@ class GraphScene(QGraphicsScene):
         self._active = [r for k in selected[:200] for r in self._routes_of.get(k, [])]
         for item in self._active:
             item.set_active(True)
+        if self.overview_on:
+            self.overview.update()
 
     def set_overview(self, on: bool) -> None:
         """Swap the items for the cached whole-graph picture (on) or back (off)."""
