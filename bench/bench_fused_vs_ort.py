@@ -2,9 +2,9 @@
 
     python bench/bench_fused_vs_ort.py [MODEL ...] [--runs N] [--threads T]
 
-Latency of the original, fuseview's fused and the ort-optimized model is measured in one process with identical
-session options (graph optimizations disabled, CPU), runs interleaved round-robin; logits are compared with the
-original's on the same inputs.
+Latency of the original, fuseview's fused and the ort-optimized model is measured in one process with
+identical session options (graph optimizations disabled, CPU), runs interleaved round-robin; logits are
+compared with the original's on the same inputs.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def bench(path: Path, runs: int, threads: int) -> None:
     base = statistics.median(times["original"])
     shape = "x".join(str(d) for d in next(iter(feeds.values())).shape)
     print(
-        f"latency    CPU, {threads} thread(s), ORT_DISABLE_ALL, input {shape}, median of {runs} interleaved runs"
+        f"latency    CPU, {threads} thread(s), ORT_DISABLE_ALL, input {shape},"
+        f" median of {runs} interleaved runs"
     )
     for k in sessions:
         med = statistics.median(times[k])

@@ -45,7 +45,8 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         by_rule = collections.Counter(c.rule for c in result.candidates)
         print(
-            f"{path.name:<24} {len(model.graph.node):>6} nodes  load {t_load:.2f} s  scan best {min(times):.2f} s"
+            f"{path.name:<24} {len(model.graph.node):>6} nodes  load {t_load:.2f} s"
+            f"  scan best {min(times):.2f} s"
             f"  median {statistics.median(times):.2f} s  {len(result.candidates)} candidates"
             f"  {len(result.near_misses)} near misses"
         )

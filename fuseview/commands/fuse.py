@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"validate   {v.engine} ({'ok' if v.ok else 'DIFFERS'})")
         for o in v.outputs:
             print(
-                f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}{'' if o.ok else '  (beyond tolerance)'}"
+                f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}"
+                f"{'' if o.ok else '  (beyond tolerance)'}"
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")

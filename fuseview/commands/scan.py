@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
         print(
-            f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes  saves {_fmt_bytes(c.saved_bytes):>10}"
+            f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
+            f"  saves {_fmt_bytes(c.saved_bytes):>10}"
             f"  at {where}{conflicts}"
         )
     by_rule: dict[str, int] = {}

@@ -85,7 +85,7 @@ def _attr_value(v):
 
 
 def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
-    """New model with the accepted candidates (ids from ``scan`` of this very model) fused; input untouched."""
+    """New model with the accepted candidates (ids from a scan of this model) fused; input untouched."""
     by_id = scan.by_id()
     chosen: list[Candidate] = []
     used: dict[str, str] = {}
@@ -232,7 +232,7 @@ def apply_plan(
 
 
 def check_fused(model: onnx.ModelProto) -> list[str]:
-    """Run onnx.checker; returns notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
+    """Run onnx.checker; notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
     notes: list[str] = []
     try:
         onnx.checker.check_model(model)

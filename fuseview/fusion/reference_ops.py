@@ -1,4 +1,4 @@
-"""onnx.reference kernels for fuseview's reference-only fused ops (domain fuseview.provenance.CUSTOM_DOMAIN)."""
+"""onnx.reference kernels for fuseview's reference-only fused ops (domain provenance.CUSTOM_DOMAIN)."""
 
 from __future__ import annotations
 

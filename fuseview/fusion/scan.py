@@ -108,7 +108,7 @@ def scan_model(
 
 
 def _drop_submatches(cands: list[Candidate]) -> list[Candidate]:
-    """Within one rule, drop a candidate whose nodes are a strict subset of another's (LayerNorm sans bias)."""
+    """Within one rule, drop candidates whose nodes are a strict subset of another's (LN sans beta)."""
     by_node: dict[str, list[Candidate]] = {}
     for c in cands:
         for n in c.nodes:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import math
 
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
-from fuseview.fusion.rules._common import linear_3d, linear_3d_check, linear_3d_matmul
-from fuseview.fusion.rules._common import all_checks, float_input, last_axis_vector, product3, scalar
+from fuseview.fusion.rules._common import (
+    all_checks,
+    float_input,
+    last_axis_vector,
+    linear_3d,
+    linear_3d_check,
+    linear_3d_matmul,
+    product3,
+    scalar,
+)
 
 SQRT2 = math.sqrt(2.0)
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -27,8 +35,7 @@ def _tanh_core(op, x, pow_: bool):
 
 
 def _variants(core, bias: bool | str):
-    """Pattern functions for 0.5 * x * core(x), every bracketing and core variant, with an optional bias Add
-    (bias="gemm": the bias comes from a Reshape/Gemm/Reshape linear layer, rewritten to MatMul + fused bias)."""
+    """Patterns for 0.5*x*core(x): every bracketing and core variant, optional bias Add or linear layer."""
     fns = []
     for variant in range(3):
         for flag in (True, False):

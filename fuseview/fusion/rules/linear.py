@@ -1,4 +1,4 @@
-"""MatMul fusions: MatMul + Add(bias) -> Gemm (2-D), MatMul with a scalar scale or transposed input -> FusedMatMul."""
+"""MatMul + Add(bias) -> Gemm (2-D); MatMul with a scalar scale or transposed input -> FusedMatMul."""
 
 from __future__ import annotations
 

@@ -1,10 +1,18 @@
-"""Normalisations: decomposed LayerNorm / RMSNorm -> one op; residual Add + LayerNorm -> SkipLayerNormalization."""
+"""Decomposed LayerNorm / RMSNorm -> one op; residual Add + LayerNorm -> SkipLayerNormalization."""
 
 from __future__ import annotations
 
 from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
-from fuseview.fusion.rules._common import linear_3d, linear_3d_check, linear_3d_matmul
-from fuseview.fusion.rules._common import all_checks, float_input, is_last_axis, last_axis_vector, scalar
+from fuseview.fusion.rules._common import (
+    all_checks,
+    float_input,
+    is_last_axis,
+    last_axis_vector,
+    linear_3d,
+    linear_3d_check,
+    linear_3d_matmul,
+    scalar,
+)
 
 # ---------------------------------------------------------------------------------------- pattern pieces
 
@@ -36,7 +44,7 @@ def _rms_body(op, x, square_pow: bool, recip: str, cast_out: bool):
 
 
 def _ln_variants(skip: str):
-    """LayerNorm pattern functions; skip = "" (plain), "add" (residual Add), "bias" (bias Add then residual)."""
+    """LayerNorm patterns; skip: "" plain, "add" residual Add, "bias" bias Add then residual, "gemm"."""
     fns = []
     for square_pow in (True, False):
         for div in (True, False):
