@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QImage, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPainterPath, QPen, QPolygonF
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsPathItem,
@@ -275,11 +276,26 @@ def route_path(points: tuple[tuple[float, float], ...], arrow: float = 6.0) -> Q
     return path
 
 
+@lru_cache(maxsize=64)
+def _route_pen(count: int, stub: bool, on: bool) -> QPen:
+    width = 1.2 + min(count - 1, 6) * 0.5
+    color = QColor(style.EDGE_ACTIVE if on else ("#b3bac4" if stub else style.EDGE))
+    pen = QPen(color, width * (1.6 if on else 1.0))
+    pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+    pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+    return pen
+
+
+def route_paths(layout: Layout) -> list[QPainterPath]:
+    """The drawn path of every route of a layout (plain data: a worker thread may build them)."""
+    return [route_path(r.points) for r in layout.routes]
+
+
 class RouteItem(QGraphicsPathItem):
     """An edge (painted by Qt in C++: no Python call per frame)."""
 
-    def __init__(self, route: Route):
-        super().__init__(route_path(route.points))
+    def __init__(self, route: Route, path: QPainterPath | None = None):
+        super().__init__(path if path is not None else route_path(route.points))
         self.route = route
         self.setZValue(Z_ROUTE)
         self.set_active(False)
@@ -287,15 +303,7 @@ class RouteItem(QGraphicsPathItem):
 
     def set_active(self, on: bool) -> None:
         """Draw the edge in the accent colour (it touches the selection)."""
-        width = 1.2 + min(self.route.count - 1, 6) * 0.5
-        color = QColor(style.EDGE_ACTIVE if on else style.EDGE)
-        if self.route.stub and not on:
-            color = QColor("#b3bac4")
-        pen = QPen(color, width * (1.6 if on else 1.0))
-        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
-        pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
-        self.setPen(pen)
-        self.setBrush(QBrush(Qt.BrushStyle.NoBrush))
+        self.setPen(_route_pen(self.route.count, self.route.stub, on))
         self.setZValue(Z_ROUTE + (1 if on else 0))
 
 
@@ -392,10 +400,13 @@ class GraphScene(QGraphicsScene):
     expand_requested = Signal(tuple)
     collapse_requested = Signal(tuple)
 
-    def __init__(self, graph: GraphDocument, layout: Layout, parent=None):
+    def __init__(
+        self, graph: GraphDocument, layout: Layout, parent=None, paths: list[QPainterPath] | None = None
+    ):
         super().__init__(parent)
         self.graph = graph
         self.layout = layout
+        self._paths = paths  # route_paths(layout), when a worker built them already
         self.boxes: dict[str, BoxItem] = {}
         self.frames: dict[str, FrameItem] = {}
         self.routes: list[RouteItem] = []
@@ -425,10 +436,10 @@ class GraphScene(QGraphicsScene):
             self.addItem(item)
             self._details.append(item)
             self.boxes[b.key] = item
-        for r in lay.routes:
+        for i, r in enumerate(lay.routes):
             if len(r.points) < 2:
                 continue
-            item = RouteItem(r)
+            item = RouteItem(r, self._paths[i] if self._paths is not None else None)
             self.addItem(item)
             self._details.append(item)
             self.routes.append(item)

@@ -23,7 +23,7 @@ from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.ui import dialogs
 from fuseview.ui.export import render_scene
-from fuseview.ui.graph_scene import BoxItem, GraphScene
+from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
 from fuseview.ui.search import SearchBar, nodes_of_op
@@ -176,8 +176,8 @@ class MainWindow(QMainWindow):
             progress("laying out", 0.65)
             expanded = expansion_for(doc, mode)
             lay = layout_graph(doc.graph, expanded)
-            progress("drawing", 0.95)
-            return doc, expanded, lay
+            progress("drawing", 0.9)
+            return doc, expanded, lay, route_paths(lay)
 
         return self._start(work, f"Opening {Path(path).name}", self._opened, path)
 
@@ -188,21 +188,23 @@ class MainWindow(QMainWindow):
         def work(progress):
             progress("laying out", 0.1)
             expanded = expansion_for(doc, mode)
-            return doc, expanded, layout_graph(doc.graph, expanded)
+            lay = layout_graph(doc.graph, expanded)
+            progress("drawing", 0.9)
+            return doc, expanded, lay, route_paths(lay)
 
         return self._start(
             work, f"Laying out {doc.path.name if doc.path else 'model'}", self._opened, str(doc.path or "")
         )
 
     def _opened(self, result, path: str) -> None:
-        doc, expanded, lay = result
+        doc, expanded, lay, paths = result
         self.doc = doc
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
         self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
         if path:
             self._remember(path)
-        self._show_layout(expanded, lay)
+        self._show_layout(expanded, lay, paths)
         self.view.fit()
         if self.scene is not None and self.view.scale_factor() < 0.25:
             # A tall graph fitted whole is unreadable: start at its top, at a readable zoom instead.
@@ -287,13 +289,13 @@ class MainWindow(QMainWindow):
             dialogs.show_error(self, title, message)
 
     # layout and scene -----------------------------------------------------------------------------
-    def _show_layout(self, expanded: Expansion, lay: Layout) -> None:
+    def _show_layout(self, expanded: Expansion, lay: Layout, paths=None) -> None:
         old = self.scene
         keep = old.selected_keys() if old is not None else []
         op = self.search.ops.currentData() if old is not None else ""
         self.expanded = expanded
         self.layout_ = lay
-        scene = GraphScene(self.doc.graph, lay, self)
+        scene = GraphScene(self.doc.graph, lay, self, paths=paths)
         scene.expand_requested.connect(self.expand_group)
         scene.collapse_requested.connect(self.collapse_group)
         scene.selectionChanged.connect(self._selection_changed)
@@ -320,18 +322,20 @@ class MainWindow(QMainWindow):
             except Exception as exc:  # noqa: BLE001
                 self._error("Layout failed", exc)
                 return
-            self._relaid((expanded, lay), then)
+            self._relaid((expanded, lay, None), then)
             return
 
         def work(progress):
             progress("laying out", 0.1)
-            return expanded, layout_graph(doc.graph, expanded)
+            lay = layout_graph(doc.graph, expanded)
+            progress("drawing", 0.9)
+            return expanded, lay, route_paths(lay)
 
         self._start(work, "Laying out", self._relaid, then)
 
     def _relaid(self, result, then) -> None:
-        expanded, lay = result
-        self._show_layout(expanded, lay)
+        expanded, lay, paths = result
+        self._show_layout(expanded, lay, paths)
         if then is not None:
             then()
         self.document_shown.emit()
