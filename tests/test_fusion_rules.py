@@ -432,3 +432,11 @@ def test_add_eyelike_not_for_broadcasting_add():
     m = model(nodes, [("a", [2, 4, 4]), ("l", [4, 4])], [("y", [2, 4, 4])])
     r = scan(m, "add_eyelike")
     assert not r.candidates and r.near_misses
+
+
+def test_constants_seen_through_identity():
+    nodes, inits = erf_gelu_nodes(x="xb")
+    nodes = [node("Identity", ["bias0"], ["bias"]), node("Add", ["x", "bias"], ["xb"])] + nodes
+    inits.append(const("bias0", RNG.standard_normal(8)))
+    m = model(nodes, [("x", [1, 5, 8])], [("y", [1, 5, 8])], inits)
+    assert "BiasGelu" in ops(fuse_and_validate(m, "bias_gelu_erf"))

@@ -136,6 +136,8 @@ class GraphIndex:
             return False
         if p[0].op_type == "Constant":
             return True
+        if p[0].op_type == "Identity":  # TorchScript deduplicates equal weights through Identity nodes
+            return self.is_const(p[0].input[0])
         # ConstantOfShape of a constant shape: how light test models and some exporters write weights.
         return p[0].op_type == "ConstantOfShape" and bool(p[0].input) and self.is_const(p[0].input[0])
 
@@ -147,6 +149,8 @@ class GraphIndex:
         if self.is_const(tensor):
             if tensor in self.initializers:
                 value = self._tensor_value(self.initializers[tensor])
+            elif self.producer[tensor][0].op_type == "Identity":
+                value = self.const_value(self.producer[tensor][0].input[0])
             elif self.producer[tensor][0].op_type == "ConstantOfShape":
                 node = self.producer[tensor][0]
                 shape = self.const_value(node.input[0])
