@@ -48,6 +48,7 @@ def run_app(
     status = {"code": 0}
     if screenshot is not None:
         win.show_dialogs = False
+        win.remember_files = False
 
         def failed(message: str) -> None:
             print(f"fuseview: error: {message}", file=sys.stderr)

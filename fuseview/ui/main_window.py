@@ -68,7 +68,9 @@ class MainWindow(QMainWindow):
         self.layout_: Layout | None = None
         self.scene: GraphScene | None = None
         self.last_error = ""
-        self.show_dialogs = True  # off for unattended runs (--screenshot): errors go to error_shown only
+        # both off for unattended runs (--screenshot): errors go to error_shown only, recent files untouched
+        self.show_dialogs = True
+        self.remember_files = True
         self.runner = JobRunner(self)
         self._job: Job | None = None
         self._after_layout = None  # callable run once the pending re-layout is shown
@@ -202,7 +204,7 @@ class MainWindow(QMainWindow):
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
         self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
-        if path:
+        if path and self.remember_files:
             self._remember(path)
         self._show_layout(expanded, lay, paths)
         self.view.fit()
