@@ -383,7 +383,8 @@ def node_sublabel(box: Box, graph: GraphDocument) -> str:
     shapes = [short_shape(graph.tensors[o].shape) for o in n.outputs if o in graph.tensors]
     known = [sh for sh in shapes if sh != "?"]
     if not known:
-        return n.name.rsplit("/", 1)[-1]
+        tail = n.name.rsplit("/", 1)[-1]
+        return "?" if tail.startswith(n.op_type) else tail  # 'Reshape_3' says nothing the label doesn't
     return known[0] if len(n.outputs) == 1 else f"{known[0]} +{len(n.outputs) - 1}"
 
 
