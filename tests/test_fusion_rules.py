@@ -440,3 +440,13 @@ def test_constants_seen_through_identity():
     inits.append(const("bias0", RNG.standard_normal(8)))
     m = model(nodes, [("x", [1, 5, 8])], [("y", [1, 5, 8])], inits)
     assert "BiasGelu" in ops(fuse_and_validate(m, "bias_gelu_erf"))
+
+
+def test_layer_norm_on_opset_13_raises_opset_for_the_checker():
+    nodes, inits = layer_norm_nodes()
+    m = model(nodes, [("x", [2, 5, 8])], [("y", [2, 5, 8])], inits, opset=13)
+    r = scan(m, "layer_norm")
+    res = apply_candidates(m, r, [c.id for c in r.candidates])
+    assert res.model.opset_import[0].version == 17 and any("opset raised" in n for n in res.notes)
+    onnx.checker.check_model(res.model, full_check=True)
+    assert m.opset_import[0].version == 13

@@ -215,9 +215,88 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
     for d, v in domains.items():
         if d not in have:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
+    _raise_opset_if_safe(out, [n for ns in new_nodes_at.values() for n in ns], notes)
     if ref_ops:
         notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
     return ApplyResult(out, chosen, sorted(ref_ops), notes)
+
+
+# Ops whose schema changes between opsets 13 and 18 only added types or optional attributes whose defaults
+# keep the old behaviour: a model using them means the same at the higher opset.
+_COMPATIBLE_UPGRADES = frozenset(
+    {
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Relu",
+        "Identity",
+        "Reshape",
+        "Pow",
+        "Shape",
+        "Where",
+        "LessOrEqual",
+        "GreaterOrEqual",
+        "LeakyRelu",
+        "PRelu",
+        "If",
+        "Loop",
+        "CumSum",
+        "BatchNormalization",
+        "GRU",
+        "LSTM",
+        "RNN",
+        "ScatterElements",
+        "ScatterND",
+        "Less",
+        "Greater",
+        "Equal",
+        "Trilu",
+        "Scan",
+    }
+)
+
+
+def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], notes: list[str]) -> None:
+    """Raise the ONNX opset when a fused ONNX-domain op needs a newer one and nothing else changes meaning."""
+    imp = next((o for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if imp is None:
+        return
+    need = imp.version
+    for n in new_nodes:
+        if n.domain in ("", "ai.onnx"):
+            try:
+                schema = onnx.defs.get_schema(n.op_type, onnx.defs.onnx_opset_version())
+                need = max(need, schema.since_version)
+            except Exception:  # noqa: BLE001 - ops onnx does not know are onnxruntime contrib ops
+                continue
+    if need <= imp.version:
+        return
+    blockers = set()
+    fused = {(n.name, n.op_type) for n in new_nodes}
+    for n in model.graph.node:
+        if (
+            n.domain not in ("", "ai.onnx")
+            or n.op_type in _COMPATIBLE_UPGRADES
+            or (n.name, n.op_type) in fused
+        ):
+            continue
+        try:
+            old = onnx.defs.get_schema(n.op_type, imp.version).since_version
+            new = onnx.defs.get_schema(n.op_type, need).since_version
+        except Exception:  # noqa: BLE001
+            blockers.add(n.op_type)
+            continue
+        if old != new:
+            blockers.add(n.op_type)
+    if blockers:
+        notes.append(
+            f"kept opset {imp.version}: raising it to {need} would change {', '.join(sorted(blockers))};"
+            " the fused ops run as onnxruntime contrib ops"
+        )
+        return
+    notes.append(f"ONNX opset raised {imp.version} -> {need} for the fused ops (no other op changes meaning)")
+    imp.version = need
 
 
 def apply_plan(
