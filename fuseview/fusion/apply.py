@@ -257,19 +257,28 @@ _COMPATIBLE_UPGRADES = frozenset(
 )
 
 
+def _defined_at(op_type: str, version: int) -> bool:
+    try:
+        onnx.defs.get_schema(op_type, version)
+        return True
+    except Exception:  # noqa: BLE001 - SchemaError: not defined at that opset
+        return False
+
+
 def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], notes: list[str]) -> None:
     """Raise the ONNX opset when a fused ONNX-domain op needs a newer one and nothing else changes meaning."""
     imp = next((o for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if imp is None:
         return
     need = imp.version
+    latest = onnx.defs.onnx_opset_version()
     for n in new_nodes:
-        if n.domain in ("", "ai.onnx"):
-            try:
-                schema = onnx.defs.get_schema(n.op_type, onnx.defs.onnx_opset_version())
-                need = max(need, schema.since_version)
-            except Exception:  # noqa: BLE001 - ops onnx does not know are onnxruntime contrib ops
-                continue
+        if n.domain not in ("", "ai.onnx") or _defined_at(n.op_type, imp.version):
+            continue
+        # the first opset that defines the op (ops onnx does not know are onnxruntime contrib ops)
+        first = next((v for v in range(imp.version + 1, latest + 1) if _defined_at(n.op_type, v)), None)
+        if first is not None:
+            need = max(need, first)
     if need <= imp.version:
         return
     blockers = set()
