@@ -10,7 +10,10 @@ the subgraph with ``op.<OpType>(inputs..., _label=..., _attrs=..., _domain=..., 
 
 * ``op.const(0.5, tol=1e-4)`` matches a constant (initializer or Constant node) holding one value close to
   0.5 (a scalar or a one-element tensor); ``op.constant("gamma")`` matches any constant and binds it to
-  the variable ``gamma``.
+  the variable ``gamma``; ``op.var("s")`` is a plain variable a helper introduces. Parameters with a
+  default value are not variables: they configure variants built in a loop (``def fn(op, x, flag=flag)``).
+* A rule may list many pattern functions (operand bracketings, optional nodes); the largest pattern that
+  matches at a root wins.
 * Add and Mul (and the other ops in ``COMMUTATIVE``) are tried in both operand orders automatically.
 * Reusing a sub-expression (``d = op.Sub(x, mean)`` used twice) means the *same* graph node in both places;
   reusing a variable means the same tensor.
@@ -25,8 +28,14 @@ the subgraph with ``op.<OpType>(inputs..., _label=..., _attrs=..., _domain=..., 
 ``exclude(m)`` (optional) returns True to drop a match silently (it belongs to another rule).
 Within one rule, a candidate whose nodes are a strict subset of another candidate's is dropped.
 ``replace(m)`` returns one :class:`Replacement` (or a list): op, inputs, attributes; outputs default to the
-root's outputs, new initializers go in ``initializers``. The engine names nodes, adds provenance metadata,
-declares domains and keeps the node order topological.
+root's outputs (plus used exposed outputs, see ``Match.outputs`` / ``Match.exposed``), new initializers go
+in ``initializers``; ``op=""`` makes no node (the outputs become initializers). The engine names nodes, adds
+provenance metadata, declares domains, raises the ONNX opset when a fused ONNX op needs it and no other op
+changes meaning, drops nodes left without readers, and keeps the node order topological.
+
+In ``check``/``replace``: ``m["x"]`` is the tensor bound to ``x``, ``m.node(label)`` the matched node,
+``m.value(var)`` a constant's numpy value, ``m.shape(var)`` its inferred shape (ints under the scan's dims),
+``m.attr(label, name)``, ``m.axes(label)`` (attribute or opset-18 input), ``m.index`` the GraphIndex.
 
 Tiny example (erf-GELU -> com.microsoft Gelu)::
 
