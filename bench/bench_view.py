@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from PySide6.QtCore import QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import fuseview.ui  # noqa: E402,F401  - applies the PySide6 None-refcount workaround first
 from fuseview.graph.layout import layout_graph  # noqa: E402
@@ -91,11 +92,48 @@ def bench(model: Path) -> None:
     print(f"{name}: paint at 1:1 zoom ({n:,} items visible): {ms:.1f} ms a frame, first {first:.1f} ms")
 
 
+def ui_stalls(model: Path, mode: str = "flat") -> None:
+    """Open a model in the window and report the longest gap between 10 ms timer ticks (UI freezes)."""
+    from PySide6.QtCore import QEventLoop, QSettings, QTimer
+
+    from fuseview.ui.main_window import MainWindow
+
+    win = MainWindow(
+        settings=QSettings(str(Path(os.devnull)), QSettings.Format.IniFormat), expansion_mode=mode
+    )
+    win.remember_files = False
+    win.resize(1400, 900)
+    win.show()
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    loop = QEventLoop()
+    win.document_shown.connect(loop.quit)
+    win.error_shown.connect(lambda _m: loop.quit())
+    t0 = time.perf_counter()
+    timer.start()
+    win.open_file(model)
+    loop.exec()
+    shown = time.perf_counter()
+    for _ in range(20):  # first paints
+        QApplication.processEvents()
+    timer.stop()
+    gaps = [b - a for a, b in zip([t0] + ticks, ticks + [time.perf_counter()], strict=False)]
+    print(
+        f"{model.stem} ({mode}) in the window: shown after {shown - t0:.2f} s; longest UI stall "
+        f"{max(gaps) * 1000:.0f} ms (scene build and first paint; load and layout run in a worker)"
+    )
+    win.close()
+
+
 def main(argv: list[str]) -> int:
     ensure_app()
     models = [Path(a) for a in argv] or [m for m in DEFAULT if m.is_file()]
     for m in models:
         bench(m)
+    for m in models:
+        ui_stalls(m)
     return 0
 
 

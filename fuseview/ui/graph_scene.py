@@ -318,7 +318,6 @@ class OverviewItem(QGraphicsItem):
 
     def __init__(self, scene: GraphScene):
         super().__init__()
-        self._scene = scene
         self._bounds = scene.sceneRect()
         self._cache: dict[int, tuple[QImage, float]] = {}
         self.setZValue(Z_BOX - 1)
@@ -335,7 +334,7 @@ class OverviewItem(QGraphicsItem):
             scale = min(
                 2.0 ** (octave + 1), _OVERVIEW_MAX_SIDE / max(self._bounds.width(), self._bounds.height())
             )
-            hit = (self._scene.draw_overview(scale), scale)
+            hit = (self.scene().draw_overview(scale), scale)
             self._cache[octave] = hit
         return hit
 
@@ -355,9 +354,12 @@ class OverviewItem(QGraphicsItem):
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
         painter.drawImage(exposed, img, source)
         # selection and highlights stay live on top of the cached picture
-        marks = [(it, QColor(style.HIGHLIGHT)) for it in self._scene._highlighted]
+        # self.scene(), not a stored reference: an item holding its scene makes a cycle that Python's
+        # garbage collector may break on any thread, destroying the scene under the UI thread's feet
+        scene = self.scene()
+        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene._highlighted]
         marks += [
-            (it, QColor(style.SELECTION)) for it in self._scene.selectedItems() if isinstance(it, BoxItem)
+            (it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)
         ]
         for it, color in marks:
             pen = QPen(color, 3.0)
