@@ -450,3 +450,14 @@ def test_layer_norm_on_opset_13_raises_opset_for_the_checker():
     assert res.model.opset_import[0].version == 17 and any("opset raised" in n for n in res.notes)
     onnx.checker.check_model(res.model, full_check=True)
     assert m.opset_import[0].version == 13
+
+
+def test_validation_catches_a_wrong_replacement():
+    nodes = [node("Mul", ["x", "a"], ["xa"]), node("Sigmoid", ["xa"], ["s"]), node("Mul", ["s", "x"], ["y"])]
+    m = model(nodes, [("x", [1, 5, 8])], [("y", [1, 5, 8])], [const("a", 1.702)])
+    fused = fuse_and_validate(m, "quick_gelu")
+    wrong = onnx.ModelProto()
+    wrong.CopyFrom(fused)
+    wrong.graph.node[0].attribute[0].f = 1.0
+    v = validate(m, wrong, False)
+    assert not v.ok and v.outputs[0].max_abs > 1e-3
