@@ -461,3 +461,14 @@ def test_validation_catches_a_wrong_replacement():
     wrong.graph.node[0].attribute[0].f = 1.0
     v = validate(m, wrong, False)
     assert not v.ok and v.outputs[0].max_abs > 1e-3
+
+
+def test_conv_bn_residual_add_relu_to_fused_conv_with_z():
+    m = _conv_bn()
+    g = m.graph
+    g.node.extend([node("Add", ["z", "bn"], ["s"]), node("Relu", ["s"], ["y"])])
+    g.input.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 6, 6]))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6]))
+    fused = fuse_and_validate(m, "conv_activation")
+    assert ops(fused) == ["FusedConv"] and fused.graph.node[0].input[3] == "z"

@@ -40,18 +40,35 @@ def _conv_act_patterns():
     for act in ACTIVATIONS:
         for bn in (False, True):
             for bias in (True, False):
+                for residual in (None, "Add", "Sum"):
+                    if residual and act != "Relu":
+                        continue  # onnxruntime fuses the residual Add for Relu (ResNet blocks)
 
-                def fn(op, x, w, b, act=act, bn=bn, bias=bias):
-                    if bn:
-                        w, b = op.constant("w"), op.constant("b")
-                    y = _conv(op, x, bias, w, b)
-                    if bn:
-                        y = _bn(op, y)
-                    return getattr(op, act)(y, _label="act", _extra_inputs=act == "Clip")
+                    def fn(op, x, w, b, z, act=act, bn=bn, bias=bias, residual=residual):
+                        if bn:
+                            w, b = op.constant("w"), op.constant("b")
+                        y = _conv(op, x, bias, w, b)
+                        if bn:
+                            y = _bn(op, y)
+                        if residual:
+                            y = getattr(op, residual)(y, z, _label="residual")
+                        return getattr(op, act)(y, _label="act", _extra_inputs=act == "Clip")
 
-                fn.__name__ = f"conv_{'bn_' if bn else ''}{act.lower()}_{int(bias)}"
-                fns.append(fn)
+                    parts = ["conv", "bn" * bn, (residual or "").lower(), act.lower(), str(int(bias))]
+                    fn.__name__ = "_".join(p for p in parts if p)
+                    fns.append(fn)
     return tuple(fns)
+
+
+def _residual_check(m: Match) -> str | None:
+    if "residual" not in m.nodes:
+        return None
+    sz, sy = m.shape("z"), m.shape(m.node("conv").output[0])
+    if sz is None or sy is None or list(sz) != list(sy):
+        return (
+            f"residual {m['z']} has shape {sz}, the Conv output {sy}: FusedConv adds Z without broadcasting"
+        )
+    return None
 
 
 def _bn_check(m: Match) -> str | None:
@@ -107,6 +124,8 @@ def _conv_bn_replace(m: Match) -> Replacement:
 
 def _conv_act_replace(m: Match) -> Replacement:
     inputs, inits = _folded(m)
+    if "residual" in m.nodes:
+        inputs = (inputs + [""])[:3] + [m["z"]]
     act = m.node("act")
     attrs = _conv_attrs(m)
     attrs["activation"] = act.op_type
@@ -132,12 +151,12 @@ def _conv_act_replace(m: Match) -> Replacement:
 RULES = [
     Rule(
         name="conv_activation",
-        description="Conv (+ BatchNormalization) + Relu/Clip/LeakyRelu/Sigmoid/Tanh -> FusedConv",
+        description="Conv (+ BatchNorm) (+ residual Add) + Relu/Clip/LeakyRelu/Sigmoid/Tanh -> FusedConv",
         fused_op="FusedConv",
         domain=MS_DOMAIN,
         runs_on=("cpu",),
         patterns=_conv_act_patterns(),
-        check=all_checks(float_input("x"), _bn_check, _act_check),
+        check=all_checks(float_input("x"), _bn_check, _act_check, _residual_check),
         priority=15,
         replace=_conv_act_replace,
     ),
