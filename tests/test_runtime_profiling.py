@@ -50,6 +50,17 @@ def test_slow_node_dominates(slow_profile):
     assert len(lat["runs"]) == 5 and lat["p50"] <= lat["p90"] and lat["mean"] > 0
 
 
+def test_profile_session_records_its_setup_and_cost(slow_profile):
+    sess = slow_profile["profile_session"]
+    assert sess["cpu_mem_arena"] is True and sess["threads"] == 1
+    cost = sess["cost_s"]
+    # the plain runs are the sum of the latency runs; every stage of the profiling pass was timed
+    assert abs(cost["latency_runs"] * 1e3 - sum(slow_profile["latency_ms"]["runs"])) < 1e-6
+    for key in ("profiled_runs", "trace_write", "trace_read", "statistics"):
+        assert cost[key] > 0, key
+    assert cost["trace_bytes"] > 1000
+
+
 def test_warmup_runs_are_dropped_from_the_trace():
     model = samples.slow_node_model(n=64)
     feeds = make_feeds(model)
@@ -98,6 +109,25 @@ def test_gpt2_profile_covers_every_executed_node():
     executed = {n.name for n in model.graph.node if n.op_type != "Constant"}
     assert {n["name"] for n in prof["nodes"]} == executed
     assert prof["op_types"][0]["mean_us"] >= prof["op_types"][-1]["mean_us"]
+
+
+def test_summary_matches_a_plain_per_node_count():
+    """The vectorised statistics against a direct computation on a hand-made trace (a node runs twice)."""
+    cpu = "CPUExecutionProvider"
+    runs = [trace.TraceRun(0, 100, [trace.NodeTime("a", "Relu", cpu, h) for h in (10.0, 5.0)]
+                           + [trace.NodeTime("b", "Add", cpu, 1.0)])
+            for _ in range(2)]
+    runs.append(trace.TraceRun(200, 100, [trace.NodeTime("a", "Relu", cpu, 30.0),
+                                          trace.NodeTime("c", "Add", cpu, 3.0)]))
+    s = summarize(runs, False)
+    nodes = {n["name"]: n for n in s["nodes"]}
+    assert [n["name"] for n in s["nodes"]] == ["a", "c", "b"]
+    assert nodes["a"]["mean_us"] == 20 and nodes["a"]["p50_us"] == 15 and nodes["a"]["p90_us"] == 27
+    assert nodes["b"]["mean_us"] == 2 / 3 and nodes["c"]["mean_us"] == 1
+    ops = {o["op_type"]: o for o in s["op_types"]}
+    assert ops["Add"]["nodes"] == 2 and ops["Add"]["mean_us"] == (1 + 1 + 3) / 3
+    assert [r["node_sum_us"] for r in s["runs_detail"]] == [16, 16, 33]
+    assert s["node_sum_us"]["max"] == 33 and abs(sum(n["share"] for n in s["nodes"]) - 1) < 1e-12
 
 
 def test_kernel_events_are_attributed_to_the_node_they_follow(tmp_path):
@@ -163,6 +193,19 @@ def test_fast_trace_reader_matches_json(tmp_path):
     assert len(fast) == len(slow)
     runs = trace.split_runs(fast)
     assert runs == trace.split_runs(slow) and len(runs) == 2 and len(runs[0].nodes) > 100
+    assert trace.read_runs(f) == (runs, False)
+    # the same events in another JSON layout (not one event per line) are read by the JSON path
+    other = tmp_path / "indented.json"
+    other.write_text(json.dumps({"traceEvents": slow}, indent=1))
+    assert trace.read_runs(other) == (runs, False)
+    # a line the fast reader does not know sends the whole file to the JSON path, never skips an event
+    lines = open(f, encoding="utf-8").read().split("\n")
+    odd_event = {"name": "odd", "cat": "Node", "ts": 1, "dur": 2, "ph": "X", "args": {}}
+    lines.insert(3, json.dumps(odd_event) + ",")
+    odd = tmp_path / "odd.json"
+    odd.write_text("\n".join(lines))
+    assert len(trace.read_trace(odd)) == len(slow) + 1
+    assert summarize(trace.read_runs(odd)[0], False) == summarize(runs, False)
     (tmp_path / "bad.json").write_text("[\n{oops\n")
     with pytest.raises(FuseviewError, match="not a readable onnxruntime profile"):
         trace.read_trace(tmp_path / "bad.json")

@@ -162,68 +162,101 @@ def profile_trace(
     progress: Progress | None = None,
     cancel: Cancel = None,
     threads: int = 0,
+    timings: dict | None = None,
+    cpu_mem_arena: bool = True,
 ) -> tuple[list[trace.TraceRun], bool, dict]:
-    """Runs with onnxruntime profiling on: timed runs' trace (warm-up runs dropped), kernel flag, provider."""
+    """Runs with onnxruntime profiling on: timed runs' trace (warm-up runs dropped), kernel flag, provider.
+
+    `timings`, when given, receives what the profiling pass cost (seconds): the timed runs (session.run
+    calls only), onnxruntime writing its trace, fuseview reading it; and the trace's size in bytes.
+    """
+    run_s = 0.0
     with tempfile.TemporaryDirectory(prefix="fuseview-prof-") as tmp:
-        sess, choice = create_session(model, provider, opt_level, str(Path(tmp) / "ort"), threads=threads)
+        sess, choice = create_session(model, provider, opt_level, str(Path(tmp) / "ort"), threads=threads,
+                                      cpu_mem_arena=cpu_mem_arena)
         try:
             for i in range(warmup + runs):
                 check_cancel(cancel)
+                t0 = time.perf_counter()
                 sess.run(None, feeds)
+                if i >= warmup:
+                    run_s += time.perf_counter() - t0
                 if progress:
                     progress("profile", i + 1, warmup + runs)
         finally:
+            t0 = time.perf_counter()
             path = sess.end_profiling()
-        events = trace.read_trace(path)
-    all_runs = trace.split_runs(events)
+            write_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        all_runs, device_events = trace.read_runs(path)
+        read_s = time.perf_counter() - t0
+        size = os.path.getsize(path)
+    if timings is not None:
+        timings.update(profiled_runs=run_s, trace_write=write_s, trace_read=read_s, trace_bytes=size)
     if len(all_runs) < warmup + runs:
         raise FuseviewError(f"profile has {len(all_runs)} model_run events, expected {warmup + runs}")
-    return all_runs[warmup:], trace.has_kernel_events(events), choice.to_dict()
+    return all_runs[warmup:], device_events, choice.to_dict()
 
 
 def summarize(runs: list[trace.TraceRun], device_events: bool) -> dict:
     """Per-node and per-op-type statistics (µs) over the runs, with provider and time source."""
     n_runs = len(runs)
-    per_node: dict[str, dict] = {}
-    order: list[str] = []
-    run_node_totals = []
+    index: dict[str, int] = {}
+    meta: list[tuple[str, str, str, str]] = []  # name, op type, provider, time source
+    kernels: list[int] = []
+    ids: list[int] = []
+    cols: list[int] = []
+    times: list[float] = []
+    hosts: list[float] = []
     for r_i, r in enumerate(runs):
-        total = 0.0
         for n in r.nodes:
-            t, src = trace.node_time(n, device_events)
-            total += t
-            rec = per_node.get(n.name)
-            if rec is None:
-                rec = per_node[n.name] = {
-                    "name": n.name, "op_type": n.op_type, "provider": n.provider, "time_source": src,
-                    "times": np.zeros(n_runs), "host": np.zeros(n_runs), "kernels": 0,
-                }
-                order.append(n.name)
-            rec["times"][r_i] += t  # a node inside a loop body runs several times per run
-            rec["host"][r_i] += n.host_us
-            rec["kernels"] = max(rec["kernels"], n.kernels)
-        run_node_totals.append(total)
-    grand = sum(float(per_node[k]["times"].mean()) for k in order) or 1.0
-    nodes = []
-    for k in order:
-        rec = per_node[k]
-        s = stats(rec["times"])
-        nodes.append({
-            "name": rec["name"], "op_type": rec["op_type"], "provider": rec["provider"],
-            "time_source": rec["time_source"], "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"],
-            "share": s["mean"] / grand, "host_mean_us": float(rec["host"].mean()), "kernels": rec["kernels"],
-        })
-    by_op: dict[tuple[str, str], dict] = {}
-    for rec in per_node.values():
-        key = (rec["op_type"], rec["provider"])
-        agg = by_op.setdefault(key, {"times": np.zeros(n_runs), "count": 0, "source": rec["time_source"]})
-        agg["times"] += rec["times"]
-        agg["count"] += 1
+            k = index.get(n.name)
+            if k is None:
+                k = index[n.name] = len(meta)
+                meta.append((n.name, n.op_type, n.provider, trace.node_time(n, device_events)[1]))
+                kernels.append(0)
+            if n.provider == trace.CPU_PROVIDER or not device_events:
+                times.append(n.host_us)
+            else:
+                times.append(n.kernel_us)
+            ids.append(k)
+            cols.append(r_i)
+            hosts.append(n.host_us)
+            if n.kernels > kernels[k]:
+                kernels[k] = n.kernels
+    n_nodes = len(meta)
+    col = np.asarray(cols, dtype=np.int64)
+    flat = np.asarray(ids, dtype=np.int64) * n_runs + col
+    size = n_nodes * n_runs
+    # node x run matrices; a node inside a loop body runs several times per run: its times add up
+    tm = np.bincount(flat, weights=times, minlength=size).reshape(n_nodes, n_runs)
+    hm = np.bincount(flat, weights=hosts, minlength=size).reshape(n_nodes, n_runs)
+    run_node_totals = np.bincount(col, weights=times, minlength=n_runs)
+    means = tm.mean(axis=1) if n_runs else np.zeros(n_nodes)
+    grand = float(means.sum()) or 1.0
+    p50, p90 = np.percentile(tm, [50, 90], axis=1) if n_runs and n_nodes else (means, means)
+    host_means = hm.mean(axis=1) if n_runs else np.zeros(n_nodes)
+    nodes = [
+        {
+            "name": name, "op_type": op, "provider": prov, "time_source": src, "mean_us": float(means[k]),
+            "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": float(means[k]) / grand,
+            "host_mean_us": float(host_means[k]), "kernels": kernels[k],
+        }
+        for k, (name, op, prov, src) in enumerate(meta)
+    ]
+    groups: dict[tuple[str, str], int] = {}
+    gid = np.asarray([groups.setdefault((op, prov), len(groups)) for _, op, prov, _ in meta], dtype=np.int64)
+    gm = np.zeros((len(groups), n_runs))
+    np.add.at(gm, gid, tm)
+    counts = np.bincount(gid, minlength=len(groups))
+    first_src = {}
+    for (_, op, prov, src) in meta:
+        first_src.setdefault((op, prov), src)
     op_types = []
-    for (op, prov), agg in by_op.items():
-        s = stats(agg["times"])
+    for (op, prov), g in groups.items():
+        s = stats(gm[g])
         op_types.append({
-            "op_type": op, "provider": prov, "nodes": agg["count"], "time_source": agg["source"],
+            "op_type": op, "provider": prov, "nodes": int(counts[g]), "time_source": first_src[(op, prov)],
             "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"], "share": s["mean"] / grand,
         })
     nodes.sort(key=lambda d: -d["mean_us"])
@@ -234,7 +267,8 @@ def summarize(runs: list[trace.TraceRun], device_events: bool) -> dict:
         "run_us": stats(run_durs),
         "node_sum_us": stats(run_node_totals),
         "runs_detail": [
-            {"model_run_us": r.dur_us, "node_sum_us": t} for r, t in zip(runs, run_node_totals, strict=True)
+            {"model_run_us": r.dur_us, "node_sum_us": float(t)}
+            for r, t in zip(runs, run_node_totals, strict=True)
         ],
         "nodes": nodes,
         "op_types": op_types,
@@ -252,8 +286,13 @@ def profile_model(
     cancel: Cancel = None,
     threads: int = 0,
     label: str = "",
+    cpu_mem_arena: bool = True,
 ) -> dict:
-    """Latency (plain runs, no profiling) and the profile summary of one model on identical feeds."""
+    """Latency (plain runs, no profiling) and the profile summary of one model on identical feeds.
+
+    cpu_mem_arena=False turns the CPU memory arena off in the profiled session only (fewer statistics for
+    onnxruntime's profiler to gather, but allocations then go to malloc: see bench/bench_profile.py).
+    """
     if runs < 1 or warmup < 0:
         raise FuseviewError("--runs must be >= 1 and --warmup >= 0")
     src = runnable(model)
@@ -274,9 +313,12 @@ def profile_model(
             f"onnxruntime failed to run the model on these inputs (see --dim): {msg}"
         ) from None
     del sess
+    cost: dict = {"latency_runs": sum(lat) / 1e3}
     t_runs, device_events, _ = profile_trace(src, feeds, provider, opt_level, runs, warmup, stage(""), cancel,
-                                             threads)
+                                             threads, cost, cpu_mem_arena)
+    t0 = time.perf_counter()
     summary = summarize(t_runs, device_events)
+    cost["statistics"] = time.perf_counter() - t0
     return {
         "path": str(model) if not isinstance(model, onnx.ModelProto) else None,
         "provider": choice.to_dict(),
@@ -285,10 +327,12 @@ def profile_model(
         "warmup": warmup,
         "latency_ms": {**stats(lat), "runs": lat},
         "cuda_kernel_events": device_events,
+        # How the profiled session was set up and what profiling cost (seconds; trace_bytes in bytes).
+        "profile_session": {"cpu_mem_arena": cpu_mem_arena, "threads": threads or None, "cost_s": cost},
         **summary,
     }
 
 
 def trace_file_events(path: str | os.PathLike) -> list[trace.TraceRun]:
     """Runs of an existing onnxruntime profile file (for reading traces made elsewhere)."""
-    return trace.split_runs(trace.read_trace(path))
+    return trace.read_runs(path)[0]

@@ -60,9 +60,11 @@ def session_options(
     profile_prefix: str | None = None,
     optimized_model_path: str | None = None,
     threads: int = 0,
+    cpu_mem_arena: bool = True,
 ) -> ort.SessionOptions:
     """SessionOptions with the given optimization level, optional profiling and optimized-graph output."""
     so = ort.SessionOptions()
+    so.enable_cpu_mem_arena = cpu_mem_arena
     so.graph_optimization_level = _opt_level(opt_level)
     so.log_severity_level = 4  # errors come back as exceptions; the CLI prints them in one line
     if threads:
@@ -100,11 +102,12 @@ def create_session(
     profile_prefix: str | None = None,
     optimized_model_path: str | None = None,
     threads: int = 0,
+    cpu_mem_arena: bool = True,
 ) -> tuple[ort.InferenceSession, ProviderChoice]:
     """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU."""
     if provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
-    so = session_options(opt_level, profile_prefix, optimized_model_path, threads)
+    so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
     avail = available_providers()
     if provider == "cpu":
         return _create(model, so, [CPU]), ProviderChoice("cpu", CPU, "asked for cpu")
@@ -127,7 +130,7 @@ def create_session(
             f"--provider cuda: {reason}; check nvidia-smi and the CUDA/cuDNN versions it needs"
         )
     if profile_prefix or optimized_model_path:
-        so = session_options(opt_level, profile_prefix, optimized_model_path, threads)
+        so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
         sess = _create(model, so, [CPU])
     return sess, ProviderChoice("auto", CPU, reason)
 

@@ -6,6 +6,7 @@ import bisect
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from fuseview.errors import FuseviewError
@@ -14,9 +15,10 @@ _NODE_SUFFIX = "_kernel_time"
 CPU_TIME = "cpu"
 DEVICE_TIME = "device"  # CUDA kernel time from cat == "Kernel" events (builds with CUDA profiling)
 HOST_SIDE = "host-side"  # a CUDA node's own event: launch time on the host, not GPU time
+CPU_PROVIDER = "CPUExecutionProvider"
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeTime:
     """One node execution in one run: host duration, and device kernel time when the trace has it."""
 
@@ -28,7 +30,7 @@ class NodeTime:
     kernels: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceRun:
     """One `model_run` of the session and the node executions inside it."""
 
@@ -37,93 +39,138 @@ class TraceRun:
     nodes: list[NodeTime] = field(default_factory=list)
 
 
-# onnxruntime writes one event per line, its fields in this order, args last (in no fixed order).
-_HEAD = re.compile(
-    r'^\{"cat"\s*:\s*"(\w+)"[^\n]*?"dur"\s*:\s*(\d+)\s*,\s*"ts"\s*:\s*(\d+)[^\n]*?"name"\s*:\s*"((?:[^"\\\n]|\\.)*)"',
-    re.M,
+# onnxruntime writes one event per line, its head fields in this order and layout, args last (in no fixed
+# order). The pattern starts with a literal newline so the regex engine can jump from line to line; the
+# trailing [^\n]* takes the rest of the line so each match ends where the next one starts.
+_ROW = re.compile(
+    rb'\n\{"cat" ?: ?"(\w+)", ?"pid" ?: ?-?\d+, ?"tid" ?: ?-?\d+, ?"dur" ?: ?(\d+), ?"ts" ?: ?(\d+),'
+    rb' ?"ph" ?: ?"\w+", ?"name" ?: ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"[^\n]*'
 )
-_ARGS = re.compile(r'"(op_name|provider)"\s*:\s*"((?:[^"\\\n]|\\.)*)"')
+_ARGS = re.compile(rb'"(op_name|provider)" ?: ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"')
+
+# A row: cat, name, ts, dur, args (only op_name and provider are read).
+Row = tuple[str, str, int, int, dict]
 
 
-def _unescape(s: str) -> str:
+def _text(b: bytes) -> str:
+    s = b.decode("utf-8")
     return s if "\\" not in s else json.loads(f'"{s}"')
 
 
-def _fast_events(text: str) -> list[dict] | None:
-    """Events of onnxruntime's one-event-per-line file, reading only the fields fuseview uses.
+def _fast_rows(data: bytes) -> list[Row] | None:
+    """The events of onnxruntime's one-event-per-line file, reading only the fields fuseview uses.
 
     json.loads of every event's args (memory and thread statistics) costs more than the profiled runs
-    themselves on big graphs; a node's op type and provider are read once, from its first event.
-    Returns None when the file is not in that layout (the caller then parses it as plain JSON).
+    themselves on big graphs. Names and args are decoded once per distinct node (a node's op type and
+    provider do not change between runs). None when the file is not in that exact layout: every line
+    between the brackets must be one event (the caller then parses it as plain JSON).
     """
-    if not text.lstrip().startswith("["):
+    head = data.lstrip()
+    if not head.startswith(b"["):
         return None
-    events = []
-    node_args: dict[str, dict] = {}
-    for m in _HEAD.finditer(text):
+    rows: list[Row] = []
+    texts: dict[bytes, str] = {}
+    node_args: dict[bytes, dict] = {}
+    empty: dict = {}
+    expect = data.find(b"\n")
+    if expect < 0 or data[:expect].strip() != b"[":
+        return None
+    for m in _ROW.finditer(data, expect):
+        if m.start() != expect:
+            return None  # a line the pattern skipped: not the layout this reader knows
+        expect = m.end()
         cat, dur, ts, name = m.groups()
-        ev = {"cat": cat, "dur": int(dur), "ts": int(ts), "name": _unescape(name)}
-        if cat == "Node":
+        c = texts.get(cat)
+        if c is None:
+            c = texts[cat] = _text(cat)
+        if c == "Node":
             args = node_args.get(name)
             if args is None:
-                end = text.find("\n", m.end())
-                found = _ARGS.findall(text, m.end(), end if end >= 0 else len(text))
-                args = node_args[name] = {k: _unescape(v) for k, v in found}
-            ev["args"] = args
-        events.append(ev)
-    if len(events) != text.count("\n{") + (1 if text.startswith("{") else 0):
+                line = data[m.end(4):m.end()]
+                args = node_args[name] = {k.decode(): _text(v) for k, v in _ARGS.findall(line)}
+        else:
+            args = empty
+        n = texts.get(name)
+        if n is None:
+            n = texts[name] = _text(name)
+        rows.append((c, n, int(ts), int(dur), args))
+    if data[expect:].strip() not in (b"]", b",]", b""):
         return None
+    return rows
+
+
+def _dict_rows(events: Iterable[dict]) -> Iterator[Row]:
+    for e in events:
+        yield (e.get("cat"), str(e.get("name", "")), e.get("ts", 0), e.get("dur", 0), e.get("args") or {})
+
+
+def _read_bytes(path: str | os.PathLike) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise FuseviewError(f"{path}: not a readable onnxruntime profile ({exc})") from None
+
+
+def _json_events(data: bytes, path: str | os.PathLike) -> list[dict]:
+    try:
+        events = json.loads(data)
+    except ValueError as exc:
+        raise FuseviewError(f"{path}: not a readable onnxruntime profile ({exc})") from None
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    if not isinstance(events, list):
+        raise FuseviewError(f"{path}: not an onnxruntime profile (no event list)")
     return events
 
 
 def read_trace(path: str | os.PathLike, fast: bool = True) -> list[dict]:
     """The event list of an onnxruntime profile file (fast path: only the fields fuseview reads)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        data = _fast_events(text) if fast else None
-        if data is None:
-            data = json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise FuseviewError(f"{path}: not a readable onnxruntime profile ({exc})") from None
-    if isinstance(data, dict):
-        data = data.get("traceEvents", [])
-    if not isinstance(data, list):
-        raise FuseviewError(f"{path}: not an onnxruntime profile (no event list)")
-    return data
+    data = _read_bytes(path)
+    rows = _fast_rows(data) if fast else None
+    if rows is None:
+        return _json_events(data, path)
+    return [{"cat": c, "name": n, "ts": ts, "dur": dur, **({"args": a} if c == "Node" else {})}
+            for c, n, ts, dur, a in rows]
+
+
+def read_runs(path: str | os.PathLike) -> tuple[list[TraceRun], bool]:
+    """Runs of an onnxruntime profile file and whether it has CUDA kernel events, without event dicts."""
+    data = _read_bytes(path)
+    rows = _fast_rows(data)
+    if rows is None:
+        events = _json_events(data, path)
+        return split_runs(events), has_kernel_events(events)
+    return _split_rows(rows), any(r[0] == "Kernel" for r in rows)
 
 
 def split_runs(events: list[dict]) -> list[TraceRun]:
     """Runs in time order, each with its node executions; Kernel events go to the node they follow."""
+    return _split_rows(list(_dict_rows(events)))
+
+
+def _split_rows(rows: list[Row]) -> list[TraceRun]:
     runs = sorted(
-        (
-            TraceRun(float(e["ts"]), float(e.get("dur", 0)))
-            for e in events
-            if e.get("cat") == "Session" and e.get("name") == "model_run"
-        ),
+        (TraceRun(float(ts), float(dur)) for cat, name, ts, dur, _ in rows
+         if cat == "Session" and name == "model_run"),
         key=lambda r: r.ts,
     )
     starts = [r.ts for r in runs]
+    ends = [r.ts + r.dur_us for r in runs]
+    cut = len(_NODE_SUFFIX)
     last: NodeTime | None = None
-    for e in events:
-        cat = e.get("cat")
-        if cat == "Node" and str(e.get("name", "")).endswith(_NODE_SUFFIX):
-            args = e.get("args") or {}
-            ts = float(e.get("ts", 0))
-            last = NodeTime(
-                name=e["name"][: -len(_NODE_SUFFIX)],
-                op_type=str(args.get("op_name", "?")),
-                provider=str(args.get("provider", "?")),
-                host_us=float(e.get("dur", 0)),
-            )
+    for cat, name, ts, dur, args in rows:
+        if cat == "Node" and name.endswith(_NODE_SUFFIX):
+            last = NodeTime(name[:-cut], str(args.get("op_name", "?")), str(args.get("provider", "?")),
+                            float(dur))
             i = bisect.bisect_right(starts, ts) - 1
-            if i >= 0 and ts <= runs[i].ts + runs[i].dur_us:
+            if i >= 0 and ts <= ends[i]:
                 runs[i].nodes.append(last)
             else:
                 last = None  # outside any run (session setup): not counted
         elif cat == "Kernel" and last is not None:
             # Device kernels are listed right after the node that launched them (onnxruntime's format).
-            last.kernel_us += float(e.get("dur", 0))
+            last.kernel_us += float(dur)
             last.kernels += 1
     return runs
 
@@ -135,7 +182,7 @@ def has_kernel_events(events: list[dict]) -> bool:
 
 def node_time(n: NodeTime, device_events: bool) -> tuple[float, str]:
     """The time to attribute to a node execution, and where it comes from."""
-    if n.provider == "CPUExecutionProvider":
+    if n.provider == CPU_PROVIDER:
         return n.host_us, CPU_TIME
     if device_events:
         return n.kernel_us, DEVICE_TIME
