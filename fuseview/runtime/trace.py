@@ -137,11 +137,65 @@ def read_trace(path: str | os.PathLike, fast: bool = True) -> list[dict]:
 def read_runs(path: str | os.PathLike) -> tuple[list[TraceRun], bool]:
     """Runs of an onnxruntime profile file and whether it has CUDA kernel events, without event dicts."""
     data = _read_bytes(path)
-    rows = _fast_rows(data)
-    if rows is None:
+    fast = _fast_runs(data)
+    if fast is None:
         events = _json_events(data, path)
         return split_runs(events), has_kernel_events(events)
-    return _split_rows(rows), any(r[0] == "Kernel" for r in rows)
+    return fast
+
+
+def _fast_runs(data: bytes) -> tuple[list[TraceRun], bool] | None:
+    """split_runs of onnxruntime's one-event-per-line file in one pass over it (None: not that layout)."""
+    expect = data.find(b"\n")
+    if expect < 0 or data[:expect].strip() != b"[":
+        return None
+    info: dict[bytes, tuple[str, str, str] | None] = {}  # node event name -> node name, op type, provider
+    sessions: list[tuple[int, int]] = []
+    nodes: list[NodeTime] = []
+    node_ts: list[int] = []
+    last: NodeTime | None = None
+    kernels = False
+    cut = len(_NODE_SUFFIX)
+    for m in _ROW.finditer(data, expect):
+        start, end = m.span()
+        if start != expect:
+            return None  # a line the pattern skipped: not the layout this reader knows
+        expect = end
+        cat, dur, ts, name = m.group(1, 2, 3, 4)
+        if cat == b"Node":
+            node = info.get(name, False)
+            if node is False:
+                text = _text(name)
+                node = None
+                if text.endswith(_NODE_SUFFIX):
+                    args = dict(_ARGS.findall(data, m.end(4), end))
+                    op, prov = args.get(b"op_name", b"?"), args.get(b"provider", b"?")
+                    node = (text[:-cut], _text(op), _text(prov))
+                info[name] = node
+            if node is not None:
+                # Kernel events after a node outside every run land on it and are dropped with it.
+                last = NodeTime(node[0], node[1], node[2], float(dur))
+                nodes.append(last)
+                node_ts.append(int(ts))
+        elif cat == b"Session":
+            if name == b"model_run":
+                sessions.append((int(ts), int(dur)))
+        elif cat == b"Kernel":
+            kernels = True
+            if last is not None:
+                last.kernel_us += float(dur)
+                last.kernels += 1
+    if data[expect:].strip() not in (b"]", b""):
+        return None
+    sessions.sort()
+    runs = [TraceRun(float(ts), float(dur)) for ts, dur in sessions]
+    starts = [ts for ts, _ in sessions]
+    ends = [ts + dur for ts, dur in sessions]
+    for n, ts in zip(nodes, node_ts, strict=True):
+        i = bisect.bisect_right(starts, ts) - 1
+        if i >= 0 and ts <= ends[i]:
+            runs[i].nodes.append(n)
+    return runs, kernels
 
 
 def split_runs(events: list[dict]) -> list[TraceRun]:
