@@ -7,12 +7,13 @@ from collections import Counter
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QDockWidget, QTreeWidget, QTreeWidgetItem, QWidget
 
 from fuseview.graph.document import GraphDocument, ModelDocument, Node
 from fuseview.graph.geometry import Box
+from fuseview.graph.navigation import inner_graphs
 
 _PREVIEW_VALUES = 8
 
@@ -74,8 +75,13 @@ def _fmt_attr(value: object) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
+_INNER_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
 class Inspector(QDockWidget):
     """Dock showing the selected node, group, input or output."""
+
+    inner_graph_requested = Signal(int, str)  # node index, 'sub:<attr>' or 'fn:<domain:name>'
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Inspector", parent)
@@ -90,6 +96,7 @@ class Inspector(QDockWidget):
         self.tree.setWordWrap(False)
         self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.tree.header().setStretchLastSection(True)
+        self.tree.itemDoubleClicked.connect(self._double_clicked)
         self.setWidget(self.tree)
         self.setAllowedAreas(Qt.DockWidgetArea.LeftDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
         self.setMinimumWidth(400)
@@ -170,10 +177,19 @@ class Inspector(QDockWidget):
                 if preview:
                     self._row(row, "values", preview)
                     row.setExpanded(True)
-        if node.subgraphs:
-            subs = self._section("Subgraphs")
-            for k, sg in node.subgraphs.items():
-                self._row(subs, k, f"{len(sg.nodes)} nodes")
+        inner = inner_graphs(doc, node.index)
+        if inner:
+            subs = self._section("Inner graphs (double-click or Ctrl+Down to open)")
+            for label, key in inner:
+                kind, _, name = key.partition(":")
+                g_inner = node.subgraphs[name] if kind == "sub" else doc.functions[name]
+                row = self._row(subs, label.split(" ▸ ", 1)[1], f"{len(g_inner.nodes)} nodes")
+                row.setData(0, _INNER_ROLE, (node.index, key))
+
+    def _double_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        target = item.data(0, _INNER_ROLE)
+        if target:
+            self.inner_graph_requested.emit(int(target[0]), str(target[1]))
 
     def _show_tensor_box(self, g: GraphDocument, box: Box) -> None:
         name = box.key.split(":", 1)[1]

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QProgressBar,
     QPushButton,
+    QToolBar,
     QWidget,
 )
 
@@ -21,6 +22,7 @@ from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
+from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.ui import dialogs
 from fuseview.ui.export import render_scene
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
@@ -63,7 +65,9 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("fuseview", "fuseview")
         self.expansion_mode = expansion_mode if expansion_mode in EXPANSION_MODES else "auto"
-        self.doc: ModelDocument | None = None
+        self.doc: ModelDocument | None = None  # the graph on screen: the model's, or a body/function in it
+        # where we came from while an inner graph (If/Loop body, function) is open: (label, doc, expanded)
+        self.nav_stack: list[tuple[str, ModelDocument, Expansion]] = []
         self.expanded: Expansion = None
         self.layout_: Layout | None = None
         self.scene: GraphScene | None = None
@@ -83,7 +87,9 @@ class MainWindow(QMainWindow):
         self.view.zoom_changed.connect(lambda _s: self._update_status())
         self.setCentralWidget(self.view)
         self.inspector = Inspector(self)
+        self.inspector.inner_graph_requested.connect(self.open_inner_graph)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
+        self._build_breadcrumb()
         self.search = SearchBar(self)
         self.search.go_to.connect(self.reveal_node)
         self.search.highlight_op.connect(self.highlight_op)
@@ -107,6 +113,19 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.cancel_button)
         self.progress.hide()
         self.cancel_button.hide()
+
+    def _build_breadcrumb(self) -> None:
+        # shown only while an inner graph is open: where we are, and the way back
+        self.crumb_bar = QToolBar("Graph path", self)
+        self.crumb_bar.setObjectName("graph_path")
+        self.crumb_label = QLabel("")
+        self.crumb_bar.addWidget(self.crumb_label)
+        up = QAction("▲ Up", self)
+        up.triggered.connect(self.go_up)
+        self.crumb_bar.addAction(up)
+        self.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.crumb_bar)
+        self.crumb_bar.hide()
 
     def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
         act = QAction(text, self)
@@ -150,6 +169,14 @@ class MainWindow(QMainWindow):
         self._action(view, "&Collapse All", self.collapse_all, "Ctrl+Shift+C", "Group nodes by name scope")
         self._action(view, "Expand Selected &Group", self.expand_selected, "E")
         self._action(view, "Collapse &Parent Group", self.collapse_selected, "C")
+        view.addSeparator()
+        self._action(
+            view, "Open &Inner Graph", self.open_selected_inner, "Ctrl+Down",
+            "Open the selected node's If/Loop/Scan body or local function",
+        )
+        self._action(view, "Back to &Outer Graph", self.go_up, "Ctrl+Up")
+        self.functions_menu = view.addMenu("Local &Functions")
+        self.functions_menu.aboutToShow.connect(self._fill_functions)
         view.addSeparator()
         view.addAction(self.inspector.toggleViewAction())
         view.addAction(self.search.toggleViewAction())
@@ -201,6 +228,8 @@ class MainWindow(QMainWindow):
     def _opened(self, result, path: str) -> None:
         doc, expanded, lay, paths = result
         self.doc = doc
+        self.nav_stack = []
+        self.crumb_bar.hide()
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
         self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
@@ -416,6 +445,65 @@ class MainWindow(QMainWindow):
             if it.box.kind == "group" and len(it.box.scope) > 1:
                 self.collapse_group(tuple(it.box.scope[:-1]))
                 return
+
+    # inner graphs -----------------------------------------------------------------------------------
+    def open_selected_inner(self) -> None:
+        """Open the first inner graph (body or local function) of the selected node."""
+        for it in self._selected_boxes():
+            if it.box.kind == "node" and it.box.node is not None and self.doc is not None:
+                found = inner_graphs(self.doc, it.box.node)
+                if found:
+                    self.open_inner_graph(it.box.node, found[0][1])
+                    return
+        self.statusBar().showMessage("The selected node has no subgraph or local function.", 5000)
+
+    def open_inner_graph(self, node_index: int, key: str) -> None:
+        """Show a body of a node (key 'sub:<attr>') or a local function ('fn:<domain:name>') as the graph."""
+        if self.doc is None:
+            return
+        try:
+            inner = open_inner(self.doc, node_index if node_index >= 0 else None, key)
+        except Exception as exc:  # noqa: BLE001
+            self._error("Cannot open the inner graph", exc)
+            return
+        if key.startswith("fn:"):
+            label = f"function {key[3:]}"
+        else:
+            label = f"{self.doc.graph.nodes[node_index].name} ▸ {key[4:]}"
+        self.nav_stack.append((label, self.doc, self.expanded))
+        self._show_inner(inner, expansion_for(inner, self.expansion_mode))
+
+    def go_up(self) -> None:
+        """Back to the graph that holds the inner graph on screen."""
+        if not self.nav_stack:
+            return
+        _label, outer, expanded = self.nav_stack.pop()
+        self._show_inner(outer, expanded)
+
+    def _show_inner(self, doc: ModelDocument, expanded: Expansion) -> None:
+        self.doc = doc
+        self.search.set_graph(doc.graph, doc.op_histogram())
+        self.inspector.clear()
+        path = " ▸ ".join(["main"] + [label for label, _d, _e in self.nav_stack])
+        self.crumb_label.setText(f"  Graph: {path}   ")
+        self.crumb_bar.setVisible(bool(self.nav_stack))
+        self.relayout(expanded, self.view.fit)
+
+    def _fill_functions(self) -> None:
+        self.functions_menu.clear()
+        root = self.nav_stack[0][1] if self.nav_stack else self.doc
+        keys = sorted(root.functions) if root is not None else []
+        if not keys:
+            self.functions_menu.addAction("(none in this model)").setEnabled(False)
+            return
+        for key in keys:
+            act = self.functions_menu.addAction(key)
+            act.triggered.connect(lambda _=False, key=key: self._open_function(key))
+
+    def _open_function(self, key: str) -> None:
+        while self.nav_stack:  # functions belong to the model: open them from the main graph
+            self.go_up()
+        self.open_inner_graph(-1, f"fn:{key}")
 
     # selection, search, highlight -----------------------------------------------------------------
     def clear_selection(self) -> None:
