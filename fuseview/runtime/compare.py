@@ -11,6 +11,20 @@ from fuseview.runtime.inputs import input_specs
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
 
+# |diff| histogram bins: one per decade from 1e-12 to 1e2; values outside go to the end bins, zeros apart.
+HIST_EDGES = [10.0**e for e in range(-12, 3)]
+
+
+def diff_histogram(d: np.ndarray) -> dict:
+    """Counts of element-wise |diff| per decade (edges 1e-12..1e2, end bins open) plus a zero bin."""
+    d = np.asarray(d, dtype=np.float64).ravel()
+    zero = d == 0
+    nonzero = d[~zero]
+    top = len(HIST_EDGES) - 2
+    idx = (np.clip(np.floor(np.log10(nonzero)), -12, -12 + top) + 12).astype(np.int64)
+    counts = np.bincount(idx, minlength=len(HIST_EDGES) - 1)
+    return {"zero": int(zero.sum()), "edges": list(HIST_EDGES), "counts": [int(c) for c in counts]}
+
 
 def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> dict:
     """max abs, max rel, mean abs, cosine similarity and pass/fail (|got-ref| <= atol + rtol*|ref|)."""
@@ -39,7 +53,7 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
     worst = int(np.argmax(d))
     return {**out, "passed": passed, "max_abs": float(d.max()), "max_rel": float(rel.max()),
             "mean_abs": float(d.mean()), "cosine": cosine, "worst_ref": float(a[worst]),
-            "worst_got": float(b[worst]), "nan_mismatch": nan_mismatch}
+            "worst_got": float(b[worst]), "nan_mismatch": nan_mismatch, "abs_diff_hist": diff_histogram(d)}
 
 
 def _signature(model: onnx.ModelProto) -> tuple[list[str], list[str]]:

@@ -139,6 +139,18 @@ def _check(obj: dict, spec: dict, where: str, src: str) -> None:
             raise FuseviewError(f"{src}: {where}.{key} has the wrong type ({type(obj[key]).__name__})")
 
 
+def _check_hist(h, where: str, src: str) -> None:
+    """The optional abs_diff_hist of an output diff: zero count, n+1 increasing edges, n counts."""
+    _check(h, {"zero": int, "edges": list, "counts": list}, where, src)
+    edges, counts = h["edges"], h["counts"]
+    if not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges):
+        raise FuseviewError(f"{src}: {where}.edges must be numbers")
+    if not edges or edges[0] <= 0 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+        raise FuseviewError(f"{src}: {where}.edges must be positive and increasing")
+    if len(counts) != len(edges) - 1 or not all(isinstance(c, int) and c >= 0 for c in counts):
+        raise FuseviewError(f"{src}: {where}.counts must be {len(edges) - 1} counts (one per bin)")
+
+
 def validate(report: dict, src: str = "report") -> None:
     """FuseviewError naming the first thing that does not match schema_version 1."""
     if not isinstance(report, dict):
@@ -170,6 +182,9 @@ def validate(report: dict, src: str = "report") -> None:
     if cmp is not None:
         _check(cmp, {"atol": (int, float), "rtol": (int, float), "outputs": dict, "passed": bool,
                      "fusions": list}, "comparison", src)
+        for name, d in cmp["outputs"].items():
+            if isinstance(d, dict) and "abs_diff_hist" in d:
+                _check_hist(d["abs_diff_hist"], f"comparison.outputs[{name!r}].abs_diff_hist", src)
 
 
 def load_report(path: str | os.PathLike) -> dict:
