@@ -61,6 +61,12 @@ def test_profile_session_records_its_setup_and_cost(slow_profile):
     assert cost["trace_bytes"] > 1000
 
 
+def test_arena_off_is_an_opt_in_for_the_profiled_session_only():
+    model = samples.slow_node_model(n=64)
+    prof = profile_model(model, make_feeds(model), "cpu", runs=2, warmup=1, cpu_mem_arena=False)
+    assert prof["profile_session"]["cpu_mem_arena"] is False and len(prof["nodes"]) == 6
+
+
 def test_warmup_runs_are_dropped_from_the_trace():
     model = samples.slow_node_model(n=64)
     feeds = make_feeds(model)
