@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.fusion.apply import apply_candidates, check_fused
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.rules import attention
+from fuseview.fusion.rules import attention, embedding
 from fuseview.fusion.rules.attention import find_attention, near_misses
 from fuseview.fusion.scan import scan_model
 
@@ -247,7 +247,7 @@ def test_scan_does_not_modify_the_model() -> None:
 
 
 # ------------------------------------------------------------------------------- EmbedLayerNormalization
-EMBED_RULE = next(r for r in attention.RULES if r.name == "embed_layer_norm")
+EMBED_RULE = embedding.RULES[0]
 
 
 def _embedding_graph(positions: str = "slice", sum_is_output: bool = False,
@@ -352,3 +352,16 @@ def test_gpt2_ts_embedding_is_not_offered() -> None:
     """ts GPT-2 reads the word-embedding tensor's shape for the positions and the mask: not fusable as is."""
     model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts17.onnx"))
     assert scan_model(model, rules=[EMBED_RULE]).candidates == []
+
+
+def test_attention_near_misses_reach_the_scan_result() -> None:
+    # a wrong softmax axis is a near miss of attention_mha, reported by scan like pattern rules' misses
+    model = onnx.load(str(SHARED_MODELS / "gpt2_2l_ts17.onnx"))
+    sm = next(n for n in model.graph.node if n.op_type == "Softmax")
+    for a in sm.attribute:
+        if a.name == "axis":
+            a.i = 1
+    result = scan_model(model)
+    reasons = [n.reason for n in result.near_misses if n.rule == "attention_mha"]
+    assert len(reasons) == 1 and "axis" in reasons[0].lower()
+    assert sum(c.rule == "attention_mha" for c in result.candidates) == 1

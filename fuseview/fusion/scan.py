@@ -81,6 +81,9 @@ def scan_model(
         if rule.find is not None:
             matches = list(rule.find(index))
             for m in matches:
+                if isinstance(m, NearMiss):  # find() rules report their near misses in the same stream
+                    misses.append(m)
+                    continue
                 c = make_candidate(index, m)
                 found.append((-rule.priority, index.position(m.node_list[-1]), c))
             continue

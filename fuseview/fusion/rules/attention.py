@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, Match, Replacement, Rule
-from fuseview.fusion.rules.embedding import RULES as _EMBEDDING_RULES
+from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
 
 _FLOAT = onnx.TensorProto.FLOAT
 # ops whose output dim i is the input's dim i (same rank, elementwise)
@@ -726,10 +725,13 @@ def _replace(m: Match) -> list[Replacement]:
     return replacement_nodes(a)
 
 
-def _find_matches(index: Any) -> Iterator[Match]:
-    _FOUND.pop(index, None)
-    for name, a in _matches_of(index).items():
+def _find_matches(index: Any) -> Iterator[Match | NearMiss]:
+    found, misses = find_attention(index)
+    _FOUND[index] = {index.name(a.softmax): a for a in found}
+    for name, a in _FOUND[index].items():
         yield Match.custom(RULES[0], index, a.nodes, [a.output], bindings={"softmax_node": name})
+    for nodes, reason in misses:
+        yield NearMiss(RULES[0].name, tuple(nodes), reason)
 
 
 RULES = [
@@ -744,6 +746,3 @@ RULES = [
         priority=100,
     ),
 ]
-
-# EmbedLayerNormalization lives in embedding.py; the catalogue lists rule modules by family, so it joins here.
-RULES += _EMBEDDING_RULES

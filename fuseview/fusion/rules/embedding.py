@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
 
 _INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
 
@@ -293,11 +293,14 @@ def _matches_of(index: Any) -> dict[str, EmbeddingMatch]:
     return _FOUND[index]
 
 
-def _find_matches(index: Any) -> Iterator[Match]:
-    _FOUND.pop(index, None)
-    for name, e in _matches_of(index).items():
+def _find_matches(index: Any) -> Iterator[Match | NearMiss]:
+    found, misses = find_embeddings(index)
+    _FOUND[index] = {index.name(e.ln): e for e in found}
+    for name, e in _FOUND[index].items():
         outs = [e.output] + ([e.embedding_sum] if e.embedding_sum else [])
         yield Match.custom(RULES[0], index, e.nodes, outs, bindings={"layernorm_node": name})
+    for nodes, reason in misses:
+        yield NearMiss(RULES[0].name, tuple(nodes), reason)
 
 
 def _replace(m: Match) -> list[Replacement]:
