@@ -7,6 +7,8 @@ run is timed around session.run alone (warm-up runs and session creation are not
 Prints the breakdown of each repeat and the median ratio. Run from the repo root:
     python bench/bench_profile.py [MODEL] [--runs 50] [--seq 128] [--threads 1] [--repeat 3] [--no-arena]
 --no-arena turns the CPU memory arena off in the profiled session only (not fuseview's default).
+--arena-check profiles with the arena on and off, --repeat sessions each, and prints per-op-type and
+per-node p50 times side by side: is arena-off a fair configuration for the profiled runs?
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ def main() -> int:
     ap.add_argument("--provider", default="cpu")
     ap.add_argument("--repeat", type=int, default=3, help="profile the model this many times; median ratio")
     ap.add_argument("--no-arena", action="store_true", help="CPU memory arena off in the profiled session")
+    ap.add_argument("--arena-check", action="store_true", help="per-op-type times with the arena on vs off")
     args = ap.parse_args()
 
     print("command       python " + " ".join(shlex.quote(a) for a in sys.argv))
     proto = onnx.load(args.model, load_external_data=False)
     feeds = make_feeds(proto, {"seq": args.seq})
     nodes = sum(1 for n in proto.graph.node if n.op_type != "Constant")
+    if args.arena_check:
+        return arena_check(args, feeds)
     print(f"model         {args.model} (seq {args.seq}, {nodes} nodes run, threads {args.threads},"
           f" {args.runs} runs, {args.warmup} warm-up, cpu arena in profiled session:"
           f" {'off' if args.no_arena else 'on'})")
@@ -74,6 +79,40 @@ def main() -> int:
     met = "met" if ratio < 2 else "NOT met"
     print(f"=== median of {args.repeat}: ratio {ratio:.2f}x plain (target < 2x: {met});"
           f" onnxruntime's profiled runs + trace write alone {statistics.median(floors):.2f}x")
+    return 0
+
+
+def arena_check(args: argparse.Namespace, feeds: dict) -> int:
+    """Per-op-type and per-node p50 times, arena on vs off (sessions alternate; median over sessions)."""
+    on, off = [], []
+    for _ in range(args.repeat):
+        for arena, into in ((True, on), (False, off)):
+            prof = profile_model(args.model, feeds, args.provider, "disabled", args.runs, args.warmup,
+                                 threads=args.threads, cpu_mem_arena=arena)
+            into.append(prof)
+
+    def med(profs: list[dict], key: str, name: str) -> dict:
+        vals: dict[str, list[float]] = {}
+        for p in profs:
+            for row in p[key]:
+                vals.setdefault(row[name], []).append(row["p50_us"])
+        return {k: statistics.median(v) for k, v in vals.items()}
+
+    print(f"p50 us, median of {args.repeat} profiled sessions each; off/on ratio")
+    ops_on, ops_off = med(on, "op_types", "op_type"), med(off, "op_types", "op_type")
+    for op in sorted(ops_on, key=lambda k: -ops_on[k]):
+        o = ops_off.get(op, 0.0)
+        print(f"  {op:22s} on {ops_on[op]:9.1f}  off {o:9.1f}  {o / ops_on[op]:.2f}")
+    n_on, n_off = med(on, "nodes", "name"), med(off, "nodes", "name")
+    total_on, total_off = sum(n_on.values()), sum(n_off.values())
+    print(f"  {'all nodes':22s} on {total_on:9.1f}  off {total_off:9.1f}  {total_off / total_on:.2f}")
+    big = sorted((n for n in n_on if n_on[n] >= 15), key=lambda n: n_off[n] / n_on[n])
+    ratios = [n_off[n] / n_on[n] for n in big]
+    print(f"nodes >= 15 us with the arena on: {len(big)}, off/on median {statistics.median(ratios):.2f},"
+          f" lowest {ratios[0]:.2f} ({big[0]}), highest {ratios[-1]:.2f} ({big[-1]})")
+    for n in big:
+        if abs(n_off[n] / n_on[n] - 1) > 0.25:
+            print(f"  {n:60s} on {n_on[n]:7.1f}  off {n_off[n]:7.1f}  {n_off[n] / n_on[n]:.2f}")
     return 0
 
 
