@@ -1,0 +1,521 @@
+"""The profiling dock: runs onnxruntime profiles in the background, opens saved reports, plots, exports."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from fuseview.errors import FuseviewError
+from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.report import load_report, save_report
+from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
+from fuseview.ui import profile_plots as plots
+from fuseview.ui.dialogs import error_text
+from fuseview.ui.workers import Job, JobRunner
+
+ERROR_STYLE = "color: #b00020;"
+INFO_STYLE = "color: #1b2430;"
+
+
+def parse_dims(text: str) -> dict[str, int]:
+    """'seq=128, batch=1' -> {"seq": 128, "batch": 1}; FuseviewError on anything else."""
+    dims: dict[str, int] = {}
+    for part in text.replace(",", " ").split():
+        name, eq, value = part.partition("=")
+        if not eq or not name or not value.strip().isdigit() or int(value) < 1:
+            raise FuseviewError(f"dims: {part!r} is not NAME=VALUE with a positive whole VALUE")
+        dims[name] = int(value)
+    return dims
+
+
+def provider_text(report: dict) -> str:
+    """'CPU — onnxruntime build has no CUDAExecutionProvider' (one entry per distinct provider choice)."""
+    seen = []
+    for m in report["models"]:
+        p = m.get("provider") or {}
+        short = str(p.get("provider", "?")).replace("ExecutionProvider", "")
+        text = f"{short} — {p['reason']}" if p.get("reason") else short
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
+
+
+def environment_text(report: dict, source: str | None = None) -> str:
+    """Where and when the report was made: onnxruntime version, GPU, CPU, platform."""
+    env = report["environment"]
+    parts = [f"made {report.get('created', '?')}", f"onnxruntime {env['onnxruntime']}"]
+    if env.get("gpu"):
+        parts.append(f"GPU {env['gpu']}")
+    if env.get("cpu"):
+        parts.append(f"CPU {env['cpu']}")
+    parts.append(env.get("platform", ""))
+    head = f"Report {Path(source).name}: " if source else "Report: "
+    return head + " · ".join(p for p in parts if p)
+
+
+def summary_text(report: dict) -> str:
+    """Median latency per model (and the speed-up) and whether the outputs matched."""
+    by_role = plots.models_by_role(report)
+    inputs = report["inputs"]
+    dims = ", ".join(f"{k}={v}" for k, v in inputs.get("dims", {}).items())
+    bits = [f"{role} {m['latency_ms']['p50']:.3f} ms" for role, m in by_role.items()]
+    text = "Latency p50: " + ", ".join(bits)
+    if len(by_role) == 2:
+        a, b = by_role[plots.ORIGINAL]["latency_ms"]["p50"], by_role[plots.FUSED]["latency_ms"]["p50"]
+        if b:
+            text += f" (original/fused = {a / b:.2f}x)"
+    runs = report["models"][0]
+    text += f" · {runs['runs']} runs after {runs['warmup']} warm-up · ORT opt {runs['ort_opt_level']}"
+    if dims:
+        text += f" · dims {dims}"
+    cmp = report.get("comparison")
+    if cmp:
+        text += (
+            f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
+        )
+    return text
+
+
+class ProfilePanel(QDockWidget):
+    """Profile the original (and fused) model in onnxruntime and plot where the time goes."""
+
+    nodeActivated = Signal(str, str)  # (role: "original" | "fused", node name)
+    opTypeActivated = Signal(str)
+    heatmapChanged = Signal(object)  # {"original": {node: share}, "fused": {...}} or None
+    profileFinished = Signal(object)  # the report dict
+    profileFailed = Signal(str)  # one-line message, already shown in the panel
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Profile", parent)
+        self.setObjectName("ProfilePanel")
+        self._original: ModelSource | None = None
+        self._fused: ModelSource | None = None
+        self._report: dict | None = None
+        self._report_source: str | None = None
+        self._job: Job | None = None
+        self._cancel_flag: threading.Event | None = None
+        self._runner = JobRunner(self)
+        self._build()
+        self._update_enabled()
+
+    # ------------------------------------------------------------------------------------ layout
+    def _build(self) -> None:
+        body = QWidget()
+        self.setWidget(body)
+        controls = QGridLayout()
+        self.provider = QComboBox()
+        self.provider.addItems(["auto", "cpu", "cuda"])
+        if CUDA not in available_providers():
+            tip = f"this onnxruntime build has no CUDAExecutionProvider; {CUDA_HINT}"
+            self.provider.model().item(2).setEnabled(False)
+            self.provider.setItemData(2, tip, Qt.ItemDataRole.ToolTipRole)
+            self.provider.setToolTip(f"auto uses CUDA when the build and a GPU have it. cuda: {tip}")
+        self.runs = QSpinBox(minimum=1, maximum=10000, value=20)
+        self.warmup = QSpinBox(minimum=0, maximum=1000, value=3)
+        self.dims = QLineEdit()
+        self.dims.setPlaceholderText("e.g. seq=128 batch=1 (defaults: batch 1, sequence 128)")
+        self.dims.setToolTip("values for the model's symbolic input dims, NAME=VALUE separated by spaces")
+        self.ort_opt = QComboBox()
+        self.ort_opt.addItems(list(OPT_LEVELS))
+        self.ort_opt.setToolTip(
+            "onnxruntime's own graph optimization; 'disabled' shows fuseview's fusions only"
+        )
+        for col, (label, w) in enumerate(
+            [
+                ("Provider", self.provider),
+                ("Runs", self.runs),
+                ("Warm-up", self.warmup),
+                ("ORT opt", self.ort_opt),
+            ]
+        ):
+            controls.addWidget(QLabel(label), 0, 2 * col)
+            controls.addWidget(w, 0, 2 * col + 1)
+        controls.addWidget(QLabel("Dims"), 1, 0)
+        controls.addWidget(self.dims, 1, 1, 1, 7)
+
+        self.run_button = QPushButton("Run")
+        self.run_button.clicked.connect(self.start_profile)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("")
+        self.open_button = QPushButton("Open report…")
+        self.open_button.clicked.connect(self._ask_open)
+        self.save_button = QPushButton("Save report…")
+        self.save_button.clicked.connect(self._ask_save)
+        self.export_button = QPushButton("Export plots…")
+        menu = QMenu(self.export_button)
+        menu.addAction("PNG…", lambda: self._ask_export("png"))
+        menu.addAction("SVG…", lambda: self._ask_export("svg"))
+        self.export_button.setMenu(menu)
+        self.heat = QCheckBox("Heat map")
+        self.heat.setToolTip("colour the graph's nodes by their share of the model's time")
+        self.heat.toggled.connect(self._emit_heatmap)
+        buttons = QHBoxLayout()
+        for w in (
+            self.run_button,
+            self.cancel_button,
+            self.progress,
+            self.open_button,
+            self.save_button,
+            self.export_button,
+            self.heat,
+        ):
+            buttons.addWidget(w, 1 if w is self.progress else 0)
+
+        self.status = QLabel("Open a model, then Run; or Open report…")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.env = QLabel("")
+        self.env.setWordWrap(True)
+        self.env.setStyleSheet("color: #5b6573;")
+        self.env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.op_plot = plots.BarChart("op_types", "Time per op type (median per run)", "µs per run")
+        self.op_plot.barClicked.connect(self._op_clicked)
+        self.node_plots = {
+            role: plots.BarChart(f"nodes_{role}", f"Slowest nodes: {role}", "µs per run")
+            for role in (plots.ORIGINAL, plots.FUSED)
+        }
+        for role, p in self.node_plots.items():
+            p.barClicked.connect(lambda row, _s, role=role: self._node_clicked(role, row))
+        self.fusion_plot = plots.BarChart("fusions", "Per fusion: replaced nodes vs fused node", "µs per run")
+        self.fusion_plot.barClicked.connect(self._fusion_clicked)
+        self.diff_plot = plots.BarChart(
+            "output_diffs", "Output differences", "fused vs original (log)", log_x=True
+        )
+        self.hist_plot = plots.HistogramChart("diff_histogram", "|diff| histogram")
+        self.hist_output = QComboBox()
+        self.hist_output.currentTextChanged.connect(self._show_histogram)
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.op_plot, "Op types")
+        nodes = QSplitter()
+        for p in self.node_plots.values():
+            nodes.addWidget(p)
+        self.tabs.addTab(nodes, "Slowest nodes")
+        self.tabs.addTab(self.fusion_plot, "Fusions")
+        outputs = QSplitter()
+        outputs.addWidget(self.diff_plot)
+        hist_box = QWidget()
+        hl = QVBoxLayout(hist_box)
+        hl.setContentsMargins(0, 0, 0, 0)
+        hl.addWidget(self.hist_output)
+        hl.addWidget(self.hist_plot, 1)
+        outputs.addWidget(hist_box)
+        self.tabs.addTab(outputs, "Outputs")
+
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(6, 4, 6, 4)
+        lay.addLayout(controls)
+        lay.addLayout(buttons)
+        lay.addWidget(self.status)
+        lay.addWidget(self.env)
+        lay.addWidget(self.tabs, 1)
+
+    def plot_cards(self) -> list[plots.PlotCard]:
+        """Every plot of the panel, in tab order."""
+        return [self.op_plot, *self.node_plots.values(), self.fusion_plot, self.diff_plot, self.hist_plot]
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.status.setText(text)
+        self.status.setStyleSheet(ERROR_STYLE if error else INFO_STYLE)
+
+    def _update_enabled(self) -> None:
+        busy = self.is_running()
+        for w in (self.provider, self.runs, self.warmup, self.dims, self.ort_opt, self.open_button):
+            w.setEnabled(not busy)
+        self.run_button.setEnabled(not busy and self._original is not None)
+        self.run_button.setToolTip("" if self._original is not None else "open a model first")
+        self.cancel_button.setEnabled(busy)
+        has = self._report is not None
+        self.save_button.setEnabled(has and not busy)
+        self.export_button.setEnabled(has and not busy)
+
+    # ------------------------------------------------------------------------------------ models and runs
+    def set_models(self, original: ModelSource | None, fused: ModelSource | None) -> None:
+        """The models the next Run profiles: paths or ModelProtos (the worker reads them: do not modify)."""
+        self._original, self._fused = original, fused
+        if not self.is_running():
+            what = "original and fused" if fused is not None else "the model"
+            self._say(f"Ready to profile {what}: Run." if original is not None else "Open a model, then Run.")
+        self._update_enabled()
+
+    def request(self) -> ProfileRequest:
+        """The ProfileRequest the controls describe (FuseviewError for bad dims or no model)."""
+        if self._original is None:
+            raise FuseviewError("no model to profile: open a model first")
+        return ProfileRequest(
+            model=self._original,
+            against=self._fused,
+            provider=self.provider.currentText(),
+            runs=self.runs.value(),
+            warmup=self.warmup.value(),
+            dims=parse_dims(self.dims.text()),
+            ort_opt=self.ort_opt.currentText(),
+        )
+
+    def start_profile(self) -> None:
+        """Profile in a background worker; the progress bar moves and Cancel stops it."""
+        if self.is_running():
+            return
+        try:
+            req = self.request()
+        except FuseviewError as exc:
+            self._failed(None, exc)
+            return
+        flag = threading.Event()
+        n_models = 2 if req.against is not None else 1
+        steps = n_models * 2 * (req.runs + req.warmup) + (2 if n_models == 2 else 0)
+
+        def work(report_progress):
+            seen = [0, 0.0]
+
+            def progress(stage: str, done: int, total: int) -> None:
+                seen[0] += 1
+                now = time.monotonic()
+                # Few signals to the UI thread: one per 50 ms is smooth enough.
+                if now - seen[1] > 0.05 or done == total:
+                    seen[1] = now
+                    report_progress(f"{stage} {done}/{total}", min(seen[0] / steps, 1.0))
+                elif flag.is_set():
+                    report_progress("", 1.0)  # raises Cancelled
+
+            return run_profile(req, progress, flag)
+
+        self._cancel_flag = flag
+        self.progress.setValue(0)
+        self.progress.setFormat("starting…")
+        self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
+        self._job = self._runner.start(
+            work, "profile", self._progress, self._done, self._failed, self._cancelled
+        )
+        self._update_enabled()
+
+    def cancel(self) -> None:
+        """Stop the running profile (the panel stays as it was before Run)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._cancel_flag.set()
+            self._say("Cancelling…")
+
+    def is_running(self) -> bool:
+        """Whether a profile is running."""
+        return self._job is not None
+
+    def _mine(self, job: Job | None) -> bool:
+        return job is not None and job is self._job
+
+    def _progress(self, job: Job, message: str, fraction: float) -> None:
+        if self._mine(job):
+            self.progress.setValue(int(fraction * 1000))
+            self.progress.setFormat(message)
+
+    def _finish(self) -> None:
+        self._job = None
+        self._cancel_flag = None
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        self._update_enabled()
+
+    def _done(self, job: Job, report: dict) -> None:
+        if not self._mine(job):
+            return
+        self._finish()
+        self._show_report(report, None)
+        self.profileFinished.emit(report)
+
+    def _failed(self, job: Job | None, exc: BaseException) -> None:
+        if job is not None and not self._mine(job):
+            return
+        if job is not None:
+            self._finish()
+        msg = error_text(exc)
+        self._say(f"Profile failed: {msg}", error=True)
+        self.profileFailed.emit(msg)
+
+    def _cancelled(self, job: Job) -> None:
+        if self._mine(job):
+            self._finish()
+            self._say("Profile cancelled." + (" The plots show the previous report." if self._report else ""))
+
+    # ------------------------------------------------------------------------------------ reports
+    def report(self) -> dict | None:
+        """The report on show (from the last run or the last opened file)."""
+        return self._report
+
+    def open_report(self, path: str | os.PathLike) -> None:
+        """Show a saved report (possibly made on another machine); a bad file leaves the panel as it was."""
+        previous = self._report, self._report_source
+        try:
+            self._show_report(load_report(path), str(path))
+        except (FuseviewError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            if not isinstance(exc, FuseviewError) and previous[0] is not None:
+                self._show_report(*previous)  # a hand-made report broke a plot half-way: back to the last one
+            elif not isinstance(exc, FuseviewError):
+                self._clear()
+            self._say(f"Cannot open the report: {error_text(exc)}", error=True)
+
+    def save_report(self, path: str | os.PathLike) -> None:
+        """Write the report on show to path atomically (FuseviewError when there is none or it fails)."""
+        if self._report is None:
+            raise FuseviewError("no report to save: Run a profile or open a report first")
+        save_report(self._report, path)
+        self._say(f"Report saved to {path}")
+
+    def export_plots(self, folder: str | os.PathLike, fmt: str = "png") -> list[Path]:
+        """Write each plot that has data as folder/<plot name>.<fmt> (png or svg), each file atomically."""
+        fmt = fmt.lower().lstrip(".")
+        if fmt not in ("png", "svg"):
+            raise FuseviewError(f"plot format {fmt!r}: use png or svg")
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FuseviewError(f"{folder}: no such folder")
+        return [p.export(folder / f"{p.name}.{fmt}") for p in self.plot_cards() if p.has_data]
+
+    def _show_report(self, report: dict, source: str | None) -> None:
+        self._report, self._report_source = report, source
+        by_role = plots.models_by_role(report)
+        self._say(f"Provider: {provider_text(report)}")
+        self.env.setText(environment_text(report, source) + "\n" + summary_text(report))
+
+        ops, times = plots.op_type_rows(report)
+        self.op_plot.set_bars(ops, times)
+        self._node_rows: dict[str, list[dict]] = {}
+        for role, p in self.node_plots.items():
+            if role in by_role:
+                rows = plots.slowest_nodes(by_role[role])
+                self._node_rows[role] = rows
+                p.set_bars(
+                    [f"{n['op_type']}  {n['name']}" for n in rows], {role: [n["p50_us"] for n in rows]}
+                )
+            else:
+                p.show_message("no fused model in this report")
+        cmp = report.get("comparison")
+        self._fusion_rows = plots.fusion_rows(report)
+        if self._fusion_rows:
+            self.fusion_plot.set_bars(
+                [r.label for r in self._fusion_rows],
+                {
+                    plots.ORIGINAL: [r.original_us for r in self._fusion_rows],
+                    plots.FUSED: [r.fused_us for r in self._fusion_rows],
+                },
+            )
+        else:
+            self.fusion_plot.show_message(
+                "no applied fusions in this report" if cmp else "single model: no fusions to compare"
+            )
+        self.hist_output.blockSignals(True)
+        self.hist_output.clear()
+        if cmp:
+            outs = cmp["outputs"]
+            names = list(outs)
+            self.diff_plot.set_bars(
+                names,
+                {
+                    "max abs": [outs[o].get("max_abs") for o in names],
+                    "max rel": [outs[o].get("max_rel") for o in names],
+                },
+            )
+            self.hist_output.addItems(names)
+        else:
+            self.diff_plot.show_message("single model: no output differences")
+        self.hist_output.setVisible(bool(cmp) and len(cmp["outputs"]) > 1)
+        self.hist_output.blockSignals(False)
+        self._show_histogram(self.hist_output.currentText())
+        self._update_enabled()
+        self._emit_heatmap()
+
+    def _clear(self) -> None:
+        self._report, self._report_source = None, None
+        for p in self.plot_cards():
+            p.show_message("no profile yet: Run, or Open report…")
+        self.env.setText("")
+        self._update_enabled()
+        self._emit_heatmap()
+
+    def _show_histogram(self, output: str) -> None:
+        cmp = (self._report or {}).get("comparison")
+        if not cmp:
+            self.hist_plot.show_message("single model: no output differences")
+            return
+        hist = (cmp["outputs"].get(output) or {}).get("abs_diff_hist")
+        if hist is None:
+            self.hist_plot.show_message("no histogram in this report")
+        else:
+            self.hist_plot.plot.setTitle(f"|diff| histogram: {output}", color="#1b2430", size="10pt")
+            self.hist_plot.set_histogram(hist)
+
+    # ------------------------------------------------------------------------------------ clicks and heat map
+    def _op_clicked(self, row: int, _series: str) -> None:
+        self.opTypeActivated.emit(self.op_plot.labels[row])
+
+    def _node_clicked(self, role: str, row: int) -> None:
+        self.nodeActivated.emit(role, self._node_rows[role][row]["name"])
+
+    def _fusion_clicked(self, row: int, series: str) -> None:
+        r = self._fusion_rows[row]
+        if series == plots.FUSED:
+            self.nodeActivated.emit(plots.FUSED, r.fused_node)
+        elif r.original_node:
+            self.nodeActivated.emit(plots.ORIGINAL, r.original_node)
+
+    def _emit_heatmap(self, *_args) -> None:
+        on = self.heat.isChecked() and self._report is not None
+        self.heatmapChanged.emit(plots.heatmap(self._report) if on else None)
+
+    # ------------------------------------------------------------------------------------ dialogs
+    def _ask_open(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open profile report", "", "Profile reports (*.json)")
+        if path:
+            self.open_report(path)
+
+    def _ask_save(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save profile report", "profile.json", "JSON (*.json)")
+        if path:
+            try:
+                self.save_report(path)
+            except (FuseviewError, OSError) as exc:
+                self._say(f"Cannot save the report: {error_text(exc)}", error=True)
+
+    def _ask_export(self, fmt: str) -> None:
+        folder = QFileDialog.getExistingDirectory(self, f"Export plots as {fmt.upper()} into")
+        if folder:
+            try:
+                files = self.export_plots(folder, fmt)
+                self._say(f"{len(files)} plots written to {folder}")
+            except (FuseviewError, OSError) as exc:
+                self._say(f"Cannot export the plots: {error_text(exc)}", error=True)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        """Stop a running profile before the dock goes."""
+        self.cancel()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Cancel and wait for the worker (call when the window closes)."""
+        self._runner.shutdown()
