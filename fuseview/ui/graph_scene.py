@@ -34,6 +34,29 @@ _MARGIN = 40.0
 Z_FRAME, Z_ROUTE, Z_BOX, Z_TAG = -10.0, 0.0, 10.0, 11.0
 
 
+FOCUS_COLOR = "#111827"
+
+
+def _tint(pale: QColor, mark: QColor, amount: float = 0.28) -> QColor:
+    """pale mixed with a little of mark: a box inside a candidate."""
+    return QColor(
+        int(pale.red() * (1 - amount) + mark.red() * amount),
+        int(pale.green() * (1 - amount) + mark.green() * amount),
+        int(pale.blue() * (1 - amount) + mark.blue() * amount),
+    )
+
+
+def heat_color(share: float) -> QColor:
+    """Colour of a heat-map share 0..1: pale yellow through orange to dark red."""
+    stops = ((0.0, (255, 247, 204)), (0.35, (253, 174, 97)), (0.7, (227, 74, 51)), (1.0, (153, 0, 13)))
+    v = min(max(float(share), 0.0), 1.0)
+    for (a, ca), (b, cb) in zip(stops, stops[1:], strict=False):
+        if v <= b:
+            t = (v - a) / (b - a)
+            return QColor(*(int(x + (y - x) * t) for x, y in zip(ca, cb, strict=True)))
+    return QColor(*stops[-1][1])
+
+
 def _lod(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
 
@@ -48,6 +71,14 @@ class BoxItem(QGraphicsItem):
         self.key = box.key
         self.category = category
         self.highlighted = False
+        # fusion overlay: candidate colour (None: not in a candidate), faded (rejected), the focused
+        # candidate's outline, how many candidates a collapsed group holds, heat-map fill
+        self.mark: QColor | None = None
+        self.mark_faded = False
+        self.focused = False
+        self.badge = 0
+        self.heat: QColor | None = None
+        self._base_tip = ""
         self._rect = QRectF(0, 0, box.w, box.h)
         self._texts: tuple[str, str] | None = None
         self.setPos(box.x, box.y)
@@ -59,7 +90,12 @@ class BoxItem(QGraphicsItem):
         )
         if box.kind == "group":
             tip += "\n(double-click to expand)"
+        self._base_tip = tip
         self.setToolTip(tip)
+
+    def set_extra_tip(self, text: str) -> None:
+        """Append text (e.g. near-miss reasons) to the box's tooltip; '' restores the plain tooltip."""
+        self.setToolTip(self._base_tip + ("\n\n" + text if text else ""))
 
     def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
         return self._rect.adjusted(-3, -3, 3, 3)
@@ -93,8 +129,17 @@ class BoxItem(QGraphicsItem):
         selected = bool(option.state & QStyle.StateFlag.State_Selected)
         lod = _lod(painter)
         on_screen_h = r.height() * lod
-        if on_screen_h < _MIN_DETAIL_PX and not selected and not self.highlighted:
-            painter.fillRect(r, strong if self.box.kind != "node" else pale.darker(115))
+        if self.heat is not None:
+            pale = self.heat
+        elif self.mark is not None and not self.mark_faded:
+            pale = _tint(pale, self.mark)
+        if on_screen_h < _MIN_DETAIL_PX and not selected and not self.highlighted and not self.focused:
+            fill = strong if self.box.kind != "node" else pale.darker(115)
+            if self.heat is not None:
+                fill = self.heat
+            elif self.mark is not None:
+                fill = self.mark if not self.mark_faded else QColor("#c4c8ce")
+            painter.fillRect(r, fill)
             return
         kind = self.box.kind
         if kind == "group":
@@ -110,10 +155,33 @@ class BoxItem(QGraphicsItem):
             painter.drawRoundedRect(r, 4, 4)
             if kind == "node":
                 painter.fillRect(QRectF(r.x() + 0.5, r.y() + 3, 5, r.height() - 6), strong)
+        if self.mark is not None:
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            color = QColor(self.mark)
+            if self.mark_faded:
+                color.setAlpha(90)
+            pen = QPen(color, 2.5)
+            if self.mark_faded:
+                pen.setStyle(Qt.PenStyle.DashLine)
+            painter.setPen(pen)
+            painter.drawRoundedRect(r.adjusted(-0.5, -0.5, 0.5, 0.5), 4.5, 4.5)
         if self.highlighted:
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.setPen(QPen(QColor(style.HIGHLIGHT), 4.0))
             painter.drawRoundedRect(r.adjusted(-1, -1, 1, 1), 5, 5)
+        if self.focused:
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            pen = QPen(QColor(FOCUS_COLOR), 3.0, Qt.PenStyle.DashLine)
+            painter.setPen(pen)
+            painter.drawRoundedRect(r.adjusted(-4, -4, 4, 4), 6, 6)
+        if self.badge and self.mark is not None:
+            d = 16.0
+            badge = QRectF(r.right() - d * 0.7, r.top() - d * 0.4, d, d)
+            painter.setPen(QPen(QColor("#ffffff"), 1.0))
+            painter.setBrush(self.mark)
+            painter.drawEllipse(badge)
+            painter.setFont(style.font(9, True))
+            painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, str(min(self.badge, 99)))
         if selected:
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.setPen(QPen(QColor(style.SELECTION), 2.5))
@@ -149,6 +217,8 @@ class BoxItem(QGraphicsItem):
         if not isinstance(scene, GraphScene):
             return
         menu = QMenu()
+        if scene.context_hook is not None:
+            scene.context_hook(self, menu)
         if self.box.kind == "group":
             menu.addAction(
                 f"Expand {self.box.label}", lambda: scene.expand_requested.emit(tuple(self.box.scope))
@@ -358,6 +428,7 @@ class OverviewItem(QGraphicsItem):
         # garbage collector may break on any thread, destroying the scene under the UI thread's feet
         scene = self.scene()
         marks = [(it, QColor(style.HIGHLIGHT)) for it in scene._highlighted]
+        marks += [(it, QColor(FOCUS_COLOR)) for it in scene._focused]
         marks += [
             (it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)
         ]
@@ -417,6 +488,11 @@ class GraphScene(QGraphicsScene):
         self._active: list[RouteItem] = []
         self._highlighted: list[BoxItem] = []
         self._details: list[QGraphicsItem] = []
+        self._marked: list[BoxItem] = []
+        self._focused: list[BoxItem] = []
+        self._heated: list[BoxItem] = []
+        # called as hook(box_item, menu) before a box's context menu is shown (the workbench adds to it)
+        self.context_hook = None
         self.overview_on = False
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         self.setBackgroundBrush(QColor(style.BACKGROUND))
@@ -490,6 +566,80 @@ class GraphScene(QGraphicsScene):
             self.overview.update()
         return len(self._highlighted)
 
+    def set_marks(
+        self, colors: dict[str, QColor], faded: set[str] | None = None, badges: dict[str, int] | None = None
+    ) -> int:
+        """Colour candidate boxes by key (faded: rejected ones; badges: candidate count on groups)."""
+        for item in self._marked:
+            item.mark, item.mark_faded, item.badge = None, False, 0
+            item.update()
+        faded = faded or set()
+        badges = badges or {}
+        self._marked = []
+        for k, color in colors.items():
+            item = self.boxes.get(k)
+            if item is None:
+                continue
+            item.mark, item.mark_faded, item.badge = QColor(color), k in faded, badges.get(k, 0)
+            item.update()
+            self._marked.append(item)
+        self._refresh_overview()
+        return len(self._marked)
+
+    def marked_keys(self) -> dict[str, str]:
+        """Key -> candidate colour name of every marked box."""
+        return {it.key: it.mark.name() for it in self._marked if it.mark is not None}
+
+    def set_focus(self, keys: list[str] | set[str]) -> int:
+        """Outline these boxes (the candidate being looked at); returns how many are drawn."""
+        for item in self._focused:
+            item.focused = False
+            item.update()
+        self._focused = [self.boxes[k] for k in keys if k in self.boxes]
+        for item in self._focused:
+            item.focused = True
+            item.update()
+        self._refresh_overview()
+        return len(self._focused)
+
+    def focused_keys(self) -> list[str]:
+        """Keys of the outlined boxes."""
+        return [it.key for it in self._focused]
+
+    def focus_rect(self) -> QRectF:
+        """Scene rectangle around the outlined boxes (empty when none)."""
+        rect = QRectF()
+        for it in self._focused:
+            rect = rect.united(it.sceneBoundingRect())
+        return rect
+
+    def set_heatmap(self, values: dict[str, float] | None) -> int:
+        """Fill boxes by a share 0..1 per box key (a time heat map); None turns it off."""
+        for item in self._heated:
+            item.heat = None
+            item.update()
+        self._heated = []
+        top = max(values.values(), default=0.0) if values else 0.0
+        for k, v in (values or {}).items():
+            item = self.boxes.get(k)
+            if item is None:
+                continue
+            # scaled by the hottest box: with hundreds of nodes absolute shares are all pale
+            item.heat = heat_color(v / top if top > 0 else 0.0)
+            item.update()
+            self._heated.append(item)
+        self._refresh_overview()
+        return len(self._heated)
+
+    def heat_keys(self) -> list[str]:
+        """Keys of the boxes the heat map colours."""
+        return [it.key for it in self._heated]
+
+    def _refresh_overview(self) -> None:
+        if self.overview_on:
+            self.overview._cache.clear()
+            self.overview.update()
+
     def highlighted_keys(self) -> list[str]:
         """Keys of the highlighted boxes."""
         return [it.key for it in self._highlighted]
@@ -550,6 +700,10 @@ class GraphScene(QGraphicsScene):
         for item in self.boxes.values():
             strong, pale = style.colors(item.category)
             color = strong if item.box.kind != "node" else pale.darker(140)
+            if item.heat is not None:
+                color = item.heat
+            elif item.mark is not None and not item.mark_faded:
+                color = item.mark
             by_color.setdefault(color.rgba(), (color, []))[1].append(
                 item.sceneBoundingRect().adjusted(3, 3, -3, -3)
             )

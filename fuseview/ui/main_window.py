@@ -97,6 +97,11 @@ class MainWindow(QMainWindow):
         self._build_status()
         self._build_menus()
         self._show_placeholder()
+        # the fusion workbench: candidates dock, fused pane beside this view, Fusion menu, profile dock
+        from fuseview.ui.workbench import Workbench
+
+        self.workbench = Workbench(self)
+        self.profile_panel = self.workbench.profile_panel
 
     # construction ---------------------------------------------------------------------------------
     def _build_status(self) -> None:

@@ -1,0 +1,319 @@
+"""Candidates dock: every fusion candidate with its status; filter, step through, accept, reject, undo."""
+
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from fuseview.ui.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
+
+COLUMNS = ("Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts")
+_STATUS_COLORS = {ACCEPTED: "#1a7f37", APPLIED: "#0b5cad", REJECTED: "#8c959f"}
+_ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+def human_bytes(n: int | None) -> str:
+    """1.5 MB, 12 KB, 100 B, or ? when unknown."""
+    if n is None:
+        return "?"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+class CandidatesPanel(QDockWidget):
+    """Table of candidates (rule, fused op, scope, node count, saved bytes, status, conflicts)."""
+
+    candidate_selected = Signal(str)  # '' when no row is current
+    changed = Signal()  # a decision changed (accept, reject, undo, redo, plan opened)
+    apply_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Fusion candidates", parent)
+        self.setObjectName("candidates")
+        self.decisions: Decisions | None = None
+        self.scopes: dict[str, str] = {}
+        self.node_filter: set[str] | None = None  # candidate ids of the selected node
+        self._filling = False
+
+        body = QWidget()
+        col = QVBoxLayout(body)
+        col.setContentsMargins(4, 4, 4, 4)
+        filters = QHBoxLayout()
+        self.rule_filter = QComboBox()
+        self.status_filter = QComboBox()
+        self.status_filter.addItem("All statuses", "")
+        for s in STATUSES:
+            self.status_filter.addItem(s, s)
+        self.node_only = QCheckBox("Selected node only")
+        self.node_only.setToolTip("Show only the candidates the selected node belongs to")
+        for w in (self.rule_filter, self.status_filter):
+            w.currentIndexChanged.connect(self.refresh)
+        self.node_only.toggled.connect(self.refresh)
+        filters.addWidget(self.rule_filter, 1)
+        filters.addWidget(self.status_filter)
+        filters.addWidget(self.node_only)
+        col.addLayout(filters)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.table.currentCellChanged.connect(self._current_changed)
+        col.addWidget(self.table, 1)
+
+        buttons = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for key, text, tip, slot in (
+            ("accept", "Accept", "Accept the current candidate (A)", self.accept_current),
+            ("reject", "Reject", "Reject the current candidate (R)", self.reject_current),
+            ("accept_rule", "Accept rule", "Accept every free candidate of this rule", self.accept_rule),
+            ("reject_rule", "Reject rule", "Reject every candidate of this rule", self.reject_rule),
+            ("undo", "Undo", "Undo the last decision (Ctrl+Z)", self.undo),
+            ("redo", "Redo", "Redo (Ctrl+Shift+Z)", self.redo),
+            ("apply", "Apply accepted", "Build the fused model (Ctrl+Return)", self.apply_requested.emit),
+        ):
+            b = QPushButton(text)
+            b.setToolTip(tip)
+            b.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keep keyboard focus on the table / graph
+            b.clicked.connect(slot)
+            buttons.addWidget(b)
+            self.buttons[key] = b
+        col.addLayout(buttons)
+
+        self.summary = QLabel("")
+        self.info = QLabel("")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.RichText)
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        col.addWidget(self.summary)
+        col.addWidget(self.info)
+        self.setWidget(body)
+        self.set_decisions(None)
+
+    # data -------------------------------------------------------------------------------------------
+    def set_decisions(self, decisions: Decisions | None, scopes: dict[str, str] | None = None) -> None:
+        """Show the candidates of a new scan (None: nothing scanned)."""
+        self.decisions = decisions
+        self.scopes = scopes or {}
+        self.node_filter = None
+        self.rule_filter.blockSignals(True)
+        self.rule_filter.clear()
+        self.rule_filter.addItem("All rules", "")
+        if decisions is not None:
+            counts = decisions.counts()
+            for r in decisions.rules:
+                self.rule_filter.addItem(f"{r} ({counts[r]})", r)
+        self.rule_filter.blockSignals(False)
+        self.info.setText("")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the rows from the decisions and the filters (keeps the current candidate)."""
+        keep = self.current_id()
+        self._filling = True
+        self.table.setRowCount(0)
+        d = self.decisions
+        ids = self.visible_ids()
+        self.table.setRowCount(len(ids))
+        for row, cid in enumerate(ids):
+            c = d.by_id[cid]
+            status = d.status(cid)
+            conflict = d.conflict_text(cid)
+            blocked = d.blocked_by(cid) is not None or (
+                status == REJECTED and conflict.startswith("conflicts")
+            )
+            cells = (
+                c.rule,
+                c.fused_op,
+                self.scopes.get(cid, ""),
+                str(len(c.nodes)),
+                human_bytes(c.saved_bytes),
+                status,
+                conflict,
+            )
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(_ID_ROLE, cid)
+                item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
+                if blocked:
+                    item.setForeground(QBrush(QColor("#9aa3ad")))
+                elif col == 5 and status in _STATUS_COLORS:
+                    item.setForeground(QBrush(QColor(_STATUS_COLORS[status])))
+                if col == 0:
+                    item.setIcon(_swatch(d.colors[c.rule]))
+                if col in (3, 4):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, col, item)
+        self._filling = False
+        if keep in ids:
+            self.table.setCurrentCell(
+                ids.index(keep), self.table.currentColumn() if self.table.currentColumn() >= 0 else 0
+            )
+        self._summarise()
+
+    def _summarise(self) -> None:
+        d = self.decisions
+        if d is None:
+            self.summary.setText("No model scanned.")
+        else:
+            st = [d.status(c.id) for c in d.candidates]
+            self.summary.setText(
+                f"{len(st)} candidates: {st.count('pending')} pending, {st.count('accepted')} accepted, "
+                f"{st.count('rejected')} rejected, {st.count('applied')} applied   "
+                f"({len(d.scan.near_misses)} near misses)"
+            )
+        for key in ("accept", "reject", "accept_rule", "reject_rule"):
+            self.buttons[key].setEnabled(bool(self.current_id()))
+        self.buttons["undo"].setEnabled(bool(d and d.plan.history))
+        self.buttons["redo"].setEnabled(bool(d and d.redo_stack))
+        self.buttons["apply"].setEnabled(bool(d and d.accepted()))
+
+    def visible_ids(self) -> list[str]:
+        """Ids of the rows the filters let through, in table order."""
+        d = self.decisions
+        if d is None:
+            return []
+        rule = self.rule_filter.currentData() or ""
+        status = self.status_filter.currentData() or ""
+        out = []
+        for c in d.candidates:
+            if rule and c.rule != rule:
+                continue
+            if status and d.status(c.id) != status:
+                continue
+            if self.node_only.isChecked() and self.node_filter is not None and c.id not in self.node_filter:
+                continue
+            out.append(c.id)
+        return out
+
+    # current row ----------------------------------------------------------------------------------
+    def current_id(self) -> str:
+        """Id of the current row's candidate, or ''."""
+        item = self.table.item(self.table.currentRow(), 0) if self.table.currentRow() >= 0 else None
+        return str(item.data(_ID_ROLE)) if item is not None else ""
+
+    def select_id(self, cid: str) -> bool:
+        """Make a candidate's row current (False when the filters hide it)."""
+        ids = self.visible_ids()
+        if cid not in ids:
+            return False
+        self.table.setCurrentCell(ids.index(cid), 0)
+        return True
+
+    def _current_changed(self, row: int, _col: int, old_row: int, _old_col: int) -> None:
+        if self._filling or row == old_row:
+            return
+        self._summarise()
+        self.candidate_selected.emit(self.current_id())
+
+    def step(self, delta: int) -> str:
+        """Next (+1) or previous (-1) candidate, wrapping around; returns its id."""
+        n = self.table.rowCount()
+        if n == 0:
+            return ""
+        row = self.table.currentRow()
+        row = (0 if delta > 0 else n - 1) if row < 0 else (row + delta) % n
+        self.table.setCurrentCell(row, 0)
+        return self.current_id()
+
+    # decisions ------------------------------------------------------------------------------------
+    def _do(self, fn) -> None:
+        if self.decisions is not None and fn():
+            self.refresh()
+            self.changed.emit()
+
+    def accept_current(self) -> None:
+        """Accept the current candidate (conflicting ones become rejected)."""
+        cid = self.current_id()
+        if cid:
+            self._do(lambda: self.decisions.accept(cid))
+
+    def reject_current(self) -> None:
+        """Reject the current candidate."""
+        cid = self.current_id()
+        if cid:
+            self._do(lambda: self.decisions.reject(cid))
+
+    def accept_rule(self, rule: str | None = None) -> None:
+        """Accept every free candidate of a rule (default: the current candidate's)."""
+        rule = rule or self._current_rule()
+        if rule:
+            self._do(lambda: self.decisions.accept(rule))
+
+    def reject_rule(self, rule: str | None = None) -> None:
+        """Reject every candidate of a rule (default: the current candidate's)."""
+        rule = rule or self._current_rule()
+        if rule:
+            self._do(lambda: self.decisions.reject(rule))
+
+    def accept_all(self) -> None:
+        """Accept every undecided candidate."""
+        self._do(lambda: self.decisions.accept_all())
+
+    def undo(self) -> None:
+        """Undo the last decision."""
+        self._do(lambda: self.decisions.undo())
+
+    def redo(self) -> None:
+        """Redo the last undone decision."""
+        self._do(lambda: self.decisions.redo())
+
+    def _current_rule(self) -> str:
+        cid = self.current_id()
+        return self.decisions.by_id[cid].rule if cid and self.decisions else ""
+
+    # the selected node ----------------------------------------------------------------------------
+    def show_node(self, name: str | None) -> None:
+        """Say which candidates (and near misses) a selected node belongs to; None clears it."""
+        d = self.decisions
+        if d is None or not name:
+            self.node_filter = None
+            self.info.setText("")
+            if self.node_only.isChecked():
+                self.refresh()
+            return
+        ids = d.of_node.get(name, [])
+        self.node_filter = set(ids)
+        lines = [f"<b>{escape(name)}</b>"]
+        if ids:
+            lines.append("in " + ", ".join(f"{escape(i)} <i>({d.status(i)})</i>" for i in ids))
+        else:
+            lines.append("in no candidate")
+        for m in d.misses_of_node.get(name, []):
+            lines.append(f"near miss <b>{escape(m.rule)}</b>: {escape(m.reason)}")
+        self.info.setText("<br>".join(lines))
+        if self.node_only.isChecked():
+            self.refresh()
+
+
+def _swatch(color: str):
+    from PySide6.QtGui import QIcon, QPixmap
+
+    pix = QPixmap(10, 10)
+    pix.fill(QColor(color))
+    return QIcon(pix)

@@ -1,0 +1,152 @@
+"""The fused model's pane beside the original, and the name maps that link the two (fuseview.origin)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from fuseview.graph.document import GraphDocument, ModelDocument
+from fuseview.graph.geometry import Layout, group_key, node_key
+from fuseview.graph.layout import layout_graph
+from fuseview.provenance import ORIGIN_KEY
+from fuseview.ui.graph_scene import GraphScene
+from fuseview.ui.graph_view import GraphView
+from fuseview.ui.legend import Legend
+
+
+@dataclass
+class Links:
+    """Which original nodes each fused node stands for, and the reverse (by node name)."""
+
+    to_original: dict[str, list[str]] = field(default_factory=dict)
+    to_fused: dict[str, list[str]] = field(default_factory=dict)
+
+
+def link_graphs(original: GraphDocument, fused: GraphDocument) -> Links:
+    """Map fused nodes to the original nodes they replaced (fuseview.origin) or kept (same name)."""
+    links = Links()
+    for n in fused.nodes:
+        raw = n.metadata.get(ORIGIN_KEY)
+        names: list[str] = []
+        if raw:
+            try:
+                names = [str(x) for x in json.loads(raw)]
+            except ValueError:
+                names = []
+        elif n.name in original.node_by_name:
+            names = [n.name]
+        links.to_original[n.name] = names
+        for o in names:
+            links.to_fused.setdefault(o, []).append(n.name)
+    return links
+
+
+def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
+    """Give each fused node the scope its replaced nodes share (exporters' scopes are not on new nodes)."""
+    for n in fused.nodes:
+        raw = n.metadata.get(ORIGIN_KEY)
+        if not raw:
+            continue
+        try:
+            names = [x for x in json.loads(raw) if x in original.node_by_name]
+        except ValueError:
+            continue
+        scopes = [original.node(x).scope for x in names if original.node(x).visible] or [
+            original.node(x).scope for x in names
+        ]
+        if not scopes:
+            continue
+        common = scopes[0]
+        for s in scopes[1:]:
+            k = 0
+            while k < min(len(common), len(s)) and common[k] == s[k]:
+                k += 1
+            common = common[:k]
+        n.scope = tuple(common)
+
+
+def keys_for_names(graph: GraphDocument, scene: GraphScene, names: list[str]) -> tuple[list[str], set[tuple]]:
+    """Drawn box keys of named nodes (their collapsed group's key when hidden), and the scopes hiding them."""
+    keys: list[str] = []
+    hidden: set[tuple] = set()
+    for name in names:
+        idx = graph.node_by_name.get(name)
+        if idx is None:
+            continue
+        n = graph.nodes[idx]
+        if n.folded_into is not None:
+            n = graph.nodes[n.folded_into]
+        k = node_key(n.index)
+        if k in scene.boxes:
+            keys.append(k)
+            continue
+        hidden.add(tuple(n.scope))
+        for d in range(len(n.scope), 0, -1):
+            g = group_key(tuple(n.scope[:d]))
+            if g in scene.boxes:
+                keys.append(g)
+                break
+    return list(dict.fromkeys(keys)), hidden
+
+
+class FusedPane(QWidget):
+    """A titled GraphView showing the fused model (laid out like the original pane)."""
+
+    expand_requested = Signal(tuple)
+    collapse_requested = Signal(tuple)
+
+    def __init__(self, title: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.title = QLabel(title)
+        self.title.setStyleSheet(
+            "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
+        )
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.title)
+        self.view = GraphView(self)
+        lay.addWidget(self.view, 1)
+        self.legend = Legend(self.view.viewport())
+        self.doc: ModelDocument | None = None
+        self.scene: GraphScene | None = None
+        self.layout_: Layout | None = None
+
+    def set_title(self, text: str) -> None:
+        """The strip above the view."""
+        self.title.setText(text)
+
+    def show_layout(self, doc: ModelDocument, lay: Layout, paths=None) -> GraphScene:
+        """Draw a laid-out document (replaces the previous scene)."""
+        old = self.scene
+        self.doc = doc
+        self.layout_ = lay
+        scene = GraphScene(doc.graph, lay, self, paths=paths)
+        scene.expand_requested.connect(self.expand_requested)
+        scene.collapse_requested.connect(self.collapse_requested)
+        self.scene = scene
+        self.view.setScene(scene)
+        if old is not None:
+            old.deleteLater()
+        return scene
+
+    def relayout(self, expanded) -> GraphScene | None:
+        """Lay the document out again with another expansion (synchronously: fused graphs are smaller)."""
+        if self.doc is None:
+            return None
+        return self.show_layout(self.doc, layout_graph(self.doc.graph, expanded))
+
+    def clear(self) -> None:
+        """Show nothing."""
+        self.doc = None
+        self.layout_ = None
+        if self.scene is not None:
+            self.view.setScene(None)
+            self.scene.deleteLater()
+            self.scene = None
+        self.legend.set_rules([])
+        self.legend.set_scale(None)

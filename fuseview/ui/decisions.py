@@ -1,0 +1,155 @@
+"""The workbench's decisions over a scan: a Plan with redo, statuses, conflicts, rule colours (no Qt)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fuseview.errors import FuseviewError
+from fuseview.fusion.plan import ACCEPT, REJECT, Plan
+from fuseview.fusion.rule import Candidate, NearMiss
+from fuseview.fusion.scan import ScanResult
+
+PENDING, ACCEPTED, REJECTED, APPLIED = "pending", "accepted", "rejected", "applied"
+STATUSES = (PENDING, ACCEPTED, REJECTED, APPLIED)
+
+# Distinct, readable on the pale boxes; rules take them in sorted order so a rule keeps its colour.
+RULE_COLORS = (
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
+    "#e377c2", "#8c564b", "#bcbd22", "#393b79", "#637939", "#7b4173",
+)  # fmt: skip
+
+
+class Decisions:
+    """Accept/reject state of every candidate of one scan, with undo and redo of each step."""
+
+    def __init__(self, scan: ScanResult, model_path: str | None = None):
+        self.scan = scan
+        self.candidates: list[Candidate] = list(scan.candidates)
+        self.by_id = {c.id: c for c in self.candidates}
+        self.plan = Plan(self.candidates, model_path)
+        self.redo_stack: list[dict[str, str | None]] = []
+        self.applied: set[str] = set()
+        self.rules = sorted({c.rule for c in self.candidates})
+        self.colors = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(self.rules)}
+        self.of_node: dict[str, list[str]] = {}
+        for c in self.candidates:
+            for n in c.nodes:
+                self.of_node.setdefault(n, []).append(c.id)
+        self.misses_of_node: dict[str, list[NearMiss]] = {}
+        for m in scan.near_misses:
+            for n in m.nodes:
+                self.misses_of_node.setdefault(n, []).append(m)
+
+    # queries ----------------------------------------------------------------------------------------
+    def status(self, cid: str) -> str:
+        """pending, accepted, rejected or applied (accepted and in the fused model on screen)."""
+        d = self.plan.state(cid)
+        if d == ACCEPT:
+            return APPLIED if cid in self.applied else ACCEPTED
+        return REJECTED if d == REJECT else PENDING
+
+    def blocked_by(self, cid: str) -> str | None:
+        """The accepted candidate that conflicts with this one (which is not accepted), if any."""
+        if self.plan.state(cid) == ACCEPT:
+            return None
+        return next((o for o in self.by_id[cid].conflicts if self.plan.state(o) == ACCEPT), None)
+
+    def conflict_text(self, cid: str) -> str:
+        """'conflicts with <id> (accepted)', or the ids it would conflict with, or ''."""
+        c = self.by_id[cid]
+        hit = self.blocked_by(cid)
+        if hit is not None:
+            return f"conflicts with {hit} (accepted)"
+        if c.conflicts:
+            return "overlaps " + ", ".join(c.conflicts[:2]) + (" …" if len(c.conflicts) > 2 else "")
+        return ""
+
+    def counts(self) -> dict[str, int]:
+        """Candidates per rule."""
+        out: dict[str, int] = {}
+        for c in self.candidates:
+            out[c.rule] = out.get(c.rule, 0) + 1
+        return out
+
+    def accepted(self) -> list[str]:
+        """Accepted ids in candidate order."""
+        return self.plan.accepted()
+
+    # changes (each one undoable step) -------------------------------------------------------------
+    def _step(self, fn) -> bool:
+        before = len(self.plan.history)
+        fn()
+        if len(self.plan.history) == before:
+            return False
+        self.redo_stack.clear()
+        return True
+
+    def accept(self, id_or_rule: str) -> bool:
+        """Accept a candidate (its conflicts are rejected) or every free candidate of a rule."""
+        return self._step(lambda: self.plan.accept(id_or_rule))
+
+    def reject(self, id_or_rule: str) -> bool:
+        """Reject a candidate or every candidate of a rule."""
+        return self._step(lambda: self.plan.reject(id_or_rule))
+
+    def accept_all(self) -> bool:
+        """Accept every undecided candidate (first come first served among conflicts)."""
+        return self._step(self.plan.accept_all)
+
+    def set_many(self, changes: dict[str, str | None]) -> bool:
+        """Set several decisions as one undoable step (opening a plan)."""
+        return self._step(lambda: self._apply(changes))
+
+    def _apply(self, changes: dict[str, str | None]) -> None:
+        before = {k: self.plan.decisions.get(k) for k in changes}
+        changed = {k for k, v in changes.items() if before[k] != v}
+        if not changed:
+            return
+        self.plan.history.append({k: before[k] for k in changed})
+        for k in changed:
+            if changes[k] is None:
+                self.plan.decisions.pop(k, None)
+            else:
+                self.plan.decisions[k] = changes[k]  # type: ignore[assignment]
+
+    def undo(self) -> bool:
+        """Revert the last step; False when there is none."""
+        if not self.plan.history:
+            return False
+        step = self.plan.history[-1]
+        after = {k: self.plan.decisions.get(k) for k in step}
+        self.plan.undo()
+        self.redo_stack.append(after)
+        return True
+
+    def redo(self) -> bool:
+        """Do the last undone step again; False when there is none."""
+        if not self.redo_stack:
+            return False
+        self._apply(self.redo_stack.pop())
+        return True
+
+    # plan files -----------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the decisions as a fuseview plan (atomic)."""
+        self.plan.save(path)
+
+    def load(self, path: str | Path) -> list[str]:
+        """Apply a saved plan's decisions by id as one step; returns the ids this scan does not have."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise FuseviewError(f"{p}: no such plan file") from None
+        except (OSError, ValueError) as exc:
+            raise FuseviewError(f"{p}: not a JSON plan ({exc})") from None
+        loaded = Plan.from_json(data, self.candidates, strict=False)
+        unknown = [
+            str(d.get("id"))
+            for d in data.get("decisions", [])
+            if isinstance(d, dict) and d.get("id") not in self.by_id
+        ]
+        changes: dict[str, str | None] = {c.id: loaded.decisions.get(c.id) for c in self.candidates}
+        self.set_many(changes)
+        return unknown

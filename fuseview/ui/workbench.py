@@ -1,0 +1,773 @@
+"""The fusion workbench inside the main window: scan, candidates on the graph, apply, linked panes, export."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import onnx
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSplitter, QVBoxLayout, QWidget
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.document import ModelDocument
+from fuseview.graph.geometry import node_key
+from fuseview.graph.layout import layout_graph
+from fuseview.graph.loader import document_from_model
+from fuseview.provenance import RULE_KEY
+from fuseview.ui.candidates_panel import CandidatesPanel
+from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
+from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
+from fuseview.ui.export import write_atomic
+from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
+from fuseview.ui.legend import Legend
+
+try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
+    from fuseview.ui.profile_panel import ProfilePanel
+except ImportError:  # pragma: no cover - only until fuseview/ui/profile_panel.py exists
+    ProfilePanel = None  # type: ignore[assignment,misc]
+
+BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
+_STATUS_ORDER = {REJECTED: 0, PENDING: 1, ACCEPTED: 2, APPLIED: 2}
+
+
+def _scope_text(doc: ModelDocument, names: list[str]) -> str:
+    scopes = [doc.graph.node(n).scope for n in names if n in doc.graph.node_by_name]
+    if not scopes:
+        return ""
+    common = scopes[0]
+    for s in scopes[1:]:
+        k = 0
+        while k < min(len(common), len(s)) and common[k] == s[k]:
+            k += 1
+        common = common[:k]
+    return "/".join(common) or "(top level)"
+
+
+class Workbench(QObject):
+    """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
+
+    scanned = Signal()  # the candidates of the opened model are known
+    applied = Signal()  # the fused model is built and shown
+    apply_failed = Signal(str)
+
+    def __init__(self, win):
+        super().__init__(win)
+        self.win = win
+        self.root_doc: ModelDocument | None = None
+        self.decisions: Decisions | None = None
+        self.scan = None
+        self.scan_seconds = 0.0
+        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes
+        self.links = Links()
+        self.heat: dict | None = None
+        self._scan_job = None
+        self._seen_scene: GraphScene | None = None
+        self._fused_expanded = None
+        self._syncing = False
+        self._build_panes()
+        self.panel = CandidatesPanel(win)
+        win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.panel)
+        win.tabifyDockWidget(win.inspector, self.panel)
+        self.panel.raise_()
+        self.panel.candidate_selected.connect(self.focus_candidate)
+        self.panel.changed.connect(self._decisions_changed)
+        self.panel.apply_requested.connect(self.apply)
+        self.profile_panel = ProfilePanel(win) if ProfilePanel is not None else None
+        if self.profile_panel is not None:
+            win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
+            self.profile_panel.nodeActivated.connect(self.select_node)
+            self.profile_panel.opTypeActivated.connect(self.highlight_op)
+            self.profile_panel.heatmapChanged.connect(self.set_heatmap)
+        self._build_actions()
+        win.document_shown.connect(self._shown)
+
+    # construction ---------------------------------------------------------------------------------
+    def _build_panes(self) -> None:
+        win = self.win
+        view = win.takeCentralWidget()
+        left = QWidget()
+        col = QVBoxLayout(left)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        self.original_title = QLabel("Original")
+        self.original_title.setStyleSheet(
+            "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
+        )
+        col.addWidget(self.original_title)
+        col.addWidget(view, 1)
+        self.original_title.hide()  # only needed once there are two panes
+        self.legend = Legend(view.viewport())
+        self.fused_pane = FusedPane("Fused")
+        self.fused_pane.expand_requested.connect(win.expand_group)
+        self.fused_pane.collapse_requested.connect(win.collapse_group)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.fused_pane)
+        self.splitter.setChildrenCollapsible(False)
+        self.fused_pane.hide()
+        win.setCentralWidget(self.splitter)
+        for v, other in ((win.view, self.fused_pane.view), (self.fused_pane.view, win.view)):
+            v.horizontalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
+            v.verticalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
+            v.zoom_changed.connect(lambda _s, v=v: self._follow(v))
+            del other
+
+    def _act(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        act = QAction(text, self.win)
+        if shortcut is not None:
+            seqs = shortcut if isinstance(shortcut, (list, tuple)) else [shortcut]
+            act.setShortcuts([QKeySequence(s) for s in seqs])
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        self.win.addAction(act)
+        return act
+
+    def _build_actions(self) -> None:
+        win, p = self.win, self.panel
+        mb = win.menuBar()
+        file_menu = mb.actions()[0].menu()
+        quit_act = file_menu.actions()[-1]
+        sub = QMenu("Fusion", file_menu)
+        file_menu.insertMenu(quit_act, sub)
+        file_menu.insertSeparator(quit_act)
+        self.save_fused_action = self._act(sub, "Save &Fused Model…", self.choose_save_fused, "Ctrl+Shift+S")
+        self._act(sub, "Save &Plan…", self.choose_save_plan)
+        self._act(sub, "&Open Plan…", self.choose_open_plan)
+        sub.addSeparator()
+        self._act(sub, "Save Profile &Report…", self.choose_save_report)
+        self._act(sub, "Export Profile P&lots…", self.choose_export_plots)
+        self.file_fusion_menu = sub
+
+        fm = QMenu("F&usion", mb)
+        mb.insertMenu(mb.actions()[-1] if len(mb.actions()) > 2 else None, fm)
+        self.fusion_menu = fm
+        self._act(fm, "&Next Candidate", lambda: self._step(1), "N")
+        self._act(fm, "&Previous Candidate", lambda: self._step(-1), "P")
+        self._act(fm, "&Accept Candidate", p.accept_current, "A")
+        self._act(fm, "&Reject Candidate", p.reject_current, "R")
+        self._act(fm, "Accept Whole R&ule", lambda: p.accept_rule(), "Shift+A")
+        self._act(fm, "Reject Whole Ru&le", lambda: p.reject_rule(), "Shift+R")
+        self._act(fm, "Accept A&ll Candidates", p.accept_all)
+        fm.addSeparator()
+        self._act(fm, "&Undo Decision", p.undo, QKeySequence.StandardKey.Undo)
+        self._act(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
+        fm.addSeparator()
+        self.apply_action = self._act(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
+        fm.addSeparator()
+        group = QActionGroup(self)
+        self.mode_actions: dict[str, QAction] = {}
+        for mode, text, key in (
+            (BOTH, "Original and Fused Side by Side", "F7"),
+            (ORIGINAL_ONLY, "Original Only", "F8"),
+            (FUSED_ONLY, "Fused Only", "F9"),
+        ):
+            a = self._act(fm, text, lambda _=False, m=mode: self.set_pane_mode(m), key)
+            a.setCheckable(True)
+            group.addAction(a)
+            self.mode_actions[mode] = a
+        self.mode_actions[BOTH].setChecked(True)
+        self.pane_mode = BOTH
+        win.panels_menu.addAction(p.toggleViewAction())
+        if self.profile_panel is not None:
+            win.panels_menu.addAction(self.profile_panel.toggleViewAction())
+
+    # opening and scanning -------------------------------------------------------------------------
+    def _root(self) -> ModelDocument | None:
+        stack = getattr(self.win, "nav_stack", None)
+        return stack[0][1] if stack else self.win.doc
+
+    def _on_root(self) -> bool:
+        return self.win.doc is not None and self.win.doc is self._root()
+
+    def _shown(self) -> None:
+        root = self._root()
+        if root is not self.root_doc:
+            self._new_document(root)
+        scene = self.win.scene
+        if scene is not self._seen_scene and scene is not None:
+            self._seen_scene = scene
+            scene.selectionChanged.connect(self._original_selection)
+            scene.context_hook = self._context_menu
+            self._paint_original()
+            if self.fused is not None and self._on_root() and self.win.expanded != self._fused_expanded:
+                self._relayout_fused()
+            self._apply_heat()
+
+    def _new_document(self, doc: ModelDocument | None) -> None:
+        self.root_doc = doc
+        self.decisions = None
+        self.scan = None
+        self._clear_fused()
+        self.panel.set_decisions(None)
+        self.legend.set_rules([])
+        self.heat = None
+        self.legend.set_scale(None)
+        if self.profile_panel is not None and doc is not None:
+            self.profile_panel.set_models(doc.path if doc.path else doc.model, None)
+        if doc is None:
+            return
+        model, base = doc.model, (doc.path.parent if doc.path else None)
+        path = str(doc.path) if doc.path else None
+
+        def work(progress):
+            from fuseview.fusion.scan import scan_model
+
+            progress("scanning for fusion candidates", 0.1)
+            t0 = time.perf_counter()
+            result = scan_model(model, base_dir=base, path=path)
+            return result, time.perf_counter() - t0
+
+        if self._scan_job is not None:
+            self._scan_job.cancel()
+        self.win.statusBar().showMessage("Scanning for fusion candidates…")
+        self._scan_job = self.win.runner.start(work, "scan", None, self._scan_done, self._scan_failed, None)
+
+    def _scan_done(self, job, result) -> None:
+        if job is not self._scan_job:
+            return
+        self._scan_job = None
+        scan, seconds = result
+        doc = self.root_doc
+        if doc is None:
+            return
+        self.scan, self.scan_seconds = scan, seconds
+        self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
+        scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
+        self.panel.set_decisions(self.decisions, scopes)
+        self._paint_original()
+        self.win.statusBar().showMessage(
+            f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
+            f"(scan {seconds * 1000:.0f} ms)",
+            10000,
+        )
+        self.scanned.emit()
+
+    def _scan_failed(self, job, exc) -> None:
+        if job is not self._scan_job:
+            return
+        self._scan_job = None
+        self.win._error("Cannot scan for fusion candidates", exc)
+
+    # the overlay ----------------------------------------------------------------------------------
+    def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
+        """Drawn keys of a candidate's nodes in the original pane, and the scopes that hide some."""
+        c = self.decisions.by_id[cid]
+        return keys_for_names(self.root_doc.graph, self.win.scene, c.nodes)
+
+    def _paint_original(self) -> None:
+        scene, d = self.win.scene, self.decisions
+        if scene is None:
+            return
+        if d is None or not self._on_root():
+            scene.set_marks({})
+            self.legend.set_rules([])
+            return
+        colors: dict[str, str] = {}
+        rank: dict[str, int] = {}
+        badges: dict[str, int] = {}
+        for c in d.candidates:
+            status = d.status(c.id)
+            keys, _hidden = self.candidate_keys(c.id)
+            for k in keys:
+                if k.startswith("g:"):
+                    badges[k] = badges.get(k, 0) + 1
+                if _STATUS_ORDER[status] >= rank.get(k, -1):
+                    rank[k] = _STATUS_ORDER[status]
+                    colors[k] = d.colors[c.rule]
+        faded = {k for k, r in rank.items() if r == 0}
+        from PySide6.QtGui import QColor
+
+        scene.set_marks({k: QColor(v) for k, v in colors.items()}, faded, badges)
+        counts = d.counts()
+        self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
+        for name, misses in d.misses_of_node.items():
+            idx = self.root_doc.graph.node_by_name.get(name)
+            item = scene.boxes.get(node_key(idx)) if idx is not None else None
+            if item is not None:
+                item.set_extra_tip("\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses))
+        cid = self.panel.current_id()
+        if cid:
+            scene.set_focus(self.candidate_keys(cid)[0])
+
+    def _paint_fused(self) -> None:
+        scene, d = self.fused_pane.scene, self.decisions
+        if scene is None or d is None or self.fused is None:
+            return
+        from PySide6.QtGui import QColor
+
+        colors: dict[str, QColor] = {}
+        badges: dict[str, int] = {}
+        graph = self.fused["doc"].graph
+        for n in graph.nodes:
+            rule = n.metadata.get(RULE_KEY)
+            if not rule or rule not in d.colors:
+                continue
+            keys, _h = keys_for_names(graph, scene, [n.name])
+            for k in keys:
+                colors[k] = QColor(d.colors[rule])
+                if k.startswith("g:"):
+                    badges[k] = badges.get(k, 0) + 1
+        scene.set_marks(colors, set(), badges)
+        applied = [c for c in d.candidates if c.id in self.fused["applied"]]
+        per: dict[str, int] = {}
+        for c in applied:
+            per[c.rule] = per.get(c.rule, 0) + 1
+        self.fused_pane.legend.set_rules([(r, d.colors[r], n) for r, n in per.items()])
+
+    def _decisions_changed(self) -> None:
+        self._paint_original()
+
+    def _context_menu(self, item: BoxItem, menu: QMenu) -> None:
+        d = self.decisions
+        if d is None or item.box.kind != "node" or item.box.node is None or not self._on_root():
+            return
+        name = self.root_doc.graph.nodes[item.box.node].name
+        for cid in d.of_node.get(name, []):
+            status = d.status(cid)
+            menu.addAction(f"Accept {cid} ({status})", lambda cid=cid: self._decide(cid, True))
+            menu.addAction(f"Reject {cid}", lambda cid=cid: self._decide(cid, False))
+            menu.addAction(f"Show {cid} in the list", lambda cid=cid: self.panel.select_id(cid))
+        for m in d.misses_of_node.get(name, []):
+            menu.addAction(f"Near miss {m.rule}: {m.reason[:80]}").setEnabled(False)
+        if not menu.isEmpty():
+            menu.addSeparator()
+
+    def _decide(self, cid: str, accept: bool) -> None:
+        if self.decisions is None:
+            return
+        done = self.decisions.accept(cid) if accept else self.decisions.reject(cid)
+        if done:
+            self.panel.refresh()
+            self._decisions_changed()
+
+    # stepping and focus ---------------------------------------------------------------------------
+    def _step(self, delta: int) -> None:
+        self.panel.step(delta)
+
+    def focus_candidate(self, cid: str) -> None:
+        """Outline a candidate's nodes and centre the view on them (opening groups that hide them)."""
+        scene = self.win.scene
+        if scene is None or self.decisions is None or not self._on_root():
+            return
+        if not cid:
+            scene.set_focus([])
+            return
+        keys, hidden = self.candidate_keys(cid)
+        if hidden:
+            opened = self.win._current_open()
+            for s in hidden:
+                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
+            self.win.relayout(frozenset(opened), lambda: self._centre_focus(cid))
+            return
+        self._centre_focus(cid)
+
+    def _centre_focus(self, cid: str) -> None:
+        scene, view = self.win.scene, self.win.view
+        scene.set_focus(self.candidate_keys(cid)[0])
+        rect = scene.focus_rect()
+        if rect.isEmpty():
+            return
+        vis = view.visible_scene_rect()
+        if view.scale_factor() < 0.35 or rect.width() > vis.width() or rect.height() > vis.height():
+            view.fit_rect(rect.adjusted(-80, -80, 80, 80), max_scale=1.0)
+        else:
+            view.centerOn(rect.center())
+
+    # apply and the fused pane ---------------------------------------------------------------------
+    def apply(self) -> bool:
+        """Build the fused model from the accepted candidates in the background; False if none."""
+        d, doc = self.decisions, self.root_doc
+        if d is None or doc is None:
+            return False
+        ids = d.accepted()
+        if not ids:
+            self.win.statusBar().showMessage("No accepted candidates to apply.", 8000)
+            return False
+        scan, model = self.scan, doc.model
+        expanded = self.win.expanded if self._on_root() else None
+        original_graph = doc.graph
+
+        def work(progress):
+            from fuseview.fusion.apply import apply_candidates, check_fused
+            from fuseview.fusion.validate import validate
+
+            progress("applying", 0.05)
+            res = apply_candidates(model, scan, ids)
+            notes = list(res.notes)
+            progress("checking", 0.3)
+            try:
+                notes += check_fused(res.model)
+            except Exception as exc:  # noqa: BLE001 - shown with the result, the model is still viewable
+                notes.append(f"onnx checker: {str(exc).splitlines()[0]}")
+            progress("validating", 0.4)
+            try:
+                val = validate(model, res.model, bool(res.reference_only_ops))
+            except Exception as exc:  # noqa: BLE001 - e.g. weights in external files were not loaded
+                val = None
+                notes.append(f"not validated: {str(exc).splitlines()[0][:160]}")
+            progress("laying out", 0.7)
+            fdoc = document_from_model(res.model)
+            adopt_origin_scopes(original_graph, fdoc.graph)
+            lay = layout_graph(fdoc.graph, expanded)
+            progress("drawing", 0.9)
+            return res, val, notes, fdoc, expanded, lay, route_paths(lay)
+
+        self.win._start(work, "Applying", self._applied)
+        return True
+
+    def _applied(self, result) -> None:
+        res, val, notes, fdoc, expanded, lay, paths = result
+        d = self.decisions
+        applied = {c.id for c in res.applied}
+        d.applied = applied
+        self.links = link_graphs(self.root_doc.graph, fdoc.graph)
+        self.fused = {
+            "model": res.model,
+            "doc": fdoc,
+            "applied": applied,
+            "validation": val,
+            "notes": notes,
+            "result": res,
+        }
+        self._fused_expanded = expanded
+        scene = self.fused_pane.show_layout(fdoc, lay, paths)
+        self._hook_fused(scene)
+        self._paint_fused()
+        self.panel.refresh()
+        self._paint_original()
+        before = len(self.root_doc.graph.visible_nodes())
+        after = len(fdoc.graph.visible_nodes())
+        figures = self.validation_text()
+        self.fused_pane.set_title(
+            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {figures}"
+        )
+        self.original_title.setText(f"Original — {before} nodes")
+        self.set_pane_mode(self.pane_mode)
+        self.fused_pane.view.setTransform(self.win.view.transform())
+        self._follow(self.win.view)
+        self.win.statusBar().showMessage(
+            f"Applied {len(applied)} fusions: {figures}" + ("; " + "; ".join(notes) if notes else ""), 15000
+        )
+        if self.profile_panel is not None:
+            self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, res.model)
+        self._apply_heat()
+        self.applied.emit()
+
+    def validation_text(self) -> str:
+        """'validated on onnxruntime: max |diff| 3e-07, max rel 1e-05 (ok)' or why not."""
+        if self.fused is None:
+            return ""
+        val = self.fused["validation"]
+        if val is None:
+            return "not validated"
+        worst_abs = max((o.max_abs for o in val.outputs), default=0.0)
+        worst_rel = max((o.max_rel for o in val.outputs), default=0.0)
+        verdict = "ok" if val.ok else "DIFFERS"
+        return f"validated on {val.engine}: max |diff| {worst_abs:.2g}, max rel {worst_rel:.2g} ({verdict})"
+
+    def _hook_fused(self, scene: GraphScene) -> None:
+        scene.selectionChanged.connect(self._fused_selection)
+
+    def _relayout_fused(self) -> None:
+        scene = self.fused_pane.relayout(self.win.expanded)
+        self._fused_expanded = self.win.expanded
+        if scene is not None:
+            self._hook_fused(scene)
+            self._paint_fused()
+            self._original_selection()
+            self._follow(self.win.view)
+
+    def _clear_fused(self) -> None:
+        self.fused = None
+        self.links = Links()
+        self.fused_pane.clear()
+        self.fused_pane.hide()
+        self.original_title.hide()
+
+    def set_pane_mode(self, mode: str) -> None:
+        """Show the original and fused panes side by side, or only one of them."""
+        self.pane_mode = mode
+        self.mode_actions[mode].setChecked(True)
+        has_fused = self.fused is not None
+        left = self.splitter.widget(0)
+        left.setVisible(mode != FUSED_ONLY or not has_fused)
+        self.fused_pane.setVisible(has_fused and mode != ORIGINAL_ONLY)
+        self.original_title.setVisible(has_fused)
+        if has_fused and mode == BOTH:
+            w = max(self.splitter.width(), 2)
+            self.splitter.setSizes([w // 2, w - w // 2])
+
+    # linked selection -----------------------------------------------------------------------------
+    def _original_selection(self) -> None:
+        scene = self.win.scene
+        if scene is None or not self._on_root():
+            return
+        names = [
+            self.root_doc.graph.nodes[it.box.node].name
+            for it in scene.selectedItems()
+            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
+        ]
+        self.panel.show_node(names[0] if len(names) == 1 else None)
+        if self._syncing or self.fused is None or self.fused_pane.scene is None:
+            return
+        fused_names = [f for n in names for f in self.links.to_fused.get(n, [])]
+        keys, _hidden = keys_for_names(self.fused["doc"].graph, self.fused_pane.scene, fused_names)
+        self._syncing = True
+        try:
+            self.fused_pane.scene.select_keys(keys)
+        finally:
+            self._syncing = False
+
+    def _fused_selection(self) -> None:
+        fscene = self.fused_pane.scene
+        if self._syncing or fscene is None or self.fused is None or not self._on_root():
+            return
+        graph = self.fused["doc"].graph
+        names = [
+            graph.nodes[it.box.node].name
+            for it in fscene.selectedItems()
+            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
+        ]
+        originals = [o for n in names for o in self.links.to_original.get(n, [])]
+        self.select_original(originals)
+
+    def select_original(self, names: list[str]) -> None:
+        """Select original nodes by name in the left pane (opening the groups that hide them)."""
+        scene = self.win.scene
+        if scene is None:
+            return
+        keys, hidden = keys_for_names(self.root_doc.graph, scene, names)
+        if hidden:
+            opened = self.win._current_open()
+            for s in hidden:
+                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
+            self.win.relayout(frozenset(opened), lambda: self.select_original(names))
+            return
+        self._syncing = True
+        try:
+            scene.select_keys(keys)
+        finally:
+            self._syncing = False
+        self.panel.show_node(names[0] if len(names) == 1 else None)
+
+    def select_fused(self, names: list[str]) -> None:
+        """Select fused nodes by name in the right pane and centre on the first."""
+        fscene = self.fused_pane.scene
+        if fscene is None or self.fused is None:
+            return
+        keys, _h = keys_for_names(self.fused["doc"].graph, fscene, names)
+        fscene.select_keys(keys)
+        if keys:
+            self.fused_pane.view.center_on_key(keys[0])
+
+    def select_node(self, role: str, name: str) -> None:
+        """A profile bar was clicked: select that node in the matching pane."""
+        if role == "fused" and self.fused is not None:
+            self.select_fused([name])
+            return
+        graph = self.root_doc.graph if self.root_doc else None
+        if graph is not None and name in graph.node_by_name:
+            idx = graph.node_by_name[name]
+            node = graph.nodes[idx]
+            self.win.reveal_node(node.folded_into if node.folded_into is not None else idx)
+
+    def highlight_op(self, op_type: str) -> None:
+        """Highlight every node of an op type in both panes."""
+        self.win.highlight_op(op_type)
+        fscene = self.fused_pane.scene
+        if fscene is not None and self.fused is not None:
+            graph = self.fused["doc"].graph
+            names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
+            fscene.set_highlight(keys_for_names(graph, fscene, names)[0])
+
+    # the viewports in step ------------------------------------------------------------------------
+    def _follow(self, src) -> None:
+        if self._syncing or self.fused is None or self.fused_pane.scene is None or self.win.scene is None:
+            return
+        if not (self.fused_pane.isVisible() and self.splitter.widget(0).isVisible()):
+            return
+        left = src is self.win.view
+        dst = self.fused_pane.view if left else self.win.view
+        sscene = self.win.scene if left else self.fused_pane.scene
+        dscene = self.fused_pane.scene if left else self.win.scene
+        sgraph = self.root_doc.graph if left else self.fused["doc"].graph
+        dgraph = self.fused["doc"].graph if left else self.root_doc.graph
+        mapping = self.links.to_fused if left else self.links.to_original
+        centre = src.view_center()
+        s = src.scale_factor() or 1.0
+        reach = 300.0 / s
+        near = [
+            it
+            for it in sscene.items(QRectF(centre.x() - reach, centre.y() - reach, 2 * reach, 2 * reach))
+            if isinstance(it, BoxItem)
+        ]
+        self._syncing = True
+        try:
+            if abs(dst.scale_factor() - s) > 1e-9:
+                dst.set_zoom(s)
+            for it in sorted(near, key=lambda i: (i.sceneBoundingRect().center() - centre).manhattanLength()):
+                target = self._counterpart(it, sgraph, dgraph, dscene, mapping)
+                if target is None:
+                    continue
+                at = src.mapFromScene(it.sceneBoundingRect().center())
+                dst.keep_at(target.sceneBoundingRect().center(), QPointF(at))
+                return
+        finally:
+            self._syncing = False
+
+    @staticmethod
+    def _counterpart(item: BoxItem, sgraph, dgraph, dscene: GraphScene, mapping) -> BoxItem | None:
+        box = item.box
+        if box.kind == "node" and box.node is not None:
+            names = mapping.get(sgraph.nodes[box.node].name, [])
+            keys, _h = keys_for_names(dgraph, dscene, names)
+            return dscene.boxes.get(keys[0]) if keys else None
+        return dscene.boxes.get(box.key)
+
+    # heat map -------------------------------------------------------------------------------------
+    def set_heatmap(self, values: dict | None) -> None:
+        """Colour both panes by each node's share of time ({'original': {name: share}, 'fused': …})."""
+        self.heat = values
+        self._apply_heat()
+
+    def _heat_keys(self, graph, scene: GraphScene, shares: dict[str, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, v in shares.items():
+            keys, _h = keys_for_names(graph, scene, [name])
+            for k in keys[:1]:
+                out[k] = out.get(k, 0.0) + float(v)
+        return out
+
+    def _apply_heat(self) -> None:
+        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, "original", self.legend)]
+        if self.fused is not None:
+            panes.append((self.fused_pane.scene, self.fused["doc"].graph, "fused", self.fused_pane.legend))
+        for scene, graph, role, legend in panes:
+            if scene is None or graph is None:
+                continue
+            if self.heat is None or not self._on_root():
+                scene.set_heatmap(None)
+                legend.set_scale(None)
+                continue
+            values = self._heat_keys(graph, scene, self.heat.get(role) or {})
+            scene.set_heatmap(values)
+            top = max(values.values(), default=0.0)
+            legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
+
+    # files ----------------------------------------------------------------------------------------
+    def _source(self) -> Path | None:
+        doc = self.root_doc
+        return Path(doc.path).resolve() if doc is not None and doc.path else None
+
+    def _refuse_source(self, path: Path) -> None:
+        src = self._source()
+        if src is not None and path.resolve() == src:
+            raise FuseviewError(f"{path}: that is the source model; choose another file")
+
+    def save_fused(self, path: str | os.PathLike) -> Path:
+        """Write the fused model atomically (never over the source model)."""
+        if self.fused is None:
+            raise FuseviewError("nothing applied yet: accept candidates and Apply first")
+        out = Path(path)
+        self._refuse_source(out)
+        if not out.resolve().parent.is_dir():
+            raise FuseviewError(f"{out.parent}: no such folder")
+        model: onnx.ModelProto = self.fused["model"]
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            raise FuseviewError(
+                "the model keeps weights in external files; saving those is not supported yet"
+            )
+        write_atomic(out, lambda tmp: onnx.save_model(model, tmp))
+        return out
+
+    def save_plan(self, path: str | os.PathLike) -> Path:
+        """Write the decisions as a plan JSON (atomic)."""
+        if self.decisions is None:
+            raise FuseviewError("no candidates yet: open a model first")
+        out = Path(path)
+        self._refuse_source(out)
+        self.decisions.save(out)
+        return out
+
+    def open_plan(self, path: str | os.PathLike) -> list[str]:
+        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
+        if self.decisions is None:
+            raise FuseviewError("no candidates yet: open a model first")
+        unknown = self.decisions.load(path)
+        self.panel.refresh()
+        self._paint_original()
+        msg = f"Plan {Path(path).name}: {len(self.decisions.accepted())} accepted"
+        if unknown:
+            msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
+        self.win.statusBar().showMessage(msg, 15000)
+        return unknown
+
+    def _save_dialog(self, title: str, name: str, filt: str) -> str:
+        src = self._source()
+        start = str((src.parent if src else Path.cwd()) / name)
+        path, _ = QFileDialog.getSaveFileName(self.win, title, start, filt)
+        return path
+
+    def _guard(self, title: str, fn) -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, the window stays
+            self.win._error(title, exc)
+
+    def _stem(self) -> str:
+        src = self._source()
+        return src.stem if src else "model"
+
+    def choose_save_fused(self) -> None:
+        """File → Fusion → Save Fused Model."""
+        path = self._save_dialog("Save fused model", f"{self._stem()}.fused.onnx", "ONNX (*.onnx)")
+        if path:
+            self._guard("Cannot save the fused model", lambda: self._said(self.save_fused(path)))
+
+    def choose_save_plan(self) -> None:
+        """File → Fusion → Save Plan."""
+        path = self._save_dialog("Save plan", f"{self._stem()}.plan.json", "Plan (*.json)")
+        if path:
+            self._guard("Cannot save the plan", lambda: self._said(self.save_plan(path)))
+
+    def choose_open_plan(self) -> None:
+        """File → Fusion → Open Plan."""
+        src = self._source()
+        path, _ = QFileDialog.getOpenFileName(
+            self.win, "Open plan", str(src.parent) if src else "", "Plan (*.json);;All files (*)"
+        )
+        if path:
+            self._guard("Cannot open the plan", lambda: self.open_plan(path))
+
+    def choose_save_report(self) -> None:
+        """File → Fusion → Save Profile Report (the profile panel writes it)."""
+        pp = self.profile_panel
+        if pp is None or pp.report() is None:
+            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
+            return
+        path = self._save_dialog("Save profile report", f"{self._stem()}.profile.json", "Report (*.json)")
+        if path:
+            self._guard("Cannot save the report", lambda: (pp.save_report(path), self._said(Path(path))))
+
+    def choose_export_plots(self) -> None:
+        """File → Fusion → Export Profile Plots (PNG or SVG, one file per plot)."""
+        pp = self.profile_panel
+        if pp is None or pp.report() is None:
+            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
+            return
+        folder = QFileDialog.getExistingDirectory(self.win, "Export plots into folder")
+        if folder:
+            self._guard(
+                "Cannot export plots",
+                lambda: self.win.statusBar().showMessage(
+                    f"Wrote {len(pp.export_plots(folder, 'png'))} plots to {folder}", 8000
+                ),
+            )
+
+    def _said(self, path: Path) -> None:
+        self.win.statusBar().showMessage(f"Wrote {path}", 8000)
