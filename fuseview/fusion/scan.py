@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
-from google.protobuf.message import DecodeError
 
 from fuseview.errors import FuseviewError
 from fuseview.fusion.candidates import link_conflicts, make_candidate
@@ -16,6 +15,7 @@ from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_rule
 from fuseview.fusion.rule import Candidate, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
+from fuseview.graph.loader import read_model
 
 
 @dataclass
@@ -45,21 +45,10 @@ class ScanResult:
         }
 
 
-def load_model(path: str | os.PathLike, load_weights: bool = True) -> onnx.ModelProto:
+def load_model(path: str | os.PathLike) -> onnx.ModelProto:
     """Read an ONNX file for fusion (external weights left on disk); FuseviewError on bad input."""
     p = Path(path)
-    if not p.exists():
-        raise FuseviewError(f"{p}: no such file")
-    if p.is_dir():
-        raise FuseviewError(f"{p}: is a folder, not an ONNX file")
-    if p.stat().st_size == 0:
-        raise FuseviewError(f"{p}: file is empty")
-    try:
-        model = onnx.load(str(p), load_external_data=False)
-    except DecodeError as exc:
-        raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
-    except (OSError, ValueError) as exc:
-        raise FuseviewError(f"{p}: cannot read ({exc})") from None
+    model = read_model(p)
     if not model.graph.node:
         raise FuseviewError(f"{p}: not an ONNX model with a graph (no nodes)")
     return model

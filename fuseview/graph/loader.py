@@ -21,15 +21,22 @@ Progress = Callable[[str, float], None]
 
 def load_document(path: str | os.PathLike, progress: Progress | None = None) -> ModelDocument:
     """Read an ONNX file (weights left on disk) and build its document; FuseviewError on bad input."""
-    p = Path(path)
     report = progress or (lambda _msg, _frac: None)
+    report("reading", 0.0)
+    p = Path(path)
+    model = read_model(p)
+    return document_from_model(model, p, progress=report)
+
+
+def read_model(path: str | os.PathLike) -> onnx.ModelProto:
+    """Parse an ONNX file without its external weights, checking that they exist; FuseviewError if bad."""
+    p = Path(path)
     if not p.exists():
         raise FuseviewError(f"{p}: no such file")
     if p.is_dir():
         raise FuseviewError(f"{p}: is a folder, not an ONNX file")
     if p.stat().st_size == 0:
         raise FuseviewError(f"{p}: file is empty")
-    report("reading", 0.0)
     try:
         model = onnx.load(str(p), load_external_data=False)
     except DecodeError as exc:
@@ -37,7 +44,7 @@ def load_document(path: str | os.PathLike, progress: Progress | None = None) -> 
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
     _check_external_data(model, p.parent, p)
-    return document_from_model(model, p, progress=report)
+    return model
 
 
 def document_from_model(
