@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
+from fuseview.fusion.rules.attention import _Matcher
 
 _INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
 
@@ -48,17 +49,7 @@ class EmbeddingMatch:
     embedding_sum: str | None  # the Add tree's root output when used outside the match
 
 
-class _Finder:
-    def __init__(self, ix: Any) -> None:
-        from fuseview.fusion.rules.attention import _Dims  # shared symbolic-shape helper
-
-        self.ix = ix
-        self.d = _Dims(ix)
-        self.by_id = {id(n): n for n in ix.nodes}
-
-    def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
-        n = self.d.producer(t)
-        return n if n is not None and n.op_type in ops and n.domain in ("", "ai.onnx") else None
+class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and producer lookup
 
     def table(self, t: str) -> tuple[int, int] | None:
         init = self.ix.initializers.get(t)
