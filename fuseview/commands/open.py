@@ -16,6 +16,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="OUT.png",
         help="wait for the graph to be drawn, save a picture of the window and exit",
     )
+    p.add_argument("--plan", metavar="PLAN.json", help="apply this plan's accept/reject decisions (by id)")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="build the fused model and show it beside the original (all candidates unless --plan)",
+    )
+    p.add_argument(
+        "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"
+    )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--flat",
@@ -40,6 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.graph.loader import load_document
 
     doc = load_document(args.model or DEMO_MODEL)  # FuseviewError before any window appears
+    if args.plan or args.apply or args.profile:
+        from fuseview.ui.headless import run_workbench
+
+        return run_workbench(
+            doc, args.plan, args.apply, args.profile, args.screenshot, expansion_mode=args.expansion
+        )
     from fuseview.ui.app import run_app
 
     return run_app(doc=doc, expansion_mode=args.expansion, screenshot=args.screenshot)

@@ -82,7 +82,10 @@ class CandidatesPanel(QDockWidget):
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        self.table.setColumnWidth(2, 140)
         self.table.currentCellChanged.connect(self._current_changed)
         col.addWidget(self.table, 1)
 

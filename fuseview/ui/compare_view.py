@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from fuseview.graph.document import GraphDocument, ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
@@ -108,10 +108,12 @@ class FusedPane(QWidget):
             "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
         )
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setMinimumWidth(1)  # a long title must not widen the pane (the splitter halves them)
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         lay.addWidget(self.title)
         self.view = GraphView(self)
         lay.addWidget(self.view, 1)
-        self.legend = Legend(self.view.viewport())
+        self.legend = Legend(self.view)
         self.doc: ModelDocument | None = None
         self.scene: GraphScene | None = None
         self.layout_: Layout | None = None

@@ -138,6 +138,12 @@ class Inspector(QDockWidget):
         self.tree.resizeColumnToContents(0)
         self.tree.setColumnWidth(0, min(self.tree.columnWidth(0), int(width * 0.45)))
 
+    def add_section(self, title: str, rows: list[tuple[str, str]]) -> None:
+        """Append a section of (name, value) rows below what is shown (the workbench's fusion facts)."""
+        head = self._section(title)
+        for name, value in rows:
+            self._row(head, name, value)
+
     def show_many(self, count: int) -> None:
         """Several boxes are selected."""
         self.clear(f"{count} boxes selected.")

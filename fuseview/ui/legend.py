@@ -70,7 +70,9 @@ class Legend(QLabel):
     def _place(self) -> None:
         host = self.parentWidget()
         if host is not None:
-            self.move(max(4, host.width() - self.width() - 12), 8)
+            # a scroll area's viewport scrolls its children with the picture: float over it instead
+            vp = host.viewport() if hasattr(host, "viewport") else host
+            self.move(max(4, vp.x() + vp.width() - self.width() - 12), vp.y() + 8)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         if obj is self.parentWidget() and event.type() == QEvent.Type.Resize:

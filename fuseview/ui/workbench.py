@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
@@ -69,9 +69,11 @@ class Workbench(QObject):
         self._syncing = False
         self._build_panes()
         self.panel = CandidatesPanel(win)
+        # candidates on top, the inspector below them, both on the right
+        win.removeDockWidget(win.inspector)
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.panel)
-        win.tabifyDockWidget(win.inspector, self.panel)
-        self.panel.raise_()
+        win.splitDockWidget(self.panel, win.inspector, Qt.Orientation.Vertical)
+        win.inspector.show()
         self.panel.candidate_selected.connect(self.focus_candidate)
         self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
@@ -81,6 +83,7 @@ class Workbench(QObject):
             self.profile_panel.nodeActivated.connect(self.select_node)
             self.profile_panel.opTypeActivated.connect(self.highlight_op)
             self.profile_panel.heatmapChanged.connect(self.set_heatmap)
+            self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
         win.document_shown.connect(self._shown)
 
@@ -96,10 +99,11 @@ class Workbench(QObject):
         self.original_title.setStyleSheet(
             "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
         )
+        self.original_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         col.addWidget(self.original_title)
         col.addWidget(view, 1)
         self.original_title.hide()  # only needed once there are two panes
-        self.legend = Legend(view.viewport())
+        self.legend = Legend(view)
         self.fused_pane = FusedPane("Fused")
         self.fused_pane.expand_requested.connect(win.expand_group)
         self.fused_pane.collapse_requested.connect(win.collapse_group)
@@ -107,6 +111,8 @@ class Workbench(QObject):
         self.splitter.addWidget(left)
         self.splitter.addWidget(self.fused_pane)
         self.splitter.setChildrenCollapsible(False)
+        self.splitter.setStretchFactor(0, 1)
+        self.splitter.setStretchFactor(1, 1)
         self.fused_pane.hide()
         win.setCentralWidget(self.splitter)
         for v, other in ((win.view, self.fused_pane.view), (self.fused_pane.view, win.view)):
@@ -448,6 +454,9 @@ class Workbench(QObject):
         )
         self.original_title.setText(f"Original — {before} nodes")
         self.set_pane_mode(self.pane_mode)
+        if self.profile_panel is not None:
+            self.profile_panel.show()
+            self.tidy_docks()
         self.fused_pane.view.setTransform(self.win.view.transform())
         self._follow(self.win.view)
         self.win.statusBar().showMessage(
@@ -489,6 +498,16 @@ class Workbench(QObject):
         self.fused_pane.hide()
         self.original_title.hide()
 
+    def tidy_docks(self) -> None:
+        """Give the graph most of the window: a modest profile dock, a readable candidates dock."""
+        win = self.win
+        win.resizeDocks([self.panel], [min(640, max(460, int(win.width() * 0.36)))], Qt.Orientation.Horizontal)
+        win.resizeDocks(
+            [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
+        )
+        if self.profile_panel is not None and self.profile_panel.isVisible():
+            win.resizeDocks([self.profile_panel], [int(win.height() * 0.4)], Qt.Orientation.Vertical)
+
     def set_pane_mode(self, mode: str) -> None:
         """Show the original and fused panes side by side, or only one of them."""
         self.pane_mode = mode
@@ -513,6 +532,8 @@ class Workbench(QObject):
             if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
         ]
         self.panel.show_node(names[0] if len(names) == 1 else None)
+        if len(names) == 1:
+            self._inspect_fusion(names[0])
         if self._syncing or self.fused is None or self.fused_pane.scene is None:
             return
         fused_names = [f for n in names for f in self.links.to_fused.get(n, [])]
@@ -522,6 +543,19 @@ class Workbench(QObject):
             self.fused_pane.scene.select_keys(keys)
         finally:
             self._syncing = False
+
+    def _inspect_fusion(self, name: str) -> None:
+        d = self.decisions
+        if d is None:
+            return
+        rows = [(cid, f"{d.status(cid)}  {d.conflict_text(cid)}".strip()) for cid in d.of_node.get(name, [])]
+        if rows:
+            self.win.inspector.add_section(f"Fusion candidates ({len(rows)})", rows)
+        misses = d.misses_of_node.get(name, [])
+        if misses:
+            self.win.inspector.add_section(
+                f"Near misses ({len(misses)})", [(m.rule, m.reason) for m in misses]
+            )
 
     def _fused_selection(self) -> None:
         fscene = self.fused_pane.scene

@@ -1,0 +1,135 @@
+"""`fuseview open --plan/--apply/--profile`: open the window, do the named work in order, then screenshot."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+
+from fuseview.errors import FuseviewError
+from fuseview.graph.document import ModelDocument
+
+TIMEOUT_MS = 600_000
+
+
+def run_workbench(
+    doc: ModelDocument,
+    plan: str | None = None,
+    apply: bool = False,
+    profile: bool = False,
+    screenshot: str | None = None,
+    expansion_mode: str = "auto",
+    size: tuple[int, int] = (1760, 1100),
+) -> int:
+    """Show the model, scan, open the plan, apply, profile; with screenshot, save a PNG and exit."""
+    from fuseview.ui.app import ensure_app, grab_to_png
+    from fuseview.ui.main_window import MainWindow
+
+    if screenshot is not None and Path(screenshot).suffix.lower() != ".png":
+        raise FuseviewError(f"{screenshot}: the screenshot must be a .png file")
+    if screenshot is not None and not Path(screenshot).resolve().parent.is_dir():
+        raise FuseviewError(f"{Path(screenshot).parent}: no such folder")
+    if plan is not None and not Path(plan).is_file():
+        raise FuseviewError(f"{plan}: no such plan file")
+    app = ensure_app()
+    win = MainWindow(expansion_mode=expansion_mode)
+    win.resize(*size)
+    wb = win.workbench
+    status = {"code": 0, "done": False}
+    unattended = screenshot is not None
+    if unattended:
+        win.show_dialogs = False
+        win.remember_files = False
+
+    def fail(message: str) -> None:
+        if status["done"]:
+            return
+        status["done"] = True
+        print(f"fuseview: error: {message}", file=sys.stderr)
+        status["code"] = 2
+        if unattended:
+            app.exit(2)
+
+    def finish() -> None:
+        if status["done"]:
+            return
+        status["done"] = True
+        if not unattended:
+            return
+        arrange(win)
+
+        def shoot() -> None:
+            try:
+                grab_to_png(win, screenshot)
+            except FuseviewError as exc:
+                fail(str(exc))
+                return
+            app.exit(0)
+
+        QTimer.singleShot(300, shoot)
+
+    def profile_step() -> None:
+        pp = win.profile_panel
+        if not profile:
+            finish()
+            return
+        if pp is None:
+            fail("the profile panel is not available in this build")
+            return
+        pp.profileFinished.connect(lambda _r: finish())
+        pp.profileFailed.connect(fail)
+        pp.show()
+        wb.tidy_docks()
+        pp.start_profile()
+
+    def scanned() -> None:
+        if plan is not None:
+            try:
+                unknown = wb.open_plan(plan)
+            except FuseviewError as exc:
+                fail(str(exc))
+                return
+            if unknown:
+                print(
+                    f"fuseview: {len(unknown)} plan decisions name candidates not in this model: "
+                    + ", ".join(unknown[:5]),
+                    file=sys.stderr,
+                )
+        if apply and plan is None:
+            wb.panel.accept_all()
+        if apply or plan is not None:
+            wb.applied.connect(profile_step)
+            if not wb.apply():
+                profile_step()  # nothing accepted: profile (and show) the original only
+            return
+        profile_step()
+
+    wb.scanned.connect(scanned)
+    win.error_shown.connect(fail)
+    if unattended:
+        QTimer.singleShot(TIMEOUT_MS, lambda: fail("timed out waiting for the work to finish"))
+    win.show()
+    win.show_document(doc)
+    code = app.exec()
+    win.runner.shutdown()
+    return code or status["code"]
+
+
+def arrange(win) -> None:
+    """Make the window presentable for a picture: the first applied candidate outlined in both panes."""
+    wb = win.workbench
+    wb.tidy_docks()
+    wb.set_pane_mode(wb.pane_mode)
+    d = wb.decisions
+    if d is None or not d.candidates:
+        return
+    first = next(
+        (c.id for c in d.candidates if d.status(c.id) in ("applied", "accepted")), d.candidates[0].id
+    )
+    wb.panel.select_id(first)
+    if wb.fused is not None:  # its nodes selected: the linked selection shows the fused node on the right
+        wb.select_original(d.by_id[first].nodes)
+        keys = wb.fused_pane.scene.selected_keys() if wb.fused_pane.scene else []
+        if keys:
+            wb.fused_pane.view.center_on_key(keys[0])
