@@ -501,7 +501,8 @@ class Workbench(QObject):
     def tidy_docks(self) -> None:
         """Give the graph most of the window: a modest profile dock, a readable candidates dock."""
         win = self.win
-        win.resizeDocks([self.panel], [min(640, max(460, int(win.width() * 0.36)))], Qt.Orientation.Horizontal)
+        width = min(640, max(460, int(win.width() * 0.36)))
+        win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)
         win.resizeDocks(
             [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
         )
