@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
     QFileDialog,
-    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -124,7 +123,7 @@ class ProfilePanel(QDockWidget):
     def _build(self) -> None:
         body = QWidget()
         self.setWidget(body)
-        controls = QGridLayout()
+        controls = QHBoxLayout()
         self.provider = QComboBox()
         self.provider.addItems(["auto", "cpu", "cuda"])
         if CUDA not in available_providers():
@@ -142,18 +141,15 @@ class ProfilePanel(QDockWidget):
         self.ort_opt.setToolTip(
             "onnxruntime's own graph optimization; 'disabled' shows fuseview's fusions only"
         )
-        for col, (label, w) in enumerate(
-            [
-                ("Provider", self.provider),
-                ("Runs", self.runs),
-                ("Warm-up", self.warmup),
-                ("ORT opt", self.ort_opt),
-            ]
-        ):
-            controls.addWidget(QLabel(label), 0, 2 * col)
-            controls.addWidget(w, 0, 2 * col + 1)
-        controls.addWidget(QLabel("Dims"), 1, 0)
-        controls.addWidget(self.dims, 1, 1, 1, 7)
+        for label, w in [
+            ("Provider", self.provider),
+            ("Runs", self.runs),
+            ("Warm-up", self.warmup),
+            ("ORT opt", self.ort_opt),
+            ("Dims", self.dims),
+        ]:
+            controls.addWidget(QLabel(label))
+            controls.addWidget(w, 1 if w is self.dims else 0)
 
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.start_profile)
@@ -195,18 +191,27 @@ class ProfilePanel(QDockWidget):
         self.env.setStyleSheet("color: #5b6573;")
         self.env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.op_plot = plots.BarChart("op_types", "Time per op type (median per run)", "µs per run")
+        us = plots.fmt_us
+        self.op_plot = plots.BarChart(
+            "op_types", "Time per op type (median per run)", "µs per run", value_text=us
+        )
         self.op_plot.barClicked.connect(self._op_clicked)
         self.node_plots = {
-            role: plots.BarChart(f"nodes_{role}", f"Slowest nodes: {role}", "µs per run")
+            role: plots.BarChart(f"nodes_{role}", f"Slowest nodes: {role}", "µs per run", value_text=us)
             for role in (plots.ORIGINAL, plots.FUSED)
         }
         for role, p in self.node_plots.items():
             p.barClicked.connect(lambda row, _s, role=role: self._node_clicked(role, row))
-        self.fusion_plot = plots.BarChart("fusions", "Per fusion: replaced nodes vs fused node", "µs per run")
+        self.fusion_plot = plots.BarChart(
+            "fusions", "Per fusion: replaced nodes vs fused node", "µs per run", value_text=us
+        )
         self.fusion_plot.barClicked.connect(self._fusion_clicked)
         self.diff_plot = plots.BarChart(
-            "output_diffs", "Output differences", "fused vs original (log)", log_x=True
+            "output_diffs",
+            "Output differences (log axis)",
+            "|fused − original|: max abs, max rel",
+            log_x=True,
+            value_text=lambda v: f"{v:.2e}",
         )
         self.hist_plot = plots.HistogramChart("diff_histogram", "|diff| histogram")
         self.hist_output = QComboBox()
@@ -404,6 +409,7 @@ class ProfilePanel(QDockWidget):
         self.env.setText(environment_text(report, source) + "\n" + summary_text(report))
 
         ops, times = plots.op_type_rows(report)
+        self._ops = ops
         self.op_plot.set_bars(ops, times)
         self._node_rows: dict[str, list[dict]] = {}
         for role, p in self.node_plots.items():
@@ -411,7 +417,13 @@ class ProfilePanel(QDockWidget):
                 rows = plots.slowest_nodes(by_role[role])
                 self._node_rows[role] = rows
                 p.set_bars(
-                    [f"{n['op_type']}  {n['name']}" for n in rows], {role: [n["p50_us"] for n in rows]}
+                    [
+                        plots.short_label(name, f"{n['op_type']}  ")
+                        for n, name in zip(
+                            rows, plots.strip_common_scope([n["name"] for n in rows]), strict=True
+                        )
+                    ],
+                    {role: [n["p50_us"] for n in rows]},
                 )
             else:
                 p.show_message("no fused model in this report")
@@ -467,12 +479,12 @@ class ProfilePanel(QDockWidget):
         if hist is None:
             self.hist_plot.show_message("no histogram in this report")
         else:
-            self.hist_plot.plot.setTitle(f"|diff| histogram: {output}", color="#1b2430", size="10pt")
+            self.hist_plot.set_title(f"|diff| histogram: {output}")
             self.hist_plot.set_histogram(hist)
 
     # ------------------------------------------------------------------------------------ clicks and heat map
     def _op_clicked(self, row: int, _series: str) -> None:
-        self.opTypeActivated.emit(self.op_plot.labels[row])
+        self.opTypeActivated.emit(self._ops[row])
 
     def _node_clicked(self, role: str, row: int) -> None:
         self.nodeActivated.emit(role, self._node_rows[role][row]["name"])

@@ -11,11 +11,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyqtgraph as pg
 import pyqtgraph.exporters as pg_exporters
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import QEventLoop, QRect, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from fuseview.errors import FuseviewError
 
@@ -28,7 +30,7 @@ COLORS = {
     "hist": "#72b7b2",
 }
 TOP_N = 15
-LABEL_CHARS = 44
+LABEL_CHARS = 60
 
 
 # ------------------------------------------------------------------------------------ report -> rows
@@ -49,17 +51,18 @@ def models_by_role(report: dict) -> dict[str, dict]:
     return dict(zip(model_roles(report), report["models"], strict=True))
 
 
-def op_type_rows(report: dict, top: int = TOP_N) -> tuple[list[str], dict[str, list[float]]]:
-    """The top op types by median time per run (the larger of the models), with each model's time (us)."""
-    per_role = {
-        role: {o["op_type"]: float(o["p50_us"]) for o in m["op_types"]}
-        for role, m in models_by_role(report).items()
-    }
+def op_type_rows(report: dict, top: int = TOP_N) -> tuple[list[str], dict[str, list[float | None]]]:
+    """The top op types by median time per run (the larger of the models); None where a model has none."""
+    per_role: dict[str, dict[str, float]] = {}
+    for role, m in models_by_role(report).items():
+        times = per_role.setdefault(role, {})
+        for o in m["op_types"]:  # one entry per (op type, provider): a CUDA run may place an op on both
+            times[o["op_type"]] = times.get(o["op_type"], 0.0) + float(o["p50_us"])
     ops = sorted(
         {op for times in per_role.values() for op in times},
-        key=lambda op: -max(t.get(op, 0.0) for t in per_role.values()),
+        key=lambda op: (-max(t.get(op, 0.0) for t in per_role.values()), op),
     )[:top]
-    return ops, {role: [times.get(op, 0.0) for op in ops] for role, times in per_role.items()}
+    return ops, {role: [times.get(op) for op in ops] for role, times in per_role.items()}
 
 
 def slowest_nodes(model: dict, top: int = TOP_N) -> list[dict]:
@@ -81,29 +84,21 @@ class FusionRow:
 def fusion_rows(report: dict, top: int = TOP_N) -> list[FusionRow]:
     """Per applied fusion, replaced nodes' time against the fused node's (sums of per-node medians)."""
     cmp = report.get("comparison") or {}
-    rows = []
+    found = []  # (rule or op type, time record, first replaced node)
     for f in cmp.get("fusions") or []:
         t = f.get("time")
         if t and t.get("fused_p50_us") is not None:
-            origin = f.get("origin") or []
-            rows.append(
-                FusionRow(
-                    f"{f.get('rule', t['op_type'])}: {t['node']}",
-                    t["original_p50_us"],
-                    t["fused_p50_us"],
-                    t["node"],
-                    origin[0] if origin else None,
-                )
-            )
+            found.append((f.get("rule", t["op_type"]), t, (f.get("origin") or [None])[0]))
     for t in cmp.get("reverse_fusion_times") or []:
         if t.get("fused_p50_us") is not None:
-            rows.append(
-                FusionRow(
-                    f"{t['op_type']}: {t['node']}", t["original_p50_us"], t["fused_p50_us"], t["node"], None
-                )
-            )
-    rows.sort(key=lambda r: -r.original_us)
-    return rows[:top]
+            found.append((t["op_type"], t, None))
+    found.sort(key=lambda x: -x[1]["original_p50_us"])
+    found = found[:top]
+    names = strip_common_scope([t["node"] for _, t, _ in found])
+    return [
+        FusionRow(short_label(name, f"{rule}  "), t["original_p50_us"], t["fused_p50_us"], t["node"], first)
+        for (rule, t, first), name in zip(found, names, strict=True)
+    ]
 
 
 def heatmap(report: dict) -> dict[str, dict[str, float]]:
@@ -114,9 +109,19 @@ def heatmap(report: dict) -> dict[str, dict[str, float]]:
     return out
 
 
-def short_label(text: str, chars: int = LABEL_CHARS) -> str:
-    """The end of a long node name (its most telling part), with an ellipsis in front."""
-    return text if len(text) <= chars else "…" + text[-(chars - 1) :]
+def short_label(name: str, prefix: str = "", chars: int = LABEL_CHARS) -> str:
+    """prefix + the end of a long node name (its most telling part), an ellipsis where it was cut."""
+    room = max(chars - len(prefix), 12)
+    return prefix + (name if len(name) <= room else "…" + name[-(room - 1) :])
+
+
+def strip_common_scope(names: list[str]) -> list[str]:
+    """Node names less their shared scope ("/m/transformer/h.0/attn/Softmax" -> "h.0/attn/Softmax")."""
+    scopes = [n.split("/")[:-1] for n in names]
+    common = 0
+    while scopes and all(len(s) > common and s[common] == scopes[0][common] for s in scopes):
+        common += 1
+    return ["/".join(n.split("/")[common:]) for n in names]
 
 
 def fmt_us(us: float) -> str:
@@ -142,7 +147,8 @@ class _Bars(pg.BarGraphItem):
             return
         p = ev.pos()
         o = self.opts
-        for i, (y, h) in enumerate(zip(o["y"], o["height"], strict=True)):
+        heights = np.broadcast_to(np.asarray(o["height"], dtype=float), np.shape(o["y"]))
+        for i, (y, h) in enumerate(zip(o["y"], heights, strict=True)):
             if y - h / 2 <= p.y() <= y + h / 2:
                 ev.accept()
                 self._on_click(i)
@@ -155,6 +161,8 @@ class PlotCard(QWidget):
     def __init__(self, name: str, title: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.name = name
+        self.title = title
+        self._drawn: tuple[str, tuple] | None = None  # the last set_* call, replayed by export
         self.plot = pg.PlotWidget(background="w")
         self.plot.setTitle(title, color="#1b2430", size="10pt")
         self.plot.setMenuEnabled(False)
@@ -175,6 +183,7 @@ class PlotCard(QWidget):
     def show_message(self, text: str) -> None:
         """Show a line of text instead of the plot."""
         self.plot.clear()
+        self._drawn = None
         self.message.setText(text)
         self.stack.setCurrentWidget(self.message)
         self.has_data = False
@@ -188,25 +197,66 @@ class PlotCard(QWidget):
         self.has_data = True
         return item
 
+    def set_title(self, title: str) -> None:
+        """Change the plot's title."""
+        self.title = title
+        self.plot.setTitle(title, color="#1b2430", size="10pt")
+
+    def _clone(self) -> PlotCard:
+        return type(self)(self.name, self.title)
+
+    def export_size(self) -> tuple[int, int]:
+        """Pixel size of an exported plot (bar charts grow with their rows)."""
+        return 1000, 560
+
     def export(self, path: Path) -> Path:
         """Write the plot as PNG or SVG (by suffix) atomically: temp file in the same folder, then rename."""
-        item = self.plot.getPlotItem()
+        if self._drawn is None:
+            raise FuseviewError(f"{path}: the {self.name} plot has no data")
         suffix = path.suffix.lower()
-        exporter = pg_exporters.SVGExporter(item) if suffix == ".svg" else pg_exporters.ImageExporter(item)
-        if suffix != ".svg":
-            exporter.parameters()["width"] = max(1000, int(item.sceneBoundingRect().width()))
+        # Drawn again in an off-screen copy at the export size: the panel's own plot may sit in a hidden tab
+        # that was never laid out, and its size is the dock's, not one that suits a file.
+        copy = self._clone()
+        copy.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+        w, h = self.export_size()
+        copy.resize(w, h)
+        copy.show()
+        getattr(copy, self._drawn[0])(*self._drawn[1])
+        QApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
         os.close(fd)
         try:
-            if exporter.export(tmp) is False:
+            if suffix == ".svg":
+                copy._write_svg(tmp)
+            elif pg_exporters.ImageExporter(copy.plot.getPlotItem()).export(tmp) is False:
                 raise FuseviewError(f"{path}: could not write the plot")
             if os.path.getsize(tmp) == 0:
                 raise FuseviewError(f"{path}: the plot export wrote nothing")
             os.replace(tmp, path)
         finally:
+            copy.close()
+            copy.deleteLater()
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return path
+
+    def _write_svg(self, filename: str) -> None:
+        # pyqtgraph's SVGExporter cannot parse the path data Qt 6.11's QSvgGenerator writes, so the scene
+        # is painted straight into a QSvgGenerator (text stays text, bars stay vector shapes).
+        rect = self.plot.getPlotItem().sceneBoundingRect()
+        w, h = int(rect.width()), int(rect.height())
+        gen = QSvgGenerator()
+        gen.setFileName(filename)
+        gen.setSize(QSize(w, h))
+        gen.setViewBox(QRect(0, 0, w, h))
+        gen.setResolution(self.plot.logicalDpiX())  # the default 72 dpi would shrink the axes' text
+        gen.setTitle(self.title)
+        painter = QPainter(gen)
+        try:
+            painter.fillRect(QRectF(0, 0, w, h), QColor("white"))
+            self.plot.scene().render(painter, QRectF(0, 0, w, h), rect)
+        finally:
+            painter.end()
 
 
 class BarChart(PlotCard):
@@ -215,35 +265,43 @@ class BarChart(PlotCard):
     barClicked = Signal(int, str)
 
     def __init__(
-        self, name: str, title: str, x_label: str, log_x: bool = False, parent: QWidget | None = None
+        self,
+        name: str,
+        title: str,
+        x_label: str,
+        log_x: bool = False,
+        value_text=None,
+        parent: QWidget | None = None,
     ):
         super().__init__(name, title, parent)
         self.x_label = x_label
         self.log_x = log_x
+        self.value_text = value_text or (lambda v: f"{v:.3g}")
         self.labels: list[str] = []
         self.bars: dict[str, _Bars] = {}
 
     def set_bars(self, labels: list[str], series: dict[str, list[float | None]]) -> None:
-        """Draw rows top to bottom; series maps a name (also its colour key) to one value per row."""
+        """Draw rows top to bottom, first series on top in each row; a series' name is also its colour key."""
         item = self._show_plot()
+        self._drawn = ("set_bars", (labels, series))
         self.labels = list(labels)
         self.bars = {}
         n, k = len(labels), len(series)
         h = 0.8 / max(k, 1)
+        values = [v for vs in series.values() for v in vs if v]
         lo = 0.0
         if self.log_x:
-            vals = [v for vs in series.values() for v in vs if v]
-            lo = math.floor(math.log10(min(vals))) - 1 if vals else -12
+            lo = math.floor(math.log10(min(values))) - 1 if values else -12
         if k > 1:
-            item.addLegend(offset=(-10, 10), labelTextColor="#1b2430", brush=pg.mkBrush(255, 255, 255, 220))
-        for s, (name, values) in enumerate(series.items()):
-            ys = [(n - 1 - r) + (s - (k - 1) / 2) * h for r in range(n)]
-            ends = [self._x(v, lo) for v in values]
+            item.addLegend(offset=(-10, -30), labelTextColor="#1b2430", brush=pg.mkBrush(255, 255, 255, 220))
+        for s, (name, vals) in enumerate(series.items()):
+            ys = [(n - 1 - r) - (s - (k - 1) / 2) * h for r in range(n)]
+            ends = [self._x(v, lo) for v in vals]
             bars = _Bars(
                 lambda i, name=name: self.barClicked.emit(i, name),
                 x0=[lo] * n,
                 y=ys,
-                height=h * 0.92,
+                height=h * 0.9,
                 width=[e - lo for e in ends],
                 brush=COLORS.get(name, "#888888"),
                 pen=None,
@@ -251,23 +309,34 @@ class BarChart(PlotCard):
             )
             item.addItem(bars)
             self.bars[name] = bars
+            for y, e, v in zip(ys, ends, vals, strict=True):
+                text = pg.TextItem(
+                    self.value_text(v) if v is not None else "none", color="#5b6573", anchor=(0, 0.5)
+                )
+                text.setPos(e, y)
+                item.addItem(text)
         left = item.getAxis("left")
-        left.setTicks([[(float(n - 1 - r), short_label(t)) for r, t in enumerate(labels)], []])
-        width = max((QFontMetrics(left.font()).horizontalAdvance(short_label(t)) for t in labels), default=40)
-        left.setWidth(min(width + 14, 360))
+        left.setTicks([[(float(n - 1 - r), t) for r, t in enumerate(labels)], []])
+        width = max((QFontMetrics(left.font()).horizontalAdvance(t) for t in labels), default=40)
+        left.setWidth(min(width + 14, 380))
         bottom = item.getAxis("bottom")
         bottom.setLabel(self.x_label)
         if self.log_x:
-            hi = max(
-                [math.ceil(e) for e in (self._x(v, lo) for vs in series.values() for v in vs)] + [lo + 1]
-            )
+            hi = max([math.ceil(self._x(v, lo)) for v in values] + [lo + 1])
             bottom.setTicks([_decade_ticks(int(lo), int(hi)), []])
-            item.setXRange(lo, hi, padding=0.02)
+            item.setXRange(lo, hi + (hi - lo) * 0.2, padding=0)
         else:
             bottom.setTicks(None)
-            item.setXRange(0, max([v or 0 for vs in series.values() for v in vs] + [1e-9]), padding=0.05)
+            item.setXRange(0, max(values + [1e-9]) * 1.22, padding=0)
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.showGrid(x=True, y=False, alpha=0.25)
+
+    def _clone(self) -> BarChart:
+        return BarChart(self.name, self.title, self.x_label, self.log_x, self.value_text)
+
+    def export_size(self) -> tuple[int, int]:
+        """1000 px wide, about 40 px per row."""
+        return 1000, max(360, 110 + 40 * len(self.labels))
 
     def _x(self, v: float | None, lo: float) -> float:
         if not v:
@@ -289,6 +358,7 @@ class HistogramChart(PlotCard):
     def set_histogram(self, hist: dict) -> None:
         """Draw an abs_diff_hist record: {"zero": n, "edges": [...], "counts": [...]}."""
         item = self._show_plot()
+        self._drawn = ("set_histogram", (hist,))
         exps = [math.log10(e) for e in hist["edges"]]
         xs = [(a + b) / 2 for a, b in zip(exps, exps[1:], strict=False)]
         zero_x = exps[0] - 1.5
@@ -301,7 +371,7 @@ class HistogramChart(PlotCard):
                 pen=None,
             )
         )
-        ticks = [(zero_x, "0")] + [(e, f"1e{round(e)}") for e in exps[:: max(1, len(exps) // 8)]]
+        ticks = [(zero_x, "0")] + [(e, f"1e{round(e)}") for e in exps[::2]]
         bottom = item.getAxis("bottom")
         bottom.setTicks([ticks, []])
         bottom.setLabel("element-wise |fused − original| (decades; the first bar counts exact zeros)")
