@@ -341,3 +341,46 @@ def test_open_apply_profile_screenshot(tmp_path):
     r = _fuseview("open", str(GPT2_2L), "--apply", "--profile", "--screenshot", str(out))
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 20_000
+
+
+def test_context_menu_on_a_node_accepts_and_rejects(qtbot, win):
+    from PySide6.QtWidgets import QMenu
+
+    open_scanned(qtbot, win, GPT2_2L)
+    d = win.workbench.decisions
+    c = next(c for c in d.candidates if c.rule == "bias_fast_gelu")
+    item = win.scene.boxes[node_key(win.workbench.root_doc.graph.node_by_name[c.nodes[-1]])]
+    menu = QMenu()
+    win.scene.context_hook(item, menu)
+    actions = {a.text(): a for a in menu.actions()}
+    actions[f"Accept {c.id} (pending)"].trigger()
+    assert d.status(c.id) == "accepted"
+    assert (
+        win.workbench.panel.table.item(win.workbench.panel.visible_ids().index(c.id), 5).text() == "accepted"
+    )
+    actions[f"Reject {c.id}"].trigger()
+    assert d.status(c.id) == "rejected"
+    actions[f"Show {c.id} in the list"].trigger()
+    assert win.workbench.panel.current_id() == c.id
+
+
+def test_profile_bars_select_nodes_and_op_types_in_the_panes(qtbot, win):
+    open_scanned(qtbot, win, GPT2_2L)
+    pp = win.profile_panel
+    if pp is None:
+        pytest.skip("profile panel not in this build yet")
+    wb = win.workbench
+    wb.panel.accept_rule("attention_mha")
+    apply_and_wait(qtbot, win)
+    g = wb.root_doc.graph
+    softmax = next(n for n in g.nodes if n.op_type == "Softmax")
+    pp.nodeActivated.emit("original", softmax.name)
+    assert win.scene.selected_keys() == [node_key(softmax.index)]
+    fg = wb.fused["doc"].graph
+    mha = next(n for n in fg.nodes if n.op_type == "MultiHeadAttention")
+    pp.nodeActivated.emit("fused", mha.name)
+    assert wb.fused_pane.scene.selected_keys() == [node_key(mha.index)]
+    pp.opTypeActivated.emit("Gemm")
+    gemms = {node_key(n.index) for n in g.visible_nodes() if n.op_type == "Gemm"}
+    assert set(win.scene.highlighted_keys()) == gemms
+    assert len(wb.fused_pane.scene.highlighted_keys()) == len(gemms)  # attention fusion keeps the Gemms

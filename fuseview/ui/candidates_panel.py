@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
@@ -81,9 +82,10 @@ class CandidatesPanel(QDockWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
+        # sized once per refresh: ResizeToContents would measure every cell on every insert
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        self._sized = False
         self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.table.setColumnWidth(2, 140)
         self.table.currentCellChanged.connect(self._current_changed)
@@ -122,6 +124,7 @@ class CandidatesPanel(QDockWidget):
     def set_decisions(self, decisions: Decisions | None, scopes: dict[str, str] | None = None) -> None:
         """Show the candidates of a new scan (None: nothing scanned)."""
         self.decisions = decisions
+        self._sized = False
         self.scopes = scopes or {}
         self.node_filter = None
         self.rule_filter.blockSignals(True)
@@ -139,6 +142,7 @@ class CandidatesPanel(QDockWidget):
         """Rebuild the rows from the decisions and the filters (keeps the current candidate)."""
         keep = self.current_id()
         self._filling = True
+        self.table.setUpdatesEnabled(False)
         self.table.setRowCount(0)
         d = self.decisions
         ids = self.visible_ids()
@@ -172,6 +176,11 @@ class CandidatesPanel(QDockWidget):
                 if col in (3, 4):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, col, item)
+        if ids and not self._sized:
+            for col in (0, 1, 3, 4, 5):
+                self.table.resizeColumnToContents(col)
+            self._sized = True
+        self.table.setUpdatesEnabled(True)
         self._filling = False
         if keep in ids:
             self.table.setCurrentCell(
@@ -314,6 +323,7 @@ class CandidatesPanel(QDockWidget):
             self.refresh()
 
 
+@lru_cache(maxsize=64)
 def _swatch(color: str):
     from PySide6.QtGui import QIcon, QPixmap
 
