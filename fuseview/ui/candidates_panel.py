@@ -179,6 +179,10 @@ class CandidatesPanel(QDockWidget):
         if ids and not self._sized:
             for col in (0, 1, 3, 4, 5):
                 self.table.resizeColumnToContents(col)
+            fm = self.table.fontMetrics()
+            self.table.setColumnWidth(
+                5, max(self.table.columnWidth(5), fm.horizontalAdvance("accepted") + 16)
+            )
             self._sized = True
         self.table.setUpdatesEnabled(True)
         self._filling = False

@@ -128,8 +128,6 @@ def arrange(win) -> None:
         (c.id for c in d.candidates if d.status(c.id) in ("applied", "accepted")), d.candidates[0].id
     )
     wb.panel.select_id(first)
-    if wb.fused is not None:  # its nodes selected: the linked selection shows the fused node on the right
-        wb.select_original(d.by_id[first].nodes)
-        keys = wb.fused_pane.scene.selected_keys() if wb.fused_pane.scene else []
-        if keys:
-            wb.fused_pane.view.center_on_key(keys[0])
+    if wb.fused is not None:  # the fused node selected: the linked selection marks its originals
+        names = [n for n, origin in wb.links.to_original.items() if set(origin) & set(d.by_id[first].nodes)]
+        wb.select_fused(names[:1])

@@ -449,9 +449,11 @@ class Workbench(QObject):
         before = len(self.root_doc.graph.visible_nodes())
         after = len(fdoc.graph.visible_nodes())
         figures = self.validation_text()
+        short = "not validated" if val is None else figures.split(": ", 1)[-1]
         self.fused_pane.set_title(
-            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {figures}"
+            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}"
         )
+        self.fused_pane.title.setToolTip(figures + ("\n" + "\n".join(notes) if notes else ""))
         self.original_title.setText(f"Original — {before} nodes")
         self.set_pane_mode(self.pane_mode)
         if self.profile_panel is not None:
@@ -570,6 +572,9 @@ class Workbench(QObject):
         ]
         originals = [o for n in names for o in self.links.to_original.get(n, [])]
         self.select_original(originals)
+        boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
+        if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
+            self.win.inspector.show_box(self.fused["doc"], boxes[0].box)
 
     def select_original(self, names: list[str]) -> None:
         """Select original nodes by name in the left pane (opening the groups that hide them)."""
