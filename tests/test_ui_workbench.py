@@ -184,7 +184,9 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     assert hist.get("com.microsoft:MultiHeadAttention") == 2
     assert "com.microsoft:SkipLayerNormalization" in hist
     assert wb.fused_pane.isVisible() and wb.fused_pane.scene is not None
-    assert "validated on onnxruntime" in wb.fused_pane.title.text()
+    assert wb.fused["validation"].ok
+    assert "max |diff|" in wb.fused_pane.title.text() and "(ok)" in wb.fused_pane.title.text()
+    assert "validated on onnxruntime" in wb.fused_pane.title.toolTip()
     assert all(wb.decisions.status(i) == "applied" for i in wb.decisions.accepted())
     # fused -> original
     mha = next(n for n in fdoc.graph.nodes if n.op_type == "MultiHeadAttention")

@@ -429,9 +429,7 @@ class OverviewItem(QGraphicsItem):
         scene = self.scene()
         marks = [(it, QColor(style.HIGHLIGHT)) for it in scene._highlighted]
         marks += [(it, QColor(FOCUS_COLOR)) for it in scene._focused]
-        marks += [
-            (it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)
-        ]
+        marks += [(it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)]
         for it, color in marks:
             pen = QPen(color, 3.0)
             pen.setCosmetic(True)

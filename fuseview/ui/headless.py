@@ -113,6 +113,8 @@ def run_workbench(
     win.show_document(doc)
     code = app.exec()
     win.runner.shutdown()
+    if win.profile_panel is not None and hasattr(win.profile_panel, "shutdown"):
+        win.profile_panel.shutdown()
     return code or status["code"]
 
 

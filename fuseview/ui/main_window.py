@@ -650,4 +650,6 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
         self.runner.shutdown()
+        if self.profile_panel is not None and hasattr(self.profile_panel, "shutdown"):
+            self.profile_panel.shutdown()  # its profile thread must end before the window goes
         super().closeEvent(event)
