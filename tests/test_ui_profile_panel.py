@@ -291,3 +291,19 @@ def test_controls(qtbot, panel):
         panel.start_profile()
     assert "no such symbolic dim" in got.args[0]
     assert not panel.is_running() and panel.run_button.isEnabled()
+
+
+def test_a_short_dock_shows_the_top_rows_and_scrolls(qtbot, panel, report_file):
+    panel.open_report(report_file)
+    panel.resize(1000, 330)
+    qtbot.waitUntil(lambda: panel.op_plot.plot.height() < 250)
+    chart = panel.op_plot
+    fit = chart.fit_rows()
+    assert 1 <= fit < chart.bar_count()
+    assert f"{fit} of {chart.bar_count()}: scroll for more" in chart.plot.getPlotItem().titleLabel.text
+    vb = chart.plot.getPlotItem().getViewBox()
+    top = vb.viewRange()[1]
+    assert top[1] == pytest.approx(chart.bar_count() - 0.4)  # the slowest rows first
+    vb.translateBy(y=-2)  # what two wheel steps do
+    assert vb.viewRange()[1][1] == pytest.approx(top[1] - 2)
+

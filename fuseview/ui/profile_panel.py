@@ -9,6 +9,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QComboBox,
     QDockWidget,
@@ -116,6 +117,9 @@ class ProfilePanel(QDockWidget):
         self._job: Job | None = None
         self._cancel_flag: threading.Event | None = None
         self._runner = JobRunner(self)
+        app = QApplication.instance()
+        if app is not None:  # a QThread must not be destroyed while it runs
+            app.aboutToQuit.connect(self.shutdown)
         self._build()
         self._update_enabled()
 
@@ -523,11 +527,6 @@ class ProfilePanel(QDockWidget):
             except (FuseviewError, OSError) as exc:
                 self._say(f"Cannot export the plots: {error_text(exc)}", error=True)
 
-    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        """Stop a running profile before the dock goes."""
-        self.cancel()
-        super().closeEvent(event)
-
     def shutdown(self) -> None:
-        """Cancel and wait for the worker (call when the window closes)."""
+        """Cancel the profile and wait for its thread (the window calls this when it closes)."""
         self._runner.shutdown()

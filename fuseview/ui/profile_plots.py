@@ -155,15 +155,23 @@ class _Bars(pg.BarGraphItem):
                 return
 
 
+class _RowsViewBox(pg.ViewBox):
+    """A ViewBox whose mouse wheel scrolls the rows of a bar chart instead of zooming."""
+
+    def wheelEvent(self, ev, axis=None):  # noqa: N802 - pyqtgraph's name
+        self.translateBy(y=ev.delta() / 120)
+        ev.accept()
+
+
 class PlotCard(QWidget):
     """A pyqtgraph plot with a message shown in its place when there is nothing to plot."""
 
-    def __init__(self, name: str, title: str, parent: QWidget | None = None):
+    def __init__(self, name: str, title: str, parent: QWidget | None = None, view_box=None):
         super().__init__(parent)
         self.name = name
         self.title = title
         self._drawn: tuple[str, tuple] | None = None  # the last set_* call, replayed by export
-        self.plot = pg.PlotWidget(background="w")
+        self.plot = pg.PlotWidget(background="w", viewBox=view_box)
         self.plot.setTitle(title, color="#1b2430", size="10pt")
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
@@ -273,12 +281,13 @@ class BarChart(PlotCard):
         value_text=None,
         parent: QWidget | None = None,
     ):
-        super().__init__(name, title, parent)
+        super().__init__(name, title, parent, view_box=_RowsViewBox())
         self.x_label = x_label
         self.log_x = log_x
         self.value_text = value_text or (lambda v: f"{v:.3g}")
         self.labels: list[str] = []
         self.bars: dict[str, _Bars] = {}
+        self._series_count = 1
 
     def set_bars(self, labels: list[str], series: dict[str, list[float | None]]) -> None:
         """Draw rows top to bottom, first series on top in each row; a series' name is also its colour key."""
@@ -328,8 +337,29 @@ class BarChart(PlotCard):
         else:
             bottom.setTicks(None)
             item.setXRange(0, max(values + [1e-9]) * 1.22, padding=0)
-        item.setYRange(-0.6, n - 0.4, padding=0)
         item.showGrid(x=True, y=False, alpha=0.25)
+        self._series_count = k
+        self.fit_rows()
+
+    def fit_rows(self) -> int:
+        """Show as many rows as the plot's height allows, from the top; the rest scroll (wheel or drag)."""
+        n = len(self.labels)
+        if not self.has_data or n == 0:
+            return 0
+        per_row = 6 + 12 * self._series_count
+        fit = max(1, min(n, int((self.plot.height() - 90) // per_row)))
+        vb = self.plot.getPlotItem().getViewBox()
+        vb.setMouseEnabled(x=False, y=fit < n)
+        vb.setLimits(yMin=-0.6, yMax=n - 0.4, minYRange=fit, maxYRange=fit)
+        vb.setYRange(n - 0.4 - fit, n - 0.4, padding=0)
+        more = f"  ({fit} of {n}: scroll for more)" if fit < n else ""
+        self.plot.setTitle(self.title + more, color="#1b2430", size="10pt")
+        return fit
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        """Refit the rows to the new height."""
+        super().resizeEvent(event)
+        self.fit_rows()
 
     def _clone(self) -> BarChart:
         return BarChart(self.name, self.title, self.x_label, self.log_x, self.value_text)
