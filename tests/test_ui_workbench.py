@@ -333,6 +333,8 @@ def test_open_with_plan_apply_screenshot(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    only = _fuseview("open", str(GPT2_2L), "--plan", str(tmp_path / "plan.json"), "--screenshot", str(out))
+    assert only.returncode == 0, only.stderr  # decisions loaded and shown, nothing applied
     bad = _fuseview("open", str(GPT2_2L), "--plan", str(tmp_path / "missing.json"), "--screenshot", str(out))
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and "missing.json" in bad.stderr

@@ -16,11 +16,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="OUT.png",
         help="wait for the graph to be drawn, save a picture of the window and exit",
     )
-    p.add_argument("--plan", metavar="PLAN.json", help="apply this plan's accept/reject decisions (by id)")
+    p.add_argument(
+        "--plan", metavar="PLAN.json", help="load this plan's accept/reject decisions (by candidate id)"
+    )
     p.add_argument(
         "--apply",
         action="store_true",
-        help="build the fused model and show it beside the original (all candidates unless --plan)",
+        help="build the fused model and show it beside the original (the plan's accepted candidates, "
+        "or all candidates without --plan)",
     )
     p.add_argument(
         "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"

@@ -1,4 +1,8 @@
-"""`fuseview open --plan/--apply/--profile`: open the window, do the named work in order, then screenshot."""
+"""`fuseview open --plan/--apply/--profile`: open the window, do the named work in order, then screenshot.
+
+--plan loads decisions (shown, not applied); --apply builds the fused model from the accepted candidates
+(every candidate when there is no plan); --profile profiles the original and, if built, the fused model.
+"""
 
 from __future__ import annotations
 
@@ -98,7 +102,7 @@ def run_workbench(
                 )
         if apply and plan is None:
             wb.panel.accept_all()
-        if apply or plan is not None:
+        if apply:
             wb.applied.connect(profile_step)
             if not wb.apply():
                 profile_step()  # nothing accepted: profile (and show) the original only

@@ -146,7 +146,8 @@ class Workbench(QObject):
         self._act(sub, "&Open Plan…", self.choose_open_plan)
         sub.addSeparator()
         self._act(sub, "Save Profile &Report…", self.choose_save_report)
-        self._act(sub, "Export Profile P&lots…", self.choose_export_plots)
+        self._act(sub, "Export Profile P&lots as PNG…", lambda: self.choose_export_plots("png"))
+        self._act(sub, "Export Profile Plots as S&VG…", lambda: self.choose_export_plots("svg"))
         self.file_fusion_menu = sub
 
         fm = QMenu("F&usion", mb)
@@ -794,7 +795,7 @@ class Workbench(QObject):
         if path:
             self._guard("Cannot save the report", lambda: (pp.save_report(path), self._said(Path(path))))
 
-    def choose_export_plots(self) -> None:
+    def choose_export_plots(self, fmt: str = "png") -> None:
         """File → Fusion → Export Profile Plots (PNG or SVG, one file per plot)."""
         pp = self.profile_panel
         if pp is None or pp.report() is None:
@@ -805,7 +806,7 @@ class Workbench(QObject):
             self._guard(
                 "Cannot export plots",
                 lambda: self.win.statusBar().showMessage(
-                    f"Wrote {len(pp.export_plots(folder, 'png'))} plots to {folder}", 8000
+                    f"Wrote {len(pp.export_plots(folder, fmt))} plots to {folder}", 8000
                 ),
             )
 
