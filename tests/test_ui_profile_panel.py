@@ -170,6 +170,7 @@ def test_a_real_mouse_click_on_a_bar(qtbot, panel, report_file):
     panel.tabs.setCurrentIndex(1)
     chart = panel.node_plots[ORIGINAL]
     qtbot.waitExposed(chart.plot)
+    qtbot.wait(50)  # the new tab's layout settles
     bars = chart.bars[ORIGINAL].opts
     row = 2
     x = bars["x0"][row] + bars["width"][row] / 2
@@ -307,3 +308,19 @@ def test_a_short_dock_shows_the_top_rows_and_scrolls(qtbot, panel, report_file):
     vb.translateBy(y=-2)  # what two wheel steps do
     assert vb.viewRange()[1][1] == pytest.approx(top[1] - 2)
 
+
+
+def test_bars_have_tooltips_with_full_names(qtbot, panel, report_file):
+    panel.open_report(report_file)
+    panel.tabs.setCurrentIndex(1)
+    chart = panel.node_plots[FUSED]
+    qtbot.waitExposed(chart.plot)
+    qtbot.wait(50)  # the new tab's layout settles
+    bars = chart.bars[FUSED]
+    slowest = max(json.loads(report_file.read_text())["models"][1]["nodes"], key=lambda n: n["p50_us"])
+    vb = chart.plot.getPlotItem().getViewBox()
+    x = bars.opts["x0"][0] + bars.opts["width"][0] / 2
+    pos = chart.plot.mapFromScene(vb.mapViewToScene(QPointF(x, bars.opts["y"][0])))
+    QTest.mouseMove(chart.plot.viewport(), pos)
+    qtbot.waitUntil(lambda: bars.toolTip() != "", timeout=3000)
+    assert bars.toolTip().startswith(f"{slowest['op_type']} {slowest['name']} (")

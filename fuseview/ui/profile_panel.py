@@ -428,6 +428,7 @@ class ProfilePanel(QDockWidget):
                         )
                     ],
                     {role: [n["p50_us"] for n in rows]},
+                    [f"{n['op_type']} {n['name']} ({n['share'] * 100:.1f}% of the model)" for n in rows],
                 )
             else:
                 p.show_message("no fused model in this report")
@@ -440,6 +441,12 @@ class ProfilePanel(QDockWidget):
                     plots.ORIGINAL: [r.original_us for r in self._fusion_rows],
                     plots.FUSED: [r.fused_us for r in self._fusion_rows],
                 },
+                [
+                    f"{r.fused_node}\nspeed-up {r.original_us / r.fused_us:.2f}x"
+                    if r.fused_us
+                    else r.fused_node
+                    for r in self._fusion_rows
+                ],
             )
         else:
             self.fusion_plot.show_message(

@@ -136,23 +136,31 @@ def _decade_ticks(lo: int, hi: int) -> list[tuple[float, str]]:
 
 
 class _Bars(pg.BarGraphItem):
-    """BarGraphItem that reports which bar was clicked."""
+    """BarGraphItem that reports which bar was clicked and shows a tooltip per bar."""
 
-    def __init__(self, on_click, **opts):
+    def __init__(self, on_click, tips: list[str], **opts):
         super().__init__(**opts)
         self._on_click = on_click
+        self._tips = tips
+        self.setAcceptHoverEvents(True)
 
-    def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph's name
-        if ev.button() != Qt.MouseButton.LeftButton:
-            return
-        p = ev.pos()
+    def _bar_at(self, y: float) -> int | None:
         o = self.opts
         heights = np.broadcast_to(np.asarray(o["height"], dtype=float), np.shape(o["y"]))
-        for i, (y, h) in enumerate(zip(o["y"], heights, strict=True)):
-            if y - h / 2 <= p.y() <= y + h / 2:
-                ev.accept()
-                self._on_click(i)
-                return
+        for i, (c, h) in enumerate(zip(o["y"], heights, strict=True)):
+            if c - h / 2 <= y <= c + h / 2:
+                return i
+        return None
+
+    def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph's name
+        i = self._bar_at(ev.pos().y()) if ev.button() == Qt.MouseButton.LeftButton else None
+        if i is not None:
+            ev.accept()
+            self._on_click(i)
+
+    def hoverEvent(self, ev):  # noqa: N802 - pyqtgraph's name
+        i = None if ev.isExit() else self._bar_at(ev.pos().y())
+        self.setToolTip(self._tips[i] if i is not None else "")
 
 
 class _RowsViewBox(pg.ViewBox):
@@ -289,10 +297,15 @@ class BarChart(PlotCard):
         self.bars: dict[str, _Bars] = {}
         self._series_count = 1
 
-    def set_bars(self, labels: list[str], series: dict[str, list[float | None]]) -> None:
-        """Draw rows top to bottom, first series on top in each row; a series' name is also its colour key."""
+    def set_bars(
+        self, labels: list[str], series: dict[str, list[float | None]], names: list[str] | None = None
+    ) -> None:
+        """Draw rows top to bottom, first series on top in each row; a series' name is also its colour key.
+
+        names: the full name of each row for the tooltips (labels may be shortened).
+        """
         item = self._show_plot()
-        self._drawn = ("set_bars", (labels, series))
+        self._drawn = ("set_bars", (labels, series, names))
         self.labels = list(labels)
         self.bars = {}
         n, k = len(labels), len(series)
@@ -306,8 +319,13 @@ class BarChart(PlotCard):
         for s, (name, vals) in enumerate(series.items()):
             ys = [(n - 1 - r) - (s - (k - 1) / 2) * h for r in range(n)]
             ends = [self._x(v, lo) for v in vals]
+            tips = [
+                f"{full}\n{name}: {self.value_text(v) if v is not None else 'none'}"
+                for full, v in zip(names or labels, vals, strict=True)
+            ]
             bars = _Bars(
                 lambda i, name=name: self.barClicked.emit(i, name),
+                tips,
                 x0=[lo] * n,
                 y=ys,
                 height=h * 0.9,
