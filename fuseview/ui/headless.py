@@ -40,16 +40,16 @@ def run_workbench(
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*size)
     wb = win.workbench
-    status = {"code": 0, "done": False}
+    status = {"code": 0, "done": False, "failed": False}
     unattended = screenshot is not None
     if unattended:
         win.show_dialogs = False
         win.remember_files = False
 
     def fail(message: str) -> None:
-        if status["done"]:
+        if status["failed"]:
             return
-        status["done"] = True
+        status["failed"] = True
         print(f"fuseview: error: {message}", file=sys.stderr)
         status["code"] = 2
         if unattended:
@@ -61,7 +61,12 @@ def run_workbench(
         status["done"] = True
         if not unattended:
             return
-        arrange(win)
+
+        def settled(then) -> None:  # run then() once no layout job is running
+            if win.busy:
+                QTimer.singleShot(50, lambda: settled(then))
+            else:
+                then()
 
         def shoot() -> None:
             try:
@@ -71,7 +76,12 @@ def run_workbench(
                 return
             app.exit(0)
 
-        QTimer.singleShot(300, shoot)
+        def picture() -> None:
+            select_fused(win)
+            settled(lambda: QTimer.singleShot(300, shoot))
+
+        arrange(win)
+        settled(picture)
 
     def profile_step() -> None:
         pp = win.profile_panel
@@ -122,18 +132,30 @@ def run_workbench(
     return code or status["code"]
 
 
+def _first_candidate(win) -> str | None:
+    d = win.workbench.decisions
+    if d is None or not d.candidates:
+        return None
+    done = (c.id for c in d.candidates if d.status(c.id) in ("applied", "accepted"))
+    return next(done, d.candidates[0].id)
+
+
 def arrange(win) -> None:
-    """Make the window presentable for a picture: the first applied candidate outlined in both panes."""
+    """Make the window presentable for a picture: docks sized, the first applied candidate outlined."""
     wb = win.workbench
     wb.tidy_docks()
     wb.set_pane_mode(wb.pane_mode)
-    d = wb.decisions
-    if d is None or not d.candidates:
+    first = _first_candidate(win)
+    if first is not None:
+        wb.panel.select_id(first)  # may open groups (a background re-layout on big graphs)
+
+
+def select_fused(win) -> None:
+    """Select the fused node of the outlined candidate: the linked selection marks its originals."""
+    wb = win.workbench
+    first = _first_candidate(win)
+    if wb.fused is None or first is None:
         return
-    first = next(
-        (c.id for c in d.candidates if d.status(c.id) in ("applied", "accepted")), d.candidates[0].id
-    )
-    wb.panel.select_id(first)
-    if wb.fused is not None:  # the fused node selected: the linked selection marks its originals
-        names = [n for n, origin in wb.links.to_original.items() if set(origin) & set(d.by_id[first].nodes)]
-        wb.select_fused(names[:1])
+    nodes = set(wb.decisions.by_id[first].nodes)
+    names = [n for n, origin in wb.links.to_original.items() if set(origin) & nodes]
+    wb.select_fused(names[:1])

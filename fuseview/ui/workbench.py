@@ -601,7 +601,13 @@ class Workbench(QObject):
         fscene = self.fused_pane.scene
         if fscene is None or self.fused is None:
             return
-        keys, _h = keys_for_names(self.fused["doc"].graph, fscene, names)
+        keys, hidden = keys_for_names(self.fused["doc"].graph, fscene, names)
+        if hidden and self._on_root():  # both panes share one expansion: open the groups in the original
+            opened = self.win._current_open()
+            for s in hidden:
+                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
+            self.win.relayout(frozenset(opened), lambda: self.select_fused(names))
+            return
         fscene.select_keys(keys)
         if keys:
             self.fused_pane.view.center_on_key(keys[0])
