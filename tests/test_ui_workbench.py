@@ -388,3 +388,25 @@ def test_profile_bars_select_nodes_and_op_types_in_the_panes(qtbot, win):
     gemms = {node_key(n.index) for n in g.visible_nodes() if n.op_type == "Gemm"}
     assert set(win.scene.highlighted_keys()) == gemms
     assert len(wb.fused_pane.scene.highlighted_keys()) == len(gemms)  # attention fusion keeps the Gemms
+
+
+def test_fused_nodes_take_the_scope_of_what_they_replaced():
+    from fuseview.fusion.apply import apply_candidates
+    from fuseview.fusion.plan import Plan
+    from fuseview.graph.loader import document_from_model, load_document
+    from fuseview.ui.compare_view import adopt_origin_scopes, link_graphs
+
+    path = SHARED_MODELS / "gpt2_12l_dynamo.onnx"  # dynamo keeps scopes in metadata the fused nodes lack
+    doc = load_document(path)
+    scan = scan_file(path)
+    plan = Plan(scan.candidates)
+    plan.accept("attention_mha")
+    fdoc = document_from_model(apply_candidates(doc.model, scan, plan.accepted()).model)
+    mha = [n for n in fdoc.graph.nodes if n.op_type == "MultiHeadAttention"]
+    assert len(mha) == 12 and all(n.scope == () for n in mha)
+    adopt_origin_scopes(doc.graph, fdoc.graph)
+    links = link_graphs(doc.graph, fdoc.graph)
+    for n in mha:
+        origin = links.to_original[n.name]
+        assert n.scope and all(doc.graph.node(o).scope[: len(n.scope)] == n.scope for o in origin)
+    assert len({n.scope for n in mha}) == 12  # one attention per layer, each in its own layer's scope
