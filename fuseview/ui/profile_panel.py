@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
-import threading
-import time
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+import onnx
+from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -28,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.errors import FuseviewError
-from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.report import load_report, save_report
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
 from fuseview.ui import profile_plots as plots
@@ -37,6 +40,19 @@ from fuseview.ui.workers import Job, JobRunner
 
 ERROR_STYLE = "color: #b00020;"
 INFO_STYLE = "color: #1b2430;"
+
+
+def _model_files(models: dict, folder: str) -> dict[str, str | None]:
+    """Paths for the child process: in-memory models written to folder, paths as they are."""
+    out: dict[str, str | None] = {}
+    for key, m in models.items():
+        if isinstance(m, onnx.ModelProto):
+            out[key] = os.path.join(folder, f"{key}.onnx")
+            big = m.ByteSize() > 1_800_000_000  # protobuf cannot write one message over 2 GiB
+            onnx.save_model(m, out[key], save_as_external_data=big)
+        else:
+            out[key] = None if m is None else str(m)
+    return out
 
 
 def parse_dims(text: str) -> dict[str, int]:
@@ -114,8 +130,16 @@ class ProfilePanel(QDockWidget):
         self._fused: ModelSource | None = None
         self._report: dict | None = None
         self._report_source: str | None = None
-        self._job: Job | None = None
-        self._cancel_flag: threading.Event | None = None
+        self._prep: Job | None = None  # writes in-memory models to files for the child
+        self._proc: QProcess | None = None  # the child process that profiles
+        self._tmp: str | None = None
+        self._spec: dict = {}
+        self._written: set[str] = set()
+        self._cancel_asked = False
+        self._child_error: str | None = None
+        self._out_buf = b""
+        self._steps = 1
+        self._done_steps = 0
         self._runner = JobRunner(self)
         app = QApplication.instance()
         if app is not None:  # a QThread must not be destroyed while it runs
@@ -289,88 +313,173 @@ class ProfilePanel(QDockWidget):
         )
 
     def start_profile(self) -> None:
-        """Profile in a background worker; the progress bar moves and Cancel stops it."""
+        """Profile in a child process (the window never waits on it); progress bar, Cancel kills it."""
         if self.is_running():
             return
         try:
             req = self.request()
         except FuseviewError as exc:
-            self._failed(None, exc)
+            self._fail(error_text(exc))
             return
-        flag = threading.Event()
+        self._tmp = tempfile.mkdtemp(prefix="fuseview-profile-")
+        self._spec = {
+            "out": os.path.join(self._tmp, "report.json"),
+            "provider": req.provider,
+            "runs": req.runs,
+            "warmup": req.warmup,
+            "dims": req.dims,
+            "ort_opt": req.ort_opt,
+        }
         n_models = 2 if req.against is not None else 1
-        steps = n_models * 2 * (req.runs + req.warmup) + (2 if n_models == 2 else 0)
-
-        def work(report_progress):
-            seen = [0, 0.0]
-
-            def progress(stage: str, done: int, total: int) -> None:
-                seen[0] += 1
-                now = time.monotonic()
-                # Few signals to the UI thread: one per 50 ms is smooth enough.
-                if now - seen[1] > 0.05 or done == total:
-                    seen[1] = now
-                    report_progress(f"{stage} {done}/{total}", min(seen[0] / steps, 1.0))
-                elif flag.is_set():
-                    report_progress("", 1.0)  # raises Cancelled
-
-            return run_profile(req, progress, flag)
-
-        self._cancel_flag = flag
+        self._steps = n_models * 2 * (req.runs + req.warmup) + (2 if n_models == 2 else 0)
+        self._cancel_asked = False
+        self._child_error = None
+        self._written = set()
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
-        self._job = self._runner.start(
-            work, "profile", self._progress, self._done, self._failed, self._cancelled
-        )
+        models = {"model": req.model, "against": req.against}
+        if any(isinstance(m, onnx.ModelProto) for m in models.values()):
+            # In-memory models (the fused one after Apply) go to the child as files, written in a thread.
+            tmp = self._tmp
+            self._written = {k for k, m in models.items() if isinstance(m, onnx.ModelProto)}
+            self._prep = self._runner.start(
+                lambda _p: _model_files(models, tmp),
+                "profile: write models",
+                None,
+                self._prepared,
+                self._prep_failed,
+                self._prep_cancelled,
+            )
+        else:
+            self._launch({k: None if m is None else str(m) for k, m in models.items()})
         self._update_enabled()
 
+    def _launch(self, paths: dict[str, str | None]) -> None:
+        proc = QProcess(self)
+        proc.setProgram(sys.executable)
+        proc.setArguments(["-m", "fuseview.ui.profile_child"])
+        env = QProcessEnvironment.systemEnvironment()
+        root = str(Path(__file__).resolve().parents[2])  # the child imports this same fuseview
+        env.insert("PYTHONPATH", os.pathsep.join(p for p in (root, env.value("PYTHONPATH")) if p))
+        proc.setProcessEnvironment(env)
+        proc.readyReadStandardOutput.connect(lambda: self._child_output(proc))
+        proc.finished.connect(lambda code, status: self._child_finished(proc, code, status))
+        proc.errorOccurred.connect(lambda err: self._child_error_occurred(proc, err))
+        self._proc = proc
+        proc.start()
+        proc.write(json.dumps({**self._spec, **paths}).encode())
+        proc.closeWriteChannel()
+
     def cancel(self) -> None:
-        """Stop the running profile (the panel stays as it was before Run)."""
-        if self._job is not None:
-            self._job.cancel()
-            self._cancel_flag.set()
-            self._say("Cancelling…")
+        """Stop the running profile (the panel keeps what it showed before Run)."""
+        if not self.is_running():
+            return
+        self._cancel_asked = True
+        self._say("Cancelling…")
+        if self._prep is not None:
+            self._prep.cancel()
+        if self._proc is not None:
+            self._proc.kill()
 
     def is_running(self) -> bool:
         """Whether a profile is running."""
-        return self._job is not None
+        return self._proc is not None or self._prep is not None
 
-    def _mine(self, job: Job | None) -> bool:
-        return job is not None and job is self._job
-
-    def _progress(self, job: Job, message: str, fraction: float) -> None:
-        if self._mine(job):
-            self.progress.setValue(int(fraction * 1000))
-            self.progress.setFormat(message)
-
-    def _finish(self) -> None:
-        self._job = None
-        self._cancel_flag = None
-        self.progress.setValue(0)
-        self.progress.setFormat("")
-        self._update_enabled()
-
-    def _done(self, job: Job, report: dict) -> None:
-        if not self._mine(job):
+    def _prepared(self, job: Job, paths: dict) -> None:
+        if job is not self._prep:
             return
-        self._finish()
+        self._prep = None
+        if self._cancel_asked:
+            self._end("Profile cancelled.")
+        else:
+            self._launch(paths)
+
+    def _prep_failed(self, job: Job, exc: BaseException) -> None:
+        if job is self._prep:
+            self._prep = None
+            self._fail(f"cannot write the model for profiling: {error_text(exc)}")
+
+    def _prep_cancelled(self, job: Job) -> None:
+        if job is self._prep:
+            self._prep = None
+            self._end("Profile cancelled.")
+
+    def _child_output(self, proc: QProcess) -> None:
+        if proc is not self._proc:
+            return
+        self._out_buf += bytes(proc.readAllStandardOutput())
+        *lines, self._out_buf = self._out_buf.split(b"\n")
+        for line in lines:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "error" in msg:
+                self._child_error = msg["error"]
+            elif "stage" in msg:
+                fraction = min(self._steps_done(msg) / max(self._steps, 1), 1.0)
+                self.progress.setValue(int(fraction * 1000))
+                self.progress.setFormat(f"{msg['stage']} {msg['done']}/{msg['total']}")
+
+    def _steps_done(self, msg: dict) -> int:
+        # Steps of the stages already finished plus this stage's (each stage ends with done == total).
+        if msg["done"] == msg["total"]:
+            self._done_steps += msg["total"]
+            return self._done_steps
+        return self._done_steps + msg["done"]
+
+    def _child_error_occurred(self, proc: QProcess, err: QProcess.ProcessError) -> None:
+        if proc is self._proc and err == QProcess.ProcessError.FailedToStart:
+            self._proc = None
+            self._fail(f"cannot start the profiling process ({sys.executable})")
+
+    def _child_finished(self, proc: QProcess, code: int, status: QProcess.ExitStatus) -> None:
+        if proc is not self._proc:
+            return
+        self._child_output(proc)
+        self._proc = None
+        stderr = bytes(proc.readAllStandardError()).decode("utf-8", "replace").strip().splitlines()
+        proc.deleteLater()
+        if self._cancel_asked:
+            self._end("Profile cancelled.")
+            return
+        if code != 0 or status != QProcess.ExitStatus.NormalExit:
+            self._fail(
+                self._child_error or (stderr[-1] if stderr else f"the profiling process ended ({code})")
+            )
+            return
+        try:
+            report = load_report(self._spec["out"])
+        except FuseviewError as exc:
+            self._fail(error_text(exc))
+            return
+        for m, key in zip(report["models"], ("model", "against"), strict=False):
+            if key in self._written:
+                m["path"] = None  # it was a temporary copy of an in-memory model
+        self._end(None)
         self._show_report(report, None)
         self.profileFinished.emit(report)
 
-    def _failed(self, job: Job | None, exc: BaseException) -> None:
-        if job is not None and not self._mine(job):
-            return
-        if job is not None:
-            self._finish()
-        msg = error_text(exc)
+    def _end(self, message: str | None) -> None:
+        """Back to idle: progress cleared, temporary files gone, controls on; message on the status line."""
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
+        self._out_buf = b""
+        self._done_steps = 0
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        if message:
+            extra = " The plots show the previous report." if self._report and "cancelled" in message else ""
+            self._say(message + extra)
+        self._update_enabled()
+
+    def _fail(self, msg: str) -> None:
+        if self._proc is None and self._prep is None:
+            self._end(None)
         self._say(f"Profile failed: {msg}", error=True)
         self.profileFailed.emit(msg)
-
-    def _cancelled(self, job: Job) -> None:
-        if self._mine(job):
-            self._finish()
-            self._say("Profile cancelled." + (" The plots show the previous report." if self._report else ""))
 
     # ------------------------------------------------------------------------------------ reports
     def report(self) -> dict | None:
@@ -535,5 +644,12 @@ class ProfilePanel(QDockWidget):
                 self._say(f"Cannot export the plots: {error_text(exc)}", error=True)
 
     def shutdown(self) -> None:
-        """Cancel the profile and wait for its thread (the window calls this when it closes)."""
+        """Stop a running profile and wait for it (the window calls this when it closes)."""
+        proc = self._proc
+        self.cancel()
+        if proc is not None:
+            proc.waitForFinished(5000)
         self._runner.shutdown()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
