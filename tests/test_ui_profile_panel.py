@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import onnx
 import pytest
@@ -115,6 +117,7 @@ def test_event_loop_keeps_turning_while_a_profile_runs(qtbot, panel, fused_path)
 
 
 def test_cancel_mid_run_leaves_the_panel_usable(qtbot, panel):
+    temp_dirs = set(Path(tempfile.gettempdir()).glob("fuseview-profile-*"))
     panel.set_models(GPT2, None)
     panel.runs.setValue(5000)
     panel.dims.setText(DIMS)
@@ -124,6 +127,7 @@ def test_cancel_mid_run_leaves_the_panel_usable(qtbot, panel):
     panel.cancel()
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=10000)
     assert "cancelled" in panel.status.text() and panel.report() is None
+    assert set(Path(tempfile.gettempdir()).glob("fuseview-profile-*")) == temp_dirs  # nothing left behind
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
     # usable: a single-model run now completes and plots one series
     report = _run(qtbot, panel, runs=2, warmup=0)

@@ -48,8 +48,12 @@ def _model_files(models: dict, folder: str) -> dict[str, str | None]:
     for key, m in models.items():
         if isinstance(m, onnx.ModelProto):
             out[key] = os.path.join(folder, f"{key}.onnx")
-            big = m.ByteSize() > 1_800_000_000  # protobuf cannot write one message over 2 GiB
-            onnx.save_model(m, out[key], save_as_external_data=big)
+            if m.ByteSize() > 1_800_000_000:  # over protobuf's 2 GiB: weights go beside the model
+                copy = onnx.ModelProto()
+                copy.CopyFrom(m)  # saving with external data rewrites the proto it is given
+                onnx.save_model(copy, out[key], save_as_external_data=True)
+            else:
+                onnx.save_model(m, out[key])
         else:
             out[key] = None if m is None else str(m)
     return out
