@@ -1,4 +1,4 @@
-"""Show the profiling panel on its own: profile MODEL (and FUSED), or open REPORT; optionally save a PNG and quit.
+"""The profiling panel on its own: profile MODEL (and FUSED) or open REPORT; optionally save a PNG and quit.
 
     python scripts/profile_panel_demo.py MODEL [--fused FUSED] [--runs N] [--dims "seq=32"] [--shot OUT.png]
     python scripts/profile_panel_demo.py --report REPORT.json [--shot OUT.png]
