@@ -244,6 +244,7 @@ class ProfilePanel(QDockWidget):
             "|fused − original|: max abs, max rel",
             log_x=True,
             value_text=lambda v: f"{v:.2e}",
+            legend=False,
         )
         self.hist_plot = plots.HistogramChart("diff_histogram", "|diff| histogram")
         self.hist_output = QComboBox()
@@ -534,12 +535,7 @@ class ProfilePanel(QDockWidget):
                 rows = plots.slowest_nodes(by_role[role])
                 self._node_rows[role] = rows
                 p.set_bars(
-                    [
-                        plots.short_label(name, f"{n['op_type']}  ")
-                        for n, name in zip(
-                            rows, plots.strip_common_scope([n["name"] for n in rows]), strict=True
-                        )
-                    ],
+                    plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
                     [f"{n['op_type']} {n['name']} ({n['share'] * 100:.1f}% of the model)" for n in rows],
                 )

@@ -31,6 +31,7 @@ COLORS = {
 }
 TOP_N = 15
 LABEL_CHARS = 60
+LABEL_PX = 300  # widest row label; longer ones are elided in the middle
 
 
 # ------------------------------------------------------------------------------------ report -> rows
@@ -99,6 +100,15 @@ def fusion_rows(report: dict, top: int = TOP_N) -> list[FusionRow]:
         FusionRow(short_label(name, f"{rule}  "), t["original_p50_us"], t["fused_p50_us"], t["node"], first)
         for (rule, t, first), name in zip(found, names, strict=True)
     ]
+
+
+def node_labels(nodes: list[dict]) -> list[str]:
+    """Row labels for nodes: op type and name less the scope all share (no op type when the name has it)."""
+    out = []
+    for n, name in zip(nodes, strip_common_scope([n["name"] for n in nodes]), strict=True):
+        has_op = name.rsplit("/", 1)[-1].startswith(n["op_type"])
+        out.append(short_label(name, "" if has_op else f"{n['op_type']}  "))
+    return out
 
 
 def heatmap(report: dict) -> dict[str, dict[str, float]]:
@@ -287,12 +297,14 @@ class BarChart(PlotCard):
         x_label: str,
         log_x: bool = False,
         value_text=None,
+        legend: bool = True,
         parent: QWidget | None = None,
     ):
         super().__init__(name, title, parent, view_box=_RowsViewBox())
         self.x_label = x_label
         self.log_x = log_x
         self.value_text = value_text or (lambda v: f"{v:.3g}")
+        self.legend = legend  # without a legend, each bar's value text starts with its series name
         self.labels: list[str] = []
         self.bars: dict[str, _Bars] = {}
         self._series_count = 1
@@ -314,7 +326,7 @@ class BarChart(PlotCard):
         lo = 0.0
         if self.log_x:
             lo = math.floor(math.log10(min(values))) - 1 if values else -12
-        if k > 1:
+        if k > 1 and self.legend:
             item.addLegend(offset=(-10, -30), labelTextColor="#1b2430", brush=pg.mkBrush(255, 255, 255, 220))
         for s, (name, vals) in enumerate(series.items()):
             ys = [(n - 1 - r) - (s - (k - 1) / 2) * h for r in range(n)]
@@ -337,21 +349,24 @@ class BarChart(PlotCard):
             item.addItem(bars)
             self.bars[name] = bars
             for y, e, v in zip(ys, ends, vals, strict=True):
+                value = self.value_text(v) if v is not None else "none"
                 text = pg.TextItem(
-                    self.value_text(v) if v is not None else "none", color="#5b6573", anchor=(0, 0.5)
+                    value if self.legend else f"{name} {value}", color="#5b6573", anchor=(0, 0.5)
                 )
                 text.setPos(e, y)
                 item.addItem(text)
         left = item.getAxis("left")
-        left.setTicks([[(float(n - 1 - r), t) for r, t in enumerate(labels)], []])
-        width = max((QFontMetrics(left.font()).horizontalAdvance(t) for t in labels), default=40)
-        left.setWidth(min(width + 14, 380))
+        # pyqtgraph drops a tick label wider than its axis: elide in the middle (op type and name's end stay)
+        fm = QFontMetrics(left.font())
+        shown = [fm.elidedText(t, Qt.TextElideMode.ElideMiddle, LABEL_PX) for t in labels]
+        left.setTicks([[(float(n - 1 - r), t) for r, t in enumerate(shown)], []])
+        left.setWidth(max((fm.horizontalAdvance(t) for t in shown), default=40) + 14)
         bottom = item.getAxis("bottom")
         bottom.setLabel(self.x_label)
         if self.log_x:
             hi = max([math.ceil(self._x(v, lo)) for v in values] + [lo + 1])
             bottom.setTicks([_decade_ticks(int(lo), int(hi)), []])
-            item.setXRange(lo, hi + (hi - lo) * 0.2, padding=0)
+            item.setXRange(lo, hi + (hi - lo) * 0.3, padding=0)
         else:
             bottom.setTicks(None)
             item.setXRange(0, max(values + [1e-9]) * 1.22, padding=0)
