@@ -15,6 +15,7 @@ from fuseview.ui.profile_plots import (
     ORIGINAL,
     fusion_rows,
     model_roles,
+    node_labels,
     op_type_rows,
     strip_common_scope,
 )
@@ -117,3 +118,11 @@ def test_roles_and_rows():
     assert [r.fused_node for r in rows] == ["/m/h.1/F", "/m/h.0/F"] and rows[0].label == "F  h.1/F"
     assert strip_common_scope(["/a/b/c", "/a/b/d/e"]) == ["c", "d/e"]
     assert strip_common_scope(["/a/x"]) == ["x"]
+
+
+def test_node_labels():
+    nodes = [
+        {"name": "/m/t/h.0/attn/MultiHeadAttention_fused", "op_type": "MultiHeadAttention"},
+        {"name": "/m/t/h.0/attn/node_7", "op_type": "Softmax"},
+    ]
+    assert node_labels(nodes) == ["attn/MultiHeadAttention_fused", "Softmax  attn/node_7"]
