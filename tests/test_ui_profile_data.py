@@ -125,4 +125,4 @@ def test_node_labels():
         {"name": "/m/t/h.0/attn/MultiHeadAttention_fused", "op_type": "MultiHeadAttention"},
         {"name": "/m/t/h.0/attn/node_7", "op_type": "Softmax"},
     ]
-    assert node_labels(nodes) == ["attn/MultiHeadAttention_fused", "Softmax  attn/node_7"]
+    assert node_labels(nodes) == ["MultiHeadAttention_fused", "Softmax  node_7"]  # shared scope dropped
