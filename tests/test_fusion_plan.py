@@ -48,6 +48,45 @@ def test_accept_rejects_conflicts_and_undo_restores(gpt2):
     assert plan.undo() and plan.state(c.id) is None and not plan.undo()
 
 
+def test_redo_replays_undone_steps_and_a_new_step_clears_it(gpt2):
+    _model, scan = gpt2
+    c = next(c for c in scan.candidates if c.conflicts)
+    plan = Plan(scan.candidates)
+    plan.accept(c.id)
+    after_accept = dict(plan.decisions)
+    plan.reject(c.conflicts[0])  # no change: already rejected by the accept, so no step
+    assert len(plan.history) == 1
+    assert plan.undo() and plan.decisions == {}
+    assert plan.redo() and plan.decisions == after_accept
+    assert not plan.redo()  # nothing left to redo
+    assert plan.undo()
+    plan.reject(c.id)  # a new step after an undo drops what could be redone
+    assert not plan.redo() and plan.state(c.id) == REJECT
+
+
+def test_set_many_and_adopt_are_one_step_and_unknown_ids_are_reported(gpt2, tmp_path):
+    _model, scan = gpt2
+    ids = [c.id for c in scan.candidates[:3]]
+    plan = Plan(scan.candidates)
+    assert plan.set_many({ids[0]: ACCEPT, ids[1]: REJECT}) and len(plan.history) == 1
+    assert not plan.set_many({ids[0]: ACCEPT})
+    saved = tmp_path / "plan.json"
+    data = plan.to_json()
+    data["decisions"].append({"id": "gone-123", "rule": "x", "decision": ACCEPT})
+    saved.write_text(__import__("json").dumps(data))
+    with pytest.raises(FuseviewError, match="gone-123"):
+        Plan.load(saved, scan.candidates)
+    loaded = Plan.load(saved, scan.candidates, strict=False)
+    assert loaded.unknown_ids == ["gone-123"]
+    fresh = Plan(scan.candidates)
+    assert fresh.adopt(loaded) and len(fresh.history) == 1
+    assert fresh.decisions == {ids[0]: ACCEPT, ids[1]: REJECT}
+    assert fresh.undo() and fresh.decisions == {}
+    saved.write_text('{"format": "fuseview-plan", "decisions": [42]}')
+    with pytest.raises(FuseviewError, match="object"):
+        Plan.load(saved, scan.candidates)
+
+
 def test_accept_and_reject_by_rule(gpt2):
     _model, scan = gpt2
     plan = Plan(scan.candidates)

@@ -18,12 +18,15 @@ PLAN_FORMAT = "fuseview-plan"
 
 @dataclass
 class Plan:
-    """Decisions over a scan's candidates; accepting one rejects its conflicts; every step can be undone."""
+    """Decisions over a scan's candidates; accepting one rejects its conflicts; every step can be undone
+    and redone."""
 
     candidates: list[Candidate]
     model_path: str | None = None
     decisions: dict[str, str] = field(default_factory=dict)
-    history: list[dict[str, str | None]] = field(default_factory=list)
+    history: list[dict[str, str | None]] = field(default_factory=list)  # undo: values before each step
+    future: list[dict[str, str | None]] = field(default_factory=list)  # redo: values after undone steps
+    unknown_ids: list[str] = field(default_factory=list)  # ids in a loaded plan this scan does not have
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.candidates}
@@ -46,17 +49,27 @@ class Plan:
         return [c.id for c in self.candidates if self.decisions.get(c.id) == ACCEPT]
 
     # ------------------------------------------------------------------------------------------ changes
-    def _set(self, changes: dict[str, str | None]) -> None:
-        before = {k: self.decisions.get(k) for k in changes}
-        changed = {k for k, v in changes.items() if before[k] != v}
-        if not changed:
-            return
-        self.history.append({k: before[k] for k in changed})
-        for k in changed:
-            if changes[k] is None:
+    def _write(self, values: dict[str, str | None]) -> dict[str, str | None]:
+        # set decisions; returns the previous values of those that changed
+        before = {k: self.decisions.get(k) for k in values if self.decisions.get(k) != values[k]}
+        for k in before:
+            if values[k] is None:
                 self.decisions.pop(k, None)
             else:
-                self.decisions[k] = changes[k]  # type: ignore[assignment]
+                self.decisions[k] = values[k]  # type: ignore[assignment]
+        return before
+
+    def _set(self, changes: dict[str, str | None]) -> None:
+        before = self._write(changes)
+        if before:
+            self.history.append(before)
+            self.future.clear()
+
+    def set_many(self, changes: dict[str, str | None]) -> bool:
+        """Set several decisions (None: undecided) as one undoable step; False if nothing changed."""
+        steps = len(self.history)
+        self._set(changes)
+        return len(self.history) > steps
 
     def accept(self, id_or_rule: str) -> list[str]:
         """Accept a candidate (or every candidate of a rule that is still free); returns the accepted ids."""
@@ -99,11 +112,16 @@ class Plan:
         if not self.history:
             return False
         step = self.history.pop()
-        for k, v in step.items():
-            if v is None:
-                self.decisions.pop(k, None)
-            else:
-                self.decisions[k] = v
+        after = {k: self.decisions.get(k) for k in step}
+        self._write(step)
+        self.future.append(after)
+        return True
+
+    def redo(self) -> bool:
+        """Do the last undone step again; False when there is nothing to redo."""
+        if not self.future:
+            return False
+        self.history.append(self._write(self.future.pop()))
         return True
 
     # ------------------------------------------------------------------------------------------- JSON
@@ -134,13 +152,16 @@ class Plan:
         plan = cls(candidates, data.get("model"))
         missing = []
         for d in data.get("decisions", []):
+            if not isinstance(d, dict):
+                raise FuseviewError(f"plan: each decision must be an object, not {d!r}")
             cid, dec = d.get("id"), d.get("decision")
             if dec not in (ACCEPT, REJECT):
                 raise FuseviewError(f"plan: decision {dec!r} for {cid} is not accept/reject")
             if cid not in plan._by_id:
-                missing.append(cid)
+                missing.append(str(cid))
                 continue
             plan.decisions[cid] = dec
+        plan.unknown_ids = missing
         if missing and strict:
             raise FuseviewError(f"plan has {len(missing)} candidate(s) this model does not: {missing[0]} ...")
         return plan
@@ -156,6 +177,10 @@ class Plan:
         except (OSError, ValueError) as exc:
             raise FuseviewError(f"{p}: not a JSON plan ({exc})") from None
         return cls.from_json(data, candidates, strict)
+
+    def adopt(self, other: Plan) -> bool:
+        """Take another plan's decisions over the same candidates as one undoable step (opening a plan)."""
+        return self.set_many({c.id: other.decisions.get(c.id) for c in self.candidates})
 
 
 def write_text_atomic(path: Path, text: str) -> None:

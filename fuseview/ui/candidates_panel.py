@@ -206,7 +206,7 @@ class CandidatesPanel(QDockWidget):
         for key in ("accept", "reject", "accept_rule", "reject_rule"):
             self.buttons[key].setEnabled(bool(self.current_id()))
         self.buttons["undo"].setEnabled(bool(d and d.plan.history))
-        self.buttons["redo"].setEnabled(bool(d and d.redo_stack))
+        self.buttons["redo"].setEnabled(bool(d and d.plan.future))
         self.buttons["apply"].setEnabled(bool(d and d.accepted()))
 
     def visible_ids(self) -> list[str]:

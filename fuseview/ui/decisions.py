@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from fuseview.errors import FuseviewError
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate, NearMiss
 from fuseview.fusion.scan import ScanResult
@@ -28,7 +26,6 @@ class Decisions:
         self.candidates: list[Candidate] = list(scan.candidates)
         self.by_id = {c.id: c for c in self.candidates}
         self.plan = Plan(self.candidates, model_path)
-        self.redo_stack: list[dict[str, str | None]] = []
         self.applied: set[str] = set()
         self.rules = sorted({c.rule for c in self.candidates})
         self.colors = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(self.rules)}
@@ -80,10 +77,7 @@ class Decisions:
     def _step(self, fn) -> bool:
         before = len(self.plan.history)
         fn()
-        if len(self.plan.history) == before:
-            return False
-        self.redo_stack.clear()
-        return True
+        return len(self.plan.history) > before
 
     def accept(self, id_or_rule: str) -> bool:
         """Accept a candidate (its conflicts are rejected) or every free candidate of a rule."""
@@ -98,37 +92,16 @@ class Decisions:
         return self._step(self.plan.accept_all)
 
     def set_many(self, changes: dict[str, str | None]) -> bool:
-        """Set several decisions as one undoable step (opening a plan)."""
-        return self._step(lambda: self._apply(changes))
-
-    def _apply(self, changes: dict[str, str | None]) -> None:
-        before = {k: self.plan.decisions.get(k) for k in changes}
-        changed = {k for k, v in changes.items() if before[k] != v}
-        if not changed:
-            return
-        self.plan.history.append({k: before[k] for k in changed})
-        for k in changed:
-            if changes[k] is None:
-                self.plan.decisions.pop(k, None)
-            else:
-                self.plan.decisions[k] = changes[k]  # type: ignore[assignment]
+        """Set several decisions as one undoable step."""
+        return self.plan.set_many(changes)
 
     def undo(self) -> bool:
         """Revert the last step; False when there is none."""
-        if not self.plan.history:
-            return False
-        step = self.plan.history[-1]
-        after = {k: self.plan.decisions.get(k) for k in step}
-        self.plan.undo()
-        self.redo_stack.append(after)
-        return True
+        return self.plan.undo()
 
     def redo(self) -> bool:
         """Do the last undone step again; False when there is none."""
-        if not self.redo_stack:
-            return False
-        self._apply(self.redo_stack.pop())
-        return True
+        return self.plan.redo()
 
     # plan files -----------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -137,19 +110,6 @@ class Decisions:
 
     def load(self, path: str | Path) -> list[str]:
         """Apply a saved plan's decisions by id as one step; returns the ids this scan does not have."""
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise FuseviewError(f"{p}: no such plan file") from None
-        except (OSError, ValueError) as exc:
-            raise FuseviewError(f"{p}: not a JSON plan ({exc})") from None
-        loaded = Plan.from_json(data, self.candidates, strict=False)
-        unknown = [
-            str(d.get("id"))
-            for d in data.get("decisions", [])
-            if isinstance(d, dict) and d.get("id") not in self.by_id
-        ]
-        changes: dict[str, str | None] = {c.id: loaded.decisions.get(c.id) for c in self.candidates}
-        self.set_many(changes)
-        return unknown
+        loaded = Plan.load(path, self.candidates, strict=False)
+        self.plan.adopt(loaded)
+        return loaded.unknown_ids
