@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from fuseview.commands._expansion import add_expansion_arguments
+
 HELP = "open a model in the graph viewer window (no MODEL: the bundled GPT-2 demo)"
 NAME = "open"
 
@@ -28,22 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"
     )
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--flat",
-        action="store_const",
-        dest="expansion",
-        const="flat",
-        help="show every node (no name-scope groups)",
-    )
-    group.add_argument(
-        "--collapsed",
-        action="store_const",
-        dest="expansion",
-        const="collapsed",
-        help="start with name-scope groups collapsed",
-    )
-    p.set_defaults(expansion="auto")
+    add_expansion_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:

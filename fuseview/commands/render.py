@@ -7,6 +7,8 @@ import json
 import os
 import time
 
+from fuseview.commands._expansion import add_expansion_arguments
+
 HELP = "draw a model's graph to an SVG or PNG file (the same drawing as the window)"
 
 
@@ -14,22 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `fuseview render`."""
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file: .svg or .png")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--flat",
-        action="store_const",
-        dest="expansion",
-        const="flat",
-        help="draw every node (no name-scope groups)",
-    )
-    group.add_argument(
-        "--collapsed",
-        action="store_const",
-        dest="expansion",
-        const="collapsed",
-        help="draw name-scope groups collapsed",
-    )
-    p.set_defaults(expansion="auto")
+    add_expansion_arguments(p)
     p.add_argument(
         "--scale",
         type=float,
