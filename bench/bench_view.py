@@ -133,7 +133,8 @@ def main(argv: list[str]) -> int:
     for m in models:
         bench(m)
     for m in models:
-        ui_stalls(m)
+        for mode in ("auto", "flat"):  # auto: how a big graph opens by default (grouped by scope)
+            ui_stalls(m, mode)
     return 0
 
 
