@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 import onnx
 
+from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import apply_candidates, check_fused
 from fuseview.fusion.graphindex import parse_dims
@@ -35,22 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dim", action="append", default=[], metavar="NAME=VALUE", help="symbolic input dim value"
     )
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
-
-
-def save_model_atomic(model: onnx.ModelProto, out: Path) -> None:
-    """Write a model beside its final path and rename it over (external data for models over 2 GB)."""
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        if model.ByteSize() > 2_000_000_000:
-            onnx.save_model(model, tmp, save_as_external_data=True, location=out.name + ".data")
-        else:
-            onnx.save_model(model, tmp)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate
 
@@ -181,16 +181,3 @@ class Plan:
     def adopt(self, other: Plan) -> bool:
         """Take another plan's decisions over the same candidates as one undoable step (opening a plan)."""
         return self.set_many({c.id: other.decisions.get(c.id) for c in self.candidates})
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to a temp file beside ``path`` and rename it over."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -8,11 +8,11 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import onnxruntime as ort
 
+from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.runtime.sessions import CUDA, available_providers
 
@@ -113,20 +113,7 @@ def save_report(report: dict, path: str | os.PathLike) -> Path:
     """Validate and write the report atomically (temp file in the same folder, then os.replace)."""
     report = _clean(report)
     validate(report, str(path))
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise FuseviewError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1, allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_text_atomic(path, json.dumps(report, indent=1, allow_nan=False))
 
 
 def _check(obj: dict, spec: dict, where: str, src: str) -> None:

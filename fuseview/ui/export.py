@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, QSize
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGraphicsScene
 
+from fuseview.atomic import write_atomic as _write_atomic
 from fuseview.errors import FuseviewError
 from fuseview.ui import style
 
@@ -44,26 +44,9 @@ def _render(scene: QGraphicsScene, painter: QPainter, target: QRectF, source: QR
     scene.render(painter, target, source)
 
 
-def _umask_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_atomic(path: Path, write) -> None:
-    """write(tmp) into a temp file beside path, then rename it over path (readers never see half a file)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        if not os.path.getsize(tmp):
-            raise FuseviewError(f"{path}: nothing was drawn")
-        os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; an image is as readable as any new file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """write(tmp) into a temp file beside path, then rename it over path; an empty result is an error."""
+    _write_atomic(path, write, allow_empty=False)
 
 
 def render_scene(scene: QGraphicsScene, path: str | os.PathLike, scale: float = 1.0) -> dict:

@@ -6,8 +6,6 @@ The top half turns a profile report into rows for the plots (no Qt); the bottom 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
+from fuseview.atomic import write_atomic
 from fuseview.errors import FuseviewError
 
 ORIGINAL, FUSED = "original", "fused"
@@ -249,21 +248,18 @@ class PlotCard(QWidget):
         copy.show()
         getattr(copy, self._drawn[0])(*self._drawn[1])
         QApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
-        os.close(fd)
-        try:
+
+        def write(tmp: str) -> None:
             if suffix == ".svg":
                 copy._write_svg(tmp)
             elif pg_exporters.ImageExporter(copy.plot.getPlotItem()).export(tmp) is False:
                 raise FuseviewError(f"{path}: could not write the plot")
-            if os.path.getsize(tmp) == 0:
-                raise FuseviewError(f"{path}: the plot export wrote nothing")
-            os.replace(tmp, path)
+
+        try:
+            write_atomic(path, write, allow_empty=False)
         finally:
             copy.close()
             copy.deleteLater()
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return path
 
     def _write_svg(self, filename: str) -> None:

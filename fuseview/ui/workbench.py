@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
+from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
@@ -20,7 +21,6 @@ from fuseview.provenance import RULE_KEY
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
 from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
-from fuseview.ui.export import write_atomic
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
 
@@ -729,7 +729,7 @@ class Workbench(QObject):
             raise FuseviewError(
                 "the model keeps weights in external files; saving those is not supported yet"
             )
-        write_atomic(out, lambda tmp: onnx.save_model(model, tmp))
+        save_model_atomic(model, out)
         return out
 
     def save_plan(self, path: str | os.PathLike) -> Path:

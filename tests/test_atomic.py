@@ -1,0 +1,44 @@
+"""Atomic writes: the target is replaced whole or not at all, and no temp file is left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from fuseview.atomic import save_model_atomic, write_atomic, write_text_atomic
+from fuseview.errors import FuseviewError
+from tests.conftest import SHARED_MODELS
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("old")
+
+    def half_then_fail(tmp: str) -> None:
+        Path(tmp).write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        write_atomic(target, half_then_fail)
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_empty_result_is_refused_when_asked(tmp_path: Path) -> None:
+    with pytest.raises(FuseviewError, match="nothing was written"):
+        write_atomic(tmp_path / "x.png", lambda tmp: None, allow_empty=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FuseviewError, match="does not exist"):
+        write_text_atomic(tmp_path / "nope" / "a.txt", "x")
+
+
+def test_model_round_trips_and_is_readable(tmp_path: Path) -> None:
+    model = onnx.load(str(SHARED_MODELS / "gpt2_2l_ts17.onnx"))
+    out = save_model_atomic(model, tmp_path / "copy.onnx")
+    assert onnx.load(str(out)).SerializeToString() == model.SerializeToString()
+    assert out.stat().st_mode & 0o044  # not the 0600 of a bare temp file
