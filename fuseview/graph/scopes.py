@@ -45,3 +45,16 @@ def node_scope(node: onnx.NodeProto) -> tuple[str, ...]:
         parts = [p for p in name.split("/")[:-1] if p]
         return tuple(parts)
     return ()
+
+
+def common_scope(scopes: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The longest scope that starts every one of `scopes` (() when they share none or there are none)."""
+    if not scopes:
+        return ()
+    common = scopes[0]
+    for s in scopes[1:]:
+        k = 0
+        while k < min(len(common), len(s)) and common[k] == s[k]:
+            k += 1
+        common = common[:k]
+    return tuple(common)

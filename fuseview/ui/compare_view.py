@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 from fuseview.graph.document import GraphDocument, ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.layout import layout_graph
+from fuseview.graph.scopes import common_scope
 from fuseview.provenance import ORIGIN_KEY
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
@@ -57,15 +58,8 @@ def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
         scopes = [original.node(x).scope for x in names if original.node(x).visible] or [
             original.node(x).scope for x in names
         ]
-        if not scopes:
-            continue
-        common = scopes[0]
-        for s in scopes[1:]:
-            k = 0
-            while k < min(len(common), len(s)) and common[k] == s[k]:
-                k += 1
-            common = common[:k]
-        n.scope = tuple(common)
+        if scopes:
+            n.scope = common_scope(scopes)
 
 
 def keys_for_names(graph: GraphDocument, scene: GraphScene, names: list[str]) -> tuple[list[str], set[tuple]]:

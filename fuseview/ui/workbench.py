@@ -17,6 +17,7 @@ from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import document_from_model
+from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
@@ -37,13 +38,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     scopes = [doc.graph.node(n).scope for n in names if n in doc.graph.node_by_name]
     if not scopes:
         return ""
-    common = scopes[0]
-    for s in scopes[1:]:
-        k = 0
-        while k < min(len(common), len(s)) and common[k] == s[k]:
-            k += 1
-        common = common[:k]
-    return "/".join(common) or "(top level)"
+    return "/".join(common_scope(scopes)) or "(top level)"
 
 
 class Workbench(QObject):
