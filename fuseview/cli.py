@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fuseview: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`fuseview scan M | head`): stop quietly, like any Unix filter
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except Exception as exc:  # noqa: BLE001 - a user never sees a traceback
         if os.environ.get("FUSEVIEW_DEBUG"):
             raise

@@ -41,3 +41,15 @@ def test_unknown_subcommand_argument_is_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["info"])
     assert e.value.code == 2
+
+
+def test_closed_pipe_is_not_an_error() -> None:
+    # `fuseview scan MODEL | head -1`: the reader leaves early; fuseview must not print an error
+    cmd = [sys.executable, "-m", "fuseview", "scan", str(SHARED_MODELS / "gpt2_12l_ts17.onnx")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert first.startswith(b"model")
+    assert "error" not in err and "Traceback" not in err
