@@ -466,6 +466,11 @@ def _category_of(box: Box, graph: GraphDocument) -> str:
     return box.kind
 
 
+def layout_rect(layout: Layout) -> QRectF:
+    """The laid-out graph's extent (what itemsBoundingRect gives, without walking thousands of items)."""
+    return QRectF(-3, -3, max(layout.width, 1.0) + 6, max(layout.height, 1.0) + 6)
+
+
 class GraphScene(QGraphicsScene):
     """A drawn Layout: items keyed like the Layout's boxes, frames and routes."""
 

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDropEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QTransform,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import QFrame, QGraphicsView, QWidget
 
 from fuseview.ui.graph_scene import GraphScene
@@ -101,6 +109,27 @@ class GraphView(QGraphicsView):
             self.scale(clamped / s, clamped / s)
         self._update_scroll_room()
         self.centerOn(rect.center())
+        self.zoom_changed.emit(self.scale_factor())
+
+    def fit_scale(self, rect: QRectF, max_scale: float = 1.5) -> float:
+        """The zoom fit_rect(rect) would pick, worked out without moving the view or touching any item."""
+        if rect.isEmpty():
+            return self.scale_factor()
+        margin = 2  # what fitInView leaves on each side
+        w, h = self.viewport().width() - 2 * margin, self.viewport().height() - 2 * margin
+        s = min(w / rect.width(), h / rect.height())
+        return min(max(s, MIN_SCALE), max_scale)
+
+    def preset_zoom(self, scale: float) -> None:
+        """Set the zoom before a new scene is shown: setScene then picks items or overview once."""
+        self.setTransform(QTransform.fromScale(scale, scale))
+
+    def show_top(self, rect: QRectF, scale: float) -> None:
+        """Show rect's top middle at the top of the viewport at scale, in one transform change."""
+        if self.scale_factor() != scale:
+            self.setTransform(QTransform.fromScale(scale, scale))
+        self._update_scroll_room()
+        self.keep_at(QPointF(rect.center().x(), rect.top()), QPointF(self.viewport().width() / 2, 12))
         self.zoom_changed.emit(self.scale_factor())
 
     def zoom_to_selection(self) -> None:

@@ -25,7 +25,7 @@ from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.ui import dialogs
 from fuseview.ui.export import render_scene
-from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
+from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
 from fuseview.ui.search import SearchBar, nodes_of_op
@@ -240,15 +240,17 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
         if path and self.remember_files:
             self._remember(path)
+        # The first zoom is worked out from the layout before the scene exists: fitting first and then
+        # zooming in would hide and show every item of a big graph twice (overview picture in between).
+        whole = layout_rect(lay)
+        fit = self.view.fit_scale(whole.adjusted(-20, -20, 20, 20))
+        tall = fit < 0.25  # a tall graph fitted whole is unreadable: start at its top, at a readable zoom
+        self.view.preset_zoom(0.8 if tall else fit)
         self._show_layout(expanded, lay, paths)
-        self.view.fit()
-        if self.scene is not None and self.view.scale_factor() < 0.25:
-            # A tall graph fitted whole is unreadable: start at its top, at a readable zoom instead.
-            self.view.set_zoom(0.8)
-            top = self.scene.itemsBoundingRect()
-            self.view.keep_at(
-                QPointF(top.center().x(), top.top()), QPointF(self.view.viewport().width() / 2, 12)
-            )
+        if tall:
+            self.view.show_top(whole, 0.8)
+        else:
+            self.view.fit()
         for w in doc.warnings:
             self.statusBar().showMessage(w, 10000)
         self.document_shown.emit()
