@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from functools import lru_cache
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
@@ -478,8 +479,15 @@ class GraphScene(QGraphicsScene):
     collapse_requested = Signal(tuple)
 
     def __init__(
-        self, graph: GraphDocument, layout: Layout, parent=None, paths: list[QPainterPath] | None = None
+        self,
+        graph: GraphDocument,
+        layout: Layout,
+        parent=None,
+        paths: list[QPainterPath] | None = None,
+        incremental: bool = False,
     ):
+        """incremental: add no item yet; the caller calls build_some() until it returns True (lets a
+        big graph be built across event-loop turns instead of freezing the window)."""
         super().__init__(parent)
         self.graph = graph
         self.layout = layout
@@ -499,45 +507,82 @@ class GraphScene(QGraphicsScene):
         self.overview_on = False
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         self.setBackgroundBrush(QColor(style.BACKGROUND))
-        self._build()
+        lay = layout
+        self.setSceneRect(
+            QRectF(-_MARGIN, -_MARGIN, max(lay.width, 1.0) + 2 * _MARGIN, max(lay.height, 1.0) + 2 * _MARGIN)
+        )
         self.overview = OverviewItem(self)
         self.overview.setVisible(False)
         self.addItem(self.overview)
+        self._pending = self._build_steps()
+        if incremental:
+            # The index depth Qt would pick for the finished scene: growing item by item it would
+            # otherwise rebuild its tree each time the count doubles.
+            self.setBspTreeDepth(max(5, math.ceil(math.log2(max(2, self.item_estimate())))))
+        else:
+            self.build_some(math.inf)
         self.selectionChanged.connect(self._on_selection)
 
-    def _build(self) -> None:
+    def item_estimate(self) -> int:
+        """About how many items the layout makes (boxes, frames, routes; not their tags)."""
+        return len(self.layout.boxes) + len(self.layout.frames) + len(self.layout.routes)
+
+    @property
+    def building(self) -> bool:
+        """Whether items are still being added (an incremental scene before build_some said done)."""
+        return self._pending is not None
+
+    def build_some(self, budget_s: float) -> bool:
+        """Add items for about budget_s seconds; True once every item of the layout is in the scene."""
+        if self._pending is None:
+            return True
+        end = time.perf_counter() + budget_s
+        for _ in self._pending:
+            if time.perf_counter() >= end:
+                return False
+        self._pending = None
+        self.overview._cache.clear()  # a picture drawn while building misses items
+        if self.overview_on:
+            self.overview.update()
+        return True
+
+    def _add(self, item: QGraphicsItem) -> None:
+        if self.overview_on:
+            item.setVisible(False)
+        self.addItem(item)
+        self._details.append(item)
+
+    def _build_steps(self):
+        """Add the items in layout order, yielding every few items (an incremental build stops there)."""
         lay, graph = self.layout, self.graph
         labels = {b.key: b.label for b in lay.boxes}
         for f in lay.frames:
             item = FrameItem(f, len(f.scope))
-            self.addItem(item)
-            self._details.append(item)
+            self._add(item)
             self.frames[f.key] = item
-        for b in lay.boxes:
+        yield
+        for i, b in enumerate(lay.boxes):
             item = BoxItem(b, _category_of(b, graph), node_sublabel(b, graph))
-            self.addItem(item)
-            self._details.append(item)
+            self._add(item)
             self.boxes[b.key] = item
+            if i % 32 == 31:
+                yield
         for i, r in enumerate(lay.routes):
+            if i % 64 == 63:
+                yield
             if len(r.points) < 2:
                 continue
             item = RouteItem(r, self._paths[i] if self._paths is not None else None)
-            self.addItem(item)
-            self._details.append(item)
+            self._add(item)
             self.routes.append(item)
             self._routes_of.setdefault(r.src, []).append(item)
             self._routes_of.setdefault(r.dst, []).append(item)
             if r.stub:
                 x, y = r.points[0]
-                self._details.append(TagItem(labels.get(r.src, r.tensor), QPointF(x + 3, y + 2)))
-                self.addItem(self._details[-1])
+                self._add(TagItem(labels.get(r.src, r.tensor), QPointF(x + 3, y + 2)))
             elif r.count > 1:
                 x, y = r.points[-1]
-                self._details.append(TagItem(f"×{r.count}", QPointF(x + 4, y - 4)))
-                self.addItem(self._details[-1])
-        self.setSceneRect(
-            QRectF(-_MARGIN, -_MARGIN, max(lay.width, 1.0) + 2 * _MARGIN, max(lay.height, 1.0) + 2 * _MARGIN)
-        )
+                self._add(TagItem(f"×{r.count}", QPointF(x + 4, y - 4)))
 
     def item_for_key(self, key: str) -> BoxItem | None:
         """The box item with this layout key, if drawn."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QPointF, QSettings, Qt, Signal
+from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -35,6 +35,9 @@ Expansion = frozenset | None
 MAX_RECENT = 10
 # Graphs with fewer visible nodes are re-laid out on the UI thread: faster than a thread round trip.
 SYNC_RELAYOUT_NODES = 1500
+# Layouts with more items are added to the scene a slice at a time, the event loop running in between.
+INCREMENTAL_ITEMS = 5000
+BUILD_SLICE_S = 0.03
 EXPANSION_MODES = ("auto", "flat", "collapsed")
 
 
@@ -246,14 +249,27 @@ class MainWindow(QMainWindow):
         fit = self.view.fit_scale(whole.adjusted(-20, -20, 20, 20))
         tall = fit < 0.25  # a tall graph fitted whole is unreadable: start at its top, at a readable zoom
         self.view.preset_zoom(0.8 if tall else fit)
-        self._show_layout(expanded, lay, paths)
-        if tall:
-            self.view.show_top(whole, 0.8)
-        else:
-            self.view.fit()
-        for w in doc.warnings:
-            self.statusBar().showMessage(w, 10000)
-        self.document_shown.emit()
+        placed = []
+
+        def place() -> None:
+            placed.append(True)
+            if tall:
+                self.view.show_top(whole, 0.8)
+            elif self.scene.building:
+                self.view.fit_rect(whole.adjusted(-20, -20, 20, 20))
+            else:
+                self.view.fit()
+
+        def shown() -> None:
+            if not placed:
+                place()
+            for w in doc.warnings:
+                self.statusBar().showMessage(w, 10000)
+            self.document_shown.emit()
+
+        self._show_layout(expanded, lay, paths, shown)
+        if not placed:
+            place()  # a big graph is still being built: it fills in where the user looks
 
     # jobs -----------------------------------------------------------------------------------------
     def _start(self, fn, title: str, on_done, *extra) -> Job:
@@ -327,13 +343,15 @@ class MainWindow(QMainWindow):
             dialogs.show_error(self, title, message)
 
     # layout and scene -----------------------------------------------------------------------------
-    def _show_layout(self, expanded: Expansion, lay: Layout, paths=None) -> None:
+    def _show_layout(self, expanded: Expansion, lay: Layout, paths=None, then=None) -> None:
+        """Show a layout; then() runs once every item is in the scene (a big one is built in slices)."""
         old = self.scene
-        keep = old.selected_keys() if old is not None else []
+        keep = old.selected_keys() if old is not None and not old.building else []
         op = self.search.ops.currentData() if old is not None else ""
         self.expanded = expanded
         self.layout_ = lay
-        scene = GraphScene(self.doc.graph, lay, self, paths=paths)
+        big = len(lay.boxes) + len(lay.routes) + len(lay.frames) > INCREMENTAL_ITEMS
+        scene = GraphScene(self.doc.graph, lay, self, paths=paths, incremental=big)
         scene.expand_requested.connect(self.expand_group)
         scene.collapse_requested.connect(self.collapse_group)
         scene.selectionChanged.connect(self._selection_changed)
@@ -341,11 +359,46 @@ class MainWindow(QMainWindow):
         self.view.setScene(scene)
         if old is not None:
             old.deleteLater()
-        if keep:
-            scene.select_keys(keep)
-        if op:
-            self.highlight_op(op)
-        self._selection_changed()
+
+        def finish() -> None:
+            if keep:
+                scene.select_keys(keep)
+            if op:
+                self.highlight_op(op)
+            self._selection_changed()
+            if then is not None:
+                then()
+
+        timer = getattr(self, "_build_timer", None)
+        if timer is not None:
+            timer.stop()  # a scene still being built was replaced: its then() never runs
+        self._build_done = finish
+        if not scene.building:
+            self._build_step()
+            return
+        # Built across event-loop turns: the window keeps painting (the visible part fills in first)
+        # instead of freezing for the whole build.
+        if timer is None:
+            timer = self._build_timer = QTimer(self)
+            timer.setInterval(0)
+            timer.timeout.connect(self._build_step)
+        timer.start()
+
+    def _build_step(self) -> None:
+        scene = self.scene
+        timer = getattr(self, "_build_timer", None)
+        if scene is not None and scene.building:
+            # the turn after the last slice runs before then(): Qt's queued polish of the last items
+            # happens while no worker (the fusion scan starts on document_shown) competes for the GIL
+            scene.build_some(BUILD_SLICE_S)
+            return
+        if timer is not None:
+            timer.stop()
+        if scene is not None:
+            scene.items(self.view.visible_scene_rect())  # brings Qt's item index up to date now, too
+        done, self._build_done = self._build_done, None
+        if done is not None:
+            done()
 
     def relayout(self, expanded: Expansion, then=None) -> None:
         """Lay out the current document again with another expansion; then() runs once it is shown."""
@@ -373,10 +426,13 @@ class MainWindow(QMainWindow):
 
     def _relaid(self, result, then) -> None:
         expanded, lay, paths = result
-        self._show_layout(expanded, lay, paths)
-        if then is not None:
-            then()
-        self.document_shown.emit()
+
+        def shown() -> None:
+            if then is not None:
+                then()
+            self.document_shown.emit()
+
+        self._show_layout(expanded, lay, paths, shown)
 
     def _anchor(self, item) -> tuple[QPointF, QPointF] | None:
         if item is None:
