@@ -387,18 +387,24 @@ class MainWindow(QMainWindow):
     def _build_step(self) -> None:
         scene = self.scene
         timer = getattr(self, "_build_timer", None)
-        if scene is not None and scene.building:
-            # the turn after the last slice runs before then(): Qt's queued polish of the last items
-            # happens while no worker (the fusion scan starts on document_shown) competes for the GIL
-            scene.build_some(BUILD_SLICE_S)
-            return
-        if timer is not None:
-            timer.stop()
-        if scene is not None:
-            scene.items(self.view.visible_scene_rect())  # brings Qt's item index up to date now, too
-        done, self._build_done = self._build_done, None
-        if done is not None:
-            done()
+        try:
+            if scene is not None and scene.building:
+                # the turn after the last slice runs before then(): Qt's queued polish of the last items
+                # happens while no worker (the fusion scan starts on document_shown) competes for the GIL
+                scene.build_some(BUILD_SLICE_S)
+                return
+            if timer is not None:
+                timer.stop()
+            if scene is not None:
+                scene.items(self.view.visible_scene_rect())  # brings Qt's item index up to date now, too
+            done, self._build_done = self._build_done, None
+            if done is not None:
+                done()
+        except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
+            if timer is not None:
+                timer.stop()
+            self._build_done = None
+            self._error("Cannot show the model", exc)
 
     def relayout(self, expanded: Expansion, then=None) -> None:
         """Lay out the current document again with another expansion; then() runs once it is shown."""
