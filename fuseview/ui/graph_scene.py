@@ -62,6 +62,10 @@ def _lod(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
 
 
+_FLAG = QGraphicsItem.GraphicsItemFlag
+_BOX_FLAGS = _FLAG.ItemIsSelectable | _FLAG.ItemUsesExtendedStyleOption
+
+
 class BoxItem(QGraphicsItem):
     """A node, graph input/output or collapsed group, drawn with level of detail."""
 
@@ -84,8 +88,7 @@ class BoxItem(QGraphicsItem):
         self._texts: tuple[str, str] | None = None
         self.setPos(box.x, box.y)
         self.setZValue(Z_BOX)
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
+        self.setFlags(_BOX_FLAGS)  # one call, not two setFlag: thousands of boxes are built on the UI thread
         tip = "\n".join(
             t for t in (box.label, box.sublabel, self.sublabel if self.sublabel != box.sublabel else "") if t
         )
@@ -362,15 +365,17 @@ def route_paths(layout: Layout) -> list[QPainterPath]:
     return [route_path(r.points) for r in layout.routes]
 
 
+_NO_BUTTON = Qt.MouseButton.NoButton
+
+
 class RouteItem(QGraphicsPathItem):
     """An edge (painted by Qt in C++: no Python call per frame)."""
 
     def __init__(self, route: Route, path: QPainterPath | None = None):
         super().__init__(path if path is not None else route_path(route.points))
         self.route = route
-        self.setZValue(Z_ROUTE)
-        self.set_active(False)
-        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.set_active(False)  # sets the pen and the z value
+        self.setAcceptedMouseButtons(_NO_BUTTON)
 
     def set_active(self, on: bool) -> None:
         """Draw the edge in the accent colour (it touches the selection)."""
