@@ -141,3 +141,38 @@ def test_box_items_are_selectable_and_keyed(qapp, gpt2):
     assert isinstance(item, BoxItem)
     assert item.flags() & BoxItem.GraphicsItemFlag.ItemIsSelectable
     assert item.flags() & BoxItem.GraphicsItemFlag.ItemUsesExtendedStyleOption
+
+
+def _picture(scene: GraphScene, scale: float) -> QImage:
+    rect = scene.sceneRect()
+    img = QImage(
+        max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)), QImage.Format.Format_RGB32
+    )
+    img.fill(QColor("white"))
+    painter = QPainter(img)
+    scene.render(painter, QRectF(img.rect()), rect)
+    painter.end()
+    return img
+
+
+def test_sliced_build_ends_as_the_one_go_scene(qapp, gpt2):
+    # the window adds a big layout's items in time slices; switching level of detail mid-build must not
+    # lose, duplicate or hide anything
+    lay = layout_graph(gpt2.graph, None)
+    whole = GraphScene(gpt2.graph, lay)
+    sliced = GraphScene(gpt2.graph, lay, incremental=True)
+    assert sliced.building and not sliced.boxes
+    steps = 0
+    while not sliced.build_some(0.002):
+        steps += 1
+        if steps == 2:
+            sliced.use_zoom(0.01)  # overview picture on while items are still arriving
+        if steps == 4:
+            sliced.use_zoom(1.0)
+    assert steps > 4 and not sliced.building
+    assert sliced.counts() == whole.counts()
+    assert all(item.isVisible() for item in sliced.boxes.values())
+    for scale in (1.0, 0.05):
+        sliced.use_zoom(scale)
+        whole.use_zoom(scale)
+        assert _picture(sliced, 0.2) == _picture(whole, 0.2)
