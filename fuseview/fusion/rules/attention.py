@@ -379,6 +379,37 @@ class _Matcher:
     def perm(self, n: onnx.NodeProto) -> list[int]:
         return [int(p) for p in self.ix.attr(n, "perm", [])]
 
+    def absorb(self, core: list[onnx.NodeProto], extra_ids) -> set[int]:
+        """Add to core the extra nodes (shape computations) whose outputs only the match reads."""
+        ix = self.ix
+        matched = {id(n) for n in core}
+        changed = True
+        while changed:
+            changed = False
+            for nid in extra_ids:
+                if nid in matched:
+                    continue
+                n = self.by_id[nid]
+                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
+                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
+                    matched.add(nid)
+                    core.append(n)
+                    changed = True
+        return matched
+
+    def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
+        """Raise _Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
+        ix = self.ix
+        for n in core:
+            for o in n.output:
+                if not o or o in keep:
+                    continue
+                if o in ix.graph_outputs:
+                    raise _Miss(f"intermediate {o} is a graph output")
+                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
+                if outside:
+                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+
     def scale_mul(self, t: str, core: list) -> tuple[str, float]:
         """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
         n = self.prod(t, "Mul", "Div")
@@ -637,30 +668,9 @@ class _Matcher:
             raise _Miss(f"{merge.name}: merge-heads reshape target not understood")
         out_t = merge.output[0]
         # ---- absorb shape subgraphs used only by the match
-        matched = {id(n) for n in core}
-        nodes_by_id = {nid: self.by_id[nid] for nid in shape_nodes}
-        changed = True
-        while changed:
-            changed = False
-            for nid, n in nodes_by_id.items():
-                if nid in matched:
-                    continue
-                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
-                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
-                    matched.add(nid)
-                    core.append(n)
-                    changed = True
+        matched = self.absorb(core, shape_nodes)
         # ---- intermediates must stay inside
-        keep = {out_t}
-        for n in core:
-            for o in n.output:
-                if not o or o in keep:
-                    continue
-                if o in ix.graph_outputs:
-                    raise _Miss(f"intermediate {o} is a graph output")
-                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
-                if outside:
-                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+        self.check_contained(core, matched, {out_t})
         return AttentionMatch(sm, core, q3 or q4, k3, v3, bias, hq, dq, scale, out_t, reshape_out,
                               q_bnsh=q3 is None)
 

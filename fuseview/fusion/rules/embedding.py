@@ -209,29 +209,8 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
                     and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
                 raise _Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
         # absorb the position-index computation where nothing else reads it
-        matched = {id(n) for n in core}
-        changed = True
-        while changed:
-            changed = False
-            for nid in walked:
-                n = self.by_id[nid]
-                if nid in matched:
-                    continue
-                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
-                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
-                    matched.add(nid)
-                    core.append(n)
-                    changed = True
-        keep = {ln.output[0], root}
-        for n in core:
-            for o in n.output:
-                if not o or o in keep:
-                    continue
-                if o in ix.graph_outputs:
-                    raise _Miss(f"intermediate {o} is a graph output")
-                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
-                if outside:
-                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+        matched = self.absorb(core, walked)
+        self.check_contained(core, matched, {ln.output[0], root})
         used_outside = root in ix.graph_outputs or any(
             id(c) not in matched for c in ix.consumers.get(root, ()))
         eps = float(ix.attr(ln, "epsilon", 1e-5))
