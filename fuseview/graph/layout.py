@@ -153,23 +153,26 @@ class _Items:
 
         group_item: dict[Scope, int] = {}
         node_scopes = group_scopes(graph)
+
+        def add_node(node, scope: Scope, frame: Scope) -> None:
+            item_of_node[node.index] = len(self.keys)
+            self._add(
+                node_key(node.index),
+                "node",
+                node.op_type,
+                node.name,
+                node.index,
+                scope,
+                frame,
+                width_for(len(node.op_type)),
+                opt.folded_node_height if node.folded_inputs else opt.node_height,
+                node.index,
+            )
+
         if expanded is None:
             for node in nodes:
-                if node.folded_into is not None:
-                    continue
-                item_of_node[node.index] = len(self.keys)
-                self._add(
-                    node_key(node.index),
-                    "node",
-                    node.op_type,
-                    node.name,
-                    node.index,
-                    node_scopes[node.index],
-                    (),
-                    width_for(len(node.op_type)),
-                    opt.folded_node_height if node.folded_inputs else opt.node_height,
-                    node.index,
-                )
+                if node.folded_into is None:
+                    add_node(node, node_scopes[node.index], ())
         else:
             tree = scope_tree(graph)
             shown_in: dict[Scope, Scope | None] = {}  # node scope -> outermost collapsed prefix (None: shown)
@@ -186,19 +189,7 @@ class _Items:
                             break
                     shown_in[scope] = collapsed
                 if collapsed is None:
-                    item_of_node[node.index] = len(self.keys)
-                    self._add(
-                        node_key(node.index),
-                        "node",
-                        node.op_type,
-                        node.name,
-                        node.index,
-                        scope,
-                        scope,
-                        width_for(len(node.op_type)),
-                        opt.folded_node_height if node.folded_inputs else opt.node_height,
-                        node.index,
-                    )
+                    add_node(node, scope, scope)
                 else:
                     gi = group_item.get(collapsed)
                     if gi is None:
