@@ -9,7 +9,7 @@ import pytest
 
 from fuseview.atomic import save_model_atomic, write_atomic, write_text_atomic
 from fuseview.errors import FuseviewError
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
 
 def test_failed_write_keeps_the_old_file_and_leaves_nothing(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_model_round_trips_and_is_readable(tmp_path: Path) -> None:
-    model = onnx.load(str(SHARED_MODELS / "gpt2_2l_ts17.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_2l_ts17.onnx"))
     out = save_model_atomic(model, tmp_path / "copy.onnx")
     assert onnx.load(str(out)).SerializeToString() == model.SerializeToString()
     assert out.stat().st_mode & 0o044  # not the 0600 of a bare temp file

@@ -6,16 +6,16 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
 
 def test_info_json_matches_the_file(capsys) -> None:
     from fuseview.cli import main
 
-    path = SHARED_MODELS / "gpt2_12l_ts17.onnx"
+    path = GPT2_MODELS / "gpt2_12l_ts17.onnx"
     assert main(["info", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    index = json.loads((SHARED_MODELS / "INDEX.json").read_text())["gpt2_12l_ts17"]
+    index = json.loads((GPT2_MODELS / "INDEX.json").read_text())["gpt2_12l_ts17"]
     assert info["nodes"] == index["nodes"]
     assert info["ops"] == index["ops"]
     assert info["opsets"] == {"": 17}
@@ -25,7 +25,7 @@ def test_info_json_matches_the_file(capsys) -> None:
 
 
 def test_info_text_and_module_entry_point() -> None:
-    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    path = GPT2_MODELS / "gpt2_2l_ts17.onnx"
     out = subprocess.run(
         [sys.executable, "-m", "fuseview", "info", str(path)], capture_output=True, text=True
     )
@@ -45,7 +45,7 @@ def test_unknown_subcommand_argument_is_usage_error(capsys) -> None:
 
 def test_closed_pipe_is_not_an_error() -> None:
     # `fuseview scan MODEL | head -1`: the reader leaves early; fuseview must not print an error
-    cmd = [sys.executable, "-m", "fuseview", "scan", str(SHARED_MODELS / "gpt2_12l_ts17.onnx")]
+    cmd = [sys.executable, "-m", "fuseview", "scan", str(GPT2_MODELS / "gpt2_12l_ts17.onnx")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()
     proc.stdout.close()

@@ -16,16 +16,16 @@ from fuseview.fusion.rules import attention, embedding
 from fuseview.fusion.rules.attention import find_attention, near_misses
 from fuseview.fusion.scan import scan_model
 
-from .conftest import ROOT, SHARED_MODELS
+from .conftest import GPT2_MODELS, ROOT
 
 RULE = attention.RULES[0]
 ASSETS = ROOT / "assets" / "models"
 
 # model path, attention layers
 REAL = [
-    (SHARED_MODELS / "gpt2_12l_ts13.onnx", 12),
-    (SHARED_MODELS / "gpt2_12l_ts17.onnx", 12),
-    (SHARED_MODELS / "gpt2_12l_dynamo.onnx", 12),
+    (GPT2_MODELS / "gpt2_12l_ts13.onnx", 12),
+    (GPT2_MODELS / "gpt2_12l_ts17.onnx", 12),
+    (GPT2_MODELS / "gpt2_12l_dynamo.onnx", 12),
     (ASSETS / "bert_2l_ts13.onnx", 2),
     (ASSETS / "bert_2l_ts17.onnx", 2),
     (ASSETS / "llama_2l_ts17.onnx", 2),
@@ -91,13 +91,13 @@ def test_real_export_every_layer_fused_exactly(path: Path, layers: int) -> None:
 
 def test_gpt2_left_padding_also_exact() -> None:
     """The model's own additive mask is passed through, so left padding keeps the original arithmetic."""
-    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts17.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_12l_ts17.onnx"))
     _scan, fused = _fuse_all(model)
     assert _max_diff(model, fused, _token_feeds(model, "left")) <= 1e-4
 
 
 def test_fused_node_attributes_from_the_graph() -> None:
-    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_dynamo.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_12l_dynamo.onnx"))
     found, misses = find_attention(GraphIndex(model))
     assert not misses
     a = found[0]
@@ -240,7 +240,7 @@ def test_mask_without_query_axis_is_a_near_miss() -> None:
 
 
 def test_scan_does_not_modify_the_model() -> None:
-    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts13.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_12l_ts13.onnx"))
     before = model.SerializeToString()
     scan_model(model, rules=[RULE])
     assert model.SerializeToString() == before
@@ -338,7 +338,7 @@ def test_bert_embedding_fused_exactly() -> None:
 
 def test_gpt2_dynamo_embedding_exact_with_embedding_sum() -> None:
     """dynamo GPT-2: Gather(wte, Reshape(input_ids, [-1, S])) + Gather(wpe, Unsqueeze(Range(0, S, 1)))."""
-    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_dynamo.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_12l_dynamo.onnx"))
     scan = scan_model(model, rules=[EMBED_RULE])
     assert len(scan.candidates) == 1
     fused = apply_candidates(model, scan, [scan.candidates[0].id]).model
@@ -350,13 +350,13 @@ def test_gpt2_dynamo_embedding_exact_with_embedding_sum() -> None:
 
 def test_gpt2_ts_embedding_is_not_offered() -> None:
     """ts GPT-2 reads the word-embedding tensor's shape for the positions and the mask: not fusable as is."""
-    model = onnx.load(str(SHARED_MODELS / "gpt2_12l_ts17.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_12l_ts17.onnx"))
     assert scan_model(model, rules=[EMBED_RULE]).candidates == []
 
 
 def test_attention_near_misses_reach_the_scan_result() -> None:
     # a wrong softmax axis is a near miss of attention_mha, reported by scan like pattern rules' misses
-    model = onnx.load(str(SHARED_MODELS / "gpt2_2l_ts17.onnx"))
+    model = onnx.load(str(GPT2_MODELS / "gpt2_2l_ts17.onnx"))
     sm = next(n for n in model.graph.node if n.op_type == "Softmax")
     for a in sm.attribute:
         if a.name == "axis":

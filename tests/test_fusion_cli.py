@@ -16,10 +16,10 @@ from onnx.reference import ReferenceEvaluator
 from fuseview.cli import main
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 
-from .conftest import SHARED_MODELS
+from .conftest import GPT2_MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
-GPT2 = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2 = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 EYELIKE = ROOT / "assets" / "eyelike_linreg.onnx"
 
 

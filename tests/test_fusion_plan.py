@@ -13,9 +13,9 @@ from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.scan import load_model, scan_model
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 
-from .conftest import SHARED_MODELS
+from .conftest import GPT2_MODELS
 
-GPT2 = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2 = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 
 
 @pytest.fixture(scope="module")

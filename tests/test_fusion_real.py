@@ -13,7 +13,7 @@ from fuseview.fusion.plan import Plan
 from fuseview.fusion.scan import load_model, scan_model
 from fuseview.fusion.validate import validate
 
-from .conftest import ONNX_BACKEND_DATA, SHARED_MODELS
+from .conftest import GPT2_MODELS, ONNX_BACKEND_DATA
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
 LAYERS = {"gpt2_2l_ts17": 2, "gpt2_12l_ts13": 12, "gpt2_12l_ts17": 12, "gpt2_12l_dynamo": 12}
@@ -33,7 +33,7 @@ def fused_ops(m: onnx.ModelProto) -> collections.Counter:
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_gpt2_exports_fuse_and_match(name):
-    path = SHARED_MODELS / f"{name}.onnx"
+    path = GPT2_MODELS / f"{name}.onnx"
     model, _scan, res = fuse_all(path)
     layers = LAYERS[name]
     ops = fused_ops(res.model)
@@ -48,13 +48,13 @@ def test_gpt2_exports_fuse_and_match(name):
     assert v.ok and max(o.max_abs for o in v.outputs) <= 1e-4, v.to_json()
 
 
-def test_gpt2_48l_candidates():
-    path = SHARED_MODELS / "gpt2_48l_ts13.onnx"
+def test_gpt2_96l_candidates():
+    path = ASSETS / "gpt2_96l_ts13.onnx"
     _model, scan, res = fuse_all(path)
     ops = fused_ops(res.model)
-    assert ops["SkipLayerNormalization"] >= 96 and ops["FastGelu"] == 48
+    assert ops["SkipLayerNormalization"] >= 192 and ops["FastGelu"] == 96
     by_rule = collections.Counter(c.rule for c in scan.candidates)
-    assert by_rule["layer_norm"] == 97 and by_rule["fast_gelu"] + by_rule["bias_fast_gelu"] >= 48
+    assert by_rule["layer_norm"] == 193 and by_rule["fast_gelu"] + by_rule["bias_fast_gelu"] >= 96
     assert all(c.saved_bytes is not None for c in scan.candidates if c.rule != "attention_mha")
 
 

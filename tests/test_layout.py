@@ -15,7 +15,7 @@ from fuseview.graph.geometry import Box, Layout, group_key, input_key, node_key,
 from fuseview.graph.groups import forget
 from fuseview.graph.layout import LayoutOptions, group_scopes, initial_expansion, layout_graph, scope_tree
 from fuseview.graph.loader import document_from_model, load_document
-from tests.conftest import backend_models, shared_models
+from tests.conftest import ASSET_MODELS, backend_models, gpt2_models
 
 EPS = 1e-6
 
@@ -206,7 +206,7 @@ def check_collapsed(graph: GraphDocument, lay: Layout, expanded: frozenset) -> N
 # --- every real model ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", shared_models(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", gpt2_models(), ids=lambda p: p.name)
 def test_shared_models_flat_and_collapsed(path: Path) -> None:
     g = _doc(path).graph
     check_flat(g, layout_graph(g))
@@ -246,7 +246,7 @@ def test_backend_models_are_there() -> None:
 
 
 def test_opening_a_group_shows_its_children_in_a_frame() -> None:
-    g = _doc(shared_models()[0]).graph
+    g = _doc(gpt2_models()[0]).graph
     ex = initial_expansion(g, max_boxes=200)
     before = layout_graph(g, ex).box_by_key()
     target = next(b for b in before.values() if b.kind == "group" and b.label == "h.1")
@@ -271,23 +271,22 @@ def test_opening_a_group_shows_its_children_in_a_frame() -> None:
 
 
 def test_initial_expansion_small_and_big() -> None:
-    small = _doc(shared_models()[0]).graph
+    small = _doc(gpt2_models()[0]).graph
     n = len(small.visible_nodes())
     assert initial_expansion(small, max_boxes=n) is None
     ex = initial_expansion(small, max_boxes=n - 1)
     assert ex is not None and () in ex
-    big = next(p for p in shared_models() if "48l" in p.name)
-    g = _doc(big).graph
+    g = _doc(ASSET_MODELS / "gpt2_96l_ts13.onnx").graph
     ex = initial_expansion(g)
-    assert ex == frozenset({(), ("m",), ("m", "transformer")})
+    assert ex == frozenset({(), ("lm",), ("lm", "transformer")})
     lay = layout_graph(g, ex)
     blocks = {b.label for b in lay.boxes if b.kind == "group"}
-    assert {f"h.{i}" for i in range(48)} <= blocks
-    assert len(lay.boxes) <= 400
+    assert {f"h.{i}" for i in range(96)} <= blocks
+    assert len(lay.boxes) <= 800
 
 
 def test_fully_expanded_equals_flat_boxes() -> None:
-    g = _doc(shared_models()[0]).graph
+    g = _doc(gpt2_models()[0]).graph
     every = frozenset(scope_tree(g))
     lay = layout_graph(g, every)
     check_geometry(g, lay)
@@ -406,7 +405,7 @@ def test_loop_body_with_outer_scope_values() -> None:
 
 
 def test_layout_is_deterministic() -> None:
-    g = _doc(shared_models()[0]).graph
+    g = _doc(gpt2_models()[0]).graph
     assert layout_graph(g) == layout_graph(g)
 
 
@@ -463,7 +462,7 @@ def test_random_graphs_in_random_expansion_states(seed: int) -> None:
 
 
 def test_root_is_always_open_and_cached_layouts_match_fresh_ones() -> None:
-    g = _doc(shared_models()[0]).graph
+    g = _doc(gpt2_models()[0]).graph
     top = frozenset({()})
     assert layout_graph(g, frozenset()) == layout_graph(g, top)
     ex = initial_expansion(g, max_boxes=200)
@@ -475,7 +474,7 @@ def test_root_is_always_open_and_cached_layouts_match_fresh_ones() -> None:
     assert layout_graph(g, ex) == before
 
 
-@pytest.mark.parametrize("path", shared_models(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", gpt2_models(), ids=lambda p: p.name)
 def test_gpt2_residual_adds_line_up(path: Path) -> None:
     # the residual stream runs straight down: no sideways drift from block to block
     lay = layout_graph(_doc(path).graph)

@@ -14,9 +14,9 @@ import pytest
 from fuseview.cli import main
 from fuseview.runtime import samples
 from fuseview.runtime.report import load_report
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
-GPT2 = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2 = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.ui.export import MAX_PNG_SIDE, png_size
 from fuseview.ui.main_window import expansion_for
-from tests.conftest import ROOT, SHARED_MODELS, backend_models, shared_models
+from tests.conftest import GPT2_MODELS, ROOT, backend_models, gpt2_models
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
-GPT2_2L = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2_2L = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 
 
 def _render(capsys, model: Path, out: Path, *extra: str) -> dict:
@@ -37,7 +37,7 @@ def _svg_shapes(path: Path) -> int:
 
 
 @pytest.mark.parametrize("expansion", ["flat", "collapsed"])
-@pytest.mark.parametrize("model", shared_models(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("model", gpt2_models(), ids=lambda p: p.stem)
 def test_render_every_shared_model(qapp, capsys, tmp_path, model, expansion):
     info = _render(capsys, model, tmp_path / "g.png", f"--{expansion}")
     doc = load_document(model)
@@ -61,12 +61,12 @@ def test_render_every_shared_model(qapp, capsys, tmp_path, model, expansion):
 @pytest.mark.parametrize("model", ["gpt2_2l_ts17", "gpt2_12l_ts13"])
 def test_render_svg_has_a_shape_per_box(qapp, capsys, tmp_path, model):
     out = tmp_path / "g.svg"
-    info = _render(capsys, SHARED_MODELS / f"{model}.onnx", out)
+    info = _render(capsys, GPT2_MODELS / f"{model}.onnx", out)
     assert out.stat().st_size > 0
     # every box draws at least one path (rounded rect) and every route one path
     assert _svg_shapes(out) >= info["boxes"] + info["routes"]
     text = out.read_text()
-    doc = load_document(SHARED_MODELS / f"{model}.onnx")
+    doc = load_document(GPT2_MODELS / f"{model}.onnx")
     assert doc.graph.inputs[0] in text  # labels are real text in the SVG
 
 

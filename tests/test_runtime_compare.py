@@ -11,7 +11,7 @@ from fuseview.runtime import samples
 from fuseview.runtime.compare import compare_outputs, fusion_times, tensor_diff, with_outputs
 from fuseview.runtime.inputs import make_feeds
 from fuseview.runtime.profiling import profile_model
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_fusion_time_against_its_original_nodes(trio):
 
 def test_different_signatures_are_refused(trio):
     orig, _, _, feeds = trio
-    gpt2 = onnx.load(str(SHARED_MODELS / "gpt2_2l_ts17.onnx"))
+    gpt2 = onnx.load(str(GPT2_MODELS / "gpt2_2l_ts17.onnx"))
     with pytest.raises(FuseviewError, match="inputs differ"):
         compare_outputs(orig, gpt2, feeds, "cpu")
     renamed = onnx.ModelProto()

@@ -17,14 +17,14 @@ from fuseview.runtime.inputs import (
     parse_dim_args,
     resolve_dims,
 )
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
-GPT2 = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2 = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 
 
 @pytest.mark.parametrize("name", ["gpt2_2l_ts17.onnx", "gpt2_12l_dynamo.onnx", "gpt2_12l_ts13.onnx"])
 def test_gpt2_ids_bounded_by_embedding_table(name):
-    model = onnx.load(str(SHARED_MODELS / name), load_external_data=False)
+    model = onnx.load(str(GPT2_MODELS / name), load_external_data=False)
     bound = embedding_bound(model, "input_ids")
     # GPT-2's LM head is tied to the token embedding: the vocabulary is the output's last dim.
     vocab = model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value

@@ -14,7 +14,7 @@ from fuseview.runtime import samples, trace
 from fuseview.runtime.inputs import make_feeds
 from fuseview.runtime.profiling import Cancelled, profile_model, profile_trace, runnable, summarize
 from fuseview.runtime.sessions import create_session, ort_fusions
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_unnamed_nodes_get_the_loaders_names():
 
 
 def test_gpt2_profile_covers_every_executed_node():
-    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    path = GPT2_MODELS / "gpt2_2l_ts17.onnx"
     model = onnx.load(str(path), load_external_data=False)
     prof = profile_model(path, make_feeds(model, {"seq": 32}), "cpu", runs=2, warmup=1, threads=1)
     executed = {n.name for n in model.graph.node if n.op_type != "Constant"}
@@ -175,7 +175,7 @@ def test_cuda_on_a_cpu_build_is_a_clear_error():
 
 
 def test_ort_fusions_reports_what_onnxruntime_fuses():
-    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    path = GPT2_MODELS / "gpt2_2l_ts17.onnx"
     res = ort_fusions(path, "cpu", "extended")
     # GPT-2's tanh GELU becomes FastGelu at the extended level on CPU; its Tanh nodes disappear.
     assert res["added"].get("com.microsoft.FastGelu", 0) >= 2
@@ -189,7 +189,7 @@ def test_ort_fusions_reports_what_onnxruntime_fuses():
 
 
 def test_fast_trace_reader_matches_json(tmp_path):
-    path = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+    path = GPT2_MODELS / "gpt2_2l_ts17.onnx"
     sess, _ = create_session(str(path), "cpu", profile_prefix=str(tmp_path / "p"))
     feeds = make_feeds(onnx.load(str(path), load_external_data=False), {"seq": 8})
     for _ in range(2):

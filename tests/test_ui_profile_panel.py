@@ -22,9 +22,9 @@ from fuseview.runtime.report import save_report
 from fuseview.runtime.sessions import CUDA, available_providers
 from fuseview.ui.profile_panel import ProfilePanel, parse_dims
 from fuseview.ui.profile_plots import FUSED, ORIGINAL
-from tests.conftest import SHARED_MODELS
+from tests.conftest import GPT2_MODELS
 
-GPT2 = SHARED_MODELS / "gpt2_2l_ts17.onnx"
+GPT2 = GPT2_MODELS / "gpt2_2l_ts17.onnx"
 DIMS = "seq=16"
 
 

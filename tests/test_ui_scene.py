@@ -12,12 +12,12 @@ from fuseview.graph.loader import load_document
 from fuseview.ui import style
 from fuseview.ui.graph_scene import OVERVIEW_SCALE, BoxItem, GraphScene, short_shape
 from fuseview.ui.search import find_nodes, nodes_of_op
-from tests.conftest import ONNX_BACKEND_DATA, SHARED_MODELS
+from tests.conftest import GPT2_MODELS, ONNX_BACKEND_DATA
 
 
 @pytest.fixture(scope="module")
 def gpt2():
-    return load_document(SHARED_MODELS / "gpt2_12l_ts13.onnx")
+    return load_document(GPT2_MODELS / "gpt2_12l_ts13.onnx")
 
 
 def test_items_carry_layout_keys(qapp, gpt2):

@@ -15,11 +15,11 @@ from fuseview.graph.loader import load_document
 from fuseview.ui import dialogs
 from fuseview.ui.main_window import MainWindow
 from fuseview.ui.search import find_nodes
-from tests.conftest import ONNX_BACKEND_DATA, SHARED_MODELS
+from tests.conftest import GPT2_MODELS, ONNX_BACKEND_DATA
 
-GPT2_2L = SHARED_MODELS / "gpt2_2l_ts17.onnx"
-GPT2_12L = SHARED_MODELS / "gpt2_12l_ts13.onnx"
-GPT2_48L = SHARED_MODELS / "gpt2_48l_ts13.onnx"
+GPT2_2L = GPT2_MODELS / "gpt2_2l_ts17.onnx"
+GPT2_12L = GPT2_MODELS / "gpt2_12l_ts13.onnx"
+GPT2_48L = GPT2_MODELS / "gpt2_48l_ts13.onnx"
 RESNET = ONNX_BACKEND_DATA / "light" / "light_resnet50.onnx"
 LOAD_MS = 60_000
 

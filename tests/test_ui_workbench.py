@@ -19,10 +19,10 @@ from fuseview.fusion.scan import scan_file
 from fuseview.graph.geometry import group_key, node_key
 from fuseview.ui import dialogs
 from fuseview.ui.main_window import MainWindow
-from tests.conftest import ROOT, SHARED_MODELS
+from tests.conftest import GPT2_MODELS, ROOT
 
-GPT2_2L = SHARED_MODELS / "gpt2_2l_ts17.onnx"
-GPT2_12L = SHARED_MODELS / "gpt2_12l_ts17.onnx"
+GPT2_2L = GPT2_MODELS / "gpt2_2l_ts17.onnx"
+GPT2_12L = GPT2_MODELS / "gpt2_12l_ts17.onnx"
 MS = 60_000
 
 
@@ -396,7 +396,7 @@ def test_fused_nodes_take_the_scope_of_what_they_replaced():
     from fuseview.graph.loader import document_from_model, load_document
     from fuseview.ui.compare_view import adopt_origin_scopes, link_graphs
 
-    path = SHARED_MODELS / "gpt2_12l_dynamo.onnx"  # dynamo keeps scopes in metadata the fused nodes lack
+    path = GPT2_MODELS / "gpt2_12l_dynamo.onnx"  # dynamo keeps scopes in metadata the fused nodes lack
     doc = load_document(path)
     scan = scan_file(path)
     plan = Plan(scan.candidates)

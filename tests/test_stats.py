@@ -1,0 +1,69 @@
+"""A/B statistics on synthetic timings whose truth is known (real sessions are tested with the profiler)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuseview.stats import compare_timings, robust_cv, runs_needed
+
+
+def _noisy(rng, base, n, cv=0.05):
+    return base * (1 + cv * rng.standard_normal(n)) * (1 + rng.exponential(0.02, n))
+
+
+def test_same_distribution_says_no_difference_for_most_seeds():
+    verdicts = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        est = compare_timings(_noisy(rng, 10.0, 60), _noisy(rng, 10.0, 60), seed=seed)
+        verdicts.append(est.verdict)
+        assert est.ci[0] <= est.speedup_p50 <= est.ci[1]
+    assert verdicts.count("no difference") >= 38
+
+
+def test_clear_speedup_and_slowdown():
+    rng = np.random.default_rng(1)
+    slow, fast = _noisy(rng, 10.0, 50), _noisy(rng, 7.0, 50)
+    up = compare_timings(slow, fast)
+    assert up.verdict == "faster" and up.ci[0] > 1.3
+    down = compare_timings(fast, slow)
+    assert down.verdict == "slower" and down.ci[1] < 0.8
+
+
+def test_shared_background_load_cancels_when_paired():
+    # every second pair hit by a load burst that slows both sides alike: pairing keeps the interval tight
+    rng = np.random.default_rng(2)
+    load = np.where(np.arange(60) % 2 == 0, 1.0, 2.5)
+    a = 10.0 * load * (1 + 0.01 * rng.standard_normal(60))
+    b = 9.0 * load * (1 + 0.01 * rng.standard_normal(60))
+    paired = compare_timings(a, b, paired=True)
+    unpaired = compare_timings(a, b, paired=False)
+    assert paired.ci[1] - paired.ci[0] < unpaired.ci[1] - unpaired.ci[0]
+
+
+def test_effect_below_threshold_is_no_difference_even_if_significant():
+    a = np.full(100, 10.0) + np.linspace(0, 0.01, 100)
+    b = a / 1.01  # 1 % faster, measured with no noise at all
+    est = compare_timings(a, b, threshold=0.02)
+    assert est.ci[0] > 1 and est.verdict == "no difference"
+    assert compare_timings(a, b, threshold=0.005).verdict == "faster"
+
+
+def test_too_few_runs_warns_with_a_number():
+    rng = np.random.default_rng(3)
+    est = compare_timings(_noisy(rng, 10, 5, cv=0.2), _noisy(rng, 10, 5, cv=0.2))
+    assert est.noise.warning and "runs per model" in est.noise.warning
+    assert runs_needed(0.2, 0.2, 0.02) > 5
+
+
+def test_robust_cv_ignores_one_outlier():
+    t = np.array([10.0] * 20 + [1000.0])
+    assert robust_cv(t) == 0.0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        compare_timings([], [1.0])
+    with pytest.raises(ValueError):
+        compare_timings([1.0, 2.0], [1.0], paired=True)
