@@ -21,16 +21,24 @@ MIN_RUNS = 10
 
 @dataclass(frozen=True)
 class Noise:
-    """How much each side's timings scatter (robust coefficient of variation), and a warning if too much."""
+    """How much each side's timings scatter (robust coefficient of variation), and a warning if too much.
+
+    cv_paired: the scatter of the per-round ratios (paired timings only): what is left of the noise once
+    load shared by both runs of a round cancels; the runs needed are computed from it when there.
+    """
 
     cv_model: float
     cv_against: float
     warning: str | None
+    cv_paired: float | None = None
 
 
 @dataclass(frozen=True)
 class SpeedupEstimate:
-    """model p50 / against p50 with a bootstrap interval, and what may be concluded from it."""
+    """model p50 / against p50 with a bootstrap interval, and what may be concluded from it.
+
+    The interval is a percentile bootstrap; paired timings are resampled by rounds (pairs kept together).
+    """
 
     runs: int
     level: float
@@ -68,8 +76,16 @@ def robust_cv(times: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(t - med)) / med)
 
 
-def runs_needed(cv_model: float, cv_against: float, threshold: float, level: float = DEFAULT_LEVEL) -> int:
-    """About how many runs per side make the interval of the ratio narrower than ±threshold."""
+def runs_needed(
+    cv_model: float, cv_against: float, threshold: float, level: float = DEFAULT_LEVEL,
+    cv_paired: float | None = None,
+) -> int:
+    """About how many runs per side make the interval of the ratio narrower than ±threshold.
+
+    cv_paired (scatter of per-round ratios of interleaved runs) replaces the two sides' scatter when given.
+    """
+    if cv_paired is not None and not math.isnan(cv_paired):
+        cv_model, cv_against = cv_paired / math.sqrt(2), cv_paired / math.sqrt(2)
     if not (threshold > 0) or math.isnan(cv_model) or math.isnan(cv_against):
         return MIN_RUNS
     z = _z(level)
@@ -108,9 +124,13 @@ def compare_timings(
         raise ValueError("level must be between 0 and 1")
     ratio = float(np.median(a) / np.median(b))
     rng = np.random.default_rng(seed)
+    cv_pair = None
     if paired:
+        if np.any(b <= 0):
+            raise ValueError("paired timings must be positive")
         idx = rng.integers(0, a.size, size=(resamples, a.size))
         boot = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
+        cv_pair = robust_cv(a / b)
     else:
         ia = rng.integers(0, a.size, size=(resamples, a.size))
         ib = rng.integers(0, b.size, size=(resamples, b.size))
@@ -126,14 +146,17 @@ def compare_timings(
         verdict = "no difference"
     cv_a, cv_b = robust_cv(a), robust_cv(b)
     runs = int(min(a.size, b.size))
-    need = runs_needed(cv_a, cv_b, threshold, level)
+    need = runs_needed(cv_a, cv_b, threshold, level, cv_pair)
     warning = None
     if runs < need:
+        scatter = f"CV {cv_a:.1%} / {cv_b:.1%}"
+        if cv_pair is not None:
+            scatter += f", paired ratios {cv_pair:.1%}"
         warning = (
             f"too few runs for a {threshold:.0%} threshold at this noise "
-            f"(CV {cv_a:.1%} / {cv_b:.1%}): about {need} runs per model would be needed"
+            f"({scatter}): about {need} runs per model would be needed"
         )
-    noise = Noise(cv_model=cv_a, cv_against=cv_b, warning=warning)
+    noise = Noise(cv_model=cv_a, cv_against=cv_b, warning=warning, cv_paired=cv_pair)
     return SpeedupEstimate(
         runs=runs,
         level=level,

@@ -1,4 +1,4 @@
-"""The JSON report: schema_version 1, written atomically, round-trips, bad files refused in one line."""
+"""The JSON report: schema_version 2 (1 still read), written atomically, round-trips, bad files refused."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import pytest
 from fuseview.errors import FuseviewError
 from fuseview.runtime import samples
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.report import SCHEMA_VERSION, load_report, save_report
+from fuseview.runtime.report import (
+    SCHEMA_VERSION,
+    fused_pane_title,
+    latency_verdict,
+    load_report,
+    save_report,
+    verdict_line,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +32,7 @@ def report(tmp_path_factory):
 
 
 def test_report_contents(report):
-    assert report["schema_version"] == SCHEMA_VERSION == 1
+    assert report["schema_version"] == SCHEMA_VERSION == 2
     env = report["environment"]
     assert env["onnxruntime"] and "CPUExecutionProvider" in env["providers"] and env["cpu"]
     assert env["gpu"] is None  # CUDA not used
@@ -39,6 +46,17 @@ def test_report_contents(report):
     (f,) = report["comparison"]["fusions"]
     assert f["time"]["original_nodes"] == 8 and f["passed"]
     assert [x["role"] for x in report["ort_fusions"]] == ["model", "against"]
+    lat = report["comparison"]["latency"]
+    assert lat["method"] == "interleaved" and lat["runs"] == 3 and lat["level"] == 0.95
+    assert lat["ci"][0] <= lat["speedup_p50"] <= lat["ci"][1]
+    assert lat["verdict"] in ("faster", "slower", "no difference") and lat["threshold"] == 0.02
+    assert set(lat["noise"]) >= {"cv_model", "cv_against", "warning"}
+    assert "runs per model" in lat["noise"]["warning"]  # 3 runs are too few for any verdict to be trusted
+    # the plain runs are the interleaved ones: each model's latency list is the one the verdict used
+    assert [len(m["latency_ms"]["runs"]) for m in report["models"]] == [3, 3]
+    ovh = report["profiler_overhead"]
+    assert ovh["node_floor_us"] >= 0 and ovh["per_event_us"] >= 0
+    assert all(o["overhead_us"] == o["nodes"] * ovh["node_floor_us"] for o in report["models"][0]["op_types"])
 
 
 def test_round_trip(report, tmp_path):
@@ -50,7 +68,11 @@ def test_round_trip(report, tmp_path):
 @pytest.mark.parametrize(
     "edit, needle",
     [
-        (lambda r: r.update(schema_version=2), "schema_version 2"),
+        (lambda r: r.update(schema_version=3), "schema_version 3"),
+        (lambda r: r["comparison"].pop("latency"), "comparison has no 'latency'"),
+        (lambda r: r["comparison"]["latency"].update(verdict="maybe"), "verdict 'maybe'"),
+        (lambda r: r["comparison"]["latency"].update(ci=[1.0]), "ci must be two numbers"),
+        (lambda r: r["comparison"]["latency"]["noise"].pop("cv_model"), "noise has no 'cv_model'"),
         (lambda r: r.update(kind="other"), "not a fuseview profile report"),
         (lambda r: r["environment"].pop("onnxruntime"), "environment has no 'onnxruntime'"),
         (lambda r: r["models"][0].update(nodes="x"), "models\\[0\\].nodes has the wrong type"),
@@ -74,3 +96,23 @@ def test_unreadable_report(tmp_path):
         load_report(tmp_path / "x.json")
     with pytest.raises(FuseviewError, match="not found"):
         load_report(tmp_path / "missing.json")
+
+
+def test_version_1_report_still_loads(report, tmp_path):
+    # a version 1 report: no interleaved latency, no profiler overhead (what fuseview wrote before)
+    old = json.loads(json.dumps(report))
+    old["schema_version"] = 1
+    del old["comparison"]["latency"], old["profiler_overhead"]
+    p = tmp_path / "v1.json"
+    p.write_text(json.dumps(old))
+    loaded = load_report(p)
+    assert loaded["schema_version"] == 1 and latency_verdict(loaded) is None
+    assert "re-profile" in fused_pane_title(loaded)
+    assert verdict_line(loaded) is None
+
+
+def test_verdict_texts_state_interval_and_verdict(report):
+    lat = report["comparison"]["latency"]
+    line = verdict_line(report, "original", "fused")
+    assert line.startswith("verdict: ") and lat["verdict"] in line and f"{lat['ci'][0]:.2f}" in line
+    assert "95% CI" in fused_pane_title(report) and lat["verdict"] in fused_pane_title(report)

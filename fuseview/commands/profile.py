@@ -10,7 +10,7 @@ from pathlib import Path
 from fuseview.errors import FuseviewError
 from fuseview.runtime.inputs import parse_dim_args
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.report import save_report
+from fuseview.runtime.report import save_report, verdict_line
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
@@ -24,7 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="second model (e.g. the fused one): run on the same inputs and compared")
     p.add_argument("--provider", choices=PROVIDER_CHOICES, default="auto",
                    help="auto: CUDA when onnxruntime-gpu and a GPU are present, else CPU (default auto)")
-    p.add_argument("--runs", type=int, default=20, help="timed runs (default 20)")
+    p.add_argument("--runs", type=int, default=20,
+                   help="timed plain runs per model; with --against the two models take turns (default 20)")
+    p.add_argument("--profile-runs", type=int, default=None, metavar="N",
+                   help="profiled runs the per-node times come from"
+                   " (default 10, or a fifth of --runs when more)")
+    p.add_argument("--threshold", type=float, default=0.02,
+                   help="smallest speed-up (fraction) the verdict calls faster or slower (default 0.02: 2%%)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value of a symbolic input dim (default batch-like 1, sequence-like 128, others 1)")
@@ -36,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ort-fusions", action="store_true",
                    help="also show what onnxruntime itself fuses (at --ort-opt, or extended when disabled)")
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
-    p.add_argument("--json", metavar="OUT", help="write the report (JSON, schema_version 1) to OUT")
+    p.add_argument("--json", metavar="OUT", help="write the report (JSON, schema_version 2) to OUT")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -95,23 +101,36 @@ def print_report(rep: dict, out=None) -> None:
         lat = m["latency_ms"]
         w(f"  latency  p50 {lat['p50']:.3f} ms  p90 {lat['p90']:.3f} ms  mean {lat['mean']:.3f} ms"
           f"  ({m['runs']} runs, {m['warmup']} warm-up, no profiling)")
-        w(f"  profiled run {_us(m['run_us']['mean'])}, node times sum {_us(m['node_sum_us']['mean'])}")
+        w(f"  profiled run {_us(m['run_us']['mean'])}, node times sum {_us(m['node_sum_us']['mean'])}"
+          f"  ({m.get('profiled_runs', m['runs'])} profiled runs)")
         sources = sorted({n["time_source"] for n in m["nodes"]})
         if "host-side" in sources:
             w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
-        w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}")
+        w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}"
+          f"{'overhead':>11}")
         for o in m["op_types"][:TOP]:
             prov_short = o["provider"].replace("ExecutionProvider", "")
             w(f"  {o['op_type']:<28}{prov_short:<10}{o['nodes']:>6}{_us(o['mean_us']):>12}"
-              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{o['share'] * 100:>7.1f}%")
+              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{o['share'] * 100:>7.1f}%"
+              f"{_us(o.get('overhead_us')):>11}")
         w("  top nodes:")
         for n in m["nodes"][:5]:
             w(f"    {_us(n['mean_us']):>10}  {n['share'] * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+    ovh = rep.get("profiler_overhead")
+    if ovh:
+        w()
+        w(f"profiler overhead: {ovh['per_event_us']:.1f} us of wall time per node event; a node doing nothing"
+          f" reads {ovh['node_floor_us']:.1f} us ('overhead' column: that times the nodes; {ovh['method']})")
     if len(rep["models"]) == 2:
         a, b = (m["latency_ms"]["p50"] for m in rep["models"])
         w()
-        ratio = f"{a / b:.2f}x" if b else "-"
-        w(f"latency p50: model {a:.3f} ms, against {b:.3f} ms (model/against = {ratio})")
+        w(f"latency p50: model {a:.3f} ms, against {b:.3f} ms")
+        line = verdict_line(rep)
+        if line:
+            w(line)
+            warning = rep["comparison"]["latency"]["noise"]["warning"]
+            if warning:
+                w(f"  note: {warning}")
     cmp = rep.get("comparison")
     if cmp:
         w()
@@ -123,17 +142,19 @@ def print_report(rep: dict, out=None) -> None:
         if cmp["fusions"]:
             w(f"fusions ({len(cmp['fusions'])}):")
             w("  times: sums of per-node medians (p50) over the profiled runs")
-            w(f"  {'rule':<22}{'fused ops':<30}{'fused':>11}{'original (nodes)':>18}{'speedup':>9}"
+            w("  'not measurable': the difference is within the runs' spread or the profiler's node floor")
+            w(f"  {'rule':<22}{'fused ops':<30}{'fused':>11}{'original (nodes)':>18}{'speedup':>15}"
               f"{'max abs':>11}  result  node")
             for f in cmp["fusions"]:
                 t = f.get("time") or {}
                 errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
                 res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
                 sp = t.get("speedup_p50")
+                sp_text = "-" if not sp else (f"{sp:.2f}x" if t.get("measurable", True) else "not measurable")
                 ops = "+".join(f["op_types"])
                 orig = f"{_us(t.get('original_p50_us'))}" + (f" ({t['original_nodes']})" if t else "")
                 w(f"  {(f['rule'] or '-')[:21]:<22}{ops[:29]:<30}{_us(t.get('fused_p50_us')):>11}{orig:>18}"
-                  f"{(f'{sp:.2f}x' if sp else '-'):>9}{_g(max(errs) if errs else None):>11}  {res:<6}"
+                  f"{sp_text:>15}{_g(max(errs) if errs else None):>11}  {res:<6}"
                   f"  {f['node']}")
     for f in rep.get("ort_fusions") or []:
         w()
@@ -155,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, against=args.against, provider=args.provider, runs=args.runs, warmup=args.warmup,
         dims=parse_dim_args(args.dim), inputs_npz=args.inputs, seed=args.seed, ort_opt=args.ort_opt,
         ort_fusions=args.ort_fusions, atol=args.atol, rtol=args.rtol, threads=args.threads,
+        threshold=args.threshold, profile_runs=args.profile_runs,
     )
     rep = run_profile(req, None if args.quiet else _StderrProgress())
     print_report(rep)

@@ -5,12 +5,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import onnx
+
 from fuseview.errors import FuseviewError
+from fuseview.graph.loader import _unique_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, load_model_graph, profile_model
+from fuseview.runtime.profiling import (
+    Cancel,
+    Progress,
+    calibrate_overhead,
+    check_cancel,
+    fusion_groups,
+    interleaved_latency,
+    load_model_graph,
+    profile_model,
+    run_error,
+)
 from fuseview.runtime.report import build_report
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
+from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, create_session, ort_fusions
+from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
+
+# Above this file size a model stays a path (onnxruntime reads it itself; protobuf cannot pass >2 GiB).
+_LOAD_LIMIT = 1_500_000_000
 
 
 @dataclass
@@ -30,6 +48,21 @@ class ProfileRequest:
     atol: float = 1e-4
     rtol: float = 1e-3
     threads: int = 0
+    threshold: float = DEFAULT_THRESHOLD
+    profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
+
+    def profiled_runs(self) -> int:
+        """How many profiled runs the per-node statistics come from."""
+        return self.profile_runs if self.profile_runs is not None else default_profile_runs(self.runs)
+
+
+def default_profile_runs(runs: int) -> int:
+    """Profiled runs for `runs` latency runs: 10, or a fifth of them when more, never more than `runs`.
+
+    A profiled run costs several plain runs (one event per node); a fifth keeps the profiling pass
+    under the cost of the plain runs, and per-node medians settle within ten runs.
+    """
+    return max(1, min(runs, max(10, runs // 5)))
 
 
 def _check(req: ProfileRequest) -> None:
@@ -43,19 +76,91 @@ def _check(req: ProfileRequest) -> None:
         raise FuseviewError("--warmup must be 0 or more")
     if req.atol < 0 or req.rtol < 0:
         raise FuseviewError("--atol and --rtol must be 0 or more")
+    if not (0 <= req.threshold < 1):
+        raise FuseviewError("--threshold must be at least 0 and below 1 (0.02 is 2%)")
+    if req.profile_runs is not None and req.profile_runs < 1:
+        raise FuseviewError("--profile-runs must be at least 1")
 
 
 def _path(m: ModelSource) -> str | None:
     return None if not isinstance(m, (str, Path)) else str(m)
 
 
+def _load_once(m: ModelSource) -> ModelSource:
+    """The model parsed once for the whole job, its nodes named as fuseview's loader names them.
+
+    Every later step (sessions, output comparison, fusion times) takes this proto instead of the file.
+    A file too big to pass to onnxruntime as bytes stays a path.
+    """
+    if isinstance(m, onnx.ModelProto):
+        proto = m
+    else:
+        path = Path(m)
+        if not path.is_file():
+            raise FuseviewError(f"{path}: no such model file")
+        if path.stat().st_size > _LOAD_LIMIT:
+            return m
+        try:
+            proto = onnx.load(str(path))
+        except Exception as exc:  # protobuf's DecodeError, a missing external-data file, ...
+            raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+    names = _unique_names(proto.graph.node)
+    if any(n.name != nm for n, nm in zip(proto.graph.node, names, strict=True)):
+        if proto is m:
+            proto = onnx.ModelProto()
+            proto.CopyFrom(m)
+        for n, nm in zip(proto.graph.node, names, strict=True):
+            n.name = nm
+    return proto
+
+
+def _spread(values: np.ndarray) -> list[float]:
+    """[p25, p75] of a sum's per-run values."""
+    return [float(x) for x in np.percentile(values, [25, 75])] if len(values) else [0.0, 0.0]
+
+
+def add_fusion_spreads(times: list[dict], prof_original: dict, prof_fused: dict, fusions: list[dict],
+                       overhead: dict) -> None:
+    """Per fusion: spread over the profiled runs of the fused and the replaced nodes' summed times, and
+    whether their difference is measurable above the profiler's per-node overhead and that spread."""
+    runs_a = prof_original.get("node_runs_us", {})
+    runs_b = prof_fused.get("node_runs_us", {})
+    origin = {f["key"]: f for f in fusions}
+    floor = float(overhead.get("node_floor_us", 0.0))
+    for t in times:
+        g = origin.get(t["key"])
+        if g is None:
+            continue
+        a = [runs_a[o] for o in g["origin"] if o in runs_a]
+        b = [runs_b[n] for n in g["nodes"] if n in runs_b]
+        if not a or not b:
+            t["measurable"] = False
+            continue
+        sa, sb = np.sum(a, axis=0), np.sum(b, axis=0)
+        t["original_spread_us"], t["fused_spread_us"] = _spread(sa), _spread(sb)
+        diff = abs(float(np.median(sa)) - float(np.median(sb)))
+        # each node event carries about `floor` of profiler time; the replaced nodes carry more of it
+        noise = max(floor * (len(a) + len(b)), (t["original_spread_us"][1] - t["original_spread_us"][0])
+                    + (t["fused_spread_us"][1] - t["fused_spread_us"][0]))
+        t["measurable"] = diff > noise
+
+
+def _drop_node_runs(models: list[dict]) -> None:
+    for m in models:
+        m.pop("node_runs_us", None)
+
+
 def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: Cancel = None) -> dict:
-    """Profile the model (and the one to compare against) on identical feeds; returns the report dict."""
+    """Profile the model (and the one to compare against) on identical feeds; returns the report dict.
+
+    With a model to compare against, the plain runs of the two alternate (order shuffled per round) and
+    comparison.latency states the speed-up with its interval and verdict (fuseview.stats).
+    """
     _check(req)
-    main = load_model_graph(req.model)
-    other = load_model_graph(req.against) if req.against is not None else None
-    if other is not None:
-        check_same_signature(main, other)
+    sources = [_load_once(req.model)] + ([_load_once(req.against)] if req.against is not None else [])
+    main = load_model_graph(sources[0])
+    if len(sources) > 1:
+        check_same_signature(main, load_model_graph(sources[1]))
     if req.inputs_npz:
         feeds = inputs_mod.load_feeds(req.inputs_npz, main)
         dims = inputs_mod.dims_of_feeds(main, feeds)
@@ -69,34 +174,61 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         feeds = inputs_mod.make_feeds(main, req.dims, req.seed)
         source, seed = "generated", req.seed
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
-    models = []
-    pairs = [("model", req.model)] + ([("against", req.against)] if req.against is not None else [])
-    for role, m in pairs:
+    roles = ["model", "against"][: len(sources)]
+    sessions, choices = [], []
+    for m in sources:
         check_cancel(cancel)
-        label = f"{role}: " if len(pairs) > 1 else ""
+        sess, choice = create_session(m, req.provider, req.ort_opt, threads=req.threads)
+        sessions.append(sess)
+        choices.append(choice.to_dict())
+    try:
+        latency = interleaved_latency(sessions, feeds, req.runs, req.warmup, progress, cancel, req.seed)
+    except Exception as exc:  # onnxruntime run-time failure on these inputs
+        raise run_error(exc) from None
+    del sessions
+    check_cancel(cancel)
+    overhead = calibrate_overhead(req.provider, req.threads)
+    models = []
+    for role, m, path, lat, choice in zip(roles, sources, [req.model, req.against], latency, choices,
+                                          strict=False):
+        check_cancel(cancel)
+        label = f"{role}: " if len(sources) > 1 else ""
         prof = profile_model(m, feeds, req.provider, req.ort_opt, req.runs, req.warmup, progress, cancel,
-                             req.threads, label)
+                             req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
+                             keep_runs=True)
         prof["role"] = role
-        prof["path"] = _path(m)
+        prof["path"] = _path(path)
+        prof["provider"] = choice
+        floor = overhead["node_floor_us"]
+        for o in prof["op_types"]:
+            o["overhead_us"] = o["nodes"] * floor
         models.append(prof)
     comparison = None
-    if req.against is not None:
+    if len(sources) > 1:
         check_cancel(cancel)
-        comparison = compare_outputs(req.model, req.against, feeds, req.provider, req.ort_opt, req.atol,
+        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.ort_opt, req.atol,
                                      req.rtol, progress, cancel)
-        times = {t["key"]: t for t in fusion_times(req.against, req.model, models[0], models[1])}
+        times = fusion_times(sources[1], sources[0], models[0], models[1])
+        add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
+        by_key = {t["key"]: t for t in times}
         for f in comparison["fusions"]:
-            f["time"] = times.get(f["key"])
+            f["time"] = by_key.get(f["key"])
         if not comparison["fusions"]:
             # The reverse direction: the first model is the fused one.
-            comparison["reverse_fusion_times"] = fusion_times(req.model, req.against, models[1], models[0])
+            rev = fusion_times(sources[0], sources[1], models[1], models[0])
+            groups = fusion_groups(load_model_graph(sources[0]))
+            add_fusion_spreads(rev, models[1], models[0], groups, overhead)
+            comparison["reverse_fusion_times"] = rev
+        est = compare_timings(latency[0], latency[1], paired=True, threshold=req.threshold, seed=req.seed)
+        comparison["latency"] = {"method": "interleaved", **est.to_json()}
+    _drop_node_runs(models)
     fusions = None
     if req.ort_fusions:
         fusions = []
-        for role, m in pairs:
+        for role, m in zip(roles, sources, strict=True):
             check_cancel(cancel)
             level = req.ort_opt if req.ort_opt != "disabled" else "extended"
             fusions.append({"role": role, **ort_fusions(m, req.provider, level)})
             if progress:
-                progress("ort fusions", len(fusions), len(pairs))
-    return build_report(inputs, models, comparison, fusions)
+                progress("ort fusions", len(fusions), len(sources))
+    return build_report(inputs, models, comparison, fusions, overhead)

@@ -136,20 +136,46 @@ def measure_latency(
     sess, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: Progress | None, cancel: Cancel
 ) -> list[float]:
     """Wall time of each of `runs` plain session.run calls (ms), after `warmup` untimed runs."""
+    return interleaved_latency([sess], feeds, runs, warmup, progress, cancel)[0]
+
+
+def interleaved_latency(
+    sessions: list, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: Progress | None = None,
+    cancel: Cancel = None, seed: int = 0,
+) -> list[list[float]]:
+    """Wall time (ms) of each plain run of every session, the sessions taking turns run by run.
+
+    Each round runs every session once, in an order shuffled per round (seeded), so a burst of background
+    load or a slow drift hits both sides of a round alike and neither side always goes first.
+    """
+    rng = np.random.default_rng(seed)
     for i in range(warmup):
         check_cancel(cancel)
-        sess.run(None, feeds)
+        for sess in sessions:
+            sess.run(None, feeds)
         if progress:
             progress("warm-up", i + 1, warmup)
-    times = []
+    times: list[list[float]] = [[] for _ in sessions]
+    order = list(range(len(sessions)))
     for i in range(runs):
         check_cancel(cancel)
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append((time.perf_counter() - t0) * 1e3)
+        if len(order) > 1:
+            rng.shuffle(order)
+        for k in order:
+            t0 = time.perf_counter()
+            sessions[k].run(None, feeds)
+            times[k].append((time.perf_counter() - t0) * 1e3)
         if progress:
             progress("latency", i + 1, runs)
     return times
+
+
+def run_error(exc: Exception) -> FuseviewError:
+    """The one-line error for onnxruntime failing to run a model on the given inputs."""
+    if isinstance(exc, FuseviewError):
+        return exc
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return FuseviewError(f"onnxruntime failed to run the model on these inputs (see --dim): {msg}")
 
 
 def profile_trace(
@@ -198,8 +224,11 @@ def profile_trace(
     return all_runs[warmup:], device_events, choice.to_dict()
 
 
-def summarize(runs: list[trace.TraceRun], device_events: bool) -> dict:
-    """Per-node and per-op-type statistics (µs) over the runs, with provider and time source."""
+def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool = False) -> dict:
+    """Per-node and per-op-type statistics (µs) over the runs, with provider and time source.
+
+    keep_runs adds "node_runs_us": node name -> its time in each profiled run (for spreads of sums).
+    """
     n_runs = len(runs)
     index: dict[str, int] = {}
     meta: list[tuple[str, str, str, str]] = []  # name, op type, provider, time source
@@ -262,7 +291,9 @@ def summarize(runs: list[trace.TraceRun], device_events: bool) -> dict:
     nodes.sort(key=lambda d: -d["mean_us"])
     op_types.sort(key=lambda d: -d["mean_us"])
     run_durs = [r.dur_us for r in runs]
+    extra = {"node_runs_us": {name: tm[k] for k, (name, *_) in enumerate(meta)}} if keep_runs else {}
     return {
+        **extra,
         "profiled_runs": n_runs,
         "run_us": stats(run_durs),
         "node_sum_us": stats(run_node_totals),
@@ -287,14 +318,21 @@ def profile_model(
     threads: int = 0,
     label: str = "",
     cpu_mem_arena: bool = True,
+    profile_runs: int | None = None,
+    latency: list[float] | None = None,
+    keep_runs: bool = False,
 ) -> dict:
     """Latency (plain runs, no profiling) and the profile summary of one model on identical feeds.
 
+    profile_runs: how many profiled runs the per-node statistics come from (default: `runs`); fewer keep
+    the profiling pass cheap while the latency keeps all its runs. latency: plain-run times (ms) already
+    measured (e.g. interleaved with another model); then no plain runs are made here.
     cpu_mem_arena=False turns the CPU memory arena off in the profiled session only (fewer statistics for
     onnxruntime's profiler to gather, but allocations then go to malloc: see bench/bench_profile.py).
     """
-    if runs < 1 or warmup < 0:
-        raise FuseviewError("--runs must be >= 1 and --warmup >= 0")
+    profile_runs = runs if profile_runs is None else profile_runs
+    if runs < 1 or warmup < 0 or profile_runs < 1:
+        raise FuseviewError("--runs and --profile-runs must be >= 1 and --warmup >= 0")
     src = runnable(model)
 
     def stage(name: str) -> Progress | None:
@@ -302,28 +340,28 @@ def profile_model(
             return None
         return lambda s, d, t: progress(f"{label}{s}" if label else s, d, t)
 
-    sess, choice = create_session(src, provider, opt_level, threads=threads)
-    try:
-        lat = measure_latency(sess, feeds, runs, warmup, stage("latency"), cancel)
-    except FuseviewError:
-        raise
-    except Exception as exc:  # onnxruntime run-time failure on these inputs
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FuseviewError(
-            f"onnxruntime failed to run the model on these inputs (see --dim): {msg}"
-        ) from None
-    del sess
+    if latency is None:
+        sess, choice = create_session(src, provider, opt_level, threads=threads)
+        try:
+            lat = measure_latency(sess, feeds, runs, warmup, stage("latency"), cancel)
+        except Exception as exc:  # onnxruntime run-time failure on these inputs
+            raise run_error(exc) from None
+        del sess
+        choice_d = choice.to_dict()
+    else:
+        lat, choice_d = list(latency), None
     cost: dict = {"latency_runs": sum(lat) / 1e3}
-    t_runs, device_events, _ = profile_trace(src, feeds, provider, opt_level, runs, warmup, stage(""), cancel,
-                                             threads, cost, cpu_mem_arena)
+    t_runs, device_events, prof_choice = profile_trace(src, feeds, provider, opt_level, profile_runs,
+                                                       warmup, stage(""), cancel, threads, cost,
+                                                       cpu_mem_arena)
     t0 = time.perf_counter()
-    summary = summarize(t_runs, device_events)
+    summary = summarize(t_runs, device_events, keep_runs)
     cost["statistics"] = time.perf_counter() - t0
     return {
         "path": str(model) if not isinstance(model, onnx.ModelProto) else None,
-        "provider": choice.to_dict(),
+        "provider": choice_d or prof_choice,
         "ort_opt_level": opt_level,
-        "runs": runs,
+        "runs": len(lat),
         "warmup": warmup,
         "latency_ms": {**stats(lat), "runs": lat},
         "cuda_kernel_events": device_events,
@@ -331,6 +369,70 @@ def profile_model(
         "profile_session": {"cpu_mem_arena": cpu_mem_arena, "threads": threads or None, "cost_s": cost},
         **summary,
     }
+
+
+# Chains of no-op nodes the profiler overhead is fitted on; the difference cancels the per-run cost.
+_CHAIN_SHORT, _CHAIN_LONG = 8, 200
+_OVERHEAD_CACHE: dict[tuple[str, int], dict] = {}
+
+
+def noop_chain(n: int) -> onnx.ModelProto:
+    """A model that is a chain of n Identity nodes on a 1-element tensor: nothing to compute."""
+    h = onnx.helper
+    nodes = [h.make_node("Identity", [f"t{i}"], [f"t{i + 1}"], name=f"noop{i}") for i in range(n)]
+    graph = h.make_graph(nodes, "noop_chain", [h.make_tensor_value_info("t0", onnx.TensorProto.FLOAT, [1])],
+                         [h.make_tensor_value_info(f"t{n}", onnx.TensorProto.FLOAT, [1])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+def _median_run_us(sess, feeds: dict, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e6
+
+
+def calibrate_overhead(provider: str = "auto", threads: int = 0, runs: int = 40) -> dict:
+    """onnxruntime's per-node-event profiling overhead, fitted on chains of no-op nodes (cached per process).
+
+    per_event_us: wall time profiling adds per node execution (slope of profiled minus plain run time
+    between a short and a long chain). node_floor_us: the time the profiler reports for a node that does
+    nothing (median over the long chain): a node time near it is mostly overhead, not work.
+    """
+    key = (provider, threads)
+    if key in _OVERHEAD_CACHE:
+        return dict(_OVERHEAD_CACHE[key])
+    feeds = {"t0": np.zeros(1, dtype=np.float32)}
+    extra, floor = {}, 0.0
+    for n in (_CHAIN_SHORT, _CHAIN_LONG):
+        model = noop_chain(n)
+        plain, _ = create_session(model, provider, "disabled", threads=threads)
+        with tempfile.TemporaryDirectory(prefix="fuseview-calib-") as tmp:
+            prof, _ = create_session(model, provider, "disabled", str(Path(tmp) / "ort"), threads=threads)
+            for sess in (plain, prof):
+                for _ in range(5):
+                    sess.run(None, feeds)
+            t_plain, t_prof = [], []
+            for _ in range(3):  # alternate blocks so a burst of load hits both
+                t_plain.append(_median_run_us(plain, feeds, runs // 3 + 1))
+                t_prof.append(_median_run_us(prof, feeds, runs // 3 + 1))
+            extra[n] = float(np.median(t_prof)) - float(np.median(t_plain))
+            path = prof.end_profiling()
+            if n == _CHAIN_LONG:
+                traced, _ = trace.read_runs(path)
+                durs = [nd.host_us for r in traced[10:] for nd in r.nodes]
+                floor = float(np.median(durs)) if durs else 0.0
+        del plain, prof
+    per_event = max(0.0, (extra[_CHAIN_LONG] - extra[_CHAIN_SHORT]) / (_CHAIN_LONG - _CHAIN_SHORT))
+    out = {
+        "method": f"Identity chains of {_CHAIN_SHORT} and {_CHAIN_LONG} nodes, profiled vs plain",
+        "per_event_us": per_event,
+        "node_floor_us": floor,
+    }
+    _OVERHEAD_CACHE[key] = out
+    return dict(out)
 
 
 def trace_file_events(path: str | os.PathLike) -> list[trace.TraceRun]:

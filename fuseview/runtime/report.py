@@ -1,4 +1,4 @@
-"""The profile report: one JSON file (schema_version 1), written atomically and validated on load."""
+"""The profile report: one JSON file (schema_version 2; 1 still read), written atomically, validated."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.runtime.sessions import CUDA, available_providers
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 KIND = "fuseview.profile"
 
 # key -> type(s) a valid report must have; nested checks below.
@@ -31,6 +32,12 @@ _MODEL = {"role": str, "path": (str, type(None)), "provider": dict, "ort_opt_lev
 _STATS = ("mean", "p50", "p90")
 _NODE = {"name": str, "op_type": str, "provider": str, "time_source": str, "mean_us": (int, float),
          "p50_us": (int, float), "p90_us": (int, float), "share": (int, float)}
+_LATENCY = {"method": str, "runs": int, "level": (int, float), "speedup_p50": (int, float), "ci": list,
+            "threshold": (int, float), "verdict": str, "noise": dict}
+_NOISE = {"cv_model": (int, float, type(None)), "cv_against": (int, float, type(None)),
+          "warning": (str, type(None))}
+VERDICTS = ("faster", "slower", "no difference")
+_OVERHEAD = {"method": str, "per_event_us": (int, float), "node_floor_us": (int, float)}
 _OP = {"op_type": str, "provider": str, "nodes": int, "mean_us": (int, float), "p50_us": (int, float),
        "p90_us": (int, float), "share": (int, float)}
 
@@ -76,9 +83,10 @@ def environment(cuda_used: bool) -> dict:
 
 
 def build_report(
-    inputs: dict, models: list[dict], comparison: dict | None, ort_fusions: list | None = None
+    inputs: dict, models: list[dict], comparison: dict | None, ort_fusions: list | None = None,
+    profiler_overhead: dict | None = None,
 ) -> dict:
-    """Assemble a schema_version 1 report from the runtime results."""
+    """Assemble a schema_version 2 report from the runtime results."""
     import datetime
 
     cuda_used = any(m.get("provider", {}).get("provider") == CUDA for m in models)
@@ -93,6 +101,8 @@ def build_report(
     }
     if ort_fusions is not None:
         rep["ort_fusions"] = ort_fusions
+    if profiler_overhead is not None:
+        rep["profiler_overhead"] = profiler_overhead
     return rep
 
 
@@ -139,15 +149,16 @@ def _check_hist(h, where: str, src: str) -> None:
 
 
 def validate(report: dict, src: str = "report") -> None:
-    """FuseviewError naming the first thing that does not match schema_version 1."""
+    """FuseviewError naming the first thing that does not match schema_version 1 or 2."""
     if not isinstance(report, dict):
         raise FuseviewError(f"{src}: not a fuseview profile report (top level is not an object)")
     if report.get("kind") != KIND:
         raise FuseviewError(f"{src}: not a fuseview profile report (kind is {report.get('kind')!r})")
-    if report.get("schema_version") != SCHEMA_VERSION:
+    version = report.get("schema_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise FuseviewError(
-            f"{src}: report schema_version {report.get('schema_version')!r};"
-            f" this fuseview reads {SCHEMA_VERSION}"
+            f"{src}: report schema_version {version!r};"
+            f" this fuseview reads {' and '.join(map(str, READABLE_VERSIONS))}"
         )
     _check(report, _TOP, "report", src)
     _check(report["environment"], _ENV, "environment", src)
@@ -172,6 +183,23 @@ def validate(report: dict, src: str = "report") -> None:
         for name, d in cmp["outputs"].items():
             if isinstance(d, dict) and "abs_diff_hist" in d:
                 _check_hist(d["abs_diff_hist"], f"comparison.outputs[{name!r}].abs_diff_hist", src)
+        if version >= 2:
+            _check_latency(cmp.get("latency"), src)
+    if version >= 2 and "profiler_overhead" in report:
+        _check(report["profiler_overhead"], _OVERHEAD, "profiler_overhead", src)
+
+
+def _check_latency(lat, src: str) -> None:
+    """comparison.latency of a version 2 report: the interleaved A/B speed-up, interval and verdict."""
+    if lat is None:
+        raise FuseviewError(f"{src}: comparison has no 'latency'")
+    _check(lat, _LATENCY, "comparison.latency", src)
+    _check(lat["noise"], _NOISE, "comparison.latency.noise", src)
+    ci = lat["ci"]
+    if len(ci) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci):
+        raise FuseviewError(f"{src}: comparison.latency.ci must be two numbers [lo, hi]")
+    if lat["verdict"] not in VERDICTS:
+        raise FuseviewError(f"{src}: comparison.latency.verdict {lat['verdict']!r} is not one of {VERDICTS}")
 
 
 def load_report(path: str | os.PathLike) -> dict:
@@ -185,3 +213,41 @@ def load_report(path: str | os.PathLike) -> dict:
         raise FuseviewError(f"{path}: not a readable JSON report ({exc})") from None
     validate(report, str(path))
     return report
+
+
+def latency_verdict(report: dict) -> dict | None:
+    """comparison.latency of a report; for a version 1 report, None (it has only two medians)."""
+    cmp = report.get("comparison") or {}
+    return cmp.get("latency")
+
+
+def speedup_text(lat: dict) -> str:
+    """e.g. 'fused is faster: 1.31x [1.27, 1.35] (95% CI, 50 interleaved runs, threshold 2%)'."""
+    lo, hi = lat["ci"]
+    return (f"{lat['speedup_p50']:.2f}x [{lo:.2f}, {hi:.2f}] {lat['verdict']}"
+            f" ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs, threshold {lat['threshold']:.0%})")
+
+
+def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:
+    """The one verdict line of a comparison, said of the `against` model, with speed-up and interval."""
+    lat = latency_verdict(report)
+    if lat is None:
+        return None
+    if lat["verdict"] == "no difference":
+        head = f"no difference between {against} and {model}"
+    else:
+        head = f"{against} is {lat['verdict']} than {model}"
+    return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}"
+
+
+def fused_pane_title(report: dict, fused_label: str = "fused") -> str:
+    """Title of the fused model's pane: its latency and the speed-up with interval and verdict."""
+    by_role = {m["role"]: m for m in report.get("models", [])}
+    m = by_role.get("against")
+    if m is None:
+        return fused_label
+    head = f"{fused_label}: {m['latency_ms']['p50']:.2f} ms p50"
+    lat = latency_verdict(report)
+    if lat is None:
+        return f"{head} (old report: no interval, re-profile for a verdict)"
+    return f"{head}, {speedup_text(lat)}"
