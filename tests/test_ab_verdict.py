@@ -1,0 +1,98 @@
+"""Interleaved A/B verdicts with real onnxruntime sessions: A/A says no difference, a padded model slower."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from fuseview.cli import main
+from fuseview.runtime import samples
+from fuseview.runtime.job import ProfileRequest, default_profile_runs, run_profile
+from fuseview.runtime.report import load_report
+from fuseview.stats import compare_timings
+
+
+def with_noop_chain(model: onnx.ModelProto, n: int) -> onnx.ModelProto:
+    """The model with n Identity nodes before its first output: same result, n more node dispatches."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    out = m.graph.output[0].name
+    for node in m.graph.node:
+        node.output[:] = [f"{out}__pad0" if o == out else o for o in node.output]
+    for i in range(n):
+        dst = out if i == n - 1 else f"{out}__pad{i + 1}"
+        m.graph.node.append(onnx.helper.make_node("Identity", [f"{out}__pad{i}"], [dst], name=f"pad{i}"))
+    return m
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ab")
+    base = samples.gelu_original(hidden=16, inner=32)
+    paths = {"a": d / "a.onnx", "copy": d / "copy.onnx", "slow": d / "slow.onnx"}
+    onnx.save(base, paths["a"])
+    paths["copy"].write_bytes(paths["a"].read_bytes())
+    onnx.save(with_noop_chain(base, 400), paths["slow"])
+    return paths
+
+
+def test_padded_model_has_the_same_outputs(files):
+    slow = onnx.load(str(files["slow"]))
+    onnx.checker.check_model(slow)
+    assert [o.name for o in slow.graph.output] == [o.name for o in onnx.load(str(files["a"])).graph.output]
+    assert sum(n.op_type == "Identity" for n in slow.graph.node) == 400
+
+
+def test_a_a_shows_no_difference(files):
+    rep = run_profile(ProfileRequest(str(files["a"]), str(files["copy"]), provider="cpu", runs=60, threads=1,
+                                     threshold=0.05, profile_runs=2, dims={"seq": 8}))
+    lat = rep["comparison"]["latency"]
+    assert lat["method"] == "interleaved" and lat["verdict"] == "no difference", lat
+    a, b = (m["latency_ms"]["runs"] for m in rep["models"])
+    # at 99.9 % the interval of two byte-identical models must hold 1 (at 95 % it misses 1 time in 20)
+    wide = compare_timings(a, b, paired=True, level=0.999)
+    assert wide.ci[0] <= 1 <= wide.ci[1]
+
+
+def test_a_model_with_an_extra_no_op_chain_is_slower(files):
+    rep = run_profile(ProfileRequest(str(files["a"]), str(files["slow"]), provider="cpu", runs=60, threads=1,
+                                     profile_runs=2, dims={"seq": 8}))
+    lat = rep["comparison"]["latency"]
+    assert lat["verdict"] == "slower" and lat["ci"][1] < 1, lat
+    assert rep["comparison"]["passed"]  # Identity changes nothing in the outputs
+    # reversed, the padded model is the model and the original the faster one
+    rev = run_profile(ProfileRequest(str(files["slow"]), str(files["a"]), provider="cpu", runs=60, threads=1,
+                                     profile_runs=2, dims={"seq": 8}))
+    assert rev["comparison"]["latency"]["verdict"] == "faster" and rev["comparison"]["latency"]["ci"][0] > 1
+
+
+def test_cli_prints_one_verdict_line_and_writes_v2(files, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["profile", str(files["a"]), "--against", str(files["slow"]), "--runs", "40", "--threads", "1",
+               "--profile-runs", "3", "--dim", "seq=8", "--json", str(out), "--quiet", "--threshold", "0.05"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lines = [ln for ln in cap.out.splitlines() if ln.startswith("verdict: ")]
+    assert len(lines) == 1 and "slower" in lines[0] and "95% CI" in lines[0] and "threshold 5%" in lines[0]
+    rep = load_report(out)
+    assert rep["schema_version"] == 2 and rep["comparison"]["latency"]["threshold"] == 0.05
+    assert [m["profiled_runs"] for m in rep["models"]] == [3, 3]
+    assert [m["runs"] for m in rep["models"]] == [40, 40]
+    assert "profiler overhead:" in cap.out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--threshold", "1.5"], "--threshold"),
+    (["--profile-runs", "0"], "--profile-runs"),
+])
+def test_bad_threshold_and_profile_runs_are_one_line_errors(files, capsys, args, needle):
+    rc = main(["profile", str(files["a"]), "--against", str(files["copy"]), "--runs", "2", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("fuseview: error: ") and needle in err[0]
+
+
+def test_default_profile_runs_keep_profiling_a_fraction_of_the_runs():
+    assert default_profile_runs(3) == 3
+    assert default_profile_runs(20) == 10
+    assert default_profile_runs(50) == 10
+    assert default_profile_runs(500) == 100
