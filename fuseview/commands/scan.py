@@ -7,6 +7,8 @@ import json
 
 from fuseview.fusion.graphindex import parse_dims
 from fuseview.fusion.scan import scan_file
+from fuseview.runtime.costs import candidate_costs
+from fuseview.runtime.report import load_report
 
 HELP = "list the fusion candidates of a model (never changes it)"
 
@@ -23,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="value of a symbolic input dim for tensor sizes (default batch 1, sequence 128)",
     )
     p.add_argument("--near-misses", action="store_true", help="also list rules that nearly matched, and why")
+    p.add_argument("--profile", metavar="REPORT.json",
+                   help="a `fuseview profile --json` report of this model: each candidate gets the measured"
+                   " time (us) and share of the run of the nodes it would replace")
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -38,21 +43,35 @@ def _fmt_bytes(n: int | None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
     dims = parse_dims(args.dim)
+    report = load_report(args.profile) if args.profile else None
     result = scan_file(args.model, dims)
+    costs = candidate_costs(report, result.candidates) if report is not None else {}
     if args.json:
-        print(json.dumps(result.to_json(), indent=1))
+        out = result.to_json()
+        for c in out["candidates"]:
+            if c["id"] in costs:
+                cost = costs[c["id"]]
+                c["measured_us"], c["share"] = cost.measured_us, cost.share
+        if report is not None:
+            out["profile"] = {"report": args.profile, "model": report["models"][0]["path"]}
+        print(json.dumps(out, indent=1))
         return 0
     cands = result.candidates
     print(f"model      {args.model}")
     print("dims       " + (", ".join(f"{k}={v}" for k, v in result.index.dims_used.items()) or "-"))
     print(f"candidates {len(cands)}")
+    if report is not None:
+        print(f"measured   time of the nodes each candidate replaces (mean us, share of the run):"
+              f" {args.profile}")
     for c in cands:
         where = c.nodes[-1] if c.nodes else "-"
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
+        cost = costs.get(c.id)
+        measured = f"  {cost.measured_us:>9.1f} us {cost.share * 100:5.1f}%" if cost else ""
         print(
             f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
-            f"  saves {_fmt_bytes(c.saved_bytes):>10}"
+            f"  saves {_fmt_bytes(c.saved_bytes):>10}{measured}"
             f"  at {where}{conflicts}"
         )
     by_rule: dict[str, int] = {}
