@@ -1,11 +1,13 @@
-"""Profiling overhead: GPT-2 (seq 128) profiled for 50 runs by fuseview, against 50 plain runs.
+"""Profiling cost: GPT-2 (seq 128) profiled by fuseview with --runs 50, against its 50 plain runs.
 
-Target (issue 4): the profiling pass (profiled runs + onnxruntime writing its trace + fuseview reading it and
-computing the statistics) takes under twice the plain inference time of the same runs. The figures come from
-profile_model, the path `fuseview profile` takes: plain runs first (latency), then a profiled session; each
-run is timed around session.run alone (warm-up runs and session creation are not counted in either).
+Target (issue 8, point 7): `fuseview profile gpt2_12l_ts17 --runs 50` costs under twice the 50 plain runs:
+the plain runs plus the profiling pass (its profiled runs, warm-up included, + onnxruntime writing its trace
++ fuseview reading it and computing the statistics) under 2x the plain runs alone. The per-node statistics
+come from their own, smaller number of profiled runs (--profile-runs; default as `fuseview profile`: 10, or
+a fifth of --runs when more). The figures come from profile_model, the path `fuseview profile` takes; each
+run is timed around session.run alone (session creation is counted in neither).
 Prints the breakdown of each repeat and the median ratio. Run from the repo root:
-    python bench/bench_profile.py [MODEL] [--runs 50] [--seq 128] [--threads 1] [--repeat 3] [--no-arena]
+    python bench/bench_profile.py [MODEL] [--runs 50] [--profile-runs N] [--threads 1] [--repeat 3]
 --no-arena turns the CPU memory arena off in the profiled session only (not fuseview's default).
 --arena-check profiles with the arena on and off, --repeat sessions each, and prints per-op-type and
 per-node p50 times side by side: is arena-off a fair configuration for the profiled runs?
@@ -24,9 +26,10 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fuseview.runtime.inputs import make_feeds  # noqa: E402
+from fuseview.runtime.job import default_profile_runs  # noqa: E402
 from fuseview.runtime.profiling import profile_model  # noqa: E402
 
-DEFAULT = Path(__file__).resolve().parent.parent.parent / "shared" / "models" / "gpt2_12l_ts17.onnx"
+DEFAULT = Path(__file__).resolve().parent.parent / "tests" / "data" / "gpt2" / "gpt2_12l_ts17.onnx"
 
 
 def main() -> int:
@@ -34,6 +37,8 @@ def main() -> int:
     ap.add_argument("model", nargs="?", default=str(DEFAULT))
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profile-runs", type=int, default=None,
+                    help="profiled runs (default as fuseview profile)")
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: steadier)")
     ap.add_argument("--provider", default="cpu")
@@ -41,6 +46,8 @@ def main() -> int:
     ap.add_argument("--no-arena", action="store_true", help="CPU memory arena off in the profiled session")
     ap.add_argument("--arena-check", action="store_true", help="per-op-type times with the arena on vs off")
     args = ap.parse_args()
+    if args.profile_runs is None:
+        args.profile_runs = default_profile_runs(args.runs)
 
     print("command       python " + " ".join(shlex.quote(a) for a in sys.argv))
     proto = onnx.load(args.model, load_external_data=False)
@@ -49,36 +56,48 @@ def main() -> int:
     if args.arena_check:
         return arena_check(args, feeds)
     print(f"model         {args.model} (seq {args.seq}, {nodes} nodes run, threads {args.threads},"
-          f" {args.runs} runs, {args.warmup} warm-up, cpu arena in profiled session:"
+          f" {args.runs} runs, {args.profile_runs} profiled runs, {args.warmup} warm-up,"
+          f" cpu arena in profiled session:"
           f" {'off' if args.no_arena else 'on'})")
-    ratios, floors = [], []
+    ratios, floors, wholes = [], [], []
     for rep in range(args.repeat):
         prof = profile_model(args.model, feeds, args.provider, "disabled", args.runs, args.warmup,
-                             threads=args.threads, cpu_mem_arena=not args.no_arena)
-        assert prof["profiled_runs"] == args.runs
+                             threads=args.threads, cpu_mem_arena=not args.no_arena,
+                             profile_runs=args.profile_runs)
+        assert prof["profiled_runs"] == args.profile_runs
         c = prof["profile_session"]["cost_s"]
         plain = c["latency_runs"]
-        ort_part = c["profiled_runs"] + c["trace_write"]
+        n_prof = args.profile_runs + args.warmup
+        ort_part = c["profiled_runs"] * n_prof / args.profile_runs + c["trace_write"]
         total = ort_part + c["trace_read"] + c["statistics"]
         ratios.append(total / plain)
         floors.append(ort_part / plain)
-        per_node = (c["profiled_runs"] - plain) / args.runs / len(prof["nodes"]) * 1e6
+        wholes.append((plain + total) / plain)
+        plain_run = plain / args.runs
+        per_node = (c["profiled_runs"] / args.profile_runs - plain_run) / len(prof["nodes"]) * 1e6
         print(f"--- repeat {rep + 1} ({prof['provider']['provider']})")
         print(f"plain runs    {plain:.3f} s  ({plain / args.runs * 1e3:.2f} ms/run)")
-        print(f"profiled runs {c['profiled_runs']:.3f} s  ({c['profiled_runs'] / args.runs * 1e3:.2f} ms/run,"
-              f" {c['profiled_runs'] / plain:.2f}x plain; +{per_node:.1f} us per node execution)")
+        prof_run = c["profiled_runs"] / args.profile_runs
+        print(f"profiled runs {c['profiled_runs']:.3f} s for {args.profile_runs}"
+              f"  ({prof_run * 1e3:.2f} ms/run,"
+              f" {prof_run / plain_run:.2f}x a plain run; +{per_node:.1f} us per node execution;"
+              f" with {args.warmup} warm-up ~{c['profiled_runs'] * n_prof / args.profile_runs:.3f} s)")
         print(f"trace write   {c['trace_write']:.3f} s  ({c['trace_bytes'] / 1e6:.1f} MB,"
               " onnxruntime's end_profiling)")
         print(f"trace read    {c['trace_read']:.3f} s  (fuseview: file to runs)")
         print(f"statistics    {c['statistics']:.3f} s")
         print(f"profiling     {total:.3f} s total = {total / plain:.2f}x plain"
               f"  (onnxruntime's part alone, runs + write: {ort_part / plain:.2f}x)")
+        print(f"whole profile {plain + total:.3f} s = plain runs + profiling"
+              f" = {(plain + total) / plain:.2f}x plain")
         print(f"node sum p50  {prof['node_sum_us']['p50'] / 1e3:.2f} ms of model_run p50"
               f" {prof['run_us']['p50'] / 1e3:.2f} ms (plain p50 {prof['latency_ms']['p50']:.2f} ms)")
-    ratio = statistics.median(ratios)
-    met = "met" if ratio < 2 else "NOT met"
-    print(f"=== median of {args.repeat}: ratio {ratio:.2f}x plain (target < 2x: {met});"
-          f" onnxruntime's profiled runs + trace write alone {statistics.median(floors):.2f}x")
+    whole = statistics.median(wholes)
+    met = "met" if whole < 2 else "NOT met"
+    print(f"=== median of {args.repeat}: whole profile (plain + profiling) {whole:.2f}x plain"
+          f" (target < 2x: {met});"
+          f" profiling pass alone {statistics.median(ratios):.2f}x; onnxruntime's profiled runs + trace write"
+          f" alone {statistics.median(floors):.2f}x")
     return 0
 
 
