@@ -107,7 +107,7 @@ def test_version_1_report_still_loads(report, tmp_path):
     p.write_text(json.dumps(old))
     loaded = load_report(p)
     assert loaded["schema_version"] == 1 and latency_verdict(loaded) is None
-    assert "re-profile" in fused_pane_title(loaded)
+    assert "profile again" in fused_pane_title(loaded)
     assert verdict_line(loaded) is None
 
 
@@ -115,4 +115,6 @@ def test_verdict_texts_state_interval_and_verdict(report):
     lat = report["comparison"]["latency"]
     line = verdict_line(report, "original", "fused")
     assert line.startswith("verdict: ") and lat["verdict"] in line and f"{lat['ci'][0]:.2f}" in line
-    assert "95% CI" in fused_pane_title(report) and lat["verdict"] in fused_pane_title(report)
+    title = fused_pane_title(report, "Fused — 9 nodes")
+    assert title.startswith("Fused — 9 nodes · latency ") and "95% CI" in title and lat["verdict"] in title
+    assert fused_pane_title(report, title) == title  # a second profile replaces the latency part

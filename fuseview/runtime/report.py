@@ -240,14 +240,20 @@ def verdict_line(report: dict, model: str = "model", against: str = "against") -
     return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}"
 
 
-def fused_pane_title(report: dict, fused_label: str = "fused") -> str:
-    """Title of the fused model's pane: its latency and the speed-up with interval and verdict."""
-    by_role = {m["role"]: m for m in report.get("models", [])}
-    m = by_role.get("against")
+TITLE_SEP = " · latency "
+
+
+def fused_pane_title(report: dict, base: str = "Fused") -> str:
+    """The fused pane's title: `base` (up to any earlier latency part) + latency, speed-up, interval, verdict.
+
+    The window calls it with the pane's current title each time a profile finishes.
+    """
+    base = base.split(TITLE_SEP)[0]
+    m = {x["role"]: x for x in report.get("models", [])}.get("against")
     if m is None:
-        return fused_label
-    head = f"{fused_label}: {m['latency_ms']['p50']:.2f} ms p50"
+        return base
+    head = f"{base}{TITLE_SEP}{m['latency_ms']['p50']:.2f} ms p50"
     lat = latency_verdict(report)
     if lat is None:
-        return f"{head} (old report: no interval, re-profile for a verdict)"
-    return f"{head}, {speedup_text(lat)}"
+        return f"{head} (old report: no interval, profile again for a verdict)"
+    return f"{head}, speed-up {speedup_text(lat)}"

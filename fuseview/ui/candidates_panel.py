@@ -22,9 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fuseview.errors import FuseviewError
+from fuseview.runtime.costs import MeasuredCost, candidate_costs
 from fuseview.ui.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 
-COLUMNS = ("Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts")
+COLUMNS = ("Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share")
+MEASURED_COLUMNS = (7, 8)
 _STATUS_COLORS = {ACCEPTED: "#1a7f37", APPLIED: "#0b5cad", REJECTED: "#8c959f"}
 _ID_ROLE = Qt.ItemDataRole.UserRole
 
@@ -52,6 +55,8 @@ class CandidatesPanel(QDockWidget):
         self.decisions: Decisions | None = None
         self.scopes: dict[str, str] = {}
         self.node_filter: set[str] | None = None  # candidate ids of the selected node
+        self.costs: dict[str, MeasuredCost] = {}  # from a profile of the original model
+        self.sort_by_measured = False  # rows by measured time, most first (else scan order)
         self._filling = False
 
         body = QWidget()
@@ -88,6 +93,12 @@ class CandidatesPanel(QDockWidget):
         self._sized = False
         self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.table.setColumnWidth(2, 140)
+        for c in MEASURED_COLUMNS:
+            self.table.horizontalHeaderItem(c).setToolTip(
+                "measured time of the nodes the candidate would replace (mean per run) and its share of the"
+                " run, from the last profile of the original model; click to sort by it"
+            )
+        header.sectionClicked.connect(self._header_clicked)
         self.table.currentCellChanged.connect(self._current_changed)
         col.addWidget(self.table, 1)
 
@@ -162,6 +173,7 @@ class CandidatesPanel(QDockWidget):
                 human_bytes(c.saved_bytes),
                 status,
                 conflict,
+                *self._cost_cells(cid),
             )
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -173,7 +185,7 @@ class CandidatesPanel(QDockWidget):
                     item.setForeground(QBrush(QColor(_STATUS_COLORS[status])))
                 if col == 0:
                     item.setIcon(_swatch(d.colors[c.rule]))
-                if col in (3, 4):
+                if col in (3, 4, *MEASURED_COLUMNS):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, col, item)
         if ids and not self._sized:
@@ -217,7 +229,11 @@ class CandidatesPanel(QDockWidget):
         rule = self.rule_filter.currentData() or ""
         status = self.status_filter.currentData() or ""
         out = []
-        for c in d.candidates:
+        cands = d.candidates
+        if self.sort_by_measured and self.costs:
+            none = MeasuredCost(-1.0, -1.0, 0, 0)
+            cands = sorted(cands, key=lambda c: -self.costs.get(c.id, none).measured_us)
+        for c in cands:
             if rule and c.rule != rule:
                 continue
             if status and d.status(c.id) != status:
@@ -226,6 +242,37 @@ class CandidatesPanel(QDockWidget):
                 continue
             out.append(c.id)
         return out
+
+    # measured cost ---------------------------------------------------------------------------------
+    def set_profile(self, report: dict | None) -> None:
+        """Measured time and share of each candidate's nodes from a profile report (None clears them).
+
+        A report of another model (none of the candidates' nodes in it) clears them too.
+        """
+        costs: dict[str, MeasuredCost] = {}
+        if report is not None and self.decisions is not None:
+            try:
+                costs = candidate_costs(report, self.decisions.candidates)
+            except FuseviewError:
+                costs = {}
+        self.costs = costs
+        self.refresh()
+
+    def _cost_cells(self, cid: str) -> tuple[str, str]:
+        cost = self.costs.get(cid)
+        if cost is None:
+            return "", ""
+        return f"{cost.measured_us:.1f} µs", f"{cost.share * 100:.1f}%"
+
+    def _header_clicked(self, col: int) -> None:
+        if col not in MEASURED_COLUMNS:
+            return
+        self.sort_by_measured = not self.sort_by_measured
+        header = self.table.horizontalHeader()
+        header.setSortIndicatorShown(self.sort_by_measured)
+        if self.sort_by_measured:
+            header.setSortIndicator(col, Qt.SortOrder.DescendingOrder)
+        self.refresh()
 
     # current row ----------------------------------------------------------------------------------
     def current_id(self) -> str:

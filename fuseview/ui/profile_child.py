@@ -15,7 +15,7 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest, run_profile
 from fuseview.runtime.report import save_report
 
-FIELDS = ("model", "against", "provider", "runs", "warmup", "dims", "ort_opt")
+FIELDS = ("model", "against", "provider", "runs", "warmup", "dims", "ort_opt", "threshold", "profile_runs")
 
 
 def _say(**msg) -> None:

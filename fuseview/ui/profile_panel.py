@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
-from fuseview.runtime.report import load_report, save_report
+from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
@@ -95,19 +95,37 @@ def environment_text(report: dict, source: str | None = None) -> str:
     return head + " · ".join(p for p in parts if p)
 
 
+def headline_text(report: dict) -> str:
+    """The speed-up with its interval and verdict (never a bare ratio); '' for a single model."""
+    if len(report["models"]) < 2:
+        return ""
+    lat = latency_verdict(report)
+    if lat is None:
+        return "Speed-up: not shown (a version 1 report has no interval; profile again for a verdict)"
+    # the verdict is said of the `against` model; the fused one is `against` unless the report is reversed
+    roles = plots.model_roles(report)
+    first, second = roles
+    verdict = lat["verdict"] if lat["verdict"] == "no difference" else f"{second} {lat['verdict']}"
+    return f"Speed-up {first}/{second} p50 {speedup_text(lat).replace(lat['verdict'], verdict, 1)}"
+
+
 def summary_text(report: dict) -> str:
-    """Median latency per model (and the speed-up) and whether the outputs matched."""
+    """The speed-up headline, median latency per model and whether the outputs matched."""
     by_role = plots.models_by_role(report)
     inputs = report["inputs"]
     dims = ", ".join(f"{k}={v}" for k, v in inputs.get("dims", {}).items())
     bits = [f"{role} {m['latency_ms']['p50']:.3f} ms" for role, m in by_role.items()]
-    text = "Latency p50: " + ", ".join(bits)
-    if len(by_role) == 2:
-        a, b = by_role[plots.ORIGINAL]["latency_ms"]["p50"], by_role[plots.FUSED]["latency_ms"]["p50"]
-        if b:
-            text += f" (original/fused = {a / b:.2f}x)"
+    head = headline_text(report)
+    text = (head + "\n" if head else "") + "Latency p50: " + ", ".join(bits)
+    lat = latency_verdict(report)
+    if lat is not None and lat["noise"]["warning"]:
+        text += f" ({lat['noise']['warning']})"
     runs = report["models"][0]
-    text += f" · {runs['runs']} runs after {runs['warmup']} warm-up · ORT opt {runs['ort_opt_level']}"
+    profiled = ""
+    if "profiled_runs" in runs:
+        profiled = f", per-node times from {runs['profiled_runs']} profiled runs"
+    text += f" · {runs['runs']} runs after {runs['warmup']} warm-up{profiled}"
+    text += f" · ORT opt {runs['ort_opt_level']}"
     if dims:
         text += f" · dims {dims}"
     cmp = report.get("comparison")
@@ -334,9 +352,13 @@ class ProfilePanel(QDockWidget):
             "warmup": req.warmup,
             "dims": req.dims,
             "ort_opt": req.ort_opt,
+            "threshold": req.threshold,
+            "profile_runs": req.profile_runs,
         }
         n_models = 2 if req.against is not None else 1
-        self._steps = n_models * 2 * (req.runs + req.warmup) + (2 if n_models == 2 else 0)
+        # interleaved plain runs (all models in one pass), each model's profiled runs, the comparison
+        profiled = n_models * (req.warmup + req.profiled_runs())
+        self._steps = req.warmup + req.runs + profiled + 2 * (n_models - 1)
         self._cancel_asked = False
         self._child_error = None
         self._written = set()
@@ -528,12 +550,19 @@ class ProfilePanel(QDockWidget):
 
         ops, times = plots.op_type_rows(report)
         self._ops = ops
-        self.op_plot.set_bars(ops, times)
+        note = plots.overhead_note(report)
+        self.op_plot.set_title("Time per op type (median per run)" + note)
+        floor = plots.op_floor_us(report)
+        self.op_plot.set_bars(
+            ops, times,
+            [f"{op}\nprofiler floor in it: {plots.fmt_us(floor[op])}" if op in floor else op for op in ops],
+        )
         self._node_rows: dict[str, list[dict]] = {}
         for role, p in self.node_plots.items():
             if role in by_role:
                 rows = plots.slowest_nodes(by_role[role])
                 self._node_rows[role] = rows
+                p.set_title(f"Slowest nodes: {role}" + note)
                 p.set_bars(
                     plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
@@ -550,12 +579,7 @@ class ProfilePanel(QDockWidget):
                     plots.ORIGINAL: [r.original_us for r in self._fusion_rows],
                     plots.FUSED: [r.fused_us for r in self._fusion_rows],
                 },
-                [
-                    f"{r.fused_node}\nspeed-up {r.original_us / r.fused_us:.2f}x"
-                    if r.fused_us
-                    else r.fused_node
-                    for r in self._fusion_rows
-                ],
+                [r.tip() for r in self._fusion_rows],
             )
         else:
             self.fusion_plot.show_message(

@@ -72,13 +72,34 @@ def slowest_nodes(model: dict, top: int = TOP_N) -> list[dict]:
 
 @dataclass
 class FusionRow:
-    """One applied fusion: its label, the replaced nodes' time against the fused nodes' time (us)."""
+    """One applied fusion: its label, the replaced nodes' time against the fused nodes' time (us).
+
+    Spreads are [p25, p75] of the summed times over the profiled runs; measurable is False when the
+    difference is within that spread or the profiler's per-node floor (None: an old report, not known).
+    """
 
     label: str
     original_us: float
     fused_us: float
     fused_node: str
     original_node: str | None
+    original_spread: list[float] | None = None
+    fused_spread: list[float] | None = None
+    measurable: bool | None = None
+
+    def tip(self) -> str:
+        """Tooltip text: both times with their spread, then the speed-up or 'not measurable'."""
+        def part(name: str, us: float, spread: list[float] | None) -> str:
+            runs = f" (runs {fmt_us(spread[0])}–{fmt_us(spread[1])})" if spread else ""
+            return f"{name} {fmt_us(us)}{runs}"
+
+        original = part("replaced", self.original_us, self.original_spread)
+        head = f"{self.fused_node}\n{original}, {part('fused', self.fused_us, self.fused_spread)}"
+        if self.measurable is False:
+            return head + "\nnot measurable: within the runs' spread or the profiler's per-node floor"
+        if self.fused_us:
+            return head + f"\nspeed-up {self.original_us / self.fused_us:.2f}x"
+        return head
 
 
 def fusion_rows(report: dict, top: int = TOP_N) -> list[FusionRow]:
@@ -96,9 +117,31 @@ def fusion_rows(report: dict, top: int = TOP_N) -> list[FusionRow]:
     found = found[:top]
     names = strip_common_scope([t["node"] for _, t, _ in found])
     return [
-        FusionRow(short_label(name, f"{rule}  "), t["original_p50_us"], t["fused_p50_us"], t["node"], first)
+        FusionRow(short_label(name, f"{rule}  "), t["original_p50_us"], t["fused_p50_us"], t["node"], first,
+                  t.get("original_spread_us"), t.get("fused_spread_us"), t.get("measurable"))
         for (rule, t, first), name in zip(found, names, strict=True)
     ]
+
+
+def overhead_note(report: dict) -> str:
+    """'' or a note on the profiler's per-node floor, for plot titles (version 1 reports have none)."""
+    ovh = report.get("profiler_overhead")
+    if not ovh:
+        return ""
+    return f" · profiler floor {ovh['node_floor_us']:.1f} µs/node, +{ovh['per_event_us']:.1f} µs per event"
+
+
+def op_floor_us(report: dict) -> dict[str, float]:
+    """Op type -> the profiler's floor in its time (nodes x per-node floor) for the original model."""
+    ovh = report.get("profiler_overhead")
+    if not ovh:
+        return {}
+    model = models_by_role(report).get(ORIGINAL) or report["models"][0]
+    out: dict[str, float] = {}
+    for o in model["op_types"]:
+        floor = o.get("overhead_us", o["nodes"] * ovh["node_floor_us"])
+        out[o["op_type"]] = out.get(o["op_type"], 0.0) + floor
+    return out
 
 
 def node_labels(nodes: list[dict]) -> list[str]:

@@ -19,6 +19,7 @@ from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import document_from_model
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
+from fuseview.runtime.report import fused_pane_title
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
 from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
@@ -78,6 +79,7 @@ class Workbench(QObject):
             self.profile_panel.nodeActivated.connect(self.select_node)
             self.profile_panel.opTypeActivated.connect(self.highlight_op)
             self.profile_panel.heatmapChanged.connect(self.set_heatmap)
+            self.profile_panel.profileFinished.connect(self._profiled)
             self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
         win.document_shown.connect(self._shown)
@@ -421,6 +423,11 @@ class Workbench(QObject):
 
         self.win._start(work, "Applying", self._applied)
         return True
+
+    def _profiled(self, report: dict) -> None:
+        self.panel.set_profile(report)
+        if self.fused is not None:
+            self.fused_pane.set_title(fused_pane_title(report, self.fused_pane.title.text()))
 
     def _applied(self, result) -> None:
         res, val, notes, fdoc, expanded, lay, paths = result
