@@ -96,3 +96,23 @@ def test_default_profile_runs_keep_profiling_a_fraction_of_the_runs():
     assert default_profile_runs(20) == 10
     assert default_profile_runs(50) == 10
     assert default_profile_runs(500) == 100
+
+
+def test_fusion_difference_below_floor_or_spread_is_not_measurable():
+    import numpy as np
+
+    from fuseview.runtime.job import add_fusion_spreads
+
+    groups = [{"key": "big", "origin": ["a1", "a2", "a3"], "nodes": ["f1"]},
+              {"key": "tiny", "origin": ["t1", "t2"], "nodes": ["g1"]},
+              {"key": "noisy", "origin": ["n1"], "nodes": ["h1"]}]
+    runs_a = {"a1": np.full(6, 100.0), "a2": np.full(6, 50.0), "a3": np.full(6, 50.0),
+              "t1": np.full(6, 3.0), "t2": np.full(6, 3.0), "n1": np.array([10.0, 90, 10, 90, 10, 90])}
+    runs_b = {"f1": np.full(6, 60.0), "g1": np.full(6, 5.0), "h1": np.array([40.0, 60, 40, 60, 40, 60])}
+    times = [{"key": g["key"]} for g in groups]
+    add_fusion_spreads(times, {"node_runs_us": runs_a}, {"node_runs_us": runs_b}, groups,
+                       {"node_floor_us": 2.0, "per_event_us": 5.0})
+    big, tiny, noisy = times
+    assert big["measurable"] and big["original_spread_us"] == [200.0, 200.0]
+    assert not tiny["measurable"]  # 6 us vs 5 us: within 3 nodes' profiler floor
+    assert not noisy["measurable"]  # medians differ by 0, runs scatter widely

@@ -1,0 +1,125 @@
+"""The window states the A/B result as the CLI does: speed-up with interval and verdict, spreads, costs."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from PySide6.QtCore import QSettings
+
+from fuseview.runtime import samples
+from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.report import save_report
+from fuseview.ui import dialogs
+from fuseview.ui.main_window import MainWindow
+from fuseview.ui.profile_panel import ProfilePanel, headline_text
+from tests.conftest import ASSET_MODELS, GPT2_MODELS
+
+MS = 90_000
+
+
+@pytest.fixture(scope="module")
+def gelu_report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gelu_ab")
+    onnx.save(samples.gelu_original(), d / "orig.onnx")
+    onnx.save(samples.gelu_fused(), d / "fused.onnx")
+    rep = run_profile(ProfileRequest(str(d / "orig.onnx"), str(d / "fused.onnx"), provider="cpu", runs=20,
+                                     threads=1, dims={"seq": 16}, profile_runs=5))
+    return save_report(rep, d / "report.json")
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = ProfilePanel()
+    qtbot.addWidget(p)
+    p.resize(1200, 700)
+    p.show()
+    yield p
+    p.shutdown()
+
+
+def test_headline_has_interval_and_verdict_never_a_bare_ratio(panel, gelu_report):
+    panel.open_report(gelu_report)
+    rep = json.loads(gelu_report.read_text())
+    lat = rep["comparison"]["latency"]
+    text = panel.env.text()
+    assert "Speed-up original/fused p50" in text and f"[{lat['ci'][0]:.2f}, {lat['ci'][1]:.2f}]" in text
+    assert "95% CI" in text and "20 interleaved runs" in text and lat["verdict"] in text
+    assert "original/fused =" not in text
+    assert "per-node times from 5 profiled runs" in text
+
+
+def test_plots_note_the_profiler_floor_and_fusions_say_not_measurable(panel, gelu_report):
+    panel.open_report(gelu_report)
+    rep = json.loads(gelu_report.read_text())
+    floor = rep["profiler_overhead"]["node_floor_us"]
+    assert f"profiler floor {floor:.1f} µs/node" in panel.op_plot.title
+    assert "profiler floor" in panel.node_plots["original"].title
+    (row,) = panel._fusion_rows
+    (f,) = rep["comparison"]["fusions"]
+    assert row.measurable is f["time"]["measurable"] and len(row.original_spread) == 2
+    tip = row.tip()
+    assert ("not measurable" in tip) is (not f["time"]["measurable"])
+    assert ("speed-up" in tip) is f["time"]["measurable"]
+    assert "runs " in tip  # the spread across profiled runs
+
+
+def test_version_1_report_shows_no_ratio(panel, gelu_report, tmp_path):
+    rep = json.loads(gelu_report.read_text())
+    rep["schema_version"] = 1
+    del rep["comparison"]["latency"], rep["profiler_overhead"]
+    p = tmp_path / "v1.json"
+    p.write_text(json.dumps(rep))
+    panel.open_report(p)
+    assert "not shown" in panel.env.text() and "x [" not in panel.env.text()
+    assert headline_text(rep).startswith("Speed-up: not shown")
+    assert "profiler floor" not in panel.op_plot.title
+
+
+def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    try:
+        with qtbot.waitSignal(w.workbench.scanned, timeout=MS):
+            w.open_file(GPT2_MODELS / "gpt2_2l_ts17.onnx")
+        qtbot.waitUntil(lambda: not w.busy, timeout=MS)
+        wb = w.workbench
+        wb.panel.accept_all()
+        with qtbot.waitSignal(wb.applied, timeout=MS):
+            assert wb.apply()
+        before = wb.fused_pane.title.text()
+        pp = wb.profile_panel
+        pp.runs.setValue(4)
+        pp.warmup.setValue(1)
+        pp.dims.setText("seq=16")
+        with qtbot.waitSignal(pp.profileFinished, timeout=MS) as blocker:
+            pp.start_profile()
+        report = blocker.args[0]
+        lat = report["comparison"]["latency"]
+        title = wb.fused_pane.title.text()
+        assert title.startswith(before + " · latency ") and "95% CI" in title and lat["verdict"] in title
+        # candidates: measured time and share of the nodes each would replace, from the original's profile
+        table, panel = wb.panel.table, wb.panel
+        ids = panel.visible_ids()
+        assert panel.costs and set(panel.costs) == {c.id for c in wb.decisions.candidates}
+        assert all(table.item(r, 7).text().endswith("µs") and table.item(r, 8).text().endswith("%")
+                   for r in range(table.rowCount()))
+        table.horizontalHeader().sectionClicked.emit(7)
+        ranked = panel.visible_ids()
+        us = [panel.costs[i].measured_us for i in ranked]
+        assert us == sorted(us, reverse=True) and sorted(ranked) == sorted(ids)
+        assert [table.item(r, 0).data(256) for r in range(table.rowCount())] == ranked  # rows follow the sort
+        table.horizontalHeader().sectionClicked.emit(7)
+        assert panel.visible_ids() == ids  # back to scan order
+        # a report of another model does not put costs on these candidates
+        other = run_profile(ProfileRequest(str(ASSET_MODELS / "mlp_gelu_tanh_ts17.onnx"), runs=1, warmup=0,
+                                           profile_runs=1, provider="cpu"))
+        panel.set_profile(other)
+        assert panel.costs == {} and table.item(0, 7).text() == ""
+    finally:
+        w.runner.shutdown()
+        wb.profile_panel.shutdown()
