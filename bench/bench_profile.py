@@ -3,8 +3,8 @@
 Target (issue 8, point 7): `fuseview profile gpt2_12l_ts17 --runs 50` costs under twice the 50 plain runs:
 the plain runs plus the profiling pass (its profiled runs, warm-up included, + onnxruntime writing its trace
 + fuseview reading it and computing the statistics) under 2x the plain runs alone. The per-node statistics
-come from their own, smaller number of profiled runs (--profile-runs; default as `fuseview profile`: 10, or
-a fifth of --runs when more). The figures come from profile_model, the path `fuseview profile` takes; each
+come from their own, smaller number of profiled runs (--profile-runs; default as `fuseview profile`: 5, or
+a tenth of --runs when more). The figures come from profile_model, the path `fuseview profile` takes; each
 run is timed around session.run alone (session creation is counted in neither).
 Prints the breakdown of each repeat and the median ratio. Run from the repo root:
     python bench/bench_profile.py [MODEL] [--runs 50] [--profile-runs N] [--threads 1] [--repeat 3]
@@ -67,7 +67,7 @@ def main() -> int:
         assert prof["profiled_runs"] == args.profile_runs
         c = prof["profile_session"]["cost_s"]
         plain = c["latency_runs"]
-        n_prof = args.profile_runs + args.warmup
+        n_prof = args.profile_runs + min(args.warmup, 1)  # profile_model's one profiled warm-up run
         ort_part = c["profiled_runs"] * n_prof / args.profile_runs + c["trace_write"]
         total = ort_part + c["trace_read"] + c["statistics"]
         ratios.append(total / plain)
@@ -81,7 +81,8 @@ def main() -> int:
         print(f"profiled runs {c['profiled_runs']:.3f} s for {args.profile_runs}"
               f"  ({prof_run * 1e3:.2f} ms/run,"
               f" {prof_run / plain_run:.2f}x a plain run; +{per_node:.1f} us per node execution;"
-              f" with {args.warmup} warm-up ~{c['profiled_runs'] * n_prof / args.profile_runs:.3f} s)")
+              f" with {min(args.warmup, 1)} warm-up"
+              f" ~{c['profiled_runs'] * n_prof / args.profile_runs:.3f} s)")
         print(f"trace write   {c['trace_write']:.3f} s  ({c['trace_bytes'] / 1e6:.1f} MB,"
               " onnxruntime's end_profiling)")
         print(f"trace read    {c['trace_read']:.3f} s  (fuseview: file to runs)")

@@ -93,9 +93,9 @@ def test_bad_threshold_and_profile_runs_are_one_line_errors(files, capsys, args,
 
 def test_default_profile_runs_keep_profiling_a_fraction_of_the_runs():
     assert default_profile_runs(3) == 3
-    assert default_profile_runs(20) == 10
-    assert default_profile_runs(50) == 10
-    assert default_profile_runs(500) == 100
+    assert default_profile_runs(20) == 5
+    assert default_profile_runs(50) == 5
+    assert default_profile_runs(500) == 50
 
 
 def test_fusion_difference_below_floor_or_spread_is_not_measurable():

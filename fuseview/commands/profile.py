@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed plain runs per model; with --against the two models take turns (default 20)")
     p.add_argument("--profile-runs", type=int, default=None, metavar="N",
                    help="profiled runs the per-node times come from"
-                   " (default 10, or a fifth of --runs when more)")
+                   " (default 5, or a tenth of --runs when more)")
     p.add_argument("--threshold", type=float, default=0.02,
                    help="smallest speed-up (fraction) the verdict calls faster or slower (default 0.02: 2%%)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
