@@ -63,6 +63,7 @@ def test_plots_note_the_profiler_floor_and_fusions_say_not_measurable(panel, gel
     assert ("not measurable" in tip) is (not f["time"]["measurable"])
     assert ("speed-up" in tip) is f["time"]["measurable"]
     assert "runs " in tip  # the spread across profiled runs
+    assert panel.fusion_plot.labels[0].endswith("not measurable") is (not f["time"]["measurable"])
 
 
 def test_version_1_report_shows_no_ratio(panel, gelu_report, tmp_path):

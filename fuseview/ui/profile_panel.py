@@ -574,7 +574,7 @@ class ProfilePanel(QDockWidget):
         self._fusion_rows = plots.fusion_rows(report)
         if self._fusion_rows:
             self.fusion_plot.set_bars(
-                [r.label for r in self._fusion_rows],
+                [r.label + (" · not measurable" if r.measurable is False else "") for r in self._fusion_rows],
                 {
                     plots.ORIGINAL: [r.original_us for r in self._fusion_rows],
                     plots.FUSED: [r.fused_us for r in self._fusion_rows],
