@@ -74,6 +74,7 @@ class _Window:
         self.text = ""
         self.pos = 0
         self.eof = False
+        self.bare = False
 
     def more(self) -> bool:
         if self.eof:
@@ -120,6 +121,7 @@ def _events(w: _Window):
                 raise _bad(w.path, "truncated: the event list never ends")
             continue
         if w.text[w.pos] == "]":
+            _check_tail(w)
             return
         try:
             ev, end = decode(w.text, w.pos)
@@ -130,6 +132,19 @@ def _events(w: _Window):
             continue
         w.pos = end
         yield ev
+
+
+def _check_tail(w: _Window) -> None:
+    """The rest of the file after the event list must close the JSON document (else it was cut)."""
+    while w.more():
+        if len(w.text) - w.pos > (64 << 20):
+            raise _bad(w.path, "more than 64 MB after the event list")
+    tail = w.text[w.pos:]
+    opener = '[' if w.bare else '{"traceEvents":['
+    try:
+        json.loads(opener + tail)
+    except ValueError:
+        raise _bad(w.path, "truncated or malformed after the event list") from None
 
 
 def _looks_like_onnx(path) -> bool:
@@ -149,7 +164,7 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
         raise FuseviewError(f"{path}: cannot read ({exc.strerror})") from None
     with f:
         w = _Window(f, path)
-        bare = _skip_to_events(w)
+        bare = w.bare = _skip_to_events(w)
         events = _events(w)
         first = next(events, None)
         if bare and isinstance(first, dict) and first.get("cat") in ("Session", "Node"):
