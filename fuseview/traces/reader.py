@@ -8,6 +8,7 @@ Node events) is handed to fuseview.runtime.trace, which already knows that forma
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 import re
@@ -111,8 +112,27 @@ def _skip_to_events(w: _Window) -> bool:
             raise _bad(w.path, "no traceEvents list")
 
 
+_NEXT = re.compile(r"\s*,\s*\{")
+_BATCH_MIN = 1 << 16
+
+
+def _boundary(text: str, lo: int) -> int | None:
+    """The end of the last complete-looking event in text[lo:]: a '}' followed by ', {'."""
+    hi = len(text)
+    for _ in range(64):
+        i = text.rfind("}", lo, hi)
+        if i < 0:
+            return None
+        if _NEXT.match(text, i + 1):
+            return i + 1
+        hi = i
+    return None
+
+
 def _events(w: _Window):
+    """Lists of decoded events: most of each window in one json.loads, one raw_decode where that fails."""
     decode = json.JSONDecoder().raw_decode
+    loads = json.loads
     space = _SPACE.match
     while True:
         w.pos = space(w.text, w.pos).end()
@@ -123,15 +143,26 @@ def _events(w: _Window):
         if w.text[w.pos] == "]":
             _check_tail(w)
             return
+        cut = _boundary(w.text, w.pos) if len(w.text) - w.pos > _BATCH_MIN else None
+        if cut is not None:
+            try:
+                # a "}, {" inside an event's args would make a bad cut: then the slow path below
+                batch = loads("[" + w.text[w.pos:cut] + "]")
+            except ValueError:
+                batch = None
+            if batch is not None:
+                w.pos = cut
+                yield batch
+                continue
         try:
             ev, end = decode(w.text, w.pos)
         except json.JSONDecodeError:
-            # most often an event cut by the chunk boundary: read on and retry
+            # most often an event cut by the end of the window: read on and retry
             if not w.more():
                 raise _bad(w.path, "truncated or malformed event") from None
             continue
         w.pos = end
-        yield ev
+        yield [ev]
 
 
 def _check_tail(w: _Window) -> None:
@@ -165,47 +196,46 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
     with f:
         w = _Window(f, path)
         bare = w.bare = _skip_to_events(w)
-        events = _events(w)
-        first = next(events, None)
-        if bare and isinstance(first, dict) and first.get("cat") in ("Session", "Node"):
+        batches = _events(w)
+        first = next(batches, [])
+        if bare and first and isinstance(first[0], dict) and first[0].get("cat") in ("Session", "Node"):
             return _read_onnxruntime(p)
         raw = RawTrace(str(path), PYTORCH)
-        _collect(raw, first, events, path)
+        _collect(raw, first, batches, path)
     if len(raw) == 0:
         raise _bad(path, "no timed events")
     return raw
 
 
-def _collect(raw: RawTrace, first, events, path) -> None:
+def _collect(raw: RawTrace, first: list, batches, path) -> None:
     name_of = _Interner(raw.names)
     cat_of = _Interner(raw.cats)
     threads: dict = {}
     add_name, add_cat, add_thread = raw.name_id.append, raw.cat_id.append, raw.thread.append
     add_ts, add_dur = raw.ts.append, raw.dur.append
-    ev = first
-    it = iter(events)
-    while ev is not None:
-        if not isinstance(ev, dict):
-            raise _bad(path, "an event is not an object")
-        ph = ev.get("ph")
-        if ph == "X":
+    for batch in itertools.chain((first,), batches):
+        for ev in batch:
             try:
-                ts = float(ev["ts"])
-                dur = float(ev.get("dur", 0.0))
-            except (KeyError, TypeError, ValueError):
-                raise _bad(path, "an event without a numeric ts/dur") from None
-            key = (ev.get("pid"), ev.get("tid"))
-            t = threads.get(key)
-            if t is None:
-                t = threads[key] = len(threads)
-            add_name(name_of(ev.get("name", "")))
-            add_cat(cat_of(ev.get("cat") or ""))
-            add_thread(t)
-            add_ts(ts)
-            add_dur(dur)
-        elif ph in ("s", "f", "t"):
-            raw.flows += 1
-        ev = next(it, None)
+                ph = ev.get("ph")
+            except AttributeError:
+                raise _bad(path, "an event is not an object") from None
+            if ph == "X":
+                try:
+                    ts = float(ev["ts"])
+                    dur = float(ev.get("dur", 0.0))
+                except (KeyError, TypeError, ValueError):
+                    raise _bad(path, "an event without a numeric ts/dur") from None
+                key = (ev.get("pid"), ev.get("tid"))
+                t = threads.get(key)
+                if t is None:
+                    t = threads[key] = len(threads)
+                add_name(name_of(ev.get("name", "")))
+                add_cat(cat_of(ev.get("cat") or ""))
+                add_thread(t)
+                add_ts(ts)
+                add_dur(dur)
+            elif ph in ("s", "f", "t"):
+                raw.flows += 1
 
 
 def _read_onnxruntime(p: Path) -> RawTrace:
