@@ -158,6 +158,8 @@ def test_hand_written_cuda_trace_categories_and_flows():
     assert cats["Memcpy DtoH (Device -> Pinned)"] == MEMORY
     assert any(c == KERNEL for c in cats.values())
     assert before.flows == 16 and after.flows == 8
+    # the GPU-side copies of ProfilerStep#N are steps too, not events
+    assert before.steps == 4 and not any(e.name.startswith("ProfilerStep") for e in before.events)
     (k,) = attribute(before, after)
     assert k.matched_before == ["aten::cos", "aten::relu"]
 

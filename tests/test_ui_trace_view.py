@@ -47,11 +47,15 @@ def test_compare_draws_plots_and_table(qtbot, view):
     assert view.step_plot.bar_count() == 12
     rows = event_rows(rep)
     assert view.table.rowCount() == len(rows)
+    # unsorted until asked: slowest event (either trace) first; then sortable by a number column
+    assert view.table.item(0, 0).text() == rows[0]["name"]
+    view.table.sortItems(7)  # Δ µs/step, ascending: the biggest saving first
+    assert view.table.item(0, 0).text() == min(rows, key=lambda r: r["delta"])["name"]
 
 
 def test_table_filters(qtbot, view):
     load(qtbot, view, PAIR)
-    rows = [r for r in event_rows(view.report)]
+    rows = event_rows(view.report)
     total = view.table.rowCount()
     assert view.apply_filters() == total
     view.filter_change.setCurrentText(ADDED)

@@ -35,7 +35,7 @@ def is_step(name: str, cat: str) -> bool:
 
 def category(name: str, cat: str) -> str:
     """The category of an event from its name and its Chrome-trace `cat`."""
-    if is_step(name, cat):
+    if is_step(name, cat) or (cat == "gpu_user_annotation" and _STEP.match(name)):
         return STEP
     if INDUCTOR.match(name):
         return COMPILED

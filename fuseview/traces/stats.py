@@ -61,10 +61,16 @@ class TraceStats:
 def _steps(raw: RawTrace, cats: list[str]) -> tuple[str, list[tuple[float, float]]]:
     if raw.source == ONNXRUNTIME:
         return MODEL_RUNS, sorted(raw.runs)
-    step_ids = {i for i, n in enumerate(raw.names) if any(is_step(n, c) for c in cats)}
-    if step_ids:
-        marks = sorted((raw.ts[i], raw.dur[i]) for i, n in enumerate(raw.name_id) if n in step_ids)
-        return PROFILER_STEPS, marks
+    # a step is a (name, cat) pair: Kineto repeats ProfilerStep#N on the GPU as gpu_user_annotation
+    step_names = {i for i, n in enumerate(raw.names) if is_step(n, "user_annotation")}
+    step_cats = {i for i, c in enumerate(cats) if c == "user_annotation"}
+    if step_names and step_cats:
+        hit = (np.isin(np.frombuffer(raw.name_id, dtype=np.int32), list(step_names))
+               & np.isin(np.frombuffer(raw.cat_id, dtype=np.int32), list(step_cats)))
+        idx = np.nonzero(hit)[0].tolist()
+        marks = sorted((raw.ts[i], raw.dur[i]) for i in idx)
+        if marks:
+            return PROFILER_STEPS, marks
     start = min(raw.ts)
     end = max(t + d for t, d in zip(raw.ts, raw.dur, strict=True))
     return WHOLE, [(start, end - start)]

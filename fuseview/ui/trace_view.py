@@ -375,6 +375,8 @@ class TraceView(QDockWidget):
             for col, key in ((8, "self_before"), (9, "self_after")):
                 v = r[key]
                 t.setItem(i, col, _NumberItem(v, "-" if v is None else f"{v:.1f}"))
+        # no sort column until the user picks one: rows stay slowest first (either trace)
+        t.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         t.setSortingEnabled(True)
         t.resizeColumnsToContents()
         self.apply_filters()
