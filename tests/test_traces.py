@@ -88,6 +88,7 @@ def test_cos_relu_kernel_replaces_cos_and_relu():
     before, after = pair("cos_relu")
     (k,) = attribute(before, after)
     assert k.fused_ops == ["cos", "relu"] and k.matched_before == ["aten::cos", "aten::relu"]
+    assert k.replaced_from == "host"
     b = before.by_name()
     # relu encloses clamp_min, which is not counted twice
     expected = (b["aten::cos"].total_us + b["aten::relu"].total_us) / before.steps
@@ -162,6 +163,13 @@ def test_hand_written_cuda_trace_categories_and_flows():
     assert before.steps == 4 and not any(e.name.startswith("ProfilerStep") for e in before.events)
     (k,) = attribute(before, after)
     assert k.matched_before == ["aten::cos", "aten::relu"]
+    # a GPU kernel is set against the GPU kernels cos and relu launched (found by correlation id), not
+    # against their host-side time (which includes the launch)
+    b = before.by_name()
+    launched = [e for e in b.values() if e.category == KERNEL]
+    assert k.replaced_from == "device"
+    assert k.replaced_us == pytest.approx(sum(e.per_step_us for e in launched))
+    assert k.replaced_us < (b["aten::cos"].per_step_us + b["aten::relu"].per_step_us)
 
 
 def test_categories():

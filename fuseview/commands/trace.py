@@ -72,15 +72,17 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
     w(f"added {len(d['added'])} event names, removed {len(d['removed'])}, in both {len(d['changed'])}")
     if d["fused_kernels"]:
         w()
-        w("compiled kernels (time per step; replaced: the before-trace ops named by the kernel):")
+        w("compiled kernels (time per step; replaced: the before-trace ops named by the kernel,"
+          " their GPU kernels' time when the kernel ran on a GPU)")
         w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'ratio':>8}  fused ops -> matched in before")
         for k in d["fused_kernels"]:
             ok = k["time_us"] > 0 and k["replaced_us"]
             ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
             ops = "+".join(k["fused_ops"])
             matched = ", ".join(k["matched_before"]) or "nothing"
+            dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
             w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
-              f"  {ops} -> {matched}")
+              f"  {ops} -> {matched}{dev}")
     if d["note"]:
         w()
         w(d["note"])

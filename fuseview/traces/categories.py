@@ -24,6 +24,7 @@ _OVERHEAD_NAMES = re.compile(
 )
 _KERNEL_CATS = {"kernel", "Kernel"}
 _MEMORY_CATS = {"gpu_memcpy", "gpu_memset"}
+DEVICE_CATS = frozenset(_KERNEL_CATS | _MEMORY_CATS)  # work that runs on the GPU itself
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Session", "overhead", "python_function"}
 
 

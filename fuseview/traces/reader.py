@@ -40,6 +40,8 @@ class RawTrace:
     thread: array = field(default_factory=lambda: array("i"))  # id of (pid, tid)
     ts: array = field(default_factory=lambda: array("d"))
     dur: array = field(default_factory=lambda: array("d"))
+    # args.correlation: links a launch (cudaLaunchKernel) to the device kernel it started; -1 when absent
+    corr: array = field(default_factory=lambda: array("q"))
     flows: int = 0  # flow events (ph s/f/t, e.g. ac2g): counted, not timed
     # onnxruntime: (start, duration) of each model_run, read from the Session events
     runs: list[tuple[float, float]] = field(default_factory=list)
@@ -212,7 +214,7 @@ def _collect(raw: RawTrace, first: list, batches, path) -> None:
     cat_of = _Interner(raw.cats)
     threads: dict = {}
     add_name, add_cat, add_thread = raw.name_id.append, raw.cat_id.append, raw.thread.append
-    add_ts, add_dur = raw.ts.append, raw.dur.append
+    add_ts, add_dur, add_corr = raw.ts.append, raw.dur.append, raw.corr.append
     for batch in itertools.chain((first,), batches):
         for ev in batch:
             try:
@@ -234,6 +236,9 @@ def _collect(raw: RawTrace, first: list, batches, path) -> None:
                 add_thread(t)
                 add_ts(ts)
                 add_dur(dur)
+                args = ev.get("args")
+                c = args.get("correlation", -1) if isinstance(args, dict) else -1
+                add_corr(c if isinstance(c, int) and not isinstance(c, bool) else -1)
             elif ph in ("s", "f", "t"):
                 raw.flows += 1
 
@@ -255,6 +260,7 @@ def _read_onnxruntime(p: Path) -> RawTrace:
             # nodes run one after another; the runtime parser keeps their order, not their start
             raw.ts.append(t)
             raw.dur.append(us)
+            raw.corr.append(-1)
             t += us
     if not runs:
         raise _bad(p, "an onnxruntime profile without any model_run")

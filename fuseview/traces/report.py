@@ -26,7 +26,8 @@ _DIFF = {"step_speedup": dict, "added": list, "removed": list, "changed": list, 
          "note": (str, type(None))}
 _CHANGED = {"name": str, "count_before": int, "count_after": int, "total_us_before": _NUM,
             "total_us_after": _NUM}
-_KERNEL = {"name": str, "fused_ops": list, "matched_before": list, "time_us": _NUM, "replaced_us": _NUM}
+_KERNEL = {"name": str, "fused_ops": list, "matched_before": list, "time_us": _NUM, "replaced_us": _NUM,
+           "replaced_from": str}
 _SPEEDUP = {"speedup_p50": _NUM, "ci": list, "verdict": str, "runs": int, "summary": str}
 
 
@@ -102,6 +103,8 @@ def validate_report(rep) -> dict:
             _check(c, _CHANGED, f"report.diff.changed[{j}]")
         for j, k in enumerate(d["fused_kernels"]):
             _check(k, _KERNEL, f"report.diff.fused_kernels[{j}]")
+            if k["replaced_from"] not in ("host", "device"):
+                raise FuseviewError(f"report.diff.fused_kernels[{j}].replaced_from: unknown value")
     return rep
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuseview.traces.categories import STEP, category, is_step
+from fuseview.traces.categories import DEVICE_CATS, STEP, category, is_step
 from fuseview.traces.reader import ONNXRUNTIME, RawTrace, read_trace
 
 PROFILER_STEPS = "ProfilerStep"
@@ -26,6 +26,7 @@ class EventStats:
     self_us: float
     per_step_us: float
     share: float  # total_us / the summed step time
+    on_device: bool = False  # a GPU kernel or copy (not in the report: its category says enough)
 
     def to_json(self) -> dict:
         """JSON-ready dict (the report's event entry)."""
@@ -134,11 +135,13 @@ def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
     nsteps = max(len(step_us), 1)
     for i in np.nonzero(count)[0].tolist():
         name = raw.names[i]
-        cat = category(name, raw.cats[first_cat[i]])
+        raw_cat = raw.cats[first_cat[i]]
+        cat = category(name, raw_cat)
         if cat == STEP:
             continue  # steps are reported as step times, not as events
         events.append(EventStats(name, cat, int(count[i]), float(total[i]), float(selft[i]),
-                                 float(total[i]) / nsteps, float(total[i]) / total_step))
+                                 float(total[i]) / nsteps, float(total[i]) / total_step,
+                                 raw_cat in DEVICE_CATS))
     events.sort(key=lambda e: (-e.total_us, e.name))
     return TraceStats(raw.path, raw.source, kind, step_us, events, raw.flows, raw, in_step, parent)
 
