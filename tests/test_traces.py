@@ -219,3 +219,17 @@ def test_truncated_real_trace(tmp_path):
     p.write_bytes(data[: len(data) // 2])
     with pytest.raises(FuseviewError, match="truncated"):
         read_trace(p)
+
+
+def test_windows_cut_inside_args_fall_back_to_one_event(tmp_path, monkeypatch):
+    # "}, {" inside an event's args looks like an event boundary: a cut there must not lose or corrupt events
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": i * 10.0,
+               "dur": 5.0 + i % 3, "args": {"inputs": [{"shape": [i, 2]}, {"shape": [3]}]}}
+              for i in range(3000)]
+    p = tmp_path / "nested.json"
+    p.write_text(json.dumps({"traceEvents": events, "traceName": "x"}))
+    monkeypatch.setattr(reader, "CHUNK", 70_001)
+    raw = read_trace(p)
+    assert len(raw) == len(events)
+    assert list(raw.ts) == [e["ts"] for e in events] and list(raw.dur) == [e["dur"] for e in events]
+    assert [raw.names[i] for i in raw.name_id] == [e["name"] for e in events]
