@@ -23,7 +23,7 @@ from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
-from fuseview.ui import dialogs
+from fuseview.ui import dialogs, trace_view
 from fuseview.ui.export import render_scene
 from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
@@ -158,6 +158,7 @@ class MainWindow(QMainWindow):
         self.export_action = self._action(
             file, "&Export Image…", self.choose_export, "Ctrl+E", "Save the drawing as SVG or PNG"
         )
+        trace_view.install(self, file)  # File → Compare Traces… (torch.profiler / onnxruntime traces)
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
@@ -707,13 +708,21 @@ class MainWindow(QMainWindow):
 
     # window events --------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API
+        if trace_view.trace_paths(event.mimeData()):
+            event.acceptProposedAction()
+            return
         self.view.dragEnterEvent(event)
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt API
+        if trace_view.handle_drop(self, event.mimeData()):
+            event.acceptProposedAction()
+            return
         self.view.dropEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
         self.runner.shutdown()
+        if self.trace_view is not None:
+            self.trace_view.shutdown()
         if self.profile_panel is not None and hasattr(self.profile_panel, "shutdown"):
             self.profile_panel.shutdown()  # its profile thread must end before the window goes
         super().closeEvent(event)

@@ -1,0 +1,168 @@
+"""Which original ops an Inductor kernel fused, matched against the op names of the BEFORE trace.
+
+A kernel is named after the ops it fused joined by "_" (graph_0_cpp_fused__softmax_div_masked_fill_1),
+and op names contain "_" themselves, so the name is segmented into the names the BEFORE trace actually
+has (`_softmax`, `masked_fill`), not split on "_".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from fuseview.traces.categories import COMPILED, DEVICE_CATS, INDUCTOR, OP
+from fuseview.traces.stats import TraceStats
+
+
+@dataclass(frozen=True)
+class FusedKernel:
+    """One compiled kernel, the ops its name says it fused, and what those ops cost before."""
+
+    name: str
+    fused_ops: list[str]
+    matched_before: list[str]  # event names exactly as in the before trace
+    time_us: float  # the kernel's time per step
+    replaced_us: float  # per step, the time of the before-trace ops it replaced (outermost only)
+    replaced_from: str = "host"  # "host": the ops' own times; "device": the GPU kernels they launched
+
+    def to_json(self) -> dict:
+        """JSON-ready dict (the report's fused_kernels entry)."""
+        return {"name": self.name, "fused_ops": list(self.fused_ops),
+                "matched_before": list(self.matched_before), "time_us": self.time_us,
+                "replaced_us": self.replaced_us, "replaced_from": self.replaced_from}
+
+
+def short_op(name: str) -> str:
+    """An op event's name without its namespace: aten::native_layer_norm -> native_layer_norm."""
+    return name.rsplit("::", 1)[-1]
+
+
+def fused_part(kernel: str) -> str | None:
+    """The op list inside an Inductor kernel name (cos_relu for graph_0_cpp_fused_cos_relu_0), else None."""
+    m = INDUCTOR.match(kernel)
+    return m.group(1) if m else None
+
+
+def segment(part: str, known: frozenset[str]) -> list[str]:
+    """Split a fused op list into known op names, fewest unknown pieces first, then fewest pieces."""
+
+    @cache
+    def best(i: int) -> tuple[int, int, tuple[str, ...]]:
+        if i >= len(part):
+            return 0, 0, ()
+        options = []
+        for k in known:
+            j = i + len(k)
+            if part.startswith(k, i) and (j == len(part) or part[j] == "_"):
+                u, n, rest = best(j + 1)
+                options.append((u, n + 1, (k, *rest)))
+        # an unknown piece: up to the next "_" (a leading "_" belongs to the piece)
+        j = part.find("_", i + 1)
+        j = len(part) if j < 0 else j
+        u, n, rest = best(j + 1)
+        options.append((u + 1, n + 1, (part[i:j], *rest)))
+        return min(options)
+
+    return list(best(0)[2])
+
+
+def _replaced_per_step(before: TraceStats, names: set[str]) -> dict[str, float]:
+    """Per step and per name, the time of before-trace events with these names not enclosed by another."""
+    raw = before.raw
+    ids = {i: n for i, n in enumerate(raw.names) if n in names}
+    if not ids:
+        return {}
+    name_id = np.frombuffer(raw.name_id, dtype=np.int32)
+    dur = np.frombuffer(raw.dur, dtype=np.float64)
+    hit = np.isin(name_id, list(ids)) & before.in_step
+    out: dict[str, float] = {}
+    parent = before.parent
+    steps = max(before.steps, 1)
+    for i in np.nonzero(hit)[0].tolist():
+        p = int(parent[i])
+        while p >= 0 and not hit[p]:
+            p = int(parent[p])
+        if p < 0:
+            n = ids[int(name_id[i])]
+            out[n] = out.get(n, 0.0) + float(dur[i]) / steps
+    return out
+
+
+def _device_by_correlation(before: TraceStats) -> dict[int, float]:
+    """Device time (kernels and copies) per correlation id of the before trace."""
+    raw = before.raw
+    dev = [i for i, c in enumerate(raw.cats) if c in DEVICE_CATS]
+    if not dev:
+        return {}
+    corr = np.frombuffer(raw.corr, dtype=np.int64)
+    mask = np.isin(np.frombuffer(raw.cat_id, dtype=np.int32), dev) & (corr >= 0)
+    out: dict[int, float] = {}
+    for c, d in zip(corr[mask].tolist(), np.frombuffer(raw.dur, dtype=np.float64)[mask].tolist(),
+                    strict=True):
+        out[c] = out.get(c, 0.0) + d
+    return out
+
+
+def _device_replaced_per_step(before: TraceStats, names: set[str], device: dict[int, float]) -> dict:
+    """Per step and per name, the device time launched from inside the outermost events with these names."""
+    raw = before.raw
+    ids = {i: n for i, n in enumerate(raw.names) if n in names}
+    if not ids:
+        return {}
+    name_id = np.frombuffer(raw.name_id, dtype=np.int32)
+    corr = np.frombuffer(raw.corr, dtype=np.int64)
+    hit = np.isin(name_id, list(ids))
+    dev = [i for i, c in enumerate(raw.cats) if c in DEVICE_CATS]
+    host = ~np.isin(np.frombuffer(raw.cat_id, dtype=np.int32), dev)
+    launches = np.nonzero((corr >= 0) & host & before.in_step)[0].tolist()
+    out: dict[str, float] = {}
+    steps = max(before.steps, 1)
+    parent = before.parent
+    for i in launches:
+        top = -1
+        p = int(parent[i])
+        while p >= 0:
+            if hit[p]:
+                top = p
+            p = int(parent[p])
+        if top >= 0:
+            n = ids[int(name_id[top])]
+            out[n] = out.get(n, 0.0) + device.get(int(corr[i]), 0.0) / steps
+    return out
+
+
+def attribute(before: TraceStats, after: TraceStats) -> list[FusedKernel]:
+    """Each compiled kernel of the after trace with the before-trace ops it replaced."""
+    by_short: dict[str, list[str]] = {}
+    for e in before.events:
+        if e.category == OP:
+            by_short.setdefault(short_op(e.name), []).append(e.name)
+    known = frozenset(by_short)
+    found = []
+    claims: dict[str, int] = {}
+    for e in after.events:
+        if e.category != COMPILED:
+            continue
+        part = fused_part(e.name)
+        ops = segment(part, known) if part else []
+        matched = sorted({full for op in ops for full in by_short.get(op, [])})
+        found.append((e, ops, matched))
+        for m in matched:
+            claims[m] = claims.get(m, 0) + 1
+    device = _device_by_correlation(before)
+    out = []
+    for e, ops, matched in found:
+        # a GPU kernel is compared with the GPU kernels its ops launched, not with their host-side time
+        on_device = bool(device) and e.on_device
+        if on_device:
+            times = _device_replaced_per_step(before, set(matched), device)
+        else:
+            times = _replaced_per_step(before, set(matched))
+        # an op named by several kernels (view, clone) has its time shared evenly among them
+        replaced = sum(t / claims[n] for n, t in times.items())
+        out.append(FusedKernel(e.name, ops, matched, e.per_step_us, replaced,
+                               "device" if on_device else "host"))
+    out.sort(key=lambda k: -k.replaced_us)
+    return out

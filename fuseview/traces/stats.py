@@ -1,0 +1,151 @@
+"""Steps and per-name statistics of one trace: count, total and self time, time per step, share."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuseview.traces.categories import DEVICE_CATS, STEP, category, is_step
+from fuseview.traces.reader import ONNXRUNTIME, RawTrace, read_trace
+
+PROFILER_STEPS = "ProfilerStep"
+MODEL_RUNS = "model_run"
+WHOLE = "whole trace"
+
+
+@dataclass(frozen=True)
+class EventStats:
+    """One event name over the steps: how often, how long (with and without its children), what share."""
+
+    name: str
+    category: str
+    count: int
+    total_us: float
+    self_us: float
+    per_step_us: float
+    share: float  # total_us / the summed step time
+    on_device: bool = False  # a GPU kernel or copy (not in the report: its category says enough)
+
+    def to_json(self) -> dict:
+        """JSON-ready dict (the report's event entry)."""
+        return {"name": self.name, "category": self.category, "count": self.count,
+                "total_us": self.total_us, "self_us": self.self_us, "per_step_us": self.per_step_us,
+                "share": self.share}
+
+
+@dataclass
+class TraceStats:
+    """A summarised trace: its steps and step times, and statistics per event name."""
+
+    path: str
+    source: str
+    step_kind: str  # ProfilerStep, model_run, or whole trace
+    step_us: list[float]
+    events: list[EventStats]
+    flows: int
+    raw: RawTrace
+    in_step: np.ndarray  # bool per raw event: inside a counted step
+    parent: np.ndarray  # raw index of the enclosing event on the same thread, -1 at the top
+
+    @property
+    def steps(self) -> int:
+        """Number of steps counted."""
+        return len(self.step_us)
+
+    def by_name(self) -> dict[str, EventStats]:
+        """Statistics keyed by event name."""
+        return {e.name: e for e in self.events}
+
+
+def _steps(raw: RawTrace, cats: list[str]) -> tuple[str, list[tuple[float, float]]]:
+    if raw.source == ONNXRUNTIME:
+        return MODEL_RUNS, sorted(raw.runs)
+    # a step is a (name, cat) pair: Kineto repeats ProfilerStep#N on the GPU as gpu_user_annotation
+    step_names = {i for i, n in enumerate(raw.names) if is_step(n, "user_annotation")}
+    step_cats = {i for i, c in enumerate(cats) if c == "user_annotation"}
+    if step_names and step_cats:
+        hit = (np.isin(np.frombuffer(raw.name_id, dtype=np.int32), list(step_names))
+               & np.isin(np.frombuffer(raw.cat_id, dtype=np.int32), list(step_cats)))
+        idx = np.nonzero(hit)[0].tolist()
+        marks = sorted((raw.ts[i], raw.dur[i]) for i in idx)
+        if marks:
+            return PROFILER_STEPS, marks
+    start = min(raw.ts)
+    end = max(t + d for t, d in zip(raw.ts, raw.dur, strict=True))
+    return WHOLE, [(start, end - start)]
+
+
+def _nesting(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parent index and children's summed time of every event (nesting by time on each thread)."""
+    n = len(ts)
+    order = np.lexsort((-dur, ts, thread))
+    parent = np.full(n, -1, dtype=np.int64)
+    child_sum = np.zeros(n, dtype=np.float64)
+    ends = (ts + dur).tolist()
+    ts_l, th_l = ts.tolist(), thread.tolist()
+    stack: list[int] = []
+    cur_thread = None
+    par = parent.tolist()
+    for i in order.tolist():
+        if th_l[i] != cur_thread:
+            stack.clear()
+            cur_thread = th_l[i]
+        t = ts_l[i]
+        while stack and t >= ends[stack[-1]]:
+            stack.pop()
+        if stack:
+            par[i] = stack[-1]
+        stack.append(i)
+    parent = np.asarray(par, dtype=np.int64)
+    has = parent >= 0
+    np.add.at(child_sum, parent[has], dur[has])
+    return parent, child_sum
+
+
+def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
+    """Steps and per-name statistics of a read trace; last_steps keeps only the last N steps."""
+    kind, marks = _steps(raw, raw.cats)
+    if last_steps is not None and last_steps > 0:
+        marks = marks[-last_steps:]
+    ts = np.frombuffer(raw.ts, dtype=np.float64)
+    dur = np.frombuffer(raw.dur, dtype=np.float64)
+    names = np.frombuffer(raw.name_id, dtype=np.int32)
+    cats = np.frombuffer(raw.cat_id, dtype=np.int32)
+    thread = np.frombuffer(raw.thread, dtype=np.int32)
+    if kind == WHOLE:
+        in_step = np.ones(len(ts), dtype=bool)
+    else:
+        # step i owns [start_i, start_i+1); device work of the last step may end after its marker
+        first = marks[0][0]
+        in_step = ts >= first
+    parent, child_sum = _nesting(thread, ts, dur)
+    self_us = np.maximum(dur - child_sum, 0.0)
+    step_us = [d for _, d in marks]
+    total_step = float(sum(step_us)) or 1.0
+    k = len(raw.names)
+    count = np.bincount(names[in_step], minlength=k)
+    total = np.bincount(names[in_step], weights=dur[in_step], minlength=k)
+    selft = np.bincount(names[in_step], weights=self_us[in_step], minlength=k)
+    # the category of a name: that of its first event (a name keeps its category)
+    first_cat = np.full(k, -1, dtype=np.int64)
+    first_cat[names[::-1]] = cats[::-1]
+    events = []
+    nsteps = max(len(step_us), 1)
+    for i in np.nonzero(count)[0].tolist():
+        name = raw.names[i]
+        raw_cat = raw.cats[first_cat[i]]
+        cat = category(name, raw_cat)
+        if cat == STEP:
+            continue  # steps are reported as step times, not as events
+        events.append(EventStats(name, cat, int(count[i]), float(total[i]), float(selft[i]),
+                                 float(total[i]) / nsteps, float(total[i]) / total_step,
+                                 raw_cat in DEVICE_CATS))
+    events.sort(key=lambda e: (-e.total_us, e.name))
+    return TraceStats(raw.path, raw.source, kind, step_us, events, raw.flows, raw, in_step, parent)
+
+
+def load_trace(path: str | os.PathLike, last_steps: int | None = None) -> TraceStats:
+    """Read and summarise one trace file."""
+    return summarise(read_trace(path), last_steps)

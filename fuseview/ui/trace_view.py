@@ -1,0 +1,478 @@
+"""The trace comparison dock: two profiler traces (before/after torch.compile) as plots and a diff table.
+
+The top half turns a `fuseview.trace_compare` report into rows (no Qt); the bottom half shows them. Traces
+are read off the UI thread; File → Compare Traces… and dropping .json files on the window open them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from fuseview.errors import FuseviewError
+from fuseview.traces.categories import CATEGORIES, STEP
+from fuseview.ui import dialogs
+from fuseview.ui import profile_plots as plots
+from fuseview.ui.workers import JobRunner
+
+BEFORE, AFTER = "before", "after"
+REPLACED, KERNEL = "replaced ops (before)", "kernel (after)"
+# the profile plots pick a bar's colour by its series name: give the trace series the same two colours
+for _name, _like in ((BEFORE, plots.ORIGINAL), (AFTER, plots.FUSED), (REPLACED, plots.ORIGINAL),
+                     (KERNEL, plots.FUSED)):
+    plots.COLORS.setdefault(_name, plots.COLORS[_like])
+ADDED, REMOVED, BOTH = "added", "removed", "in both"
+COLUMNS = ["event", "category", "change", "count/step before", "count/step after", "µs/step before",
+           "µs/step after", "Δ µs/step", "self µs/step before", "self µs/step after"]
+
+
+# ------------------------------------------------------------------------------------ report -> rows
+def event_rows(report: dict) -> list[dict]:
+    """One row per event name over both traces: per-step counts and times, added/removed/in both."""
+    traces = report["traces"]
+    rows: dict[str, dict] = {}
+    for t in traces:
+        steps = max(t["steps"], 1)
+        for e in t["events"]:
+            r = rows.setdefault(e["name"], {"name": e["name"], "category": e["category"], BEFORE: None,
+                                            AFTER: None, "count_before": 0.0, "count_after": 0.0,
+                                            "self_before": None, "self_after": None})
+            r[t["role"]] = e["per_step_us"]
+            r[f"self_{t['role']}"] = e["self_us"] / steps
+            r[f"count_{t['role']}"] = e["count"] / steps
+    for r in rows.values():
+        if len(traces) == 1:
+            r["change"] = ""
+        else:
+            r["change"] = ADDED if r[BEFORE] is None else REMOVED if r[AFTER] is None else BOTH
+        r["delta"] = (r[AFTER] or 0.0) - (r[BEFORE] or 0.0)
+    return sorted(rows.values(), key=lambda r: -max(r[BEFORE] or 0.0, r[AFTER] or 0.0))
+
+
+def top_event_series(report: dict, top: int = plots.TOP_N) -> tuple[list[str], dict[str, list]]:
+    """The event names with the most self time per step (either trace), and their before/after self times.
+
+    Self time (children excluded) so that a wrapper such as `Torch-Compiled Region` does not count its
+    kernels again.
+    """
+    rows = [r for r in event_rows(report) if r["category"] != STEP]
+    rows.sort(key=lambda r: -max(r["self_before"] or 0.0, r["self_after"] or 0.0))
+    roles = [t["role"] for t in report["traces"]]
+    return [r["name"] for r in rows[:top]], {role: [r[f"self_{role}"] for r in rows[:top]] for role in roles}
+
+
+def kernel_series(report: dict) -> tuple[list[str], dict[str, list]]:
+    """Each compiled kernel's time against the time of the ops it replaced (per step)."""
+    d = report.get("diff") or {}
+    ks = d.get("fused_kernels") or []
+    return [k["name"] for k in ks], {REPLACED: [k["replaced_us"] for k in ks],
+                                     KERNEL: [k["time_us"] for k in ks]}
+
+
+def step_series(report: dict) -> tuple[list[str], dict[str, list]]:
+    """Step times of each trace, step by step (None where a trace has fewer steps)."""
+    traces = report["traces"]
+    n = max(len(t["step_times_us"]) for t in traces)
+    series = {t["role"]: [t["step_times_us"][i] if i < len(t["step_times_us"]) else None for i in range(n)]
+              for t in traces}
+    return [f"step {i + 1}" for i in range(n)], series
+
+
+def summary_text(report: dict) -> str:
+    """What the report says in a few lines: the traces, the step speed-up, and any plain note."""
+    lines = []
+    for t in report["traces"]:
+        s = t["step_us"]
+        lines.append(f"{t['role']}: {Path(t['path']).name} ({t['source']}, {t['steps']} steps from"
+                     f" {t['step_kind']}, p50 {plots.fmt_us(s['p50'])})")
+    d = report.get("diff")
+    if d:
+        lines.append(f"step time before/after: {d['step_speedup']['summary']}")
+        warn = d["step_speedup"]["noise"]["warning"]
+        if warn:
+            lines.append(f"note: {warn}")
+        lines.append(f"{len(d['fused_kernels'])} compiled kernels; {len(d['added'])} event names added,"
+                     f" {len(d['removed'])} removed")
+        if d["note"]:
+            lines.append(d["note"])
+    return "\n".join(lines)
+
+
+def trace_paths(mime: QMimeData) -> list[str]:
+    """The local .json files in a drop, at most two (before, after)."""
+    if not mime.hasUrls():
+        return []
+    paths = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
+    return [p for p in paths if p.lower().endswith(".json")][:2]
+
+
+def load_report_job(paths: list[str], steps: int | None = None):
+    """A job function that reads the traces and builds the report (runs off the UI thread)."""
+
+    def work(progress):
+        from fuseview.traces.report import build_report
+        from fuseview.traces.stats import load_trace
+
+        loaded = []
+        for i, p in enumerate(paths):
+            progress(f"reading {Path(p).name}", i / (len(paths) + 1))
+            loaded.append(load_trace(p, steps))
+        progress("comparing", len(paths) / (len(paths) + 1))
+        return build_report(*loaded)
+
+    return work
+
+
+# ------------------------------------------------------------------------------------------- widgets
+class _NumberItem(QTableWidgetItem):
+    """A table cell that sorts by its number (None sorts first)."""
+
+    def __init__(self, value: float | None, text: str):
+        super().__init__(text)
+        self.value = float("-inf") if value is None else float(value)
+        self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def __lt__(self, other) -> bool:
+        return self.value < getattr(other, "value", float("-inf"))
+
+
+class TraceView(QDockWidget):
+    """Two traces compared: step speed-up, time per event, fused kernels vs what they replaced, diff."""
+
+    loaded = Signal()  # a report is on screen
+    failed = Signal(str)
+    node_requested = Signal(str)  # an onnxruntime event (a node name) was clicked
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Trace comparison", parent)
+        self.setObjectName("trace_view")
+        self.report: dict | None = None
+        self.paths: list[str] = []
+        self.show_dialogs = True
+        self.last_error = ""
+        self.runner = JobRunner(self)
+        self._job = None
+        self._rows: list[dict] = []
+        self._build()
+
+    def _build(self) -> None:
+        body = QWidget()
+        self.setWidget(body)
+        self.open_button = QPushButton("Open traces…")
+        self.open_button.clicked.connect(self.choose_traces)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.save_button = QPushButton("Save report…")
+        self.save_button.clicked.connect(self._ask_save)
+        self.export_button = QPushButton("Export plots…")
+        menu = QMenu(self.export_button)
+        menu.addAction("PNG…", lambda: self._ask_export("png"))
+        menu.addAction("SVG…", lambda: self._ask_export("svg"))
+        self.export_button.setMenu(menu)
+        buttons = QHBoxLayout()
+        for w in (self.open_button, self.cancel_button, self.progress, self.save_button, self.export_button):
+            buttons.addWidget(w, 1 if w is self.progress else 0)
+        self.status = QLabel("Open two traces (before and after torch.compile), or drop them on the window.")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        us = plots.fmt_us
+        self.event_plot = plots.BarChart("events", "Self time per op/kernel: before vs after", "µs per step",
+                                         log_x=True, value_text=us)
+        self.event_plot.barClicked.connect(lambda row, _s: self._event_clicked(row))
+        self.kernel_plot = plots.BarChart("kernels", "Each compiled kernel vs the ops it replaced",
+                                          "µs per step", log_x=True, value_text=us)
+        self.step_plot = plots.BarChart("steps", "Step times", "µs", value_text=us)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSortingEnabled(True)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.cellDoubleClicked.connect(lambda r, _c: self._table_clicked(r))
+        self.filter_text = QLineEdit()
+        self.filter_text.setPlaceholderText("filter by name")
+        self.filter_category = QComboBox()
+        self.filter_category.addItems(["all categories", *[c for c in CATEGORIES if c != STEP]])
+        self.filter_change = QComboBox()
+        self.filter_change.addItems(["all changes", ADDED, REMOVED, BOTH])
+        for w in (self.filter_text, self.filter_category, self.filter_change):
+            sig = w.textChanged if isinstance(w, QLineEdit) else w.currentIndexChanged
+            sig.connect(self.apply_filters)
+        filters = QHBoxLayout()
+        filters.addWidget(self.filter_text, 1)
+        filters.addWidget(self.filter_category)
+        filters.addWidget(self.filter_change)
+        table_page = QWidget()
+        tl = QVBoxLayout(table_page)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.addLayout(filters)
+        tl.addWidget(self.table)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.event_plot, "Time per event")
+        self.tabs.addTab(self.kernel_plot, "Fused kernels")
+        self.tabs.addTab(self.step_plot, "Step times")
+        self.tabs.addTab(table_page, "Diff table")
+        lay = QVBoxLayout(body)
+        lay.addLayout(buttons)
+        lay.addWidget(self.status)
+        lay.addWidget(self.tabs, 1)
+        for card in self.plot_cards():
+            card.show_message("no traces yet: Open traces…")
+        self._update_enabled()
+
+    def plot_cards(self) -> list[plots.PlotCard]:
+        """The plots, in tab order."""
+        return [self.event_plot, self.kernel_plot, self.step_plot]
+
+    def _update_enabled(self) -> None:
+        busy = self.is_running
+        self.open_button.setEnabled(not busy)
+        self.cancel_button.setEnabled(busy)
+        self.save_button.setEnabled(self.report is not None and not busy)
+        self.export_button.setEnabled(self.report is not None and not busy)
+
+    @property
+    def is_running(self) -> bool:
+        """Whether traces are being read."""
+        return self._job is not None
+
+    # loading ----------------------------------------------------------------------------------------
+    def choose_traces(self) -> None:
+        """Ask for one or two trace files (before first)."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Compare traces: before, then after", "",
+                                                "Profiler traces (*.json);;All files (*)")
+        if paths:
+            self.open_traces(paths)
+
+    def open_traces(self, paths: list[str | os.PathLike], steps: int | None = None):
+        """Read one or two traces off the UI thread and show them; returns the job."""
+        paths = [str(p) for p in paths]
+        if not 1 <= len(paths) <= 2:
+            self._fail(FuseviewError(f"choose one or two traces, not {len(paths)}"))
+            return None
+        self.cancel()
+        self.show()
+        self.raise_()
+        self.paths = paths
+        self.status.setText("reading " + " and ".join(Path(p).name for p in paths) + " …")
+        self.progress.setValue(0)
+        self._job = self.runner.start(load_report_job(paths, steps), "traces", on_progress=self._progress,
+                                      on_done=self._done, on_failed=self._failed,
+                                      on_cancelled=self._cancelled)
+        self._update_enabled()
+        return self._job
+
+    def cancel(self) -> None:
+        """Stop reading (the result, if any, is dropped)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+            self.status.setText("cancelled")
+            self.progress.setValue(0)
+        self._update_enabled()
+
+    def shutdown(self) -> None:
+        """End the reading thread (the window is closing)."""
+        self.runner.shutdown()
+
+    def _progress(self, job, message: str, fraction: float) -> None:
+        if job is self._job:
+            self.progress.setValue(int(fraction * 1000))
+            self.progress.setFormat(message)
+
+    def _done(self, job, report: dict) -> None:
+        if job is not self._job:
+            return
+        self._job = None
+        self.progress.setValue(1000)
+        self.progress.setFormat("done")
+        self.show_report(report)
+
+    def _failed(self, job, exc: BaseException) -> None:
+        if job is self._job:
+            self._job = None
+            self.progress.setValue(0)
+            self.progress.setFormat("")
+            self._fail(exc)
+
+    def _cancelled(self, job) -> None:
+        if job is self._job:
+            self._job = None
+            self._update_enabled()
+
+    def _fail(self, exc: BaseException) -> None:
+        message = dialogs.error_text(exc)
+        self.last_error = message
+        self.status.setText(message)
+        self._update_enabled()
+        self.failed.emit(message)
+        if self.show_dialogs:
+            dialogs.show_error(self, "Cannot compare traces", message)
+
+    # showing ----------------------------------------------------------------------------------------
+    def show_report(self, report: dict) -> None:
+        """Draw a trace report (one trace, or a before/after pair)."""
+        self.report = report
+        self.status.setText(summary_text(report))
+        labels, series = top_event_series(report)
+        if labels:
+            self.event_plot.set_bars(labels, series)
+        else:
+            self.event_plot.show_message("no events")
+        labels, series = kernel_series(report)
+        if labels:
+            self.kernel_plot.set_bars(labels, series)
+        else:
+            d = report.get("diff")
+            self.kernel_plot.show_message(d["note"] if d and d["note"] else
+                                          "no compiled kernels" if d else "one trace: nothing to compare")
+        labels, series = step_series(report)
+        self.step_plot.set_bars(labels, series)
+        self._fill_table()
+        self._update_enabled()
+        self.loaded.emit()
+
+    def _fill_table(self) -> None:
+        rows = [r for r in event_rows(self.report) if r["category"] != STEP]
+        self._rows = rows
+        t = self.table
+        t.setSortingEnabled(False)
+        t.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            name = QTableWidgetItem(r["name"])
+            name.setData(Qt.ItemDataRole.UserRole, i)
+            name.setToolTip(r["name"])
+            t.setItem(i, 0, name)
+            t.setItem(i, 1, QTableWidgetItem(r["category"]))
+            t.setItem(i, 2, QTableWidgetItem(r["change"]))
+            t.setItem(i, 3, _NumberItem(r["count_before"], f"{r['count_before']:g}"))
+            t.setItem(i, 4, _NumberItem(r["count_after"], f"{r['count_after']:g}"))
+            for col, key in ((5, BEFORE), (6, AFTER)):
+                v = r[key]
+                t.setItem(i, col, _NumberItem(v, "-" if v is None else f"{v:.1f}"))
+            t.setItem(i, 7, _NumberItem(r["delta"], f"{r['delta']:+.1f}"))
+            for col, key in ((8, "self_before"), (9, "self_after")):
+                v = r[key]
+                t.setItem(i, col, _NumberItem(v, "-" if v is None else f"{v:.1f}"))
+        # no sort column until the user picks one: rows stay slowest first (either trace)
+        t.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        t.setSortingEnabled(True)
+        t.resizeColumnsToContents()
+        self.apply_filters()
+
+    def apply_filters(self) -> int:
+        """Hide the table rows the filters exclude; returns how many stay visible."""
+        text = self.filter_text.text().strip().lower()
+        cat = self.filter_category.currentText()
+        change = self.filter_change.currentText()
+        shown = 0
+        for i in range(self.table.rowCount()):
+            row = self._rows[self.table.item(i, 0).data(Qt.ItemDataRole.UserRole)]
+            ok = ((not text or text in row["name"].lower())
+                  and (cat == "all categories" or row["category"] == cat)
+                  and (change == "all changes" or row["change"] == change))
+            self.table.setRowHidden(i, not ok)
+            shown += ok
+        return shown
+
+    def _event_clicked(self, row: int) -> None:
+        if 0 <= row < len(self.event_plot.labels):
+            self._reveal(self.event_plot.labels[row])
+
+    def _table_clicked(self, row: int) -> None:
+        self._reveal(self.table.item(row, 0).text())
+
+    def _reveal(self, name: str) -> None:
+        # onnxruntime events are graph nodes: the window can show them when that model is open
+        if self.report and any(t["source"] == "onnxruntime" for t in self.report["traces"]):
+            self.node_requested.emit(name)
+
+    # exporting --------------------------------------------------------------------------------------
+    def save_report(self, path: str | os.PathLike) -> Path:
+        """Write the report shown (fuseview.trace_compare, validated) atomically."""
+        from fuseview.traces.report import save_report
+
+        if self.report is None:
+            raise FuseviewError("no traces to save")
+        return save_report(self.report, path)
+
+    def export_plots(self, folder: str | os.PathLike, fmt: str = "png") -> list[Path]:
+        """Write each plot that has data as trace_<name>.<fmt> into folder."""
+        out = Path(folder)
+        if not out.is_dir():
+            raise FuseviewError(f"{folder}: folder does not exist")
+        return [c.export(out / f"trace_{c.name}.{fmt}") for c in self.plot_cards() if c.has_data]
+
+    def _ask_save(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save trace report", "trace_compare.json",
+                                              "JSON (*.json)")
+        if path:
+            try:
+                self.save_report(path)
+                self.status.setText(f"report written to {path}")
+            except Exception as exc:  # noqa: BLE001 - shown in a dialog
+                self._fail(exc)
+
+    def _ask_export(self, fmt: str) -> None:
+        folder = QFileDialog.getExistingDirectory(self, f"Export plots as {fmt.upper()} into")
+        if folder:
+            try:
+                written = self.export_plots(folder, fmt)
+                self.status.setText(f"wrote {len(written)} plots to {folder}")
+            except Exception as exc:  # noqa: BLE001 - shown in a dialog
+                self._fail(exc)
+
+
+def install(window, file_menu: QMenu) -> None:
+    """Add File → Compare Traces… to the window; the dock is made on first use (window.trace_view)."""
+    window.trace_view = None
+
+    def view() -> TraceView:
+        if window.trace_view is None:
+            tv = window.trace_view = TraceView(window)
+            tv.show_dialogs = getattr(window, "show_dialogs", True)
+            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, tv)
+            tv.node_requested.connect(lambda name: _reveal_node(window, name))
+        return window.trace_view
+
+    window.trace_view_for = view
+    act = file_menu.addAction("Compare &Traces…")
+    act.setToolTip("Compare two profiler traces (before/after torch.compile), or summarise one")
+    act.triggered.connect(lambda: view().choose_traces())
+
+
+def _reveal_node(window, name: str) -> None:
+    doc = getattr(window, "doc", None)
+    idx = doc.graph.node_by_name.get(name) if doc is not None else None
+    if idx is not None:
+        window.reveal_node(idx)
+
+
+def handle_drop(window, mime: QMimeData) -> bool:
+    """Open dropped .json traces in the trace view; False when the drop holds none."""
+    paths = trace_paths(mime)
+    if not paths:
+        return False
+    window.trace_view_for().open_traces(paths)
+    return True

@@ -1,0 +1,53 @@
+"""Render the trace comparison dock offscreen to assets/screenshots/ (README pictures).
+
+    QT_QPA_PLATFORM=offscreen python scripts/trace_screenshot.py [BEFORE.json AFTER.json]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QEventLoop  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from fuseview.atomic import write_atomic  # noqa: E402
+from fuseview.ui.trace_view import TraceView  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "tests" / "data" / "traces"
+OUT = ROOT / "assets" / "screenshots"
+
+
+def main(argv: list[str]) -> int:
+    paths = argv or [str(TRACES / "attention_eager.json"), str(TRACES / "attention_compiled.json")]
+    app = QApplication.instance() or QApplication([])
+    view = TraceView()
+    view.show_dialogs = False
+    view.resize(1400, 860)
+    view.show()
+    loop = QEventLoop()
+    view.loaded.connect(loop.quit)
+    view.failed.connect(lambda msg: (print(msg, file=sys.stderr), loop.quit()))
+    view.open_traces(paths)
+    loop.exec()
+    if view.report is None:
+        return 1
+    OUT.mkdir(parents=True, exist_ok=True)
+    for tab, name in ((1, "trace_compare_kernels.png"), (0, "trace_compare_events.png"),
+                      (3, "trace_compare_table.png")):
+        view.tabs.setCurrentIndex(tab)
+        for _ in range(5):
+            app.processEvents()
+        image = view.grab()
+        write_atomic(OUT / name, lambda tmp, image=image: image.save(tmp))
+        print(OUT / name)
+    view.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,173 @@
+"""The trace comparison dock on the real committed traces, offscreen Qt: loading off the UI thread,
+plots, diff table filters, exports, bad input, File menu and drag-and-drop in the main window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QImage
+
+from fuseview.traces.report import load_report
+from fuseview.ui.main_window import MainWindow
+from fuseview.ui.trace_view import ADDED, AFTER, BEFORE, KERNEL, REMOVED, REPLACED, TraceView, event_rows
+from tests.conftest import ROOT
+
+TRACES = ROOT / "tests" / "data" / "traces"
+PAIR = [TRACES / "attention_eager.json", TRACES / "attention_compiled.json"]
+
+
+@pytest.fixture
+def view(qtbot):
+    v = TraceView()
+    v.show_dialogs = False
+    qtbot.addWidget(v)
+    v.resize(1000, 700)
+    v.show()
+    return v
+
+
+def load(qtbot, view, paths, timeout=20000):
+    with qtbot.waitSignal(view.loaded, timeout=timeout):
+        job = view.open_traces(paths)
+        assert job is not None and view.is_running  # the read happens in the job's thread
+    assert not view.is_running
+
+
+def test_compare_draws_plots_and_table(qtbot, view):
+    load(qtbot, view, PAIR)
+    rep = view.report
+    assert "step time before/after" in view.status.text()
+    labels = view.event_plot.labels
+    assert view.event_plot.bar_count() > 5 and set(view.event_plot.bars) == {BEFORE, AFTER}
+    assert any(lbl.startswith("graph_3_cpp_fused") for lbl in labels)
+    kernels = [k["name"] for k in rep["diff"]["fused_kernels"]]
+    assert view.kernel_plot.labels == kernels and set(view.kernel_plot.bars) == {REPLACED, KERNEL}
+    assert view.step_plot.bar_count() == 12
+    rows = event_rows(rep)
+    assert view.table.rowCount() == len(rows)
+    # unsorted until asked: slowest event (either trace) first; then sortable by a number column
+    assert view.table.item(0, 0).text() == rows[0]["name"]
+    view.table.sortItems(7)  # Δ µs/step, ascending: the biggest saving first
+    assert view.table.item(0, 0).text() == min(rows, key=lambda r: r["delta"])["name"]
+
+
+def test_table_filters(qtbot, view):
+    load(qtbot, view, PAIR)
+    rows = event_rows(view.report)
+    total = view.table.rowCount()
+    assert view.apply_filters() == total
+    view.filter_change.setCurrentText(ADDED)
+    assert view.apply_filters() == sum(r["change"] == ADDED for r in rows) > 0
+    view.filter_change.setCurrentText(REMOVED)
+    view.filter_text.setText("softmax")
+    visible = [view.table.item(i, 0).text() for i in range(total) if not view.table.isRowHidden(i)]
+    assert visible and all("softmax" in n and n in view.report["diff"]["removed"] for n in visible)
+    view.filter_change.setCurrentText("all changes")
+    view.filter_text.setText("")
+    view.filter_category.setCurrentText("compiled kernel")
+    visible = [view.table.item(i, 0).text() for i in range(total) if not view.table.isRowHidden(i)]
+    assert sorted(visible) == sorted(k["name"] for k in view.report["diff"]["fused_kernels"])
+
+
+def test_no_fusion_says_so_in_the_kernel_plot(qtbot, view):
+    load(qtbot, view, [TRACES / "encoder_fastpath_eager.json", TRACES / "encoder_fastpath_compiled.json"])
+    assert not view.kernel_plot.has_data
+    assert "compile fused nothing" in view.kernel_plot.message.text()
+    assert "compile fused nothing" in view.status.text()
+
+
+def test_exports(qtbot, view, tmp_path):
+    load(qtbot, view, PAIR)
+    rep = load_report(view.save_report(tmp_path / "r.json"))
+    assert rep["diff"]["fused_kernels"] == view.report["diff"]["fused_kernels"]
+    written = view.export_plots(tmp_path, "png")
+    assert sorted(p.name for p in written) == ["trace_events.png", "trace_kernels.png", "trace_steps.png"]
+    img = QImage(str(tmp_path / "trace_kernels.png"))
+    assert img.width() == 1000 and img.height() > 300
+    svg = view.export_plots(tmp_path, "svg")
+    assert all(p.read_text().lstrip().startswith("<?xml") for p in svg)
+
+
+@pytest.mark.parametrize("bad", ["truncated", "onnx"])
+def test_bad_input_reports_and_stays_usable(qtbot, view, tmp_path, bad):
+    if bad == "truncated":
+        path = tmp_path / "cut.json"
+        path.write_bytes(PAIR[0].read_bytes()[:5000])
+    else:
+        path = TRACES / "ort_mlp.onnx"
+    with qtbot.waitSignal(view.failed, timeout=20000) as sig:
+        view.open_traces([PAIR[0], path])
+    assert str(path) in sig.args[0] and view.report is None
+    assert view.open_button.isEnabled() and not view.is_running
+    load(qtbot, view, PAIR)  # still usable
+
+
+def test_single_onnxruntime_trace(qtbot, view):
+    load(qtbot, view, [TRACES / "ort_mlp.json"])
+    assert view.report["diff"] is None and not view.kernel_plot.has_data
+    assert "/up/MatMul" in view.event_plot.labels
+    seen = []
+    view.node_requested.connect(seen.append)
+    row = view.event_plot.labels.index("/up/MatMul")
+    view.event_plot.click(row, BEFORE)
+    assert seen == ["/up/MatMul"]
+
+
+def _drop(win, paths):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                    Qt.KeyboardModifier.NoModifier)
+    win.dropEvent(ev)
+    return ev
+
+
+def test_window_menu_and_drop(qtbot, tmp_path):
+    win = MainWindow(settings=None)
+    win.show_dialogs = False
+    win.remember_files = False
+    qtbot.addWidget(win)
+    titles = [a.text() for a in win.menuBar().actions()[0].menu().actions()]
+    assert "Compare &Traces…" in titles
+    assert win.trace_view is None
+    win.trace_view_for()  # as the menu action does before its file dialog
+    win.trace_view.show_dialogs = False
+    with qtbot.waitSignal(win.trace_view.loaded, timeout=20000):
+        ev = _drop(win, PAIR)
+    assert ev.isAccepted()
+    assert win.trace_view.report["traces"][1]["path"] == str(PAIR[1])
+    win.close()
+
+
+def test_window_maps_onnxruntime_events_to_nodes(qtbot):
+    win = MainWindow(settings=None)
+    win.show_dialogs = False
+    win.remember_files = False
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(win.document_shown, timeout=30000):
+        win.open_file(TRACES / "ort_mlp.onnx")
+    tv = win.trace_view_for()
+    tv.show_dialogs = False
+    with qtbot.waitSignal(tv.loaded, timeout=20000):
+        tv.open_traces([TRACES / "ort_mlp.json"])
+    tv.event_plot.click(tv.event_plot.labels.index("/norm/LayerNormalization"), BEFORE)
+    qtbot.waitUntil(lambda: any(b.isSelected() for b in win.scene.boxes.values()), timeout=20000)
+    selected = [k for k, b in win.scene.boxes.items() if b.isSelected()]
+    node = win.doc.graph.node_by_name["/norm/LayerNormalization"]
+    assert len(selected) == 1 and str(node) in str(selected[0])
+    win.close()
+
+
+def test_report_rows_are_plain_data():
+    rep = json.loads(json.dumps(load_report_for_pair()))
+    rows = event_rows(rep)
+    assert {r["change"] for r in rows} == {ADDED, REMOVED, "in both"}
+
+
+def load_report_for_pair():
+    from fuseview.traces.report import build_report
+    from fuseview.traces.stats import load_trace
+
+    return build_report(load_trace(PAIR[0]), load_trace(PAIR[1]))
