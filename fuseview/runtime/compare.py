@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.loader import _unique_names
+from fuseview.naming import unique_node_names
 from fuseview.runtime.inputs import input_specs
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
@@ -175,7 +175,7 @@ def fusion_times(
     """For each fusion: summed mean time of its fused nodes against that of the original nodes it replaced."""
     b = load_model_graph(fused)
     a = load_model_graph(original)
-    a_names = _unique_names(a.graph.node)
+    a_names = unique_node_names(a.graph.node)
     constants = {nm for n, nm in zip(a.graph.node, a_names, strict=True) if n.op_type == "Constant"}
     t_a = {n["name"]: n["mean_us"] for n in prof_original.get("nodes", [])}
     p50_a = {n["name"]: n["p50_us"] for n in prof_original.get("nodes", [])}
