@@ -194,7 +194,7 @@ def make_feeds(
                 f"input {spec.name!r} has dtype {spec.dtype}, which fuseview cannot generate;"
                 " use --inputs FILE.npz"
             )
-        feeds[spec.name] = np.ascontiguousarray(arr)
+        feeds[spec.name] = np.asarray(arr, order="C")  # ascontiguousarray would make a scalar 1-D
     return feeds
 
 
@@ -241,7 +241,7 @@ def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.
                         f"{path}: input {name!r} axis {axis} is {got} but dim {d!r} is {bound[d]} elsewhere"
                     )
                 bound[d] = got
-    return {n: np.ascontiguousarray(loaded[n]) for n in specs}
+    return {n: np.asarray(loaded[n], order="C") for n in specs}
 
 
 def dims_of_feeds(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
