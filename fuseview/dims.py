@@ -62,7 +62,7 @@ def default_dim(key: str) -> int:
     return {"batch": BATCH_DEFAULT, "sequence": SEQUENCE_DEFAULT}.get(dim_kind(key), OTHER_DEFAULT)
 
 
-def parse_dim_args(items: list[str] | None) -> dict[str, int]:
+def parse_dim_args(items: list[str] | None, label: str = "--dim") -> dict[str, int]:
     """`--dim KEY=VALUE` strings to a dict; FuseviewError on a malformed one (the model is checked later)."""
     out: dict[str, int] = {}
     for item in items or []:
@@ -70,21 +70,21 @@ def parse_dim_args(items: list[str] | None) -> dict[str, int]:
         key = key.strip()
         if not sep or not key or any(c.isspace() for c in key):
             raise FuseviewError(
-                f"--dim {item!r}: expected NAME=VALUE for a named dim (--dim seq=64)"
+                f"{label} {item!r}: expected NAME=VALUE for a named dim (--dim seq=64)"
                 " or INPUT:AXIS=VALUE for an unnamed one (--dim pixel_values:0=2)"
             )
         if not re.fullmatch(r"\s*\+?\d+\s*", value):
-            raise FuseviewError(f"--dim {item!r}: VALUE must be a whole number of at least 1")
+            raise FuseviewError(f"{label} {item!r}: VALUE must be a whole number of at least 1")
         v = int(value)
         if v < 1:
-            raise FuseviewError(f"--dim {item!r}: VALUE must be at least 1")
+            raise FuseviewError(f"{label} {item!r}: VALUE must be at least 1")
         out[key] = v
     return out
 
 
 def parse_dim_text(text: str) -> dict[str, int]:
     """'seq=128, batch=2' (a text box's form) to a dict, with the same rules as --dim."""
-    return parse_dim_args([p for p in text.replace(",", " ").split() if p])
+    return parse_dim_args([p for p in text.replace(",", " ").split() if p], label="dims:")
 
 
 @dataclass(frozen=True)
