@@ -14,7 +14,7 @@ from onnx.external_data_helper import convert_model_to_external_data
 
 from fuseview.cli import main
 from fuseview.errors import FuseviewError
-from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
+from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.validate import validate
 from fuseview.runtime import samples
@@ -152,6 +152,11 @@ def test_minus_one_dims_fuse_and_profile(tmp_path, capsys):
     assert "x: float32 [2, 5, 64]" in capsys.readouterr().out
     assert main(["fuse", str(src), "-o", str(tmp_path / "g.onnx"), "--inputs", str(npz)]) == 0
     assert f"inputs {npz}; dims x:0=2, x:1=5" in capsys.readouterr().out
+    # the scan sizes tensors with the arrays' dims too, and the two ways of giving dims do not mix
+    model = load_for_fusion(src)
+    assert dims_for(model, FuseOptions(inputs=str(npz))) == {"x:0": 2, "x:1": 5}
+    with pytest.raises(FuseviewError, match="give one of them"):
+        dims_for(model, FuseOptions(inputs=str(npz), dims={"x:1": 5}))
 
 
 def _one_line(args, env=None):

@@ -8,7 +8,7 @@ from pathlib import Path
 from fuseview.atomic import save_model_atomic
 from fuseview.dims import parse_dim_args
 from fuseview.errors import FuseviewError
-from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
+from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         validate=not args.no_validate, strict=True,
     )
     model = load_for_fusion(src)
-    scan = scan_for_fusion(model, options.dims, src)
+    scan = scan_for_fusion(model, dims_for(model, options), src)
     accepted = _decide(args, scan, src)
     outcome = build_fused(model, scan, accepted, options, src.parent)
     result = outcome.result

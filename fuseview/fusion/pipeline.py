@@ -83,6 +83,17 @@ def load_for_fusion(path: str | os.PathLike) -> onnx.ModelProto:
     return with_weights(load_model(p), p.parent)
 
 
+def dims_for(model: onnx.ModelProto, options: FuseOptions) -> dict[str, int]:
+    """The dims to scan with: the --dim values, or those of the --inputs arrays (never both)."""
+    if not options.inputs:
+        return dict(options.dims)
+    if options.dims:
+        raise FuseviewError("--dim and --inputs both set the dims: give one of them")
+    from fuseview.runtime.inputs import dims_of_feeds, load_feeds
+
+    return dims_of_feeds(model, load_feeds(options.inputs, model))
+
+
 def scan_for_fusion(
     model: onnx.ModelProto, dims: dict[str, int] | None = None, path: str | os.PathLike | None = None
 ) -> ScanResult:
@@ -155,6 +166,6 @@ def fuse_file(
     """The whole pipeline from a file: `decide(scan)` returns the accepted candidate ids."""
     options = options or FuseOptions()
     model = load_for_fusion(path)
-    scan = scan_for_fusion(model, options.dims, path)
+    scan = scan_for_fusion(model, dims_for(model, options), path)
     outcome = build_fused(model, scan, decide(scan), options, Path(path).parent, progress)
     return model, scan, outcome
