@@ -9,6 +9,7 @@ from fuseview.fusion.pipeline import build_fused, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.graph.loader import document_from_model
 from fuseview.naming import unique_node_names
+from fuseview.provenance import ORIGIN_KEY
 from fuseview.runtime.job import ProfileRequest, run_profile
 
 from .conftest import ASSET_MODELS
@@ -43,6 +44,14 @@ def test_candidates_are_found_in_the_viewer_and_timed_per_fusion(tmp_path):
     plan = Plan(scan.candidates, str(path))
     plan.accept_all()
     outcome = build_fused(model, scan, plan.accepted(), base_dir=tmp_path)
+    # nodes the fusion left alone keep the names the viewer gave them in the original
+    fused_names = unique_node_names(outcome.model.graph.node)
+    kept = {n.output[0]: nm for n, nm in zip(outcome.model.graph.node, fused_names, strict=True)
+            if not any(p.key == ORIGIN_KEY for p in n.metadata_props)}
+    original_names = dict(zip((n.output[0] for n in model.graph.node),
+                              unique_node_names(model.graph.node), strict=True))
+    unchanged = [t for t in kept if t in original_names]
+    assert unchanged and all(kept[t] == original_names[t] for t in unchanged)
     fused = tmp_path / "fused.onnx"
     onnx.save(outcome.model, fused)
     rep = run_profile(ProfileRequest(model=str(path), against=str(fused), runs=2, warmup=1, dims={"seq": 8}))

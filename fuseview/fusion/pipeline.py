@@ -18,6 +18,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import ApplyResult, apply_candidates, check_fused
 from fuseview.fusion.scan import ScanResult, load_model, scan_model
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
+from fuseview.naming import unique_node_names
 
 # progress(stage, fraction of the whole pipeline)
 Progress = Callable[[str, float], None]
@@ -102,6 +103,21 @@ def scan_for_fusion(
     return scan_model(model, dims, base_dir=base, path=str(path) if path else None)
 
 
+def keep_stand_in_names(original: onnx.ModelProto, fused: onnx.ModelProto) -> None:
+    """Name the fused model's unnamed nodes as they were called in the original (fuseview.naming).
+
+    Positions change when nodes are replaced, so a stand-in such as `Mul_7` would otherwise name another
+    node in the fused graph and the two panes, plans and profiles could no longer be joined by name.
+    """
+    names = unique_node_names(original.graph.node)
+    by_output = {n.output[0]: nm for n, nm in zip(original.graph.node, names, strict=True) if n.output}
+    taken = {n.name for n in fused.graph.node if n.name}
+    for n in fused.graph.node:
+        if not n.name and n.output and by_output.get(n.output[0]) not in (None, *taken):
+            n.name = by_output[n.output[0]]
+            taken.add(n.name)
+
+
 def _problem(options: FuseOptions, notes: list[str], text: str) -> None:
     if options.strict:
         raise FuseviewError(text)
@@ -123,6 +139,7 @@ def build_fused(
     model = with_weights(model, base_dir)
     report("applying", 0.05)
     result = apply_candidates(model, scan, list(accepted))
+    keep_stand_in_names(model, result.model)
     notes = list(result.notes)
     report("checking", 0.3)
     try:
