@@ -60,3 +60,34 @@ def test_candidates_are_found_in_the_viewer_and_timed_per_fusion(tmp_path):
     assert fusions and all(fusions)
     for t in fusions:
         assert t["missing"] == [] and t["original_timed"] > 0 and t["original_us"] > 0, t
+
+
+def test_window_finds_and_links_candidates_of_an_unnamed_model(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
+
+    from fuseview.graph.geometry import node_key
+    from fuseview.ui import dialogs
+    from fuseview.ui.main_window import MainWindow
+
+    _model, path = _unnamed(tmp_path)
+    monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
+    w = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        with qtbot.waitSignal(w.workbench.scanned, timeout=60_000):
+            w.open_file(path)
+        qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
+        wb = w.workbench
+        graph = wb.root_doc.graph
+        assert wb.scan.candidates
+        for c in wb.scan.candidates:
+            keys, _hidden = wb.candidate_keys(c.id)
+            assert set(keys) == {node_key(graph.node_by_name[n]) for n in c.nodes}
+        wb.panel.accept_all()
+        with qtbot.waitSignal(wb.applied, timeout=60_000):
+            assert wb.apply()
+        qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
+        assert wb.fused["validation"].ok
+    finally:
+        w.runner.shutdown()
