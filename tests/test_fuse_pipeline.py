@@ -51,6 +51,7 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
             w.open_file(GPT2)
         qtbot.waitUntil(lambda: not w.busy, timeout=MS)
         w.workbench.panel.accept_all()
+        w.workbench.profile_panel.dims.setText("seq=16")  # Apply validates with the Profile dock's dims
         with qtbot.waitSignal(w.workbench.applied, timeout=MS):
             assert w.workbench.apply()
         qtbot.waitUntil(lambda: not w.busy, timeout=MS)
@@ -59,10 +60,12 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
         window_line = wb.validation_text()
         title = wb.fused_pane.title.text()
         window_ids = sorted(wb.decisions.accepted())
+        fused_model = wb.fused["model"]
     finally:
         w.runner.shutdown()
     plan = tmp_path / "plan.json"
-    assert main(["fuse", str(GPT2), "-o", str(tmp_path / "f.onnx"), "--save-plan", str(plan)]) == 0
+    assert main(["fuse", str(GPT2), "-o", str(tmp_path / "f.onnx"), "--save-plan", str(plan),
+                 "--dim", "seq=16"]) == 0
     out = capsys.readouterr().out
     decisions = json.loads(plan.read_text())["decisions"]
     cli_ids = sorted(d["id"] for d in decisions if d["decision"] == "accept")
@@ -71,10 +74,15 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
     assert window_line.startswith("validated on onnxruntime: max |diff| ")
     assert window_line in out  # the CLI prints the very same line
     assert window_val.figures() in title  # and the fused pane's title its figures
+    assert window_val.dims == {"batch": 1, "seq": 16}
     # The same figures to the last bit when the pipeline runs again on the same ids.
-    model, scan, _ids = _fuse_all(GPT2)
-    again = build_fused(model, scan, window_ids).validation
+    model, scan, _ids = _fuse_all(GPT2, {"seq": 16})
+    again = build_fused(model, scan, window_ids, FuseOptions(dims={"seq": 16})).validation
     assert again.to_json()["outputs"] == window_val.to_json()["outputs"]
+    # and the Outputs tab's comparison of the window's fused model on seed 0 shows the first set's figures
+    tab = compare_outputs(model, fused_model, make_feeds(model, {"seq": 16}, seed=0))["outputs"]
+    for name, d in window_val.runs[0].outputs.items():
+        assert (tab[name]["max_abs"], tab[name]["max_rel"]) == (d["max_abs"], d["max_rel"])
 
 
 def test_outputs_tab_shows_the_validation_figures_for_the_same_inputs(tmp_path):

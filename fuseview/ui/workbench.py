@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from fuseview.atomic import save_model_atomic
+from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
@@ -395,12 +396,17 @@ class Workbench(QObject):
         original_graph = doc.graph
 
         base = doc.path.parent if doc.path else None
+        try:  # the Profile dock's dims, so Apply validates on the inputs its Outputs tab will use
+            dims = parse_dim_text(self.profile_panel.dims.text()) if self.profile_panel is not None else {}
+        except FuseviewError as exc:
+            self.win.statusBar().showMessage(f"Not applied: {exc}", 15000)
+            return False
 
         def work(progress):
             from fuseview.fusion.pipeline import FuseOptions, build_fused
 
             # The one pipeline `fuseview fuse` runs: same dims, weights, checks, validation and tolerances.
-            outcome = build_fused(model, scan, ids, FuseOptions(strict=False), base, progress)
+            outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
             res, val, notes = outcome.result, outcome.validation, outcome.notes
             progress("laying out", 0.7)
             fdoc = document_from_model(res.model)
