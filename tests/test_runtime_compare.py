@@ -93,6 +93,9 @@ def test_tensor_diff_metrics():
     assert tensor_diff(n, n.copy(), 0, 0)["passed"]
     ints = np.array([1, 2, 3])
     assert tensor_diff(ints, ints.copy(), 0, 0)["passed"]
+    # near zero the relative error is taken against atol, not against the tiny reference
+    tiny = tensor_diff(np.array([1e-9, 1.0]), np.array([3e-7, 1.0]), atol=1e-4, rtol=1e-3)
+    assert tiny["passed"] and tiny["max_rel"] == pytest.approx((3e-7 - 1e-9) / 1e-4)
 
 
 def test_a_fusion_that_writes_two_nodes_is_one_group(trio):

@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import onnx
-
 from fuseview.atomic import save_model_atomic
+from fuseview.dims import parse_dim_args
 from fuseview.errors import FuseviewError
-from fuseview.fusion.apply import apply_candidates, check_fused
-from fuseview.fusion.graphindex import parse_dims
+from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
-from fuseview.fusion.scan import load_model, scan_model
-from fuseview.fusion.validate import validate
+from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL
 
 HELP = "apply fusion candidates (all by default), validate against the original, write the fused model"
 
@@ -31,23 +28,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", help="apply the decisions of a saved plan (JSON)")
     p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions made as a plan")
     p.add_argument(
-        "--dim", action="append", default=[], metavar="NAME=VALUE", help="symbolic input dim value"
+        "--dim", action="append", default=[], metavar="NAME=VALUE",
+        help="an input dim's value: a named one by name (seq=64), an unnamed one as INPUT:AXIS=VALUE"
+        " (default batch-like 1, sequence-like 128, others 1)",
     )
+    p.add_argument("--inputs", metavar="FILE.npz", help="validate on these inputs instead of generated ones")
+    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                   help=f"sets of generated inputs to validate on (default {DEFAULT_SEEDS})")
+    p.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
+    p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Fuse, check, validate, write."""
-    src, out = Path(args.model), Path(args.output)
-    if out.exists() and src.exists() and out.resolve() == src.resolve():
-        raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")
-    if not out.parent.exists():
-        raise FuseviewError(f"{out.parent}: output folder does not exist")
-    dims = parse_dims(args.dim)
-    model = load_model(src)
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-        onnx.load_external_data_for_model(model, str(src.parent))
-    scan = scan_model(model, dims, base_dir=src.parent, path=str(src))
+def _decide(args: argparse.Namespace, scan, src: Path) -> list[str]:
     plan = Plan.load(args.plan, scan.candidates) if args.plan else Plan(scan.candidates, str(src))
     for r in args.reject:
         plan.reject(r)
@@ -57,34 +50,49 @@ def run(args: argparse.Namespace) -> int:
         plan.accept_all()
     if args.save_plan:
         plan.save(args.save_plan)
-    result = apply_candidates(model, scan, plan.accepted())
-    notes = check_fused(result.model)
-    if not result.reference_only_ops:
-        import onnxruntime as ort
+    return plan.accepted()
 
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        try:
-            ort.InferenceSession(result.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - a rule produced a graph onnxruntime refuses: say which
-            raise FuseviewError(
-                f"fused model does not load in onnxruntime: {str(exc).splitlines()[0]}"
-            ) from None
+
+def run(args: argparse.Namespace) -> int:
+    """Fuse, check, validate, write."""
+    src, out = Path(args.model), Path(args.output)
+    if out.exists() and src.exists() and out.resolve() == src.resolve():
+        raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")
+    if not out.parent.exists():
+        raise FuseviewError(f"{out.parent}: output folder does not exist")
+    if args.inputs is not None and not Path(args.inputs).is_file():
+        raise FuseviewError(f"--inputs {args.inputs}: file not found")
+    if args.seeds < 1:
+        raise FuseviewError("--seeds must be at least 1")
+    if args.atol < 0 or args.rtol < 0:
+        raise FuseviewError("--atol and --rtol must be 0 or more")
+    options = FuseOptions(
+        dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
+        validate=not args.no_validate, strict=True,
+    )
+    model = load_for_fusion(src)
+    scan = scan_for_fusion(model, dims_for(model, options), src)
+    accepted = _decide(args, scan, src)
+    outcome = build_fused(model, scan, accepted, options, src.parent)
+    result = outcome.result
     print(f"model      {src}")
     print(f"applied    {len(result.applied)} of {len(scan.candidates)} candidates")
     counts: dict[str, int] = {}
     for c in result.applied:
-        counts[f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"] = (
-            counts.get(f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}", 0) + 1
-        )
+        key = f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"
+        counts[key] = counts.get(key, 0) + 1
     for k, v in counts.items():
         print(f"  {v:>4} x {k}")
     print(f"nodes      {len(model.graph.node)} -> {len(result.model.graph.node)}")
-    for n in notes + result.notes:
+    for n in outcome.notes:
         print(f"note       {n}")
-    if not args.no_validate:
-        v = validate(model, result.model, bool(result.reference_only_ops), dims)
+    v = outcome.validation
+    if v is not None:
         print(f"validate   {v.engine} ({'ok' if v.ok else 'DIFFERS'})")
+        print(f"  {v.headline()}")
+        inputs = args.inputs or "generated, " + ", ".join(r.label for r in v.runs)
+        dims = ", ".join(f"{k}={x}" for k, x in v.dims.items()) or "none"
+        print(f"  inputs {inputs}; dims {dims}; atol {v.atol:g}, rtol {v.rtol:g}")
         for o in v.outputs:
             print(
                 f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}"

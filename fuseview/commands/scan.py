@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="value of a symbolic input dim for tensor sizes (default batch 1, sequence 128)",
+        help="an input dim's value: a named one by name (seq=64), an unnamed one as INPUT:AXIS=VALUE"
+        " (default batch-like 1, sequence-like 128, others 1)",
     )
     p.add_argument("--near-misses", action="store_true", help="also list rules that nearly matched, and why")
     p.add_argument("--profile", metavar="REPORT.json",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,39 +10,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fuseview.errors import FuseviewError
-
-# Symbolic dim names users mean when they say "batch" or "sequence".
-BATCH_NAMES = {"batch", "batch_size", "n", "b", "bs", "batchsize", "num_batches"}
-SEQ_NAMES = {
-    "seq",
-    "sequence",
-    "sequence_length",
-    "seq_len",
-    "seqlen",
-    "seq_length",
-    "s",
-    "length",
-    "total_sequence_length",
-    "past_sequence_length+sequence_length",
-    "decoder_sequence_length",
-    "encoder_sequence_length",
-    "num_tokens",
-    "tokens",
-}
-DEFAULT_BATCH = 1
-DEFAULT_SEQ = 128
+from fuseview.dims import declared_dim, default_dim, dim_key, dim_kind, parse_dim_args, resolve_dims
+from fuseview.naming import unique_node_names
 
 
 def parse_dims(items: list[str] | None) -> dict[str, int]:
-    """Parse ``NAME=VALUE`` strings from ``--dim``; FuseviewError on a malformed one."""
-    dims: dict[str, int] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not re.fullmatch(r"\d+", value.strip()) or int(value) < 1:
-            raise FuseviewError(f"--dim {item!r}: expected NAME=VALUE with a positive integer VALUE")
-        dims[name.strip()] = int(value)
-    return dims
+    """Parse ``--dim`` strings (fuseview.dims, the one syntax of every command)."""
+    return parse_dim_args(items)
 
 
 def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
@@ -85,6 +58,7 @@ class GraphIndex:
         self.base_dir = str(base_dir) if base_dir else None
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
+        self._names = unique_node_names(self.nodes)
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
@@ -116,8 +90,8 @@ class GraphIndex:
         return self._pos[id(node)]
 
     def name(self, node: onnx.NodeProto) -> str:
-        """Node name, or a positional stand-in for unnamed nodes."""
-        return node.name or f"{node.op_type}#{self._pos[id(node)]}"
+        """The node's name as the viewer and the profiler call it (fuseview.naming)."""
+        return self._names[self._pos[id(node)]]
 
     @staticmethod
     def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
@@ -193,17 +167,11 @@ class GraphIndex:
         return None
 
     # ------------------------------------------------------------------------------------------ shapes
-    def _dim_value(self, name: str) -> int:
-        if name in self._dims:
-            v = self._dims[name]
-        elif name.lower() in BATCH_NAMES:
-            v = self._dims.get("batch", DEFAULT_BATCH)
-        elif name.lower() in SEQ_NAMES:
-            v = self._dims.get("seq", self._dims.get("sequence", DEFAULT_SEQ))
-        else:
-            v = 1
-            self.notes.append(f"symbolic dim {name!r} set to 1 (use --dim {name}=VALUE)")
-        self.dims_used[name] = v
+    def _dim_value(self, key: str, used: dict[str, int]) -> int:
+        v = used[key] if key in used else default_dim(key)
+        if key not in self._dims and dim_kind(key) in ("other", "unnamed"):
+            self.notes.append(f"symbolic dim {key!r} set to 1 (use --dim {key}=VALUE)")
+        self.dims_used[key] = v
         return v
 
     def _infer_shapes(self) -> None:
@@ -226,14 +194,16 @@ class GraphIndex:
         mg.initializer.extend(t for t in g.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
         # External weights: declare their shapes as inputs so inference still sees them without reading them.
         ext = [t for t in g.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
         for vi in g.input:
             new = mg.input.add()
             new.CopyFrom(vi)
             tt = new.type.tensor_type
             if new.type.HasField("tensor_type") and tt.HasField("shape"):
-                for d in tt.shape.dim:
-                    if d.HasField("dim_param") or not d.HasField("dim_value"):
-                        d.dim_value = self._dim_value(d.dim_param or "?")
+                for axis, d in enumerate(tt.shape.dim):
+                    dim = declared_dim(d)
+                    if not isinstance(dim, int):
+                        d.dim_value = self._dim_value(dim_key(vi.name, axis, dim), used)
         for t in ext:
             if t.name not in self.graph_inputs:
                 mg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))

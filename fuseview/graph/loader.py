@@ -12,6 +12,7 @@ from google.protobuf.message import DecodeError
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.scopes import node_scope
+from fuseview.naming import unique_node_names
 
 # Shape inference serialises the model; past this size protobuf refuses, so we skip it and say so.
 _MAX_INFER_BYTES = 1_900_000_000
@@ -162,21 +163,7 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
     return value
 
 
-def _unique_names(nodes: Iterable[onnx.NodeProto]) -> list[str]:
-    names: list[str] = []
-    seen: set[str] = set()
-    for i, n in enumerate(nodes):
-        name = n.name
-        if not name or name in seen:
-            base = f"{n.op_type}_{i}" if not name else f"{name}__{i}"
-            name = base
-            k = 1
-            while name in seen:
-                name = f"{base}_{k}"
-                k += 1
-        seen.add(name)
-        names.append(name)
-    return names
+_unique_names = unique_node_names  # kept for callers of the old private name
 
 
 def _build_graph(

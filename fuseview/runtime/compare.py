@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.loader import _unique_names
+from fuseview.naming import unique_node_names
 from fuseview.runtime.inputs import input_specs
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
@@ -27,7 +27,7 @@ def diff_histogram(d: np.ndarray) -> dict:
 
 
 def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> dict:
-    """max abs, max rel, mean abs, cosine similarity and pass/fail (|got-ref| <= atol + rtol*|ref|)."""
+    """max abs, max rel (|diff| / max(|ref|, atol)), mean abs, cosine, pass (|diff| <= atol + rtol|ref|)."""
     out: dict = {"shape": [int(x) for x in ref.shape], "dtype": str(ref.dtype)}
     if ref.shape != got.shape:
         return {**out, "other_shape": [int(x) for x in got.shape], "passed": False,
@@ -46,7 +46,9 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
         return {**out, "passed": not nan_mismatch, "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
                 "cosine": 1.0}
     d = np.abs(a - b)
-    rel = d / np.maximum(np.abs(a), 1e-12)
+    # Relative to |ref|, but never to less than atol: below it the pass test is absolute, and a
+    # reference of 1e-9 would turn a harmless 3e-7 difference into "max rel 300".
+    rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
     passed = (not nan_mismatch) and bool(np.all(d <= atol + rtol * np.abs(a)))
@@ -175,7 +177,7 @@ def fusion_times(
     """For each fusion: summed mean time of its fused nodes against that of the original nodes it replaced."""
     b = load_model_graph(fused)
     a = load_model_graph(original)
-    a_names = _unique_names(a.graph.node)
+    a_names = unique_node_names(a.graph.node)
     constants = {nm for n, nm in zip(a.graph.node, a_names, strict=True) if n.op_type == "Constant"}
     t_a = {n["name"]: n["mean_us"] for n in prof_original.get("nodes", [])}
     p50_a = {n["name"]: n["p50_us"] for n in prof_original.get("nodes", [])}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from dataclasses import dataclass
@@ -10,12 +11,23 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from fuseview.dims import (  # noqa: F401 - re-exported: the one dims policy lives in fuseview.dims
+    BATCH_DEFAULT,
+    OTHER_DEFAULT,
+    SEQUENCE_DEFAULT,
+    declared_dim,
+    default_dim,
+    dim_key,
+    parse_dim_args,
+    resolve_dims,
+)
 from fuseview.errors import FuseviewError
 
-# Default values for symbolic dims, by what their name looks like.
-BATCH_DEFAULT = 1
-SEQUENCE_DEFAULT = 128
-OTHER_DEFAULT = 1
+# Generated inputs above this many bytes in all are refused (FUSEVIEW_MAX_INPUT_BYTES overrides).
+MAX_INPUT_BYTES = 1 << 30
+# Float inputs of one element (a scale, a speed factor, a temperature) are drawn from this range, not N(0, 1):
+# a sign flip or a zero there changes what the model computes, not just the values it computes on.
+SCALAR_FLOAT_RANGE = (0.5, 1.5)
 # Integer inputs whose embedding table cannot be found draw from [0, SAFE_INT_BOUND).
 SAFE_INT_BOUND = 2
 # Ops an id tensor may pass through on its way to the embedding Gather.
@@ -44,56 +56,9 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
         shape = None
         if tt.HasField("shape"):
-            shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
-            )
+            shape = tuple(declared_dim(d) for d in tt.shape.dim)
         specs.append(InputSpec(vi.name, dtype, shape))
     return specs
-
-
-def default_dim(name: str) -> int:
-    """The value a symbolic dim gets when the user does not set it."""
-    low = name.lower()
-    if "batch" in low or low in ("n", "b", "bs"):
-        return BATCH_DEFAULT
-    if "seq" in low or "len" in low or "token" in low or low in ("s", "t", "l"):
-        return SEQUENCE_DEFAULT
-    return OTHER_DEFAULT
-
-
-def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:
-    """Every symbolic dim of the model's inputs with the value used (overrides first, then defaults).
-
-    Unnamed dims are keyed "<input>:<axis>".
-    """
-    dims = dict(dims or {})
-    used: dict[str, int] = {}
-    for spec in input_specs(model):
-        for axis, d in enumerate(spec.shape or ()):
-            if isinstance(d, int):
-                continue
-            key = d if d else f"{spec.name}:{axis}"
-            if key in used:
-                continue
-            used[key] = int(dims[key]) if key in dims else default_dim(d or "")
-    return used
-
-
-def parse_dim_args(items: list[str] | None) -> dict[str, int]:
-    """Parse `NAME=VALUE` strings from the command line into a dims dict."""
-    out: dict[str, int] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise FuseviewError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim seq=128")
-        try:
-            v = int(value)
-        except ValueError:
-            raise FuseviewError(f"--dim {item!r}: VALUE must be an integer") from None
-        if v < 0:
-            raise FuseviewError(f"--dim {item!r}: VALUE must be >= 0")
-        out[name.strip()] = v
-    return out
 
 
 def _const_shape(model: onnx.ModelProto, name: str) -> tuple[int, ...] | None:
@@ -141,20 +106,70 @@ def _concrete_shape(spec: InputSpec, used: dict[str, int]) -> tuple[int, ...]:
             f"input {spec.name!r} has no shape in the model; give its values with --inputs FILE.npz"
         )
     return tuple(
-        d if isinstance(d, int) else used[d if d else f"{spec.name}:{axis}"]
-        for axis, d in enumerate(spec.shape)
+        d if isinstance(d, int) else used[dim_key(spec.name, axis, d)] for axis, d in enumerate(spec.shape)
     )
 
 
+def max_input_bytes() -> int:
+    """The size limit of generated inputs: FUSEVIEW_MAX_INPUT_BYTES when set, else 1 GiB."""
+    text = os.environ.get("FUSEVIEW_MAX_INPUT_BYTES", "").strip()
+    if not text:
+        return MAX_INPUT_BYTES
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise FuseviewError(f"FUSEVIEW_MAX_INPUT_BYTES={text!r}: expected a number of bytes") from None
+    if value < 1:
+        raise FuseviewError(f"FUSEVIEW_MAX_INPUT_BYTES={text!r}: must be at least 1")
+    return value
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def check_feed_size(
+    model: onnx.ModelProto, used: dict[str, int], limit: int | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The concrete shape of each input; FuseviewError when together they would exceed the limit."""
+    limit = max_input_bytes() if limit is None else limit
+    shapes = {spec.name: _concrete_shape(spec, used) for spec in input_specs(model)}
+    sizes = {
+        spec.name: math.prod(shapes[spec.name]) * spec.dtype.itemsize for spec in input_specs(model)
+    }
+    total = sum(sizes.values())
+    if total > limit:
+        biggest = max(sizes, key=sizes.get)
+        dims = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
+        raise FuseviewError(
+            f"generated inputs would take {_gib(total)} (limit {_gib(limit)}; {biggest!r} alone"
+            f" {_gib(sizes[biggest])}) with dims {dims}: choose smaller ones with --dim NAME=VALUE"
+            " (or raise FUSEVIEW_MAX_INPUT_BYTES)"
+        )
+    return shapes
+
+
+def is_scalar_like(spec: InputSpec) -> bool:
+    """A declared one-element input: rank 0, or every dim the fixed number 1 (not a symbol set to 1)."""
+    return spec.shape is not None and all(d == 1 for d in spec.shape)
+
+
 def make_feeds(
-    model: onnx.ModelProto, dims: dict[str, int] | None = None, seed: int = 0
+    model: onnx.ModelProto,
+    dims: dict[str, int] | None = None,
+    seed: int = 0,
+    max_bytes: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """Reproducible inputs for the model's signature: ids bounded by their embedding table, masks all ones."""
+    """Reproducible inputs for the model's signature: ids bounded by their embedding table, masks all ones.
+
+    Float tensors are drawn from N(0, 1); one-element float inputs from SCALAR_FLOAT_RANGE.
+    """
     used = resolve_dims(model, dims)
+    shapes = check_feed_size(model, used, max_bytes)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for spec in input_specs(model):
-        shape = _concrete_shape(spec, used)
+        shape = shapes[spec.name]
         low = spec.name.lower()
         if spec.dtype == np.bool_:
             arr = np.ones(shape, np.bool_) if "mask" in low else rng.integers(0, 2, shape).astype(np.bool_)
@@ -170,6 +185,8 @@ def make_feeds(
                 if np.iinfo(spec.dtype).max < bound - 1:
                     bound = int(np.iinfo(spec.dtype).max) + 1
                 arr = rng.integers(0, bound, shape).astype(spec.dtype)
+        elif np.issubdtype(spec.dtype, np.floating) and is_scalar_like(spec):
+            arr = rng.uniform(*SCALAR_FLOAT_RANGE, shape).astype(spec.dtype)
         elif np.issubdtype(spec.dtype, np.floating):
             arr = rng.standard_normal(shape).astype(spec.dtype)
         else:
@@ -177,7 +194,7 @@ def make_feeds(
                 f"input {spec.name!r} has dtype {spec.dtype}, which fuseview cannot generate;"
                 " use --inputs FILE.npz"
             )
-        feeds[spec.name] = np.ascontiguousarray(arr)
+        feeds[spec.name] = np.asarray(arr, order="C")  # ascontiguousarray would make a scalar 1-D
     return feeds
 
 
@@ -224,7 +241,7 @@ def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.
                         f"{path}: input {name!r} axis {axis} is {got} but dim {d!r} is {bound[d]} elsewhere"
                     )
                 bound[d] = got
-    return {n: np.ascontiguousarray(loaded[n]) for n in specs}
+    return {n: np.asarray(loaded[n], order="C") for n in specs}
 
 
 def dims_of_feeds(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
@@ -236,7 +253,7 @@ def dims_of_feeds(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[
             continue
         for axis, (d, got) in enumerate(zip(spec.shape, arr.shape, strict=False)):
             if not isinstance(d, int):
-                out.setdefault(d if d else f"{spec.name}:{axis}", int(got))
+                out.setdefault(dim_key(spec.name, axis, d), int(got))
     return out
 
 

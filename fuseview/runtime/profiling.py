@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.loader import _unique_names
+from fuseview.naming import unique_node_names
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
@@ -70,7 +70,7 @@ def runnable(model: ModelSource) -> ModelSource:
     onnxruntime's profile names nodes by their own name; unnamed nodes would all read "".
     """
     proto = load_model_graph(model)
-    names = _unique_names(proto.graph.node)
+    names = unique_node_names(proto.graph.node)
     if all(n.name == nm for n, nm in zip(proto.graph.node, names, strict=True)):
         return model
     full = onnx.ModelProto()
@@ -86,7 +86,7 @@ def runnable(model: ModelSource) -> ModelSource:
 def fused_origins(model: onnx.ModelProto) -> dict[str, list[str]]:
     """Fused node name -> names of the original nodes it replaced (from fuseview.origin metadata)."""
     out: dict[str, list[str]] = {}
-    names = _unique_names(model.graph.node)
+    names = unique_node_names(model.graph.node)
     for n, nm in zip(model.graph.node, names, strict=True):
         for p in n.metadata_props:
             if p.key == ORIGIN_KEY:
@@ -105,7 +105,7 @@ def fusion_groups(model: onnx.ModelProto) -> list[dict]:
     Each group: key, candidate, rule, nodes (names), op_types, main node and op type (the first
     non-standard-domain node, else the last), origin (union of the replaced original nodes), outputs.
     """
-    names = _unique_names(model.graph.node)
+    names = unique_node_names(model.graph.node)
     origins = fused_origins(model)
     groups: dict[str, dict] = {}
     for n, nm in zip(model.graph.node, names, strict=True):

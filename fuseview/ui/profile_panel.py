@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
@@ -60,14 +61,8 @@ def _model_files(models: dict, folder: str) -> dict[str, str | None]:
 
 
 def parse_dims(text: str) -> dict[str, int]:
-    """'seq=128, batch=1' -> {"seq": 128, "batch": 1}; FuseviewError on anything else."""
-    dims: dict[str, int] = {}
-    for part in text.replace(",", " ").split():
-        name, eq, value = part.partition("=")
-        if not eq or not name or not value.strip().isdigit() or int(value) < 1:
-            raise FuseviewError(f"dims: {part!r} is not NAME=VALUE with a positive whole VALUE")
-        dims[name] = int(value)
-    return dims
+    """'seq=128, batch=1' -> {"seq": 128, "batch": 1}: the --dim syntax of fuseview.dims."""
+    return parse_dim_text(text)
 
 
 def provider_text(report: dict) -> str:

@@ -1,0 +1,134 @@
+"""The one dims policy of scan, fuse, profile and the window: what a declared input dim is, and its value.
+
+A declared dim is a number (fixed), a named symbol (`seq`), or unknown: no name, or a value of -1 or 0
+(as PaddlePaddle and some converters write "any size"). Every non-fixed dim has a key: its symbol's name,
+or `INPUT:AXIS` when it has none. The user sets dims with one syntax everywhere, `--dim KEY=VALUE`
+(`--dim seq=64`, `--dim image:0=2`); dims left unset take a default by what their name looks like
+(batch-like 1, sequence-like 128, anything else 1). An unknown key is an error that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import onnx
+
+from fuseview.errors import FuseviewError
+
+BATCH_DEFAULT = 1
+SEQUENCE_DEFAULT = 128
+OTHER_DEFAULT = 1
+
+Dim = int | str | None  # a fixed size, a symbol's name, or unknown
+
+_BATCH_WORDS = ("batch",)
+_BATCH_NAMES = {"n", "b", "bs", "num_batches"}
+_SEQUENCE_WORDS = ("seq", "len", "token", "time", "step")
+_SEQUENCE_NAMES = {"s", "t", "l"}
+
+
+def declared_dim(d: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A declared dim as fuseview reads it: a positive number, a symbol's name, or None (unknown)."""
+    if d.HasField("dim_value") and d.dim_value > 0:
+        return int(d.dim_value)
+    if d.HasField("dim_param") and d.dim_param.strip():
+        return d.dim_param
+    return None  # unnamed, or -1 / 0 ("any size" in some exporters)
+
+
+def dim_key(input_name: str, axis: int, dim: Dim) -> str:
+    """How the user names a non-fixed dim: the symbol's name, or INPUT:AXIS for an unnamed one."""
+    return dim if isinstance(dim, str) else f"{input_name}:{axis}"
+
+
+def dim_kind(key: str) -> str:
+    """What a dim's key says it is: "batch", "sequence", "unnamed" (INPUT:AXIS) or "other"."""
+    if re.fullmatch(r".+:\d+", key):
+        return "unnamed"
+    low = key.lower()
+    if any(w in low for w in _BATCH_WORDS) or low in _BATCH_NAMES:
+        return "batch"
+    if any(w in low for w in _SEQUENCE_WORDS) or low in _SEQUENCE_NAMES:
+        return "sequence"
+    return "other"
+
+
+def default_dim(key: str) -> int:
+    """The value a dim gets when the user does not set it (batch-like 1, sequence-like 128, else 1).
+
+    An unnamed dim (key INPUT:AXIS) says nothing about what it is, so it gets 1.
+    """
+    return {"batch": BATCH_DEFAULT, "sequence": SEQUENCE_DEFAULT}.get(dim_kind(key), OTHER_DEFAULT)
+
+
+def parse_dim_args(items: list[str] | None, label: str = "--dim") -> dict[str, int]:
+    """`--dim KEY=VALUE` strings to a dict; FuseviewError on a malformed one (the model is checked later)."""
+    out: dict[str, int] = {}
+    for item in items or []:
+        key, sep, value = str(item).rpartition("=")
+        key = key.strip()
+        if not sep or not key or any(c.isspace() for c in key):
+            raise FuseviewError(
+                f"{label} {item!r}: expected NAME=VALUE for a named dim (--dim seq=64)"
+                " or INPUT:AXIS=VALUE for an unnamed one (--dim pixel_values:0=2)"
+            )
+        if not re.fullmatch(r"\s*\+?\d+\s*", value):
+            raise FuseviewError(f"{label} {item!r}: VALUE must be a whole number of at least 1")
+        v = int(value)
+        if v < 1:
+            raise FuseviewError(f"{label} {item!r}: VALUE must be at least 1")
+        out[key] = v
+    return out
+
+
+def parse_dim_text(text: str) -> dict[str, int]:
+    """'seq=128, batch=2' (a text box's form) to a dict, with the same rules as --dim."""
+    return parse_dim_args([p for p in text.replace(",", " ").split() if p], label="dims:")
+
+
+@dataclass(frozen=True)
+class DimSlot:
+    """One non-fixed dim of a graph input: which input and axis, and its key."""
+
+    input: str
+    axis: int
+    key: str
+
+
+def dim_slots(model: onnx.ModelProto) -> list[DimSlot]:
+    """Every non-fixed dim of the inputs a caller feeds (initializers excluded), in declaration order."""
+    inits = {t.name for t in model.graph.initializer}
+    slots = []
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        for axis, d in enumerate(tt.shape.dim):
+            dim = declared_dim(d)
+            if not isinstance(dim, int):
+                slots.append(DimSlot(vi.name, axis, dim_key(vi.name, axis, dim)))
+    return slots
+
+
+def dim_keys(model: onnx.ModelProto) -> list[str]:
+    """The keys `--dim` accepts for this model, in declaration order."""
+    return list(dict.fromkeys(s.key for s in dim_slots(model)))
+
+
+def check_dim_names(model: onnx.ModelProto, dims: dict[str, int] | None) -> None:
+    """FuseviewError naming the first key the model lacks, with the keys it has."""
+    keys = dim_keys(model)
+    unknown = [k for k in (dims or {}) if k not in keys]
+    if unknown:
+        valid = ", ".join(keys) if keys else "none: every input dim is fixed"
+        raise FuseviewError(f"--dim {unknown[0]}: the model has no such input dim (valid: {valid})")
+
+
+def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:
+    """Every non-fixed input dim's key with the value used: the user's, else the default."""
+    dims = dict(dims or {})
+    check_dim_names(model, dims)
+    return {k: int(dims[k]) if k in dims else default_dim(k) for k in dim_keys(model)}

@@ -1,0 +1,188 @@
+"""One fuse pipeline for `fuseview fuse` and the window's Apply: load, scan, plan, apply, check, validate.
+
+Both callers get the same dims policy (fuseview.dims), the same external-data handling (weights read into
+memory before applying, so the fused model holds them), the same checks and the same validation with the
+same tolerances, so the same inputs give the same figures in the CLI and in the window.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from fuseview.errors import FuseviewError
+from fuseview.fusion.apply import ApplyResult, apply_candidates, check_fused
+from fuseview.fusion.scan import ScanResult, load_model, scan_model
+from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
+from fuseview.naming import unique_node_names
+
+# progress(stage, fraction of the whole pipeline)
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class FuseOptions:
+    """How to build and prove a fused model; the CLI fills it from its flags, the window from its state."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+    inputs: str | None = None  # an .npz file of real inputs instead of generated ones
+    seeds: int = DEFAULT_SEEDS
+    seed: int = 0
+    atol: float = ATOL
+    rtol: float = RTOL
+    validate: bool = True
+    strict: bool = True  # raise FuseviewError on the first problem (CLI); else keep it as a note (window)
+
+
+@dataclass
+class FuseOutcome:
+    """What the pipeline built: the applied result, its notes and its validation (None when skipped)."""
+
+    result: ApplyResult
+    validation: Validation | None
+    notes: list[str]
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The fused model."""
+        return self.result.model
+
+    def figures(self) -> str:
+        """The validation's one line of figures, or why there is none."""
+        if self.validation is not None:
+            return self.validation.headline()
+        return "not validated"
+
+
+def has_external_data(model: onnx.ModelProto) -> bool:
+    """True when some initializer of the main graph keeps its bytes in a side file."""
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def with_weights(model: onnx.ModelProto, base_dir: str | os.PathLike | None) -> onnx.ModelProto:
+    """The model with external weights read into memory (a copy; the model itself when it has none)."""
+    if not has_external_data(model):
+        return model
+    if base_dir is None:
+        raise FuseviewError("the model keeps its weights in external files and its folder is unknown")
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    try:
+        onnx.load_external_data_for_model(full, str(base_dir))
+    except (OSError, ValueError) as exc:
+        raise FuseviewError(f"cannot read the model's external weights: {exc}") from None
+    return full
+
+
+def load_for_fusion(path: str | os.PathLike) -> onnx.ModelProto:
+    """Read an ONNX file with its external weights (FuseviewError on bad input)."""
+    p = Path(path)
+    return with_weights(load_model(p), p.parent)
+
+
+def dims_for(model: onnx.ModelProto, options: FuseOptions) -> dict[str, int]:
+    """The dims to scan with: the --dim values, or those of the --inputs arrays (never both)."""
+    if not options.inputs:
+        return dict(options.dims)
+    if options.dims:
+        raise FuseviewError("--dim and --inputs both set the dims: give one of them")
+    from fuseview.runtime.inputs import dims_of_feeds, load_feeds
+
+    return dims_of_feeds(model, load_feeds(options.inputs, model))
+
+
+def scan_for_fusion(
+    model: onnx.ModelProto, dims: dict[str, int] | None = None, path: str | os.PathLike | None = None
+) -> ScanResult:
+    """Scan with the chosen dims (an unknown dim name is an error listing the valid ones)."""
+    base = Path(path).parent if path else None
+    return scan_model(model, dims, base_dir=base, path=str(path) if path else None)
+
+
+def keep_stand_in_names(original: onnx.ModelProto, fused: onnx.ModelProto) -> None:
+    """Name the fused model's unnamed nodes as they were called in the original (fuseview.naming).
+
+    Positions change when nodes are replaced, so a stand-in such as `Mul_7` would otherwise name another
+    node in the fused graph and the two panes, plans and profiles could no longer be joined by name.
+    """
+    names = unique_node_names(original.graph.node)
+    by_output = {n.output[0]: nm for n, nm in zip(original.graph.node, names, strict=True) if n.output}
+    taken = {n.name for n in fused.graph.node if n.name}
+    for n in fused.graph.node:
+        if not n.name and n.output and by_output.get(n.output[0]) not in (None, *taken):
+            n.name = by_output[n.output[0]]
+            taken.add(n.name)
+
+
+def _problem(options: FuseOptions, notes: list[str], text: str) -> None:
+    if options.strict:
+        raise FuseviewError(text)
+    notes.append(text)
+
+
+def build_fused(
+    model: onnx.ModelProto,
+    scan: ScanResult,
+    accepted: Iterable[str],
+    options: FuseOptions | None = None,
+    base_dir: str | os.PathLike | None = None,
+    progress: Progress | None = None,
+) -> FuseOutcome:
+    """Apply the accepted candidates, check the result (onnx checker, onnxruntime load) and validate it."""
+    options = options or FuseOptions()
+    report = progress or (lambda _stage, _fraction: None)
+    report("reading weights", 0.02)
+    model = with_weights(model, base_dir)
+    report("applying", 0.05)
+    result = apply_candidates(model, scan, list(accepted))
+    keep_stand_in_names(model, result.model)
+    notes = list(result.notes)
+    report("checking", 0.3)
+    try:
+        notes += check_fused(result.model)
+    except Exception as exc:  # noqa: BLE001 - onnx's checker raises several types
+        _problem(options, notes, f"fused model fails onnx's checker: {str(exc).strip().splitlines()[0]}")
+    validation = None
+    if options.validate:
+        report("validating", 0.4)
+        try:
+            validation = validate(
+                model, result.model, bool(result.reference_only_ops), options.dims, seed=options.seed,
+                seeds=options.seeds, inputs=options.inputs, atol=options.atol, rtol=options.rtol,
+                progress=lambda done, total: report("validating", 0.4 + 0.3 * done / total),
+            )
+        except FuseviewError as exc:
+            if options.strict:
+                raise
+            notes.append(f"not validated: {exc}")
+    elif not result.reference_only_ops:
+        _check_loads(result.model, options, notes)
+    return FuseOutcome(result, validation, notes)
+
+
+def _check_loads(model: onnx.ModelProto, options: FuseOptions, notes: list[str]) -> None:
+    """Without validation, at least prove onnxruntime accepts the fused graph."""
+    from fuseview.runtime.sessions import create_session
+
+    try:
+        create_session(model, "cpu", "disabled")
+    except FuseviewError as exc:
+        _problem(options, notes, f"fused model does not load in onnxruntime: {exc}")
+
+
+def fuse_file(
+    path: str | os.PathLike,
+    decide: Callable[[ScanResult], list[str]],
+    options: FuseOptions | None = None,
+    progress: Progress | None = None,
+) -> tuple[onnx.ModelProto, ScanResult, FuseOutcome]:
+    """The whole pipeline from a file: `decide(scan)` returns the accepted candidate ids."""
+    options = options or FuseOptions()
+    model = load_for_fusion(path)
+    scan = scan_for_fusion(model, dims_for(model, options), path)
+    outcome = build_fused(model, scan, decide(scan), options, Path(path).parent, progress)
+    return model, scan, outcome

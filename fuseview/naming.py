@@ -1,0 +1,30 @@
+"""The one naming of graph nodes: unnamed or repeated node names get a positional stand-in.
+
+graph (the viewer's document), fusion (candidates, origin metadata) and runtime (profiled node names)
+all call `unique_node_names`, so a node is called the same everywhere: an unnamed node is
+`<OpType>_<position>` and a repeated name `<name>__<position>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import onnx
+
+
+def unique_node_names(nodes: Iterable[onnx.NodeProto]) -> list[str]:
+    """One distinct name per node, in graph order: its own name when set and not taken already."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, n in enumerate(nodes):
+        name = n.name
+        if not name or name in seen:
+            base = f"{n.op_type}_{i}" if not name else f"{name}__{i}"
+            name = base
+            k = 1
+            while name in seen:
+                name = f"{base}_{k}"
+                k += 1
+        seen.add(name)
+        names.append(name)
+    return names
