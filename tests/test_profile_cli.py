@@ -91,7 +91,7 @@ def test_bad_input_is_one_line_exit_2(gelu_files, tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"\x00garbage")
     assert "not a readable ONNX model" in _one_line_error([str(tmp_path / "junk.onnx")])
     assert "NAME=VALUE" in _one_line_error([m, "--dim", "seq"])
-    assert "no such symbolic dim" in _one_line_error([m, "--dim", "nope=3"])
+    assert "no such input dim" in _one_line_error([m, "--dim", "nope=3"])
     assert "--runs" in _one_line_error([m, "--runs", "0"])
     assert "inputs differ" in _one_line_error([m, "--against", str(GPT2)])
     assert "folder does not exist" in _one_line_error([m, "--json", str(tmp_path / "no" / "r.json")])

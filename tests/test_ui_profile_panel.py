@@ -294,7 +294,7 @@ def test_controls(qtbot, panel):
     panel.dims.setText("nosuchdim=3")
     with qtbot.waitSignal(panel.profileFailed, timeout=30000) as got:
         panel.start_profile()
-    assert "no such symbolic dim" in got.args[0]
+    assert "no such input dim" in got.args[0]
     assert not panel.is_running() and panel.run_button.isEnabled()
 
 

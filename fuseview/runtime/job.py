@@ -167,10 +167,6 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         dims = inputs_mod.dims_of_feeds(main, feeds)
         source, seed = str(req.inputs_npz), None
     else:
-        unknown = sorted(set(req.dims) - set(inputs_mod.resolve_dims(main)))
-        if unknown:
-            known = ", ".join(inputs_mod.resolve_dims(main)) or "none"
-            raise FuseviewError(f"--dim {unknown[0]}: the model has no such symbolic dim (it has: {known})")
         dims = inputs_mod.resolve_dims(main, req.dims)
         feeds = inputs_mod.make_feeds(main, req.dims, req.seed)
         source, seed = "generated", req.seed
