@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fuseview.colors import FOCUS
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
@@ -35,7 +36,7 @@ _MARGIN = 40.0
 Z_FRAME, Z_ROUTE, Z_BOX, Z_TAG = -10.0, 0.0, 10.0, 11.0
 
 
-FOCUS_COLOR = "#111827"
+FOCUS_COLOR = FOCUS
 
 
 def _tint(pale: QColor, mark: QColor, amount: float = 0.28) -> QColor:
@@ -658,6 +659,15 @@ class GraphScene(QGraphicsScene):
     def focused_keys(self) -> list[str]:
         """Keys of the outlined boxes."""
         return [it.key for it in self._focused]
+
+    def keys_rect(self, keys) -> QRectF:
+        """Scene rectangle around the drawn boxes with these keys (empty when none is drawn)."""
+        rect = QRectF()
+        for k in keys:
+            item = self.boxes.get(k)
+            if item is not None:
+                rect = rect.united(item.sceneBoundingRect())
+        return rect
 
     def focus_rect(self) -> QRectF:
         """Scene rectangle around the outlined boxes (empty when none)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSizePolicy, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QMenu, QSplitter, QVBoxLayout, QWidget
 
 from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
@@ -20,7 +20,14 @@ from fuseview.graph.loader import document_from_model
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.ui.candidates_panel import CandidatesPanel
-from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
+from fuseview.ui.compare_view import (
+    FusedPane,
+    Links,
+    PaneTitle,
+    adopt_origin_scopes,
+    keys_for_names,
+    link_graphs,
+)
 from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
@@ -55,7 +62,8 @@ class Workbench(QObject):
         self.decisions: Decisions | None = None
         self.scan = None
         self.scan_seconds = 0.0
-        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes
+        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes, saved
+        self._saved_decisions: dict = {}  # the decisions as last saved (or opened) as a plan
         self.links = Links()
         self.heat: dict | None = None
         self._scan_job = None
@@ -90,11 +98,7 @@ class Workbench(QObject):
         col = QVBoxLayout(left)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
-        self.original_title = QLabel("Original")
-        self.original_title.setStyleSheet(
-            "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
-        )
-        self.original_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.original_title = PaneTitle("Original")
         col.addWidget(self.original_title)
         col.addWidget(view, 1)
         self.original_title.hide()  # only needed once there are two panes
@@ -203,6 +207,7 @@ class Workbench(QObject):
     def _new_document(self, doc: ModelDocument | None) -> None:
         self.root_doc = doc
         self.decisions = None
+        self._saved_decisions = {}
         self.scan = None
         self._clear_fused()
         self.panel.set_decisions(None)
@@ -239,6 +244,7 @@ class Workbench(QObject):
             return
         self.scan, self.scan_seconds = scan, seconds
         self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
+        self._saved_decisions = self._decision_snapshot()
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.decisions, scopes)
         self._paint_original()
@@ -253,7 +259,7 @@ class Workbench(QObject):
         if job is not self._scan_job:
             return
         self._scan_job = None
-        self.win._error("Cannot scan for fusion candidates", exc)
+        self.win.error("Cannot scan for fusion candidates", exc)
 
     # the overlay ----------------------------------------------------------------------------------
     def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
@@ -361,7 +367,7 @@ class Workbench(QObject):
             return
         keys, hidden = self.candidate_keys(cid)
         if hidden:
-            opened = self.win._current_open()
+            opened = self.win.current_open()
             for s in hidden:
                 opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
             self.win.relayout(frozenset(opened), lambda: self._centre_focus(cid))
@@ -379,6 +385,7 @@ class Workbench(QObject):
             view.fit_rect(rect.adjusted(-80, -80, 80, 80), max_scale=1.0)
         else:
             view.centerOn(rect.center())
+        self.legend.avoid(view.host_rect(rect))
 
     # apply and the fused pane ---------------------------------------------------------------------
     def apply(self) -> bool:
@@ -419,7 +426,7 @@ class Workbench(QObject):
             progress("drawing", 0.9)
             return res, val, notes, fdoc, expanded, lay, route_paths(lay)
 
-        self.win._start(work, "Applying", self._applied)
+        self.win.start_job("apply", work, "Applying", self._applied, failure="Cannot apply the fusions")
         return True
 
     def _applied(self, result) -> None:
@@ -447,14 +454,12 @@ class Workbench(QObject):
         figures = self.validation_text()
         short = "not validated" if val is None else figures.split(": ", 1)[-1]
         self.fused_pane.set_title(
-            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}"
+            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}",
+            figures + ("\n" + "\n".join(notes) if notes else ""),
         )
-        self.fused_pane.title.setToolTip(figures + ("\n" + "\n".join(notes) if notes else ""))
-        self.original_title.setText(f"Original — {before} nodes")
+        self.original_title.set_full_text(f"Original — {before} nodes")
         self.set_pane_mode(self.pane_mode)
-        if self.profile_panel is not None:
-            self.profile_panel.show()
-            self.tidy_docks()
+        # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
         self._follow(self.win.view)
         self.win.statusBar().showMessage(
@@ -567,28 +572,35 @@ class Workbench(QObject):
             if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
         ]
         originals = [o for n in names for o in self.links.to_original.get(n, [])]
-        self.select_original(originals)
+        self.select_original(originals, reveal=True)
         boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
         if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
             self.win.inspector.show_box(self.fused["doc"], boxes[0].box)
 
-    def select_original(self, names: list[str]) -> None:
-        """Select original nodes by name in the left pane (opening the groups that hide them)."""
+    def select_original(self, names: list[str], reveal: bool = False) -> None:
+        """Select original nodes by name in the left pane (opening the groups that hide them).
+
+        With reveal, the left pane scrolls to them (the fused pane follows, linked).
+        """
         scene = self.win.scene
         if scene is None:
             return
         keys, hidden = keys_for_names(self.root_doc.graph, scene, names)
         if hidden:
-            opened = self.win._current_open()
+            opened = self.win.current_open()
             for s in hidden:
                 opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
-            self.win.relayout(frozenset(opened), lambda: self.select_original(names))
+            self.win.relayout(frozenset(opened), lambda: self.select_original(names, reveal))
             return
         self._syncing = True
         try:
             scene.select_keys(keys)
         finally:
             self._syncing = False
+        if reveal and keys:
+            rect = scene.keys_rect(keys)
+            self.win.view.reveal_rect(rect)
+            self.legend.avoid(self.win.view.host_rect(rect))
         self.panel.show_node(names[0] if len(names) == 1 else None)
 
     def select_fused(self, names: list[str]) -> None:
@@ -598,7 +610,7 @@ class Workbench(QObject):
             return
         keys, hidden = keys_for_names(self.fused["doc"].graph, fscene, names)
         if hidden and self._on_root():  # both panes share one expansion: open the groups in the original
-            opened = self.win._current_open()
+            opened = self.win.current_open()
             for s in hidden:
                 opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
             self.win.relayout(frozenset(opened), lambda: self.select_fused(names))
@@ -725,6 +737,7 @@ class Workbench(QObject):
                 "the model keeps weights in external files; saving those is not supported yet"
             )
         save_model_atomic(model, out)
+        self.fused["saved"] = True
         return out
 
     def save_plan(self, path: str | os.PathLike) -> Path:
@@ -734,13 +747,37 @@ class Workbench(QObject):
         out = Path(path)
         self._refuse_source(out)
         self.decisions.save(out)
+        self._saved_decisions = self._decision_snapshot()
         return out
+
+    # unsaved work ---------------------------------------------------------------------------------
+    def _decision_snapshot(self) -> dict:
+        return dict(self.decisions.plan.decisions) if self.decisions is not None else {}
+
+    def unsaved(self) -> list[str]:
+        """What would be lost now: 'N decisions' not saved as a plan, 'the fused model' not saved."""
+        what = []
+        if self.decisions is not None and self._decision_snapshot() != self._saved_decisions:
+            n = len(self._decision_snapshot())
+            what.append(f"{n} decision{'s' if n != 1 else ''}")
+        if self.fused is not None and not self.fused.get("saved"):
+            what.append("the fused model")
+        return what
+
+    def save_unsaved(self) -> bool:
+        """Ask where to save each unsaved thing; True when all of it was saved."""
+        if self.fused is not None and not self.fused.get("saved"):
+            self.choose_save_fused()
+        if self.decisions is not None and self._decision_snapshot() != self._saved_decisions:
+            self.choose_save_plan()
+        return not self.unsaved()
 
     def open_plan(self, path: str | os.PathLike) -> list[str]:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
         if self.decisions is None:
             raise FuseviewError("no candidates yet: open a model first")
         unknown = self.decisions.load(path)
+        self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
         self.panel.refresh()
         self._paint_original()
         msg = f"Plan {Path(path).name}: {len(self.decisions.accepted())} accepted"
@@ -759,7 +796,7 @@ class Workbench(QObject):
         try:
             fn()
         except Exception as exc:  # noqa: BLE001 - shown to the user, the window stays
-            self.win._error(title, exc)
+            self.win.error(title, exc)
 
     def _stem(self) -> str:
         src = self._source()
