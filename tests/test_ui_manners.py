@@ -192,3 +192,29 @@ def test_fit_never_shrinks_a_tall_graph_to_a_hairline(qtbot, win):
     win.view.fit()
     assert win.view.scale_factor() >= FIT_FLOOR
     assert win.view.visible_scene_rect().intersects(whole)
+
+
+def test_fuseview_model_shows_the_window_before_loading(qtbot, monkeypatch, tmp_path):
+    from fuseview.cli import main
+
+    calls = []
+    monkeypatch.setattr("fuseview.ui.app.run_app", lambda **kw: calls.append(kw) or 0)
+    monkeypatch.setattr("fuseview.graph.loader.load_document", lambda *a, **k: pytest.fail("loaded first"))
+    assert main([str(GPT2_12L)]) == 0
+    assert calls == [{"path": str(GPT2_12L), "expansion_mode": "auto", "end_process": True}]
+    # what run_app then does: the window is up and its progress bar runs while the model loads
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.open_file(GPT2_12L)
+    assert w.isVisible() and w.progress.isVisible() and w.doc is None
+    qtbot.waitUntil(lambda: w.doc is not None and not w.busy, timeout=MS)
+    w.runner.shutdown()
+
+
+def test_fuseview_missing_model_is_one_line_and_no_window(capsys):
+    from fuseview.cli import main
+
+    assert main(["/no/such/model.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err == "fuseview: error: /no/such/model.onnx: no such file\n"
