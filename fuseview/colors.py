@@ -73,15 +73,26 @@ def rule_palette() -> tuple[str, ...]:
     free = [c for c in grid if min(color_distance(c, r) for r in RESERVED) >= MIN_RESERVED_DISTANCE]
     # readable as a tint on the pale boxes: neither washed out nor almost black
     free = [c for c in free if 30 <= _lab(c)[0] <= 75]
-    # greedy farthest point: each next colour is the one farthest from all chosen so far
+    # greedy farthest point: each next colour is the one farthest from all chosen so far (one extra at the
+    # end marks collapsed groups that hold candidates of several rules)
     nearest = {c: min(color_distance(c, r) for r in RESERVED) for c in free}
     chosen = [max(free, key=nearest.__getitem__)]
     nearest = {c: float("inf") for c in free}
-    while len(chosen) < RULE_PALETTE_SIZE:
+    while len(chosen) < RULE_PALETTE_SIZE + 1:
         for c in free:
             nearest[c] = min(nearest[c], color_distance(c, chosen[-1]))
         chosen.append(max(free, key=nearest.__getitem__))
     return tuple(chosen)
+
+
+def rule_colors() -> tuple[str, ...]:
+    """The colours rules take."""
+    return rule_palette()[:RULE_PALETTE_SIZE]
+
+
+def mixed_rules_color() -> str:
+    """The colour of a collapsed group holding candidates of several rules (no rule wears it)."""
+    return rule_palette()[RULE_PALETTE_SIZE]
 
 
 @lru_cache(maxsize=1)
@@ -94,7 +105,7 @@ def _catalogue_names() -> tuple[str, ...]:
 @lru_cache(maxsize=256)
 def rule_color(rule: str) -> str:
     """The colour of a rule, the same in every model: its catalogue slot, else a hash of its name."""
-    palette = rule_palette()
+    palette = rule_colors()
     names = _catalogue_names()
     if rule in names and names.index(rule) < len(palette):
         return palette[names.index(rule)]

@@ -218,3 +218,19 @@ def test_fuseview_missing_model_is_one_line_and_no_window(capsys):
     assert main(["/no/such/model.onnx"]) == 2
     err = capsys.readouterr().err
     assert err == "fuseview: error: /no/such/model.onnx: no such file\n"
+
+
+def test_select_between_two_nodes(qtbot, win):
+    from fuseview.view_state import nodes_between
+
+    open_scanned(qtbot, win, GPT2_2L)
+    g = win.doc.graph
+    ln = next(n for n in g.nodes if n.op_type == "LayerNormalization")
+    mm = next(n for n in g.nodes if n.index > ln.index and n.op_type == "MatMul")
+    win.scene.select_keys([node_key(ln.index), node_key(mm.index)])
+    expected = nodes_between(g, ln.name, mm.name)
+    assert len(expected) > 2
+    assert win.select_between() == len(expected)
+    assert set(win.scene.selected_keys()) == {node_key(g.node_by_name[n]) for n in expected}
+    win.scene.select_keys([node_key(ln.index)])
+    assert win.select_between() == 0 and "exactly two" in win.statusBar().currentMessage()

@@ -24,6 +24,7 @@ from fuseview.colors import FOCUS
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
+from fuseview.view_state import Marks
 
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
 # skipping it is what keeps a zoomed-out 10,000-box view smooth.
@@ -639,6 +640,10 @@ class GraphScene(QGraphicsScene):
             self._marked.append(item)
         self._refresh_overview()
         return len(self._marked)
+
+    def draw_marks(self, marks: Marks) -> int:
+        """Draw a pane's candidate marks (fuseview.view_state.Marks); returns how many boxes wear one."""
+        return self.set_marks({k: QColor(c) for k, c in marks.colors.items()}, marks.faded, marks.badges)
 
     def marked_keys(self) -> dict[str, str]:
         """Key -> candidate colour name of every marked box."""

@@ -32,6 +32,7 @@ from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
 from fuseview.ui.search import SearchBar, nodes_of_op
 from fuseview.ui.workers import Job, JobRunner
+from fuseview.view_state import nodes_between
 
 Expansion = frozenset | None
 MAX_RECENT = 10
@@ -191,6 +192,10 @@ class MainWindow(QMainWindow):
         self._action(view, "Zoom &Out", lambda: self.view.zoom_by(0.8), "Ctrl+-")
         self._action(view, "Actual Si&ze", lambda: self.view.set_zoom(1.0), "Ctrl+0")
         self._action(view, "&Clear Selection", self.clear_selection, "Esc")
+        self._action(
+            view, "Select &Between", self.select_between, "Ctrl+B",
+            "With two nodes selected: select every node on a path from one to the other",
+        )
         view.addSeparator()
         self._action(view, "&Expand All", self.expand_all, "Ctrl+Shift+E", "Flat graph: every node")
         self._action(view, "&Collapse All", self.collapse_all, "Ctrl+Shift+C", "Group nodes by name scope")
@@ -650,6 +655,26 @@ class MainWindow(QMainWindow):
         self.open_inner_graph(-1, f"fn:{key}")
 
     # selection, search, highlight -----------------------------------------------------------------
+    def select_between(self) -> int:
+        """Two nodes selected: select every node on a dataflow path between them; returns how many."""
+        if self.scene is None or self.doc is None:
+            return 0
+        picked = [it for it in self._selected_boxes() if it.box.kind == "node" and it.box.node is not None]
+        if len(picked) != 2:
+            self.statusBar().showMessage("Select exactly two nodes to select everything between them.", 6000)
+            return 0
+        graph = self.doc.graph
+        first, second = (graph.nodes[it.box.node].name for it in picked)
+        names = nodes_between(graph, first, second)
+        if not names:
+            self.statusBar().showMessage("No path joins these two nodes.", 6000)
+            return 0
+        keys = {node_key(graph.node_by_name[n]) for n in names}
+        drawn = [k for k in keys if k in self.scene.boxes]
+        self.scene.select_keys(drawn)
+        self.statusBar().showMessage(f"Selected {len(names)} nodes between the two.", 6000)
+        return len(names)
+
     def clear_selection(self) -> None:
         """Esc: nothing selected, no op-type highlight."""
         if self.scene is not None:

@@ -28,9 +28,10 @@ from fuseview.ui.compare_view import (
     keys_for_names,
     link_graphs,
 )
-from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
+from fuseview.ui.decisions import Decisions
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
+from fuseview.view_state import PaneState, candidate_marks
 
 try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
     from fuseview.ui.profile_panel import ProfilePanel
@@ -38,7 +39,6 @@ except ImportError:  # pragma: no cover - only until fuseview/ui/profile_panel.p
     ProfilePanel = None  # type: ignore[assignment,misc]
 
 BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
-_STATUS_ORDER = {REJECTED: 0, PENDING: 1, ACCEPTED: 2, APPLIED: 2}
 
 
 def _scope_text(doc: ModelDocument, names: list[str]) -> str:
@@ -70,6 +70,9 @@ class Workbench(QObject):
         self._seen_scene: GraphScene | None = None
         self._fused_expanded = None
         self._syncing = False
+        # what each pane draws over its graph, as plain data (fuseview.view_state)
+        self.original_state = PaneState()
+        self.fused_state = PaneState()
         self._build_panes()
         self.panel = CandidatesPanel(win)
         # candidates on top, the inspector below them, both on the right
@@ -275,22 +278,11 @@ class Workbench(QObject):
             scene.set_marks({})
             self.legend.set_rules([])
             return
-        colors: dict[str, str] = {}
-        rank: dict[str, int] = {}
-        badges: dict[str, int] = {}
-        for c in d.candidates:
-            status = d.status(c.id)
-            keys, _hidden = self.candidate_keys(c.id)
-            for k in keys:
-                if k.startswith("g:"):
-                    badges[k] = badges.get(k, 0) + 1
-                if _STATUS_ORDER[status] >= rank.get(k, -1):
-                    rank[k] = _STATUS_ORDER[status]
-                    colors[k] = d.colors[c.rule]
-        faded = {k for k, r in rank.items() if r == 0}
-        from PySide6.QtGui import QColor
-
-        scene.set_marks({k: QColor(v) for k, v in colors.items()}, faded, badges)
+        entries = (
+            (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
+        )
+        self.original_state.marks = candidate_marks(entries)
+        scene.draw_marks(self.original_state.marks)
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
         for name, misses in d.misses_of_node.items():
@@ -306,21 +298,14 @@ class Workbench(QObject):
         scene, d = self.fused_pane.scene, self.decisions
         if scene is None or d is None or self.fused is None:
             return
-        from PySide6.QtGui import QColor
-
-        colors: dict[str, QColor] = {}
-        badges: dict[str, int] = {}
         graph = self.fused["doc"].graph
+        entries = []
         for n in graph.nodes:
             rule = n.metadata.get(RULE_KEY)
-            if not rule or rule not in d.colors:
-                continue
-            keys, _h = keys_for_names(graph, scene, [n.name])
-            for k in keys:
-                colors[k] = QColor(d.colors[rule])
-                if k.startswith("g:"):
-                    badges[k] = badges.get(k, 0) + 1
-        scene.set_marks(colors, set(), badges)
+            if rule and rule in d.colors:
+                entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
+        self.fused_state.marks = candidate_marks(entries)
+        scene.draw_marks(self.fused_state.marks)
         applied = [c for c in d.candidates if c.id in self.fused["applied"]]
         per: dict[str, int] = {}
         for c in applied:
@@ -704,11 +689,14 @@ class Workbench(QObject):
         for scene, graph, role, legend in panes:
             if scene is None or graph is None:
                 continue
+            state = self.original_state if role == "original" else self.fused_state
             if self.heat is None or not self._on_root():
+                state.heat = None
                 scene.set_heatmap(None)
                 legend.set_scale(None)
                 continue
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
+            state.heat = values
             scene.set_heatmap(values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
