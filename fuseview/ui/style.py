@@ -221,7 +221,7 @@ def colors(category: str) -> tuple[QColor, QColor]:
     return QColor(strong), QColor(pale)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=64)
 def font(pixels: int, bold: bool = False) -> QFont:
     """The drawing font, sized in scene units (pixels, so screen, PNG and SVG agree)."""
     f = QFont("DejaVu Sans")
