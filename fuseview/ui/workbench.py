@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
-import onnx
-from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMenu, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMenu, QSplitter, QVBoxLayout, QWidget
 
-from fuseview.atomic import save_model_atomic
-from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
 from fuseview.graph.layout import layout_graph
@@ -31,6 +26,8 @@ from fuseview.ui.compare_view import (
 from fuseview.ui.decisions import Decisions
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
+from fuseview.ui.pane_links import PaneLinks
+from fuseview.ui.workbench_files import WorkbenchFiles
 from fuseview.view_state import PaneState, candidate_marks
 
 try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
@@ -48,7 +45,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
-class Workbench(QObject):
+class Workbench(PaneLinks, WorkbenchFiles, QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
     scanned = Signal()  # the candidates of the opened model are known
@@ -510,164 +507,6 @@ class Workbench(QObject):
             w = max(self.splitter.width(), 2)
             self.splitter.setSizes([w // 2, w - w // 2])
 
-    # linked selection -----------------------------------------------------------------------------
-    def _original_selection(self) -> None:
-        scene = self.win.scene
-        if scene is None or not self._on_root():
-            return
-        names = [
-            self.root_doc.graph.nodes[it.box.node].name
-            for it in scene.selectedItems()
-            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
-        ]
-        self.panel.show_node(names[0] if len(names) == 1 else None)
-        if len(names) == 1:
-            self._inspect_fusion(names[0])
-        if self._syncing or self.fused is None or self.fused_pane.scene is None:
-            return
-        fused_names = [f for n in names for f in self.links.to_fused.get(n, [])]
-        keys, _hidden = keys_for_names(self.fused["doc"].graph, self.fused_pane.scene, fused_names)
-        self._syncing = True
-        try:
-            self.fused_pane.scene.select_keys(keys)
-        finally:
-            self._syncing = False
-
-    def _inspect_fusion(self, name: str) -> None:
-        d = self.decisions
-        if d is None:
-            return
-        rows = [(cid, f"{d.status(cid)}  {d.conflict_text(cid)}".strip()) for cid in d.of_node.get(name, [])]
-        if rows:
-            self.win.inspector.add_section(f"Fusion candidates ({len(rows)})", rows)
-        misses = d.misses_of_node.get(name, [])
-        if misses:
-            self.win.inspector.add_section(
-                f"Near misses ({len(misses)})", [(m.rule, m.reason) for m in misses]
-            )
-
-    def _fused_selection(self) -> None:
-        fscene = self.fused_pane.scene
-        if self._syncing or fscene is None or self.fused is None or not self._on_root():
-            return
-        graph = self.fused["doc"].graph
-        names = [
-            graph.nodes[it.box.node].name
-            for it in fscene.selectedItems()
-            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
-        ]
-        originals = [o for n in names for o in self.links.to_original.get(n, [])]
-        self.select_original(originals, reveal=True)
-        boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
-        if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
-            self.win.inspector.show_box(self.fused["doc"], boxes[0].box)
-
-    def select_original(self, names: list[str], reveal: bool = False) -> None:
-        """Select original nodes by name in the left pane (opening the groups that hide them).
-
-        With reveal, the left pane scrolls to them (the fused pane follows, linked).
-        """
-        scene = self.win.scene
-        if scene is None:
-            return
-        keys, hidden = keys_for_names(self.root_doc.graph, scene, names)
-        if hidden:
-            opened = self.win.current_open()
-            for s in hidden:
-                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
-            self.win.relayout(frozenset(opened), lambda: self.select_original(names, reveal))
-            return
-        self._syncing = True
-        try:
-            scene.select_keys(keys)
-        finally:
-            self._syncing = False
-        if reveal and keys:
-            rect = scene.keys_rect(keys)
-            self.win.view.reveal_rect(rect)
-            self.legend.avoid(self.win.view.host_rect(rect))
-        self.panel.show_node(names[0] if len(names) == 1 else None)
-
-    def select_fused(self, names: list[str]) -> None:
-        """Select fused nodes by name in the right pane and centre on the first."""
-        fscene = self.fused_pane.scene
-        if fscene is None or self.fused is None:
-            return
-        keys, hidden = keys_for_names(self.fused["doc"].graph, fscene, names)
-        if hidden and self._on_root():  # both panes share one expansion: open the groups in the original
-            opened = self.win.current_open()
-            for s in hidden:
-                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
-            self.win.relayout(frozenset(opened), lambda: self.select_fused(names))
-            return
-        fscene.select_keys(keys)
-        if keys:
-            self.fused_pane.view.center_on_key(keys[0])
-
-    def select_node(self, role: str, name: str) -> None:
-        """A profile bar was clicked: select that node in the matching pane."""
-        if role == "fused" and self.fused is not None:
-            self.select_fused([name])
-            return
-        graph = self.root_doc.graph if self.root_doc else None
-        if graph is not None and name in graph.node_by_name:
-            idx = graph.node_by_name[name]
-            node = graph.nodes[idx]
-            self.win.reveal_node(node.folded_into if node.folded_into is not None else idx)
-
-    def highlight_op(self, op_type: str) -> None:
-        """Highlight every node of an op type in both panes."""
-        self.win.highlight_op(op_type)
-        fscene = self.fused_pane.scene
-        if fscene is not None and self.fused is not None:
-            graph = self.fused["doc"].graph
-            names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
-            fscene.set_highlight(keys_for_names(graph, fscene, names)[0])
-
-    # the viewports in step ------------------------------------------------------------------------
-    def _follow(self, src) -> None:
-        if self._syncing or self.fused is None or self.fused_pane.scene is None or self.win.scene is None:
-            return
-        if not (self.fused_pane.isVisible() and self.splitter.widget(0).isVisible()):
-            return
-        left = src is self.win.view
-        dst = self.fused_pane.view if left else self.win.view
-        sscene = self.win.scene if left else self.fused_pane.scene
-        dscene = self.fused_pane.scene if left else self.win.scene
-        sgraph = self.root_doc.graph if left else self.fused["doc"].graph
-        dgraph = self.fused["doc"].graph if left else self.root_doc.graph
-        mapping = self.links.to_fused if left else self.links.to_original
-        centre = src.view_center()
-        s = src.scale_factor() or 1.0
-        reach = 300.0 / s
-        near = [
-            it
-            for it in sscene.items(QRectF(centre.x() - reach, centre.y() - reach, 2 * reach, 2 * reach))
-            if isinstance(it, BoxItem)
-        ]
-        self._syncing = True
-        try:
-            if abs(dst.scale_factor() - s) > 1e-9:
-                dst.set_zoom(s)
-            for it in sorted(near, key=lambda i: (i.sceneBoundingRect().center() - centre).manhattanLength()):
-                target = self._counterpart(it, sgraph, dgraph, dscene, mapping)
-                if target is None:
-                    continue
-                at = src.mapFromScene(it.sceneBoundingRect().center())
-                dst.keep_at(target.sceneBoundingRect().center(), QPointF(at))
-                return
-        finally:
-            self._syncing = False
-
-    @staticmethod
-    def _counterpart(item: BoxItem, sgraph, dgraph, dscene: GraphScene, mapping) -> BoxItem | None:
-        box = item.box
-        if box.kind == "node" and box.node is not None:
-            names = mapping.get(sgraph.nodes[box.node].name, [])
-            keys, _h = keys_for_names(dgraph, dscene, names)
-            return dscene.boxes.get(keys[0]) if keys else None
-        return dscene.boxes.get(box.key)
-
     # heat map -------------------------------------------------------------------------------------
     def set_heatmap(self, values: dict | None) -> None:
         """Colour both panes by each node's share of time ({'original': {name: share}, 'fused': …})."""
@@ -700,141 +539,3 @@ class Workbench(QObject):
             scene.set_heatmap(values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
-
-    # files ----------------------------------------------------------------------------------------
-    def _source(self) -> Path | None:
-        doc = self.root_doc
-        return Path(doc.path).resolve() if doc is not None and doc.path else None
-
-    def _refuse_source(self, path: Path) -> None:
-        src = self._source()
-        if src is not None and path.resolve() == src:
-            raise FuseviewError(f"{path}: that is the source model; choose another file")
-
-    def save_fused(self, path: str | os.PathLike) -> Path:
-        """Write the fused model atomically (never over the source model)."""
-        if self.fused is None:
-            raise FuseviewError("nothing applied yet: accept candidates and Apply first")
-        out = Path(path)
-        self._refuse_source(out)
-        if not out.resolve().parent.is_dir():
-            raise FuseviewError(f"{out.parent}: no such folder")
-        model: onnx.ModelProto = self.fused["model"]
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            raise FuseviewError(
-                "the model keeps weights in external files; saving those is not supported yet"
-            )
-        save_model_atomic(model, out)
-        self.fused["saved"] = True
-        return out
-
-    def save_plan(self, path: str | os.PathLike) -> Path:
-        """Write the decisions as a plan JSON (atomic)."""
-        if self.decisions is None:
-            raise FuseviewError("no candidates yet: open a model first")
-        out = Path(path)
-        self._refuse_source(out)
-        self.decisions.save(out)
-        self._saved_decisions = self._decision_snapshot()
-        return out
-
-    # unsaved work ---------------------------------------------------------------------------------
-    def _decision_snapshot(self) -> dict:
-        return dict(self.decisions.plan.decisions) if self.decisions is not None else {}
-
-    def unsaved(self) -> list[str]:
-        """What would be lost now: 'N decisions' not saved as a plan, 'the fused model' not saved."""
-        what = []
-        if self.decisions is not None and self._decision_snapshot() != self._saved_decisions:
-            n = len(self._decision_snapshot())
-            what.append(f"{n} decision{'s' if n != 1 else ''}")
-        if self.fused is not None and not self.fused.get("saved"):
-            what.append("the fused model")
-        return what
-
-    def save_unsaved(self) -> bool:
-        """Ask where to save each unsaved thing; True when all of it was saved."""
-        if self.fused is not None and not self.fused.get("saved"):
-            self.choose_save_fused()
-        if self.decisions is not None and self._decision_snapshot() != self._saved_decisions:
-            self.choose_save_plan()
-        return not self.unsaved()
-
-    def open_plan(self, path: str | os.PathLike) -> list[str]:
-        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
-        if self.decisions is None:
-            raise FuseviewError("no candidates yet: open a model first")
-        unknown = self.decisions.load(path)
-        self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
-        self.panel.refresh()
-        self._paint_original()
-        msg = f"Plan {Path(path).name}: {len(self.decisions.accepted())} accepted"
-        if unknown:
-            msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
-        self.win.statusBar().showMessage(msg, 15000)
-        return unknown
-
-    def _save_dialog(self, title: str, name: str, filt: str) -> str:
-        src = self._source()
-        start = str((src.parent if src else Path.cwd()) / name)
-        path, _ = QFileDialog.getSaveFileName(self.win, title, start, filt)
-        return path
-
-    def _guard(self, title: str, fn) -> None:
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, the window stays
-            self.win.error(title, exc)
-
-    def _stem(self) -> str:
-        src = self._source()
-        return src.stem if src else "model"
-
-    def choose_save_fused(self) -> None:
-        """File → Fusion → Save Fused Model."""
-        path = self._save_dialog("Save fused model", f"{self._stem()}.fused.onnx", "ONNX (*.onnx)")
-        if path:
-            self._guard("Cannot save the fused model", lambda: self._said(self.save_fused(path)))
-
-    def choose_save_plan(self) -> None:
-        """File → Fusion → Save Plan."""
-        path = self._save_dialog("Save plan", f"{self._stem()}.plan.json", "Plan (*.json)")
-        if path:
-            self._guard("Cannot save the plan", lambda: self._said(self.save_plan(path)))
-
-    def choose_open_plan(self) -> None:
-        """File → Fusion → Open Plan."""
-        src = self._source()
-        path, _ = QFileDialog.getOpenFileName(
-            self.win, "Open plan", str(src.parent) if src else "", "Plan (*.json);;All files (*)"
-        )
-        if path:
-            self._guard("Cannot open the plan", lambda: self.open_plan(path))
-
-    def choose_save_report(self) -> None:
-        """File → Fusion → Save Profile Report (the profile panel writes it)."""
-        pp = self.profile_panel
-        if pp is None or pp.report() is None:
-            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
-            return
-        path = self._save_dialog("Save profile report", f"{self._stem()}.profile.json", "Report (*.json)")
-        if path:
-            self._guard("Cannot save the report", lambda: (pp.save_report(path), self._said(Path(path))))
-
-    def choose_export_plots(self, fmt: str = "png") -> None:
-        """File → Fusion → Export Profile Plots (PNG or SVG, one file per plot)."""
-        pp = self.profile_panel
-        if pp is None or pp.report() is None:
-            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
-            return
-        folder = QFileDialog.getExistingDirectory(self.win, "Export plots into folder")
-        if folder:
-            self._guard(
-                "Cannot export plots",
-                lambda: self.win.statusBar().showMessage(
-                    f"Wrote {len(pp.export_plots(folder, fmt))} plots to {folder}", 8000
-                ),
-            )
-
-    def _said(self, path: Path) -> None:
-        self.win.statusBar().showMessage(f"Wrote {path}", 8000)
