@@ -234,3 +234,19 @@ def test_select_between_two_nodes(qtbot, win):
     assert set(win.scene.selected_keys()) == {node_key(g.node_by_name[n]) for n in expected}
     win.scene.select_keys([node_key(ln.index)])
     assert win.select_between() == 0 and "exactly two" in win.statusBar().currentMessage()
+
+
+def test_legend_steps_aside_from_a_search_hit_in_a_small_pane(qtbot, win):
+    open_scanned(qtbot, win, GPT2_2L)
+    legend = win.workbench.legend
+    win.workbench.splitter.setSizes([260, 0])
+    win.resize(700, 420)
+    qtbot.waitUntil(lambda: win.view.viewport().width() < 420, timeout=5000)
+    g = win.doc.graph
+    for node in [n for n in g.nodes if n.op_type == "MatMul"][:4]:
+        legend.set_collapsed(False)
+        legend.corner, legend.moved = "top-right", False
+        legend.set_rules(legend.rules)
+        win.reveal_node(node.index)
+        box = win.view.host_rect(win.scene.boxes[node_key(node.index)].sceneBoundingRect())
+        assert legend.collapsed or not legend.geometry().intersects(box)

@@ -37,6 +37,9 @@ class GraphView(QGraphicsView):
 
     zoom_changed = Signal(float)
     file_dropped = Signal(str)
+    # the view was just centred on these scene rectangles' boxes (search hit, candidate, linked selection):
+    # floating legends step aside from them
+    centred_on = Signal(QRectF)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -165,17 +168,21 @@ class GraphView(QGraphicsView):
         if self.scale_factor() < 0.35:
             self.set_zoom(0.8)
         self.centerOn(item.sceneBoundingRect().center())
+        self.centred_on.emit(item.sceneBoundingRect())
         return True
 
     def reveal_rect(self, rect: QRectF) -> None:
         """Bring a scene rectangle into view: centre on it, zooming out (to fit it) only when needed."""
-        if rect.isEmpty() or self.visible_scene_rect().contains(rect):
+        if rect.isEmpty():
             return
         vis = self.visible_scene_rect()
-        if rect.width() > vis.width() or rect.height() > vis.height():
+        if vis.contains(rect):
+            pass
+        elif rect.width() > vis.width() or rect.height() > vis.height():
             self.fit_rect(rect.adjusted(-40, -40, 40, 40), max_scale=self.scale_factor())
         else:
             self.centerOn(rect.center())
+        self.centred_on.emit(rect)
 
     def host_rect(self, rect: QRectF) -> QRect:
         """A scene rectangle in this widget's own coordinates (where floating legends sit)."""

@@ -80,6 +80,8 @@ class Legend(QFrame):
         lay.addWidget(self.header)
         lay.addWidget(self.body)
         host.installEventFilter(self)
+        if hasattr(host, "centred_on"):  # a GraphView: step aside from what it has just centred on
+            host.centred_on.connect(lambda rect: self.avoid(host.host_rect(rect)))
         self.hide()
 
     # content -----------------------------------------------------------------------------------------

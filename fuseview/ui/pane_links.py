@@ -86,8 +86,7 @@ class PaneLinks:
             self._syncing = False
         if reveal and keys:
             rect = scene.keys_rect(keys)
-            self.win.view.reveal_rect(rect)
-            self.legend.avoid(self.win.view.host_rect(rect))
+            self.win.view.reveal_rect(rect)  # the legend steps aside (GraphView.centred_on)
         self.panel.show_node(names[0] if len(names) == 1 else None)
 
     def select_fused(self, names: list[str]) -> None:

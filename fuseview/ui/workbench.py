@@ -367,7 +367,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             view.fit_rect(rect.adjusted(-80, -80, 80, 80), max_scale=1.0)
         else:
             view.centerOn(rect.center())
-        self.legend.avoid(view.host_rect(rect))
+        view.centred_on.emit(rect)
 
     # apply and the fused pane ---------------------------------------------------------------------
     def apply(self) -> bool:
