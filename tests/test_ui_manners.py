@@ -250,3 +250,25 @@ def test_legend_steps_aside_from_a_search_hit_in_a_small_pane(qtbot, win):
         win.reveal_node(node.index)
         box = win.view.host_rect(win.scene.boxes[node_key(node.index)].sceneBoundingRect())
         assert legend.collapsed or not legend.geometry().intersects(box)
+
+
+def test_pane_state_is_what_the_scene_draws_and_redraws_a_scene(qtbot, win):
+    from fuseview.ui.graph_scene import GraphScene
+
+    open_scanned(qtbot, win, GPT2_2L)
+    wb = win.workbench
+    state = win.scene.state
+    assert state.marks.colors == win.scene.marked_keys() and state.marks.colors
+    cid = wb.decisions.candidates[0].id
+    wb.focus_candidate(cid)
+    assert state.focus == win.scene.focused_keys() == wb.candidate_keys(cid)[0]
+    win.highlight_op("MatMul")
+    assert state.highlight and all(win.scene.boxes[k].highlighted for k in state.highlight)
+    win.scene.select_keys(state.focus[:2])
+    assert state.selection == state.focus[:2]
+    # a new scene of the same layout draws the same overlay from the plain state alone
+    other = GraphScene(win.doc.graph, win.layout_)
+    other.draw_state(state)
+    assert other.marked_keys() == win.scene.marked_keys()
+    assert other.focused_keys() == win.scene.focused_keys()
+    assert other.state.highlight == state.highlight

@@ -24,7 +24,7 @@ from fuseview.colors import FOCUS
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
-from fuseview.view_state import Marks
+from fuseview.view_state import Marks, PaneState
 
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
 # skipping it is what keeps a zoomed-out 10,000-box view smooth.
@@ -540,6 +540,9 @@ class GraphScene(QGraphicsScene):
         self._marked: list[BoxItem] = []
         self._focused: list[BoxItem] = []
         self._heated: list[BoxItem] = []
+        # what is drawn over the graph, as plain data (the set_* methods below keep it and the items in step)
+        self.state = PaneState()
+        self.selectionChanged.connect(self._mirror_selection)
         # called as hook(box_item, menu) before a box's context menu is shown (the workbench adds to it)
         self.context_hook = None
         self.overview_on = False
@@ -646,6 +649,7 @@ class GraphScene(QGraphicsScene):
         for item in self._highlighted:
             item.set_highlighted(False)
         self._highlighted = [self.boxes[k] for k in keys if k in self.boxes]
+        self.state.highlight = {it.key for it in self._highlighted}
         for item in self._highlighted:
             item.set_highlighted(True)
         if self.overview_on:
@@ -662,6 +666,12 @@ class GraphScene(QGraphicsScene):
         faded = faded or set()
         badges = badges or {}
         self._marked = []
+        drawn = [k for k in colors if k in self.boxes]
+        self.state.marks = Marks(
+            {k: QColor(colors[k]).name() for k in drawn},
+            {k for k in faded if k in self.boxes},
+            {k: badges[k] for k in drawn if k in badges},
+        )
         for k, color in colors.items():
             item = self.boxes.get(k)
             if item is None:
@@ -671,6 +681,16 @@ class GraphScene(QGraphicsScene):
             self._marked.append(item)
         self._refresh_overview()
         return len(self._marked)
+
+    def _mirror_selection(self) -> None:
+        self.state.selection = self.selected_keys()
+
+    def draw_state(self, state: PaneState) -> None:
+        """Draw a whole pane state: marks, focus, highlight and heat (selection is the user's, left alone)."""
+        self.draw_marks(state.marks)
+        self.set_focus(state.focus)
+        self.set_highlight(state.highlight)
+        self.set_heatmap(state.heat)
 
     def draw_marks(self, marks: Marks) -> int:
         """Draw a pane's candidate marks (fuseview.view_state.Marks); returns how many boxes wear one."""
@@ -686,6 +706,7 @@ class GraphScene(QGraphicsScene):
             item.focused = False
             item.update()
         self._focused = [self.boxes[k] for k in keys if k in self.boxes]
+        self.state.focus = [it.key for it in self._focused]
         for item in self._focused:
             item.focused = True
             item.update()
@@ -718,6 +739,8 @@ class GraphScene(QGraphicsScene):
             item.heat = None
             item.update()
         self._heated = []
+        drawn = {k: float(v) for k, v in (values or {}).items() if k in self.boxes}
+        self.state.heat = None if values is None else drawn
         top = max(values.values(), default=0.0) if values else 0.0
         for k, v in (values or {}).items():
             item = self.boxes.get(k)

@@ -28,7 +28,7 @@ from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
 from fuseview.ui.workbench_files import WorkbenchFiles
-from fuseview.view_state import PaneState, candidate_marks
+from fuseview.view_state import candidate_marks
 
 try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
     from fuseview.ui.profile_panel import ProfilePanel
@@ -67,9 +67,6 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self._seen_scene: GraphScene | None = None
         self._fused_expanded = None
         self._syncing = False
-        # what each pane draws over its graph, as plain data (fuseview.view_state)
-        self.original_state = PaneState()
-        self.fused_state = PaneState()
         self._build_panes()
         self.panel = CandidatesPanel(win)
         # candidates on top, the inspector below them, both on the right
@@ -278,8 +275,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         entries = (
             (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
         )
-        self.original_state.marks = candidate_marks(entries)
-        scene.draw_marks(self.original_state.marks)
+        scene.draw_marks(candidate_marks(entries))
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
         for name, misses in d.misses_of_node.items():
@@ -301,8 +297,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             rule = n.metadata.get(RULE_KEY)
             if rule and rule in d.colors:
                 entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
-        self.fused_state.marks = candidate_marks(entries)
-        scene.draw_marks(self.fused_state.marks)
+        scene.draw_marks(candidate_marks(entries))
         applied = [c for c in d.candidates if c.id in self.fused["applied"]]
         per: dict[str, int] = {}
         for c in applied:
@@ -528,14 +523,11 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         for scene, graph, role, legend in panes:
             if scene is None or graph is None:
                 continue
-            state = self.original_state if role == "original" else self.fused_state
             if self.heat is None or not self._on_root():
-                state.heat = None
                 scene.set_heatmap(None)
                 legend.set_scale(None)
                 continue
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
-            state.heat = values
             scene.set_heatmap(values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
