@@ -433,6 +433,10 @@ class OverviewItem(QGraphicsItem):
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
 
+    def forget_pictures(self) -> None:
+        """Drop the cached pictures (items were added or changed since they were drawn)."""
+        self._cache.clear()
+
     def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
         return self._bounds
 
@@ -466,8 +470,8 @@ class OverviewItem(QGraphicsItem):
         # self.scene(), not a stored reference: an item holding its scene makes a cycle that Python's
         # garbage collector may break on any thread, destroying the scene under the UI thread's feet
         scene = self.scene()
-        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene._highlighted]
-        marks += [(it, QColor(FOCUS_COLOR)) for it in scene._focused]
+        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene.highlighted_items()]
+        marks += [(it, QColor(FOCUS_COLOR)) for it in scene.focused_items()]
         marks += [(it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)]
         for it, color in marks:
             pen = QPen(color, 3.0)
@@ -582,7 +586,7 @@ class GraphScene(QGraphicsScene):
             if time.perf_counter() >= end:
                 return False
         self._pending = None
-        self.overview._cache.clear()  # a picture drawn while building misses items
+        self.overview.forget_pictures()  # a picture drawn while building misses items
         if self.overview_on:
             self.overview.update()
         return True
@@ -713,6 +717,14 @@ class GraphScene(QGraphicsScene):
         self._refresh_overview()
         return len(self._focused)
 
+    def highlighted_items(self) -> list[BoxItem]:
+        """The boxes drawn highlighted (op-type search hits)."""
+        return list(self._highlighted)
+
+    def focused_items(self) -> list[BoxItem]:
+        """The boxes drawn outlined (the candidate being looked at)."""
+        return list(self._focused)
+
     def focused_keys(self) -> list[str]:
         """Keys of the outlined boxes."""
         return [it.key for it in self._focused]
@@ -759,7 +771,7 @@ class GraphScene(QGraphicsScene):
 
     def _refresh_overview(self) -> None:
         if self.overview_on:
-            self.overview._cache.clear()
+            self.overview.forget_pictures()
             self.overview.update()
 
     def highlighted_keys(self) -> list[str]:
