@@ -145,9 +145,10 @@ def test_a_failed_apply_is_titled_by_what_failed(qtbot, win, errors, monkeypatch
         raise RuntimeError("the apply step broke")
 
     monkeypatch.setattr("fuseview.fusion.apply.apply_candidates", broken)
-    with qtbot.waitSignal(win.error_shown, timeout=MS):
+    with qtbot.waitSignal(win.workbench.apply_failed, timeout=MS) as failed:
         win.workbench.apply()
     assert errors == [("Cannot apply the fusions", "RuntimeError: the apply step broke")]
+    assert failed.args == ["RuntimeError: the apply step broke"]
     assert not win.busy and not win.progress.isVisible()
 
 

@@ -71,6 +71,7 @@ class JobSlot:
     on_done: Callable
     extra: tuple
     failure: str
+    on_failed: Callable | None = None
     message: str = ""
     fraction: float = 0.0
 
@@ -319,8 +320,13 @@ class MainWindow(QMainWindow):
     # jobs -----------------------------------------------------------------------------------------
     # One slot per kind of work: a new job cancels only the running job of its own kind, so collapsing a
     # group (a layout) never cancels an Apply, and each failure is titled by what failed.
-    def start_job(self, kind: str, fn, title: str, on_done, *extra, failure: str = "") -> Job:
-        """Run fn(progress) off the UI thread in the slot of its kind, replacing only that kind's job."""
+    def start_job(
+        self, kind: str, fn, title: str, on_done, *extra, failure: str = "", on_failed=None
+    ) -> Job:
+        """Run fn(progress) off the UI thread in the slot of its kind, replacing only that kind's job.
+
+        A failure shows an error titled failure, then calls on_failed(message) when given.
+        """
         if kind not in JOB_KINDS:
             raise ValueError(f"unknown job kind {kind!r}")
         old = self._slots.pop(kind, None)
@@ -329,7 +335,7 @@ class MainWindow(QMainWindow):
         job = self.runner.start(
             fn, title, self._job_progress, self._job_done, self._job_failed, self._job_cancelled
         )
-        self._slots[kind] = JobSlot(job, title, on_done, extra, failure or f"{title} failed")
+        self._slots[kind] = JobSlot(job, title, on_done, extra, failure or f"{title} failed", on_failed)
         self._show_progress()
         self.busy_changed.emit(True)
         return job
@@ -394,6 +400,8 @@ class MainWindow(QMainWindow):
         if kind == "layout":
             self._after_layout = None
         self.error(slot.failure, exc)
+        if slot.on_failed is not None:
+            slot.on_failed(self.last_error)
 
     def _job_cancelled(self, job: Job) -> None:
         kind = self._slot_of(job)

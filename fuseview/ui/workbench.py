@@ -403,7 +403,14 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             progress("drawing", 0.9)
             return res, val, notes, fdoc, expanded, lay, route_paths(lay)
 
-        self.win.start_job("apply", work, "Applying", self._applied, failure="Cannot apply the fusions")
+        self.win.start_job(
+            "apply",
+            work,
+            "Applying",
+            self._applied,
+            failure="Cannot apply the fusions",
+            on_failed=self.apply_failed.emit,
+        )
         return True
 
     def _applied(self, result) -> None:
