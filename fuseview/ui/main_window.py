@@ -26,6 +26,7 @@ from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.ui import dialogs
+from fuseview.ui.compare_view import keys_for_names
 from fuseview.ui.export import render_scene
 from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
@@ -677,9 +678,8 @@ class MainWindow(QMainWindow):
         if not names:
             self.statusBar().showMessage("No path joins these two nodes.", 6000)
             return 0
-        keys = {node_key(graph.node_by_name[n]) for n in names}
-        drawn = [k for k in keys if k in self.scene.boxes]
-        self.scene.select_keys(drawn)
+        keys, _hidden = keys_for_names(graph, self.scene, names)  # hidden ones: their collapsed group
+        self.scene.select_keys(keys)
         self.statusBar().showMessage(f"Selected {len(names)} nodes between the two.", 6000)
         return len(names)
 
