@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import onnx
+import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -25,3 +27,11 @@ def gpt2_models() -> list[Path]:
 def backend_models() -> list[Path]:
     """Every model in the onnx package's backend test data."""
     return sorted(ONNX_BACKEND_DATA.rglob("*.onnx"))
+
+
+@pytest.fixture(autouse=True)
+def _discard_unsaved_work_on_close(monkeypatch):
+    """A window closed at a test's end never waits on a modal Save/Discard/Cancel box: it discards."""
+    dialogs = sys.modules.get("fuseview.ui.dialogs")
+    if dialogs is not None:
+        monkeypatch.setattr(dialogs, "ask_unsaved", lambda parent, title, message: dialogs.DISCARD)

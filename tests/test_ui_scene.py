@@ -92,6 +92,22 @@ def test_level_of_detail_drops_text_when_zoomed_out(qapp, gpt2):
     assert len({img.pixel(x, y) for x in range(0, img.width(), 4) for y in range(0, img.height(), 4)}) > 2
 
 
+def test_labels_stay_readable_zoomed_out_where_netron_text_is_tiny(qapp, gpt2):
+    lay = layout_graph(gpt2.graph, None)
+    scene = GraphScene(gpt2.graph, lay)
+    first = next(it for it in scene.boxes.values() if it.box.kind == "node")
+    source = first.sceneBoundingRect().adjusted(-400, -400, 400, 400)
+    for scale in (0.3, 0.4):  # Netron's 11 px labels are 3.3 and 4.4 px on screen here
+        _, texts = _render(scene, source, scale)
+        assert texts >= 1
+        nodes = [it for it in scene.boxes.values() if it.box.kind == "node"][:50]
+        held = [it.held_label(scale) for it in nodes]
+        shown = [h for h in held if h is not None]
+        assert len(shown) >= len(nodes) * 0.8
+        for px, text in shown:
+            assert px * scale >= 7.0 and len(text.rstrip("…")) >= (2 if scale < 0.35 else 3)
+
+
 def test_overview_picture_replaces_items_when_far_out(qapp, gpt2):
     scene = GraphScene(gpt2.graph, layout_graph(gpt2.graph, None))
     scene.use_zoom(OVERVIEW_SCALE / 4)

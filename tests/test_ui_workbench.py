@@ -185,7 +185,7 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     assert "com.microsoft:SkipLayerNormalization" in hist
     assert wb.fused_pane.isVisible() and wb.fused_pane.scene is not None
     assert wb.fused["validation"].ok
-    assert "max |diff|" in wb.fused_pane.title.text() and "(ok)" in wb.fused_pane.title.text()
+    assert "max |diff|" in wb.fused_pane.title.full_text and "(ok)" in wb.fused_pane.title.full_text
     assert "validated on onnxruntime" in wb.fused_pane.title.toolTip()
     assert all(wb.decisions.status(i) == "applied" for i in wb.decisions.accepted())
     # fused -> original

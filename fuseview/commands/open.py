@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from fuseview.commands._expansion import add_expansion_arguments
+from fuseview.errors import FuseviewError
 
 HELP = "open a model in the graph viewer window (no MODEL: the bundled GPT-2 demo)"
 NAME = "open"
@@ -33,12 +35,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_expansion_arguments(p)
 
 
+def _check_openable(path: Path) -> None:
+    """The cheap checks before a window appears: a missing, folder or empty path is one line, exit 2."""
+    if not path.exists():
+        raise FuseviewError(f"{path}: no such file")
+    if path.is_dir():
+        raise FuseviewError(f"{path}: is a folder, not an ONNX file")
+    if path.stat().st_size == 0:
+        raise FuseviewError(f"{path}: file is empty")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load the model (bad input: one line, exit 2, no window), then run the window."""
+    """Run the window on a model: at once, loading with a progress bar (unattended runs load first)."""
     from fuseview import DEMO_MODEL
+
+    path = Path(args.model) if args.model else DEMO_MODEL
+    _check_openable(path)
+    if not (args.plan or args.apply or args.profile or args.screenshot):
+        from fuseview.ui.app import run_app
+
+        # the window and its progress bar appear before the model is read (a 48-layer model takes seconds);
+        # a model that fails to load is a dialog in that window, which stays usable
+        return run_app(path=str(path), expansion_mode=args.expansion, end_process=True)
     from fuseview.graph.loader import load_document
 
-    doc = load_document(args.model or DEMO_MODEL)  # FuseviewError before any window appears
+    doc = load_document(path)  # FuseviewError before any window appears
     if args.plan or args.apply or args.profile:
         from fuseview.ui.headless import run_workbench
 
@@ -47,4 +68,4 @@ def run(args: argparse.Namespace) -> int:
         )
     from fuseview.ui.app import run_app
 
-    return run_app(doc=doc, expansion_mode=args.expansion, screenshot=args.screenshot)
+    return run_app(doc=doc, expansion_mode=args.expansion, screenshot=args.screenshot, end_process=True)

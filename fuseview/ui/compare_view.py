@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from fuseview.graph.document import GraphDocument, ModelDocument
@@ -16,6 +17,37 @@ from fuseview.provenance import ORIGIN_KEY
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.legend import Legend
+
+PANE_TITLE_STYLE = "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
+
+
+class PaneTitle(QLabel):
+    """A pane's title strip: a title too long for the pane ends in "…" (the whole of it in the tooltip)."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setStyleSheet(PANE_TITLE_STYLE)
+        self.setMinimumWidth(1)  # a long title must not widen the pane (the splitter halves them)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.full_text = ""
+        self.details = ""
+        self.set_full_text(text)
+
+    def set_full_text(self, text: str, details: str = "") -> None:
+        """Show text, elided to the width; the tooltip carries all of it and details."""
+        self.full_text, self.details = text, details
+        self._elide()
+
+    def _elide(self) -> None:
+        room = max(10, self.contentsRect().width() - 16)
+        shown = self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, room)
+        super().setText(shown)
+        tip = self.full_text if shown != self.full_text else ""
+        self.setToolTip("\n".join(t for t in (tip, self.details) if t))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._elide()
 
 
 @dataclass
@@ -97,24 +129,18 @@ class FusedPane(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
-        self.title = QLabel(title)
-        self.title.setStyleSheet(
-            "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
-        )
-        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title.setMinimumWidth(1)  # a long title must not widen the pane (the splitter halves them)
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.title = PaneTitle(title)
         lay.addWidget(self.title)
         self.view = GraphView(self)
         lay.addWidget(self.view, 1)
-        self.legend = Legend(self.view)
+        self.legend = Legend(self.view, "Applied fusions")
         self.doc: ModelDocument | None = None
         self.scene: GraphScene | None = None
         self.layout_: Layout | None = None
 
-    def set_title(self, text: str) -> None:
-        """The strip above the view."""
-        self.title.setText(text)
+    def set_title(self, text: str, details: str = "") -> None:
+        """The strip above the view (elided to fit; text and details in its tooltip)."""
+        self.title.set_full_text(text, details)
 
     def show_layout(self, doc: ModelDocument, lay: Layout, paths=None) -> GraphScene:
         """Draw a laid-out document (replaces the previous scene)."""

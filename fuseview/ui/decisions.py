@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fuseview.colors import rule_color
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate, NearMiss
 from fuseview.fusion.scan import ScanResult
 
 PENDING, ACCEPTED, REJECTED, APPLIED = "pending", "accepted", "rejected", "applied"
 STATUSES = (PENDING, ACCEPTED, REJECTED, APPLIED)
-
-# Distinct, readable on the pale boxes; rules take them in sorted order so a rule keeps its colour.
-RULE_COLORS = (
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
-    "#e377c2", "#8c564b", "#bcbd22", "#393b79", "#637939", "#7b4173",
-)  # fmt: skip
 
 
 class Decisions:
@@ -28,7 +23,7 @@ class Decisions:
         self.plan = Plan(self.candidates, model_path)
         self.applied: set[str] = set()
         self.rules = sorted({c.rule for c in self.candidates})
-        self.colors = {r: RULE_COLORS[i % len(RULE_COLORS)] for i, r in enumerate(self.rules)}
+        self.colors = {r: rule_color(r) for r in self.rules}  # the same colour in every model
         self.of_node: dict[str, list[str]] = {}
         for c in self.candidates:
             for n in c.nodes:

@@ -19,3 +19,15 @@ def error_text(exc: BaseException) -> str:
 def show_error(parent: QWidget | None, title: str, message: str) -> None:
     """A modal error box with a one-line message."""
     QMessageBox.critical(parent, title, message)
+
+
+SAVE, DISCARD, CANCEL = "save", "discard", "cancel"
+
+
+def ask_unsaved(parent: QWidget | None, title: str, message: str) -> str:
+    """Save / Discard / Cancel for unsaved work; returns SAVE, DISCARD or CANCEL."""
+    b = QMessageBox.StandardButton
+    answer = QMessageBox.warning(parent, title, message, b.Save | b.Discard | b.Cancel, b.Save)
+    if answer == b.Save:
+        return SAVE
+    return DISCARD if answer == b.Discard else CANCEL

@@ -20,13 +20,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fuseview.colors import FOCUS
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
+from fuseview.view_state import Marks, PaneState
 
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
 # skipping it is what keeps a zoomed-out 10,000-box view smooth.
 _MIN_TEXT_PX = 5.0
+# Zoomed out past the point where the 11 px label falls under _MIN_TEXT_PX on screen, the label is drawn
+# at this on-screen size instead (elided to the box) for as long as it fits the box's height: op types stay
+# readable down to about 25 % zoom, where Netron's fixed 11 px text is under 3 px.
+_HELD_LABEL_PX = 7.0
 _MIN_DETAIL_PX = 7.0
 _LABEL_PX = 11
 _SUB_PX = 9
@@ -35,7 +41,7 @@ _MARGIN = 40.0
 Z_FRAME, Z_ROUTE, Z_BOX, Z_TAG = -10.0, 0.0, 10.0, 11.0
 
 
-FOCUS_COLOR = "#111827"
+FOCUS_COLOR = FOCUS
 
 
 def _tint(pale: QColor, mark: QColor, amount: float = 0.28) -> QColor:
@@ -86,6 +92,7 @@ class BoxItem(QGraphicsItem):
         self._base_tip = ""
         self._rect = QRectF(0, 0, box.w, box.h)
         self._texts: tuple[str, str] | None = None
+        self._held: tuple[int, str] | None = None  # (font px, text) of the label held readable zoomed out
         self.setPos(box.x, box.y)
         self.setZValue(Z_BOX)
         self.setFlags(_BOX_FLAGS)  # one call, not two setFlag: thousands of boxes are built on the UI thread
@@ -114,6 +121,31 @@ class BoxItem(QGraphicsItem):
         if on != self.highlighted:
             self.highlighted = on
             self.update()
+
+    def held_label(self, lod: float) -> tuple[int, str] | None:
+        """(scene font px, elided text) of the label held readable at this zoom; None if it cannot fit."""
+        px = math.ceil(_HELD_LABEL_PX / max(lod, 1e-6))
+        if px > self._rect.height() * 0.9:
+            return None
+        if self._held is None or self._held[0] != px:
+            w = self._rect.width() - (14 if self.box.kind == "node" else 10)
+            fm = QFontMetricsF(style.font(px, True))
+            text = fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w)
+            self._held = (px, text)
+        px, text = self._held
+        return (px, text) if len(text.rstrip("…")) >= 2 else None
+
+    def _paint_held_label(self, painter: QPainter, lod: float) -> None:
+        held = self.held_label(lod)
+        if held is None:
+            return
+        px, text = held
+        r = self._rect
+        left = r.x() + (9 if self.box.kind == "node" else 6)
+        painter.setPen(QColor("#ffffff") if self.box.kind in ("input", "output") else QColor(style.TEXT))
+        painter.setFont(style.font(px, True))
+        where = QRectF(left, r.y(), r.right() - left - 2, r.height())
+        painter.drawText(where, Qt.AlignmentFlag.AlignVCenter, text)
 
     def _elided(self) -> tuple[str, str]:
         if self._texts is None:
@@ -191,6 +223,7 @@ class BoxItem(QGraphicsItem):
             painter.setPen(QPen(QColor(style.SELECTION), 2.5))
             painter.drawRoundedRect(r.adjusted(-1.5, -1.5, 1.5, 1.5), 5, 5)
         if _LABEL_PX * lod < _MIN_TEXT_PX:
+            self._paint_held_label(painter, lod)
             return
         label, sub = self._elided()
         left = r.x() + (10 if kind == "node" else 8)
@@ -400,6 +433,10 @@ class OverviewItem(QGraphicsItem):
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
 
+    def forget_pictures(self) -> None:
+        """Drop the cached pictures (items were added or changed since they were drawn)."""
+        self._cache.clear()
+
     def boundingRect(self) -> QRectF:  # noqa: N802 - Qt API
         return self._bounds
 
@@ -433,8 +470,8 @@ class OverviewItem(QGraphicsItem):
         # self.scene(), not a stored reference: an item holding its scene makes a cycle that Python's
         # garbage collector may break on any thread, destroying the scene under the UI thread's feet
         scene = self.scene()
-        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene._highlighted]
-        marks += [(it, QColor(FOCUS_COLOR)) for it in scene._focused]
+        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene.highlighted_items()]
+        marks += [(it, QColor(FOCUS_COLOR)) for it in scene.focused_items()]
         marks += [(it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)]
         for it, color in marks:
             pen = QPen(color, 3.0)
@@ -507,6 +544,9 @@ class GraphScene(QGraphicsScene):
         self._marked: list[BoxItem] = []
         self._focused: list[BoxItem] = []
         self._heated: list[BoxItem] = []
+        # what is drawn over the graph, as plain data (the set_* methods below keep it and the items in step)
+        self.state = PaneState()
+        self.selectionChanged.connect(self._mirror_selection)
         # called as hook(box_item, menu) before a box's context menu is shown (the workbench adds to it)
         self.context_hook = None
         self.overview_on = False
@@ -546,7 +586,7 @@ class GraphScene(QGraphicsScene):
             if time.perf_counter() >= end:
                 return False
         self._pending = None
-        self.overview._cache.clear()  # a picture drawn while building misses items
+        self.overview.forget_pictures()  # a picture drawn while building misses items
         if self.overview_on:
             self.overview.update()
         return True
@@ -613,6 +653,7 @@ class GraphScene(QGraphicsScene):
         for item in self._highlighted:
             item.set_highlighted(False)
         self._highlighted = [self.boxes[k] for k in keys if k in self.boxes]
+        self.state.highlight = {it.key for it in self._highlighted}
         for item in self._highlighted:
             item.set_highlighted(True)
         if self.overview_on:
@@ -629,6 +670,12 @@ class GraphScene(QGraphicsScene):
         faded = faded or set()
         badges = badges or {}
         self._marked = []
+        drawn = [k for k in colors if k in self.boxes]
+        self.state.marks = Marks(
+            {k: QColor(colors[k]).name() for k in drawn},
+            {k for k in faded if k in self.boxes},
+            {k: badges[k] for k in drawn if k in badges},
+        )
         for k, color in colors.items():
             item = self.boxes.get(k)
             if item is None:
@@ -638,6 +685,20 @@ class GraphScene(QGraphicsScene):
             self._marked.append(item)
         self._refresh_overview()
         return len(self._marked)
+
+    def _mirror_selection(self) -> None:
+        self.state.selection = self.selected_keys()
+
+    def draw_state(self, state: PaneState) -> None:
+        """Draw a whole pane state: marks, focus, highlight and heat (selection is the user's, left alone)."""
+        self.draw_marks(state.marks)
+        self.set_focus(state.focus)
+        self.set_highlight(state.highlight)
+        self.set_heatmap(state.heat)
+
+    def draw_marks(self, marks: Marks) -> int:
+        """Draw a pane's candidate marks (fuseview.view_state.Marks); returns how many boxes wear one."""
+        return self.set_marks({k: QColor(c) for k, c in marks.colors.items()}, marks.faded, marks.badges)
 
     def marked_keys(self) -> dict[str, str]:
         """Key -> candidate colour name of every marked box."""
@@ -649,15 +710,33 @@ class GraphScene(QGraphicsScene):
             item.focused = False
             item.update()
         self._focused = [self.boxes[k] for k in keys if k in self.boxes]
+        self.state.focus = [it.key for it in self._focused]
         for item in self._focused:
             item.focused = True
             item.update()
         self._refresh_overview()
         return len(self._focused)
 
+    def highlighted_items(self) -> list[BoxItem]:
+        """The boxes drawn highlighted (op-type search hits)."""
+        return list(self._highlighted)
+
+    def focused_items(self) -> list[BoxItem]:
+        """The boxes drawn outlined (the candidate being looked at)."""
+        return list(self._focused)
+
     def focused_keys(self) -> list[str]:
         """Keys of the outlined boxes."""
         return [it.key for it in self._focused]
+
+    def keys_rect(self, keys) -> QRectF:
+        """Scene rectangle around the drawn boxes with these keys (empty when none is drawn)."""
+        rect = QRectF()
+        for k in keys:
+            item = self.boxes.get(k)
+            if item is not None:
+                rect = rect.united(item.sceneBoundingRect())
+        return rect
 
     def focus_rect(self) -> QRectF:
         """Scene rectangle around the outlined boxes (empty when none)."""
@@ -672,6 +751,8 @@ class GraphScene(QGraphicsScene):
             item.heat = None
             item.update()
         self._heated = []
+        drawn = {k: float(v) for k, v in (values or {}).items() if k in self.boxes}
+        self.state.heat = None if values is None else drawn
         top = max(values.values(), default=0.0) if values else 0.0
         for k, v in (values or {}).items():
             item = self.boxes.get(k)
@@ -690,7 +771,7 @@ class GraphScene(QGraphicsScene):
 
     def _refresh_overview(self) -> None:
         if self.overview_on:
-            self.overview._cache.clear()
+            self.overview.forget_pictures()
             self.overview.update()
 
     def highlighted_keys(self) -> list[str]:

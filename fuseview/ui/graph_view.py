@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QDragEnterEvent,
     QDropEvent,
@@ -17,6 +17,9 @@ from PySide6.QtWidgets import QFrame, QGraphicsView, QWidget
 from fuseview.ui.graph_scene import GraphScene
 
 MIN_SCALE = 0.0005
+# Fit never goes below this zoom (the overview picture still shows the graph's shape): a graph too tall
+# for it is shown from its top, as wide as the viewport allows, instead of as a hairline.
+FIT_FLOOR = 0.03
 MAX_SCALE = 6.0
 
 
@@ -34,6 +37,9 @@ class GraphView(QGraphicsView):
 
     zoom_changed = Signal(float)
     file_dropped = Signal(str)
+    # the view was just centred on these scene rectangles' boxes (search hit, candidate, linked selection):
+    # floating legends step aside from them
+    centred_on = Signal(QRectF)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -96,7 +102,14 @@ class GraphView(QGraphicsView):
         scene = self.scene()
         if scene is None:
             return
-        self.fit_rect(scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
+        rect = scene.itemsBoundingRect().adjusted(-20, -20, 20, 20)
+        if rect.isEmpty():
+            return
+        if self.fit_scale(rect) >= FIT_FLOOR:
+            self.fit_rect(rect)
+            return
+        across = 0.9 * self.viewport().width() / max(rect.width(), 1.0)
+        self.show_top(rect, max(FIT_FLOOR, min(0.8, across)))
 
     def fit_rect(self, rect: QRectF, max_scale: float = 1.5) -> None:
         """Show rect whole, but never zoom in past max_scale."""
@@ -155,7 +168,25 @@ class GraphView(QGraphicsView):
         if self.scale_factor() < 0.35:
             self.set_zoom(0.8)
         self.centerOn(item.sceneBoundingRect().center())
+        self.centred_on.emit(item.sceneBoundingRect())
         return True
+
+    def reveal_rect(self, rect: QRectF) -> None:
+        """Bring a scene rectangle into view: centre on it, zooming out (to fit it) only when needed."""
+        if rect.isEmpty():
+            return
+        vis = self.visible_scene_rect()
+        if vis.contains(rect):
+            pass
+        elif rect.width() > vis.width() or rect.height() > vis.height():
+            self.fit_rect(rect.adjusted(-40, -40, 40, 40), max_scale=self.scale_factor())
+        else:
+            self.centerOn(rect.center())
+        self.centred_on.emit(rect)
+
+    def host_rect(self, rect: QRectF) -> QRect:
+        """A scene rectangle in this widget's own coordinates (where floating legends sit)."""
+        return self.mapFromScene(rect).boundingRect().translated(self.viewport().pos())
 
     def visible_scene_rect(self) -> QRectF:
         """The part of the scene the viewport shows."""

@@ -1,32 +1,94 @@
-"""A small legend floating in a graph view's corner: rule colours with counts, or a heat-map scale."""
+"""A legend floating over a graph view: rule colours with counts and/or a heat-map scale.
+
+Its header collapses it to one line, dragging the header moves it, it takes the clicks that land on it
+(never the hidden nodes below), and it steps aside from a node the view has just centred on.
+"""
 
 from __future__ import annotations
 
 from html import escape
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from fuseview.ui.graph_scene import heat_color
 
 _STYLE = (
-    "QLabel { background: rgba(255,255,255,232); border: 1px solid #c9d2dd; border-radius: 6px;"
-    " padding: 6px 8px; color: #1b2430; font-size: 11px; }"
+    "QFrame#legend { background: rgba(255,255,255,236); border: 1px solid #c9d2dd; border-radius: 6px; }"
+    " QLabel { color: #1b2430; font-size: 11px; background: transparent; }"
+    " QToolButton { border: none; font-weight: bold; font-size: 11px; color: #1b2430; text-align: left; }"
 )
+_MARGIN = 8
+# the corners a legend may sit in, tried in this order when it must step aside
+CORNERS = ("top-right", "top-left", "bottom-right", "bottom-left")
 
 
-class Legend(QLabel):
-    """Rule -> colour and count (candidates) and/or a colour scale (heat map), top-right of a view."""
+class _Header(QToolButton):
+    """The legend's title: a click folds or unfolds the legend, a drag moves it."""
 
-    def __init__(self, host: QWidget):
+    def __init__(self, legend: Legend):
+        super().__init__(legend)
+        self.legend = legend
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.setCursor(Qt.CursorShape.OpenHandCursor)
+        self._press: QPoint | None = None
+        self._dragged = False
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        self._press = event.globalPosition().toPoint()
+        self._origin = self.legend.pos()
+        self._dragged = False
+        event.accept()
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self._press is None:
+            return
+        delta = event.globalPosition().toPoint() - self._press
+        if self._dragged or delta.manhattanLength() > 4:
+            self._dragged = True
+            self.legend.move_to(self._origin + delta)
+        event.accept()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        if self._press is not None and not self._dragged:
+            self.legend.set_collapsed(not self.legend.collapsed)
+        self._press = None
+        event.accept()
+
+
+class Legend(QFrame):
+    """Rule -> colour and count and/or a colour scale (heat map), floating in a corner of a view."""
+
+    def __init__(self, host: QWidget, title: str = "Candidates"):
         super().__init__(host)
+        self.setObjectName("legend")
         self.setStyleSheet(_STYLE)
-        self.setTextFormat(Qt.TextFormat.RichText)
-        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        self.title = title
+        self.collapsed = False
+        self.corner = "top-right"
+        self.moved = False  # the user dragged it: it stays where it was put (kept inside the view)
         self.rules: list[tuple[str, str, int]] = []
         self.scale: tuple[str, str, str] | None = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 6)
+        lay.setSpacing(2)
+        self.header = _Header(self)
+        self.header.setToolTip("Click to fold or unfold; drag to move")
+        self.body = QLabel(self)
+        self.body.setTextFormat(Qt.TextFormat.RichText)
+        lay.addWidget(self.header)
+        lay.addWidget(self.body)
         host.installEventFilter(self)
+        if hasattr(host, "centred_on"):  # a GraphView: step aside from what it has just centred on
+            host.centred_on.connect(lambda rect: self.avoid(host.host_rect(rect)))
         self.hide()
+
+    # content -----------------------------------------------------------------------------------------
+    def set_title(self, title: str) -> None:
+        """The heading of the rule part (what the colours stand for in this pane)."""
+        self.title = title
+        self._render()
 
     def set_rules(self, rules: list[tuple[str, str, int]]) -> None:
         """Entries (rule, colour, count); [] removes the rule part."""
@@ -38,6 +100,17 @@ class Legend(QLabel):
         self.scale = None if title is None else (title, low, high)
         self._render()
 
+    def set_collapsed(self, collapsed: bool) -> None:
+        """Fold the legend to its title line, or unfold it."""
+        self.collapsed = collapsed
+        self._render()
+
+    def heading(self) -> str:
+        """The header's text without the fold arrow."""
+        if self.rules:
+            return f"{self.title} ({sum(n for _r, _c, n in self.rules)})"
+        return self.scale[0] if self.scale is not None else self.title
+
     def _render(self) -> None:
         parts = []
         if self.rules:
@@ -46,33 +119,73 @@ class Legend(QLabel):
                 f"<td>{escape(r)}</td><td align='right'>&nbsp;{n}</td></tr>"
                 for r, c, n in self.rules
             )
-            parts.append(f"<b>Candidates</b><table cellspacing='0' cellpadding='1'>{rows}</table>")
+            parts.append(f"<table cellspacing='0' cellpadding='1'>{rows}</table>")
         if self.scale is not None:
             title, low, high = self.scale
             cells = "".join(
                 f"<td style='background:{heat_color(i / 9).name()}'>&nbsp;&nbsp;&nbsp;</td>"
                 for i in range(10)
             )
+            heading = f"<b>{escape(title)}</b>" if self.rules else ""
             parts.append(
-                f"<b>{escape(title)}</b><table cellspacing='0' cellpadding='0'><tr>{cells}</tr></table>"
+                f"{heading}<table cellspacing='0' cellpadding='0'><tr>{cells}</tr></table>"
                 f"<table width='100%'><tr><td>{escape(low)}</td>"
                 f"<td align='right'>{escape(high)}</td></tr></table>"
             )
         if not parts:
             self.hide()
             return
-        self.setText("<br>".join(parts))
+        self.header.setText(("▸ " if self.collapsed else "▾ ") + self.heading())
+        self.body.setText("<br>".join(parts))
+        self.body.setVisible(not self.collapsed)
         self.adjustSize()
         self._place()
         self.show()
         self.raise_()
 
-    def _place(self) -> None:
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
+        event.accept()  # a click on the legend is the legend's, never a hidden node's below it
+
+    # placement ---------------------------------------------------------------------------------------
+    def _area(self) -> QRect:
         host = self.parentWidget()
-        if host is not None:
-            # a scroll area's viewport scrolls its children with the picture: float over it instead
-            vp = host.viewport() if hasattr(host, "viewport") else host
-            self.move(max(4, vp.x() + vp.width() - self.width() - 12), vp.y() + 8)
+        if host is None:
+            return QRect()
+        # a scroll area's viewport scrolls its children with the picture: float over it instead
+        vp = host.viewport() if hasattr(host, "viewport") else host
+        return QRect(vp.x(), vp.y(), vp.width(), vp.height())
+
+    def corner_rect(self, corner: str) -> QRect:
+        """Where the legend would sit in a corner of its view (host coordinates)."""
+        area, w, h = self._area(), self.width(), self.height()
+        x = area.right() - w - _MARGIN - 4 if corner.endswith("right") else area.x() + _MARGIN
+        y = area.y() + _MARGIN if corner.startswith("top") else area.bottom() - h - _MARGIN
+        return QRect(max(area.x(), x), max(area.y(), y), w, h)
+
+    def _place(self) -> None:
+        if self.moved:
+            self.move_to(self.pos())
+        else:
+            self.move(self.corner_rect(self.corner).topLeft())
+
+    def move_to(self, pos: QPoint) -> None:
+        """Put the legend at pos (host coordinates), kept inside the view; it stays there after resizes."""
+        area = self._area()
+        x = min(max(pos.x(), area.x()), max(area.x(), area.right() - self.width()))
+        y = min(max(pos.y(), area.y()), max(area.y(), area.bottom() - self.height()))
+        self.moved = True
+        self.move(x, y)
+
+    def avoid(self, rect: QRect) -> None:
+        """Step into another corner if the legend covers rect (host coordinates), e.g. a just-centred node."""
+        if not self.isVisible() or not self.geometry().intersects(rect):
+            return
+        for corner in CORNERS:
+            if not self.corner_rect(corner).intersects(rect):
+                self.corner, self.moved = corner, False
+                self._place()
+                return
+        self.set_collapsed(True)  # nowhere free: fold to one line
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         if obj is self.parentWidget() and event.type() == QEvent.Type.Resize:

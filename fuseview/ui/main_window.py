@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
@@ -24,12 +26,14 @@ from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.ui import dialogs, trace_view
+from fuseview.ui.compare_view import keys_for_names
 from fuseview.ui.export import render_scene
 from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
 from fuseview.ui.search import SearchBar, nodes_of_op
 from fuseview.ui.workers import Job, JobRunner
+from fuseview.view_state import nodes_between
 
 Expansion = frozenset | None
 MAX_RECENT = 10
@@ -53,6 +57,24 @@ def expansion_for(doc: ModelDocument, mode: str) -> Expansion:
     if mode == "collapsed":
         return collapsed_expansion(doc)
     return initial_expansion(doc.graph)
+
+
+# the kinds of background work, one slot each (the profile panel runs its own profiling thread)
+JOB_KINDS = ("layout", "apply")
+
+
+@dataclass
+class JobSlot:
+    """A running job of one kind: what to call with its result and how to title its failure."""
+
+    job: Job
+    title: str
+    on_done: Callable
+    extra: tuple
+    failure: str
+    on_failed: Callable | None = None
+    message: str = ""
+    fraction: float = 0.0
 
 
 class MainWindow(QMainWindow):
@@ -79,14 +101,14 @@ class MainWindow(QMainWindow):
         self.show_dialogs = True
         self.remember_files = True
         self.runner = JobRunner(self)
-        self._job: Job | None = None
+        self._slots: dict[str, JobSlot] = {}
         self._after_layout = None  # callable run once the pending re-layout is shown
 
         self.setWindowTitle("fuseview")
         self.resize(1400, 900)
         self.setAcceptDrops(True)
         self.view = GraphView(self)
-        self.view.file_dropped.connect(self.open_file)
+        self.view.file_dropped.connect(self.request_open)
         self.view.zoom_changed.connect(lambda _s: self._update_status())
         self.setCentralWidget(self.view)
         self.inspector = Inspector(self)
@@ -116,7 +138,7 @@ class MainWindow(QMainWindow):
         self.progress.setMaximumWidth(240)
         self.progress.setTextVisible(True)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel_job)
+        self.cancel_button.clicked.connect(lambda: self.cancel_job())
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.cancel_button)
         self.progress.hide()
@@ -173,6 +195,10 @@ class MainWindow(QMainWindow):
         self._action(view, "Zoom &Out", lambda: self.view.zoom_by(0.8), "Ctrl+-")
         self._action(view, "Actual Si&ze", lambda: self.view.set_zoom(1.0), "Ctrl+0")
         self._action(view, "&Clear Selection", self.clear_selection, "Esc")
+        self._action(
+            view, "Select &Between", self.select_between, "Ctrl+B",
+            "With two nodes selected: select every node on a path from one to the other",
+        )
         view.addSeparator()
         self._action(view, "&Expand All", self.expand_all, "Ctrl+Shift+E", "Flat graph: every node")
         self._action(view, "&Collapse All", self.collapse_all, "Ctrl+Shift+C", "Group nodes by name scope")
@@ -202,7 +228,25 @@ class MainWindow(QMainWindow):
             self, "Open ONNX model", start, "ONNX models (*.onnx);;All files (*)"
         )
         if path:
-            self.open_file(path)
+            self.request_open(path)
+
+    def request_open(self, path: str | os.PathLike) -> Job | None:
+        """Open a file the user picked (menu, recent list, drop): first ask about unsaved work."""
+        if not self.confirm_discard(f"Open {Path(path).name}"):
+            return None
+        return self.open_file(path)
+
+    def confirm_discard(self, doing: str) -> bool:
+        """Save / Discard / Cancel when decisions or a fused model are unsaved; False means stop."""
+        what = self.workbench.unsaved()
+        if not what or not self.show_dialogs:
+            return True
+        answer = dialogs.ask_unsaved(
+            self, "Unsaved work", f"{doing}: {' and '.join(what)} not saved. Save before going on?"
+        )
+        if answer == dialogs.SAVE:
+            return self.workbench.save_unsaved()
+        return answer == dialogs.DISCARD
 
     def open_file(self, path: str | os.PathLike) -> Job:
         """Load and lay out a model in the background; errors show a dialog and keep what was open."""
@@ -236,6 +280,9 @@ class MainWindow(QMainWindow):
 
     def _opened(self, result, path: str) -> None:
         doc, expanded, lay, paths = result
+        if self.job_running("apply"):
+            self._slots["apply"].job.cancel()  # its fused model belongs to the model being replaced
+            self._end("apply")
         self.doc = doc
         self.nav_stack = []
         self.crumb_bar.hide()
@@ -273,69 +320,110 @@ class MainWindow(QMainWindow):
             place()  # a big graph is still being built: it fills in where the user looks
 
     # jobs -----------------------------------------------------------------------------------------
-    def _start(self, fn, title: str, on_done, *extra) -> Job:
-        if self._job is not None:
-            self.cancel_job()
-        self._on_done = (on_done, extra)
+    # One slot per kind of work: a new job cancels only the running job of its own kind, so collapsing a
+    # group (a layout) never cancels an Apply, and each failure is titled by what failed.
+    def start_job(
+        self, kind: str, fn, title: str, on_done, *extra, failure: str = "", on_failed=None
+    ) -> Job:
+        """Run fn(progress) off the UI thread in the slot of its kind, replacing only that kind's job.
+
+        A failure shows an error titled failure, then calls on_failed(message) when given.
+        """
+        if kind not in JOB_KINDS:
+            raise ValueError(f"unknown job kind {kind!r}")
+        old = self._slots.pop(kind, None)
+        if old is not None:
+            old.job.cancel()
         job = self.runner.start(
             fn, title, self._job_progress, self._job_done, self._job_failed, self._job_cancelled
         )
-        self._job = job
-        self.progress.setValue(0)
-        self.progress.setFormat(f"{title}: %p%")
-        self.progress.show()
-        self.cancel_button.show()
+        self._slots[kind] = JobSlot(job, title, on_done, extra, failure or f"{title} failed", on_failed)
+        self._show_progress()
         self.busy_changed.emit(True)
         return job
 
+    def _start(self, fn, title: str, on_done, *extra) -> Job:
+        failure = "Cannot open the model" if on_done == self._opened else "Cannot lay out the graph"
+        return self.start_job("layout", fn, title, on_done, *extra, failure=failure)
+
     @property
     def busy(self) -> bool:
-        """Whether a load or layout is running for this window."""
-        return self._job is not None
+        """Whether any job (load, layout, apply) is running for this window."""
+        return bool(self._slots)
 
-    def _finish(self) -> None:
-        self._job = None
-        self.progress.hide()
-        self.cancel_button.hide()
-        self.busy_changed.emit(False)
+    def job_running(self, kind: str) -> bool:
+        """Whether a job of this kind (layout, apply) is running."""
+        return kind in self._slots
+
+    def _slot_of(self, job: Job) -> str | None:
+        return next((k for k, slot in self._slots.items() if slot.job is job), None)
+
+    def _show_progress(self) -> None:
+        # the bar follows the newest running job; it hides when none is left
+        if not self._slots:
+            self.progress.hide()
+            self.cancel_button.hide()
+            return
+        slot = list(self._slots.values())[-1]
+        self.progress.setValue(int(slot.fraction * 1000))
+        self.progress.setFormat(f"{slot.message or slot.title}: %p%")
+        self.progress.show()
+        self.cancel_button.show()
+
+    def _end(self, kind: str) -> JobSlot:
+        slot = self._slots.pop(kind)
+        self._show_progress()
+        if not self._slots:
+            self.busy_changed.emit(False)
+        return slot
 
     def _job_progress(self, job: Job, message: str, fraction: float) -> None:
-        if job is self._job:
-            self.progress.setValue(int(fraction * 1000))
-            self.progress.setFormat(f"{message}: %p%")
+        kind = self._slot_of(job)
+        if kind is not None:
+            slot = self._slots[kind]
+            slot.message, slot.fraction = message, fraction
+            self._show_progress()
 
     def _job_done(self, job: Job, result) -> None:
-        if job is not self._job:
+        kind = self._slot_of(job)
+        if kind is None:
             return
-        on_done, extra = self._on_done
-        self._finish()
+        slot = self._end(kind)
         try:
-            on_done(result, *extra)
+            slot.on_done(result, *slot.extra)
         except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
-            self._error("Cannot show the model", exc)
+            self.error(slot.failure, exc)
 
     def _job_failed(self, job: Job, exc: BaseException) -> None:
-        if job is not self._job:
+        kind = self._slot_of(job)
+        if kind is None:
             return
-        self._finish()
-        self._after_layout = None
-        self._error("Cannot open the model" if self._on_done[0] == self._opened else "Layout failed", exc)
+        slot = self._end(kind)
+        if kind == "layout":
+            self._after_layout = None
+        self.error(slot.failure, exc)
+        if slot.on_failed is not None:
+            slot.on_failed(self.last_error)
 
     def _job_cancelled(self, job: Job) -> None:
-        if job is self._job:
-            self._finish()
+        kind = self._slot_of(job)
+        if kind is not None:
+            self._end(kind)
 
-    def cancel_job(self) -> None:
-        """Stop waiting for the running load or layout; the window keeps what it showed before."""
-        job = self._job
-        if job is None:
+    def cancel_job(self, kind: str | None = None) -> None:
+        """Stop the newest running job (or the one of this kind); the window keeps what it showed before."""
+        if kind is None:
+            kind = next(reversed(self._slots), None)
+        if kind is None or kind not in self._slots:
             return
-        job.cancel()  # the thread stops at its next progress report; its result is dropped
-        self._after_layout = None
-        self._finish()
+        self._slots[kind].job.cancel()  # the thread stops at its next progress report; its result is dropped
+        if kind == "layout":
+            self._after_layout = None
+        self._end(kind)
         self.statusBar().showMessage("Cancelled.", 5000)
 
-    def _error(self, title: str, exc: BaseException) -> None:
+    def error(self, title: str, exc: BaseException) -> None:
+        """Show a failure titled by what failed (a dialog unless unattended); the window stays usable."""
         message = dialogs.error_text(exc)
         self.last_error = message
         self.statusBar().showMessage(message, 15000)
@@ -405,7 +493,7 @@ class MainWindow(QMainWindow):
             if timer is not None:
                 timer.stop()
             self._build_done = None
-            self._error("Cannot show the model", exc)
+            self.error("Cannot show the model", exc)
 
     def relayout(self, expanded: Expansion, then=None) -> None:
         """Lay out the current document again with another expansion; then() runs once it is shown."""
@@ -413,12 +501,12 @@ class MainWindow(QMainWindow):
             return
         doc = self.doc
         if len(doc.graph.nodes) < SYNC_RELAYOUT_NODES:
-            if self._job is not None:
-                self.cancel_job()
+            if self.job_running("layout"):
+                self.cancel_job("layout")
             try:
                 lay = layout_graph(doc.graph, expanded)
             except Exception as exc:  # noqa: BLE001
-                self._error("Layout failed", exc)
+                self.error("Cannot lay out the graph", exc)
                 return
             self._relaid((expanded, lay, None), then)
             return
@@ -457,7 +545,8 @@ class MainWindow(QMainWindow):
         r = item.sceneBoundingRect()
         self.view.keep_at(QPointF(r.center().x(), r.top()), anchor[1])
 
-    def _current_open(self) -> set:
+    def current_open(self) -> set:
+        """Scopes open in the current expansion (every scope when flat)."""
         if self.expanded is not None:
             return set(self.expanded)
         # flat: every scope is open
@@ -473,7 +562,7 @@ class MainWindow(QMainWindow):
             return
         key = group_key(tuple(scope))
         anchor = self._anchor(self.scene.boxes.get(key) if self.scene else None)
-        opened = self._current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
+        opened = self.current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
         self.relayout(frozenset(opened), lambda: self._keep_anchor(anchor, key))
 
     def collapse_group(self, scope: tuple) -> None:
@@ -483,7 +572,7 @@ class MainWindow(QMainWindow):
         scope = tuple(scope)
         key = group_key(scope)
         anchor = self._anchor(self.scene.frames.get(key) if self.scene else None)
-        opened = {s for s in self._current_open() if s[: len(scope)] != scope}
+        opened = {s for s in self.current_open() if s[: len(scope)] != scope}
         self.relayout(frozenset(opened), lambda: self._keep_anchor(anchor, key))
 
     def expand_all(self) -> None:
@@ -534,7 +623,7 @@ class MainWindow(QMainWindow):
         try:
             inner = open_inner(self.doc, node_index if node_index >= 0 else None, key)
         except Exception as exc:  # noqa: BLE001
-            self._error("Cannot open the inner graph", exc)
+            self.error("Cannot open the inner graph", exc)
             return
         if key.startswith("fn:"):
             label = f"function {key[3:]}"
@@ -576,6 +665,25 @@ class MainWindow(QMainWindow):
         self.open_inner_graph(-1, f"fn:{key}")
 
     # selection, search, highlight -----------------------------------------------------------------
+    def select_between(self) -> int:
+        """Two nodes selected: select every node on a dataflow path between them; returns how many."""
+        if self.scene is None or self.doc is None:
+            return 0
+        picked = [it for it in self._selected_boxes() if it.box.kind == "node" and it.box.node is not None]
+        if len(picked) != 2:
+            self.statusBar().showMessage("Select exactly two nodes to select everything between them.", 6000)
+            return 0
+        graph = self.doc.graph
+        first, second = (graph.nodes[it.box.node].name for it in picked)
+        names = nodes_between(graph, first, second)
+        if not names:
+            self.statusBar().showMessage("No path joins these two nodes.", 6000)
+            return 0
+        keys, _hidden = keys_for_names(graph, self.scene, names)  # hidden ones: their collapsed group
+        self.scene.select_keys(keys)
+        self.statusBar().showMessage(f"Selected {len(names)} nodes between the two.", 6000)
+        return len(names)
+
     def clear_selection(self) -> None:
         """Esc: nothing selected, no op-type highlight."""
         if self.scene is not None:
@@ -609,7 +717,7 @@ class MainWindow(QMainWindow):
             show()
             return
         scope = self.doc.graph.nodes[index].scope
-        opened = self._current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
+        opened = self.current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
         self.relayout(frozenset(opened), show)
 
     def highlight_op(self, op_type: str) -> None:
@@ -687,7 +795,7 @@ class MainWindow(QMainWindow):
             return
         for i, f in enumerate(files):
             act = self.recent_menu.addAction(f"&{i + 1 if i < 9 else 0}  {Path(f).name}  —  {Path(f).parent}")
-            act.triggered.connect(lambda _=False, f=f: self.open_file(f))
+            act.triggered.connect(lambda _=False, f=f: self.request_open(f))
         self.recent_menu.addSeparator()
         self.recent_menu.addAction("Clear list", lambda: self.settings.setValue("recent", []))
 
@@ -702,7 +810,7 @@ class MainWindow(QMainWindow):
         try:
             info = render_scene(self.scene, path)
         except Exception as exc:  # noqa: BLE001
-            self._error("Cannot export", exc)
+            self.error("Cannot export", exc)
             return
         self.statusBar().showMessage(f"Wrote {path} ({info['width']}×{info['height']})", 8000)
 
@@ -720,6 +828,9 @@ class MainWindow(QMainWindow):
         self.view.dropEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
+        if not self.confirm_discard("Quit"):
+            event.ignore()
+            return
         self.runner.shutdown()
         if self.trace_view is not None:
             self.trace_view.shutdown()

@@ -6,6 +6,10 @@ from functools import lru_cache
 
 from PySide6.QtGui import QColor, QFont
 
+from fuseview.colors import HIGHLIGHT, PALETTE, SELECTION
+
+__all__ = ["HIGHLIGHT", "PALETTE", "SELECTION", "colors", "font", "op_category"]
+
 _CATEGORIES: dict[str, tuple[str, ...]] = {
     "linear": (
         "MatMul",
@@ -193,30 +197,10 @@ _CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 _OP_CATEGORY = {op: cat for cat, ops in _CATEGORIES.items() for op in ops}
 
-# (strong colour: stripe and border, pale colour: box fill)
-PALETTE: dict[str, tuple[str, str]] = {
-    "linear": ("#2f6db5", "#dbe8f8"),
-    "norm": ("#7b4fb3", "#ebe0f7"),
-    "activation": ("#d0611d", "#fbe4d3"),
-    "elementwise": ("#3a8f4b", "#dcf0df"),
-    "reduce": ("#168a8a", "#d5eeee"),
-    "pool": ("#2a93c4", "#d8eef8"),
-    "shape": ("#6f7782", "#eceef1"),
-    "constant": ("#9a8a4a", "#f4efdc"),
-    "control": ("#8a5a2b", "#f1e4d6"),
-    "quant": ("#b08a00", "#fbf1cc"),
-    "custom": ("#c2307a", "#fadbea"),
-    "other": ("#55606e", "#e6e9ee"),
-    "input": ("#1f2d3d", "#34495e"),
-    "output": ("#1f2d3d", "#34495e"),
-    "group": ("#3d5a80", "#e3eaf3"),
-}
-
+# the op-family colours and the selection marks live in fuseview.colors (no Qt), beside the rule colours
 BACKGROUND = "#f7f8fa"
 EDGE = "#8d96a3"
 EDGE_ACTIVE = "#e07b00"
-SELECTION = "#ff9800"
-HIGHLIGHT = "#ffd400"
 FRAME_BORDER = "#9fb3cc"
 FRAME_FILL = QColor(61, 90, 128, 14)
 TEXT = "#1b2430"
@@ -237,7 +221,7 @@ def colors(category: str) -> tuple[QColor, QColor]:
     return QColor(strong), QColor(pale)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=64)
 def font(pixels: int, bold: bool = False) -> QFont:
     """The drawing font, sized in scene units (pixels, so screen, PNG and SVG agree)."""
     f = QFont("DejaVu Sans")

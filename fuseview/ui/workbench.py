@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
-import onnx
-from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QSizePolicy, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMenu, QSplitter, QVBoxLayout, QWidget
 
-from fuseview.atomic import save_model_atomic
 from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
@@ -22,10 +18,20 @@ from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.runtime.report import fused_pane_title
 from fuseview.ui.candidates_panel import CandidatesPanel
-from fuseview.ui.compare_view import FusedPane, Links, adopt_origin_scopes, keys_for_names, link_graphs
-from fuseview.ui.decisions import ACCEPTED, APPLIED, PENDING, REJECTED, Decisions
+from fuseview.ui.compare_view import (
+    FusedPane,
+    Links,
+    PaneTitle,
+    adopt_origin_scopes,
+    keys_for_names,
+    link_graphs,
+)
+from fuseview.ui.decisions import Decisions
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
+from fuseview.ui.pane_links import PaneLinks
+from fuseview.ui.workbench_files import WorkbenchFiles
+from fuseview.view_state import candidate_marks
 
 try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
     from fuseview.ui.profile_panel import ProfilePanel
@@ -33,7 +39,6 @@ except ImportError:  # pragma: no cover - only until fuseview/ui/profile_panel.p
     ProfilePanel = None  # type: ignore[assignment,misc]
 
 BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
-_STATUS_ORDER = {REJECTED: 0, PENDING: 1, ACCEPTED: 2, APPLIED: 2}
 
 
 def _scope_text(doc: ModelDocument, names: list[str]) -> str:
@@ -43,7 +48,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
-class Workbench(QObject):
+class Workbench(PaneLinks, WorkbenchFiles, QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
     scanned = Signal()  # the candidates of the opened model are known
@@ -57,7 +62,8 @@ class Workbench(QObject):
         self.decisions: Decisions | None = None
         self.scan = None
         self.scan_seconds = 0.0
-        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes
+        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes, saved
+        self._saved_decisions: dict = {}  # the decisions as last saved (or opened) as a plan
         self.links = Links()
         self.heat: dict | None = None
         self._scan_job = None
@@ -93,11 +99,7 @@ class Workbench(QObject):
         col = QVBoxLayout(left)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
-        self.original_title = QLabel("Original")
-        self.original_title.setStyleSheet(
-            "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8px; font-weight: bold; }"
-        )
-        self.original_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.original_title = PaneTitle("Original")
         col.addWidget(self.original_title)
         col.addWidget(view, 1)
         self.original_title.hide()  # only needed once there are two panes
@@ -206,6 +208,7 @@ class Workbench(QObject):
     def _new_document(self, doc: ModelDocument | None) -> None:
         self.root_doc = doc
         self.decisions = None
+        self._saved_decisions = {}
         self.scan = None
         self._clear_fused()
         self.panel.set_decisions(None)
@@ -242,6 +245,7 @@ class Workbench(QObject):
             return
         self.scan, self.scan_seconds = scan, seconds
         self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
+        self._saved_decisions = self._decision_snapshot()
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.decisions, scopes)
         self._paint_original()
@@ -256,7 +260,7 @@ class Workbench(QObject):
         if job is not self._scan_job:
             return
         self._scan_job = None
-        self.win._error("Cannot scan for fusion candidates", exc)
+        self.win.error("Cannot scan for fusion candidates", exc)
 
     # the overlay ----------------------------------------------------------------------------------
     def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
@@ -272,22 +276,10 @@ class Workbench(QObject):
             scene.set_marks({})
             self.legend.set_rules([])
             return
-        colors: dict[str, str] = {}
-        rank: dict[str, int] = {}
-        badges: dict[str, int] = {}
-        for c in d.candidates:
-            status = d.status(c.id)
-            keys, _hidden = self.candidate_keys(c.id)
-            for k in keys:
-                if k.startswith("g:"):
-                    badges[k] = badges.get(k, 0) + 1
-                if _STATUS_ORDER[status] >= rank.get(k, -1):
-                    rank[k] = _STATUS_ORDER[status]
-                    colors[k] = d.colors[c.rule]
-        faded = {k for k, r in rank.items() if r == 0}
-        from PySide6.QtGui import QColor
-
-        scene.set_marks({k: QColor(v) for k, v in colors.items()}, faded, badges)
+        entries = (
+            (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
+        )
+        scene.draw_marks(candidate_marks(entries))
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
         for name, misses in d.misses_of_node.items():
@@ -303,21 +295,13 @@ class Workbench(QObject):
         scene, d = self.fused_pane.scene, self.decisions
         if scene is None or d is None or self.fused is None:
             return
-        from PySide6.QtGui import QColor
-
-        colors: dict[str, QColor] = {}
-        badges: dict[str, int] = {}
         graph = self.fused["doc"].graph
+        entries = []
         for n in graph.nodes:
             rule = n.metadata.get(RULE_KEY)
-            if not rule or rule not in d.colors:
-                continue
-            keys, _h = keys_for_names(graph, scene, [n.name])
-            for k in keys:
-                colors[k] = QColor(d.colors[rule])
-                if k.startswith("g:"):
-                    badges[k] = badges.get(k, 0) + 1
-        scene.set_marks(colors, set(), badges)
+            if rule and rule in d.colors:
+                entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
+        scene.draw_marks(candidate_marks(entries))
         applied = [c for c in d.candidates if c.id in self.fused["applied"]]
         per: dict[str, int] = {}
         for c in applied:
@@ -364,7 +348,7 @@ class Workbench(QObject):
             return
         keys, hidden = self.candidate_keys(cid)
         if hidden:
-            opened = self.win._current_open()
+            opened = self.win.current_open()
             for s in hidden:
                 opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
             self.win.relayout(frozenset(opened), lambda: self._centre_focus(cid))
@@ -382,6 +366,7 @@ class Workbench(QObject):
             view.fit_rect(rect.adjusted(-80, -80, 80, 80), max_scale=1.0)
         else:
             view.centerOn(rect.center())
+        view.centred_on.emit(rect)
 
     # apply and the fused pane ---------------------------------------------------------------------
     def apply(self) -> bool:
@@ -417,13 +402,21 @@ class Workbench(QObject):
             progress("drawing", 0.9)
             return res, val, notes, fdoc, expanded, lay, route_paths(lay)
 
-        self.win._start(work, "Applying", self._applied)
+        self.win.start_job(
+            "apply",
+            work,
+            "Applying",
+            self._applied,
+            failure="Cannot apply the fusions",
+            on_failed=self.apply_failed.emit,
+        )
         return True
 
     def _profiled(self, report: dict) -> None:
         self.panel.set_profile(report)
         if self.fused is not None:
-            self.fused_pane.set_title(fused_pane_title(report, self.fused_pane.title.text()))
+            title = self.fused_pane.title
+            self.fused_pane.set_title(fused_pane_title(report, title.full_text), title.details)
 
     def _applied(self, result) -> None:
         res, val, notes, fdoc, expanded, lay, paths = result
@@ -450,14 +443,12 @@ class Workbench(QObject):
         figures = self.validation_text()
         short = "not validated" if val is None else figures.split(": ", 1)[-1]
         self.fused_pane.set_title(
-            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}"
+            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}",
+            figures + ("\n" + "\n".join(notes) if notes else ""),
         )
-        self.fused_pane.title.setToolTip(figures + ("\n" + "\n".join(notes) if notes else ""))
-        self.original_title.setText(f"Original — {before} nodes")
+        self.original_title.set_full_text(f"Original — {before} nodes")
         self.set_pane_mode(self.pane_mode)
-        if self.profile_panel is not None:
-            self.profile_panel.show()
-            self.tidy_docks()
+        # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
         self._follow(self.win.view)
         self.win.statusBar().showMessage(
@@ -518,157 +509,6 @@ class Workbench(QObject):
             w = max(self.splitter.width(), 2)
             self.splitter.setSizes([w // 2, w - w // 2])
 
-    # linked selection -----------------------------------------------------------------------------
-    def _original_selection(self) -> None:
-        scene = self.win.scene
-        if scene is None or not self._on_root():
-            return
-        names = [
-            self.root_doc.graph.nodes[it.box.node].name
-            for it in scene.selectedItems()
-            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
-        ]
-        self.panel.show_node(names[0] if len(names) == 1 else None)
-        if len(names) == 1:
-            self._inspect_fusion(names[0])
-        if self._syncing or self.fused is None or self.fused_pane.scene is None:
-            return
-        fused_names = [f for n in names for f in self.links.to_fused.get(n, [])]
-        keys, _hidden = keys_for_names(self.fused["doc"].graph, self.fused_pane.scene, fused_names)
-        self._syncing = True
-        try:
-            self.fused_pane.scene.select_keys(keys)
-        finally:
-            self._syncing = False
-
-    def _inspect_fusion(self, name: str) -> None:
-        d = self.decisions
-        if d is None:
-            return
-        rows = [(cid, f"{d.status(cid)}  {d.conflict_text(cid)}".strip()) for cid in d.of_node.get(name, [])]
-        if rows:
-            self.win.inspector.add_section(f"Fusion candidates ({len(rows)})", rows)
-        misses = d.misses_of_node.get(name, [])
-        if misses:
-            self.win.inspector.add_section(
-                f"Near misses ({len(misses)})", [(m.rule, m.reason) for m in misses]
-            )
-
-    def _fused_selection(self) -> None:
-        fscene = self.fused_pane.scene
-        if self._syncing or fscene is None or self.fused is None or not self._on_root():
-            return
-        graph = self.fused["doc"].graph
-        names = [
-            graph.nodes[it.box.node].name
-            for it in fscene.selectedItems()
-            if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
-        ]
-        originals = [o for n in names for o in self.links.to_original.get(n, [])]
-        self.select_original(originals)
-        boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
-        if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
-            self.win.inspector.show_box(self.fused["doc"], boxes[0].box)
-
-    def select_original(self, names: list[str]) -> None:
-        """Select original nodes by name in the left pane (opening the groups that hide them)."""
-        scene = self.win.scene
-        if scene is None:
-            return
-        keys, hidden = keys_for_names(self.root_doc.graph, scene, names)
-        if hidden:
-            opened = self.win._current_open()
-            for s in hidden:
-                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
-            self.win.relayout(frozenset(opened), lambda: self.select_original(names))
-            return
-        self._syncing = True
-        try:
-            scene.select_keys(keys)
-        finally:
-            self._syncing = False
-        self.panel.show_node(names[0] if len(names) == 1 else None)
-
-    def select_fused(self, names: list[str]) -> None:
-        """Select fused nodes by name in the right pane and centre on the first."""
-        fscene = self.fused_pane.scene
-        if fscene is None or self.fused is None:
-            return
-        keys, hidden = keys_for_names(self.fused["doc"].graph, fscene, names)
-        if hidden and self._on_root():  # both panes share one expansion: open the groups in the original
-            opened = self.win._current_open()
-            for s in hidden:
-                opened |= {tuple(s[:k]) for k in range(len(s) + 1)}
-            self.win.relayout(frozenset(opened), lambda: self.select_fused(names))
-            return
-        fscene.select_keys(keys)
-        if keys:
-            self.fused_pane.view.center_on_key(keys[0])
-
-    def select_node(self, role: str, name: str) -> None:
-        """A profile bar was clicked: select that node in the matching pane."""
-        if role == "fused" and self.fused is not None:
-            self.select_fused([name])
-            return
-        graph = self.root_doc.graph if self.root_doc else None
-        if graph is not None and name in graph.node_by_name:
-            idx = graph.node_by_name[name]
-            node = graph.nodes[idx]
-            self.win.reveal_node(node.folded_into if node.folded_into is not None else idx)
-
-    def highlight_op(self, op_type: str) -> None:
-        """Highlight every node of an op type in both panes."""
-        self.win.highlight_op(op_type)
-        fscene = self.fused_pane.scene
-        if fscene is not None and self.fused is not None:
-            graph = self.fused["doc"].graph
-            names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
-            fscene.set_highlight(keys_for_names(graph, fscene, names)[0])
-
-    # the viewports in step ------------------------------------------------------------------------
-    def _follow(self, src) -> None:
-        if self._syncing or self.fused is None or self.fused_pane.scene is None or self.win.scene is None:
-            return
-        if not (self.fused_pane.isVisible() and self.splitter.widget(0).isVisible()):
-            return
-        left = src is self.win.view
-        dst = self.fused_pane.view if left else self.win.view
-        sscene = self.win.scene if left else self.fused_pane.scene
-        dscene = self.fused_pane.scene if left else self.win.scene
-        sgraph = self.root_doc.graph if left else self.fused["doc"].graph
-        dgraph = self.fused["doc"].graph if left else self.root_doc.graph
-        mapping = self.links.to_fused if left else self.links.to_original
-        centre = src.view_center()
-        s = src.scale_factor() or 1.0
-        reach = 300.0 / s
-        near = [
-            it
-            for it in sscene.items(QRectF(centre.x() - reach, centre.y() - reach, 2 * reach, 2 * reach))
-            if isinstance(it, BoxItem)
-        ]
-        self._syncing = True
-        try:
-            if abs(dst.scale_factor() - s) > 1e-9:
-                dst.set_zoom(s)
-            for it in sorted(near, key=lambda i: (i.sceneBoundingRect().center() - centre).manhattanLength()):
-                target = self._counterpart(it, sgraph, dgraph, dscene, mapping)
-                if target is None:
-                    continue
-                at = src.mapFromScene(it.sceneBoundingRect().center())
-                dst.keep_at(target.sceneBoundingRect().center(), QPointF(at))
-                return
-        finally:
-            self._syncing = False
-
-    @staticmethod
-    def _counterpart(item: BoxItem, sgraph, dgraph, dscene: GraphScene, mapping) -> BoxItem | None:
-        box = item.box
-        if box.kind == "node" and box.node is not None:
-            names = mapping.get(sgraph.nodes[box.node].name, [])
-            keys, _h = keys_for_names(dgraph, dscene, names)
-            return dscene.boxes.get(keys[0]) if keys else None
-        return dscene.boxes.get(box.key)
-
     # heat map -------------------------------------------------------------------------------------
     def set_heatmap(self, values: dict | None) -> None:
         """Colour both panes by each node's share of time ({'original': {name: share}, 'fused': …})."""
@@ -698,116 +538,3 @@ class Workbench(QObject):
             scene.set_heatmap(values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
-
-    # files ----------------------------------------------------------------------------------------
-    def _source(self) -> Path | None:
-        doc = self.root_doc
-        return Path(doc.path).resolve() if doc is not None and doc.path else None
-
-    def _refuse_source(self, path: Path) -> None:
-        src = self._source()
-        if src is not None and path.resolve() == src:
-            raise FuseviewError(f"{path}: that is the source model; choose another file")
-
-    def save_fused(self, path: str | os.PathLike) -> Path:
-        """Write the fused model atomically (never over the source model)."""
-        if self.fused is None:
-            raise FuseviewError("nothing applied yet: accept candidates and Apply first")
-        out = Path(path)
-        self._refuse_source(out)
-        if not out.resolve().parent.is_dir():
-            raise FuseviewError(f"{out.parent}: no such folder")
-        model: onnx.ModelProto = self.fused["model"]
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            raise FuseviewError(
-                "the model keeps weights in external files; saving those is not supported yet"
-            )
-        save_model_atomic(model, out)
-        return out
-
-    def save_plan(self, path: str | os.PathLike) -> Path:
-        """Write the decisions as a plan JSON (atomic)."""
-        if self.decisions is None:
-            raise FuseviewError("no candidates yet: open a model first")
-        out = Path(path)
-        self._refuse_source(out)
-        self.decisions.save(out)
-        return out
-
-    def open_plan(self, path: str | os.PathLike) -> list[str]:
-        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
-        if self.decisions is None:
-            raise FuseviewError("no candidates yet: open a model first")
-        unknown = self.decisions.load(path)
-        self.panel.refresh()
-        self._paint_original()
-        msg = f"Plan {Path(path).name}: {len(self.decisions.accepted())} accepted"
-        if unknown:
-            msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
-        self.win.statusBar().showMessage(msg, 15000)
-        return unknown
-
-    def _save_dialog(self, title: str, name: str, filt: str) -> str:
-        src = self._source()
-        start = str((src.parent if src else Path.cwd()) / name)
-        path, _ = QFileDialog.getSaveFileName(self.win, title, start, filt)
-        return path
-
-    def _guard(self, title: str, fn) -> None:
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, the window stays
-            self.win._error(title, exc)
-
-    def _stem(self) -> str:
-        src = self._source()
-        return src.stem if src else "model"
-
-    def choose_save_fused(self) -> None:
-        """File → Fusion → Save Fused Model."""
-        path = self._save_dialog("Save fused model", f"{self._stem()}.fused.onnx", "ONNX (*.onnx)")
-        if path:
-            self._guard("Cannot save the fused model", lambda: self._said(self.save_fused(path)))
-
-    def choose_save_plan(self) -> None:
-        """File → Fusion → Save Plan."""
-        path = self._save_dialog("Save plan", f"{self._stem()}.plan.json", "Plan (*.json)")
-        if path:
-            self._guard("Cannot save the plan", lambda: self._said(self.save_plan(path)))
-
-    def choose_open_plan(self) -> None:
-        """File → Fusion → Open Plan."""
-        src = self._source()
-        path, _ = QFileDialog.getOpenFileName(
-            self.win, "Open plan", str(src.parent) if src else "", "Plan (*.json);;All files (*)"
-        )
-        if path:
-            self._guard("Cannot open the plan", lambda: self.open_plan(path))
-
-    def choose_save_report(self) -> None:
-        """File → Fusion → Save Profile Report (the profile panel writes it)."""
-        pp = self.profile_panel
-        if pp is None or pp.report() is None:
-            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
-            return
-        path = self._save_dialog("Save profile report", f"{self._stem()}.profile.json", "Report (*.json)")
-        if path:
-            self._guard("Cannot save the report", lambda: (pp.save_report(path), self._said(Path(path))))
-
-    def choose_export_plots(self, fmt: str = "png") -> None:
-        """File → Fusion → Export Profile Plots (PNG or SVG, one file per plot)."""
-        pp = self.profile_panel
-        if pp is None or pp.report() is None:
-            self.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
-            return
-        folder = QFileDialog.getExistingDirectory(self.win, "Export plots into folder")
-        if folder:
-            self._guard(
-                "Cannot export plots",
-                lambda: self.win.statusBar().showMessage(
-                    f"Wrote {len(pp.export_plots(folder, fmt))} plots to {folder}", 8000
-                ),
-            )
-
-    def _said(self, path: Path) -> None:
-        self.win.statusBar().showMessage(f"Wrote {path}", 8000)
