@@ -58,7 +58,7 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
         wb = w.workbench
         window_val = wb.fused["validation"]
         window_line = wb.validation_text()
-        title = wb.fused_pane.title.text()
+        title = wb.fused_pane.title.full_text
         window_ids = sorted(wb.decisions.accepted())
         fused_model = wb.fused["model"]
     finally:
