@@ -132,6 +132,11 @@ class _Prop:
             out[0] = shp[0][:axis] + shp[1] + shp[0][axis + 1 :]
             if vals[0] is not None and vals[1] is not None:
                 outv[0] = np.take(vals[0], vals[1], axis=axis)
+        elif op == "GatherElements" and shp[1] is not None:
+            out[0] = list(shp[1])
+        elif op == "GatherND" and shp[0] is not None and shp[1] is not None and shp[1]:
+            b = _attr(n, "batch_dims", 0)
+            out[0] = list(shp[1][:-1]) + list(shp[0][b + shp[1][-1] :])
         elif op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
             axes = _attr(n, "axes")
             if axes is None and len(ins) > 1 and ins[1]:

@@ -184,7 +184,33 @@ class _Dims:
                 return 1
             if all(tok == non1[0] for tok in non1):
                 return non1[0]
+            return self._unify(non1)
+        return self._dim_more(n, op, t, i, r, d)
+
+    def _unify(self, toks: list[Dim]) -> Dim:
+        """Broadcast of dims where some are opaque: the one named dim, if every opaque one agrees at the
+        chosen dims (equal, or 1 which broadcasts); an opaque dim that differs from it would make the model
+        fail at run time, so it cannot silently be another size."""
+        named = {tok for tok in toks if isinstance(tok, int) or (isinstance(tok, tuple) and tok[0] != "dim")}
+        if len(named) != 1:
             return None
+        sym = next(iter(named))
+        want = sym if isinstance(sym, int) else self.ix.dims_used.get(sym[1])
+        if want is None:
+            return None
+        for tok in toks:
+            if tok == sym:
+                continue
+            if not (isinstance(tok, tuple) and tok[0] == "dim"):
+                return None
+            s = self.ix.shape(tok[1])
+            got = s[tok[2]] if s is not None and 0 <= tok[2] < len(s) else None
+            if got not in (1, want):
+                return None
+        return sym
+
+    def _dim_more(self, n: onnx.NodeProto, op: str, t: str, i: int, r: int | None, d: int) -> Dim:
+        """_dim for the ops after the elementwise ones (split out to keep each function readable)."""
         if op == "Transpose":
             perm = self.ix.attr(n, "perm")
             return None if perm is None or i >= len(perm) else self.dim(n.input[0], int(perm[i]), d)
@@ -240,6 +266,12 @@ class _Dims:
             if axis == 0 and ri is not None:
                 return self.dim(n.input[1], i, d) if i < ri else self.dim(n.input[0], i - ri + 1, d)
             return None
+        if op == "GatherElements":
+            return self.dim(n.input[1], i, d)
+        if op == "Slice":
+            return self._slice_dim(n, i, d)
+        if op == "Expand" and r is not None:
+            return self._expand_dim(n, i, r, d)
         if op == "ReduceMean" or op == "ReduceSum":
             if not self.ix.attr(n, "keepdims", 1):
                 return None
@@ -248,6 +280,46 @@ class _Dims:
             axis = int(self.ix.attr(n, "axis", 0)) % r
             return self.dim(n.input[0], i, d) if i != axis else None
         return None
+
+    def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
+        """Dim i of a Slice: the input's dim when axis i is not sliced or is sliced whole."""
+        r = self.rank(n.input[0])
+        if r is None:
+            return None
+        starts = self.const(n.input[1])
+        ends = self.const(n.input[2])
+        axes = self.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+        steps = self.const(n.input[4]) if len(n.input) > 4 and n.input[4] else None
+        if starts is None or (axes is None and len(n.input) > 3 and n.input[3]):
+            return None
+        axes_l = [int(a) % r for a in np.ravel(axes)] if axes is not None else list(range(np.size(starts)))
+        if i not in axes_l:
+            return self.dim(n.input[0], i, d)
+        k = axes_l.index(i)
+        whole = (
+            int(np.ravel(starts)[k]) == 0
+            and ends is not None
+            and int(np.ravel(ends)[k]) >= 2**31 - 1
+            and (steps is None or int(np.ravel(steps)[k]) == 1)
+        )
+        return self.dim(n.input[0], i, d) if whole else None
+
+    def _expand_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
+        """Dim i of Expand(x, shape): broadcast of x's dim and the shape element (-1/1 keep x's dim)."""
+        vec = self.vec(n.input[1], set())
+        rx = self.rank(n.input[0])
+        if vec is None or rx is None:
+            return None
+        j = i - (r - len(vec))
+        e = vec[j] if 0 <= j < len(vec) else 1
+        jx = i - (r - rx)
+        xd = self.dim(n.input[0], jx, d) if jx >= 0 else 1
+        e = self.canon(e, d) if isinstance(e, tuple) else e
+        if e in (1, -1):
+            return xd
+        if xd == 1:
+            return e
+        return xd if e == xd else None
 
     def _reduce_keeps(self, n: onnx.NodeProto, i: int, r: int) -> bool:
         axes = self.ix.attr(n, "axes")
@@ -443,11 +515,18 @@ class _Matcher:
         if self.d.rank(x) not in (3, None):
             raise _Miss(f"{r.name}: input is not [batch, seq, hidden]")
         allow0 = not self.ix.attr(r, "allowzero", 0)
+        hd, dsz = vec[2], vec[3]
+        # One -1 in the batch or sequence slot is that dim when every other element is pinned down
+        # (dynamo writes [-1, S, H, D] once S is static): the element count then leaves no other value.
+        free = [j for j in (0, 1) if vec[j] == -1]
+        pinned = isinstance(hd, int) and hd > 0 and isinstance(dsz, int) and dsz > 0 \
+            and self.d.canon(("dim", x, 2)) == hd * dsz
         for j in (0, 1):
             e = vec[j]
+            if len(free) == 1 and j == free[0] and pinned:
+                continue
             if not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
                 raise _Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
-        hd, dsz = vec[2], vec[3]
         if not isinstance(dsz, int) or dsz <= 0:
             raise _Miss(f"{r.name}: head size is not a constant")
         hidden = self.d.canon(("dim", x, 2))
