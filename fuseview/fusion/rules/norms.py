@@ -13,6 +13,7 @@ from fuseview.fusion.rules._common import (
     linear_3d_matmul,
     scalar,
 )
+from fuseview.fusion.shapes import same_shape
 
 # ---------------------------------------------------------------------------------------- pattern pieces
 
@@ -164,9 +165,12 @@ def _skip_check(m: Match) -> str | None:
     sa, sb = m.shape(main), m.shape(skip)
     if sa is None or sb is None or len(sa) != 3:
         return f"residual Add inputs have shapes {sa} and {sb}; SkipLayerNormalization needs 3-D input"
-    if list(sa) != list(sb) and not (len(sb) == 3 and sb[0] == 1 and list(sb[1:]) == list(sa[1:])):
-        if not (len(sb) == 2 and list(sb) == list(sa[1:])):
-            return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
+    if not (
+        same_shape(sa, sb)
+        or (len(sb) == 3 and sb[0] == 1 and same_shape(sb[1:], sa[1:]))
+        or (len(sb) == 2 and same_shape(sb, sa[1:]))
+    ):
+        return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
     r = linear_3d_check(m)
     if r:
         return r
