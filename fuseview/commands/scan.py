@@ -23,6 +23,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="value of a symbolic input dim for tensor sizes (default batch 1, sequence 128)",
     )
     p.add_argument("--near-misses", action="store_true", help="also list rules that nearly matched, and why")
+    p.add_argument(
+        "--ort-check",
+        nargs="?",
+        const="all",
+        default=None,
+        choices=("basic", "extended", "all"),
+        metavar="LEVEL",
+        help="also say per candidate whether onnxruntime's own optimizer (LEVEL, default all; CPU) makes "
+        "that fusion from the unfused model, and list the fusions it makes that fuseview lacks "
+        "(costs one onnxruntime session)",
+    )
+
+
+_ORT_WORD = {True: "yes", False: "no", None: "?"}
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -39,8 +53,18 @@ def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
     dims = parse_dims(args.dim)
     result = scan_file(args.model, dims)
+    ort_cmp = None
+    if getattr(args, "ort_check", None):
+        from fuseview.fusion.ort_compare import compare_with_ort
+
+        ort_cmp = compare_with_ort(args.model, result.candidates, args.ort_check, "cpu")
     if args.json:
-        print(json.dumps(result.to_json(), indent=1))
+        js = result.to_json()
+        for cj in js["candidates"]:
+            cj["ort_does_it"] = ort_cmp.does_it.get(cj["id"]) if ort_cmp else None
+        if ort_cmp is not None:
+            js["ort_check"] = ort_cmp.to_json()
+        print(json.dumps(js, indent=1))
         return 0
     cands = result.candidates
     print(f"model      {args.model}")
@@ -50,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
         where = c.nodes[-1] if c.nodes else "-"
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
+        ort_col = f"  ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]:<3}" if ort_cmp else ""
         print(
             f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
-            f"  saves {_fmt_bytes(c.saved_bytes):>10}"
+            f"  saves {_fmt_bytes(c.saved_bytes):>10}{ort_col}"
             f"  at {where}{conflicts}"
         )
     by_rule: dict[str, int] = {}
@@ -66,6 +91,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {nm.rule:<24} {nm.nodes[-1] if nm.nodes else '-'}: {nm.reason}")
     elif result.near_misses:
         print(f"near misses {len(result.near_misses)} (--near-misses lists them)")
+    if ort_cmp is not None:
+        gain = sum(1 for c in cands if ort_cmp.does_it.get(c.id) is False)
+        print(
+            f"ort check  onnxruntime {ort_cmp.opt_level} ({ort_cmp.provider}) makes the same fusion for "
+            f"{sum(1 for v in ort_cmp.does_it.values() if v)} of {len(cands)} candidates; "
+            f"{gain} add value beyond it; {len(ort_cmp.ort_only)} onnxruntime fusions fuseview lacks"
+        )
+        for f in ort_cmp.ort_only:
+            print(f"  ort only {f['op']:<36} {f['node']}")
     for note in result.notes:
         print(f"note       {note}")
     return 0
