@@ -128,7 +128,7 @@ class _EncoderOutputs(nn.Module):
         return self.enc(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
 
 
-def _encoder(kind: str, with_types: bool = False, attn: str = "eager") -> Callable[[], tuple[nn.Module, dict]]:
+def _encoder(kind: str, with_types: bool = False, attn: str = "eager") -> Callable[[], tuple]:
     """A 2-layer encoder of one transformers architecture (bert, roberta, distilbert), width 64."""
 
     def build() -> tuple[nn.Module, dict]:

@@ -145,3 +145,28 @@ def test_symbolic_batch_through_gather_elements_still_fuses():
     x = np.random.default_rng(1).standard_normal((5, 4, 16)).astype(np.float32)  # another batch
     a, b = _run(model, {"x": x})[0], _run(fused, {"x": x})[0]
     assert float(np.max(np.abs(a - b))) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["gpt2_12l_ts13", "gpt2_12l_dynamo", "gpt2_2l_ts17"])
+def test_gpt2_packed_qkv_becomes_contrib_attention(name):
+    from .conftest import GPT2_MODELS
+
+    path = GPT2_MODELS / f"{name}.onnx"
+    model = load_model(path)
+    scan = scan_model(model, base_dir=path.parent)
+    packed = [c for c in scan.candidates if c.rule == "attention_packed"]
+    layers = sum(1 for n in model.graph.node if n.op_type == "Softmax")
+    assert len(packed) == layers and all(c.saved_bytes is not None for c in packed)
+    plan = Plan(scan.candidates)
+    plan.accept_all()
+    fused = apply_candidates(model, scan, plan.accepted()).model
+    check_fused(fused)
+    ops = collections.Counter(n.op_type for n in fused.graph.node)
+    assert ops["Attention"] == layers and ops["MultiHeadAttention"] == 0
+    assert ops["Split"] == 0  # the Q|K|V split and its per-head reshapes are gone
+    before = collections.Counter(n.op_type for n in model.graph.node)
+    # the shape chains that only fed the projection's and heads' reshapes go with them
+    assert ops["Shape"] + ops["Concat"] < before["Shape"] + before["Concat"]
+    feeds = _feeds(model, batch=2, seq=9)
+    for a, b in zip(_run(model, feeds), _run(fused, feeds), strict=True):
+        assert float(np.max(np.abs(a - b))) <= 1e-4
