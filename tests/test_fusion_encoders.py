@@ -70,7 +70,7 @@ def test_encoder_exports_fuse_fully_and_match(name):
     fused = apply_candidates(model, scan, plan.accepted()).model
     check_fused(fused)
     ops = collections.Counter(n.op_type for n in fused.graph.node)
-    assert ops["MultiHeadAttention"] == attn
+    assert ops["Attention"] == attn and ops["MultiHeadAttention"] == 0  # Q|K|V packed into one projection
     assert ops["EmbedLayerNormalization"] == embed
     # every LayerNormalization of the export is fused: into the embedding or a SkipLayerNormalization
     assert ops["SkipLayerNormalization"] + ops["EmbedLayerNormalization"] + ops["LayerNormalization"] == lns

@@ -784,7 +784,9 @@ def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
     if a.q_bnsh:
         raise _Miss("Q is only seen per head (rotary or similar): no packed projection")
     sp = m.prod(a.q, "Split")
-    if sp is None or m.prod(a.k, "Split") is not sp or m.prod(a.v, "Split") is not sp:
+    if sp is None:
+        return _three_projections(m, a)
+    if m.prod(a.k, "Split") is not sp or m.prod(a.v, "Split") is not sp:
         raise _Miss("Q, K and V are not the outputs of one Split")
     if list(sp.output) != [a.q, a.k, a.v]:
         raise _Miss(f"{sp.name}: outputs are not Q, K, V in this order")
@@ -854,6 +856,56 @@ def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
     matched = m.absorb(nodes, shape_ids)
     m.check_contained(nodes, matched, {a.output})
     return PackedMatch(a, nodes, x, w, bias)
+
+
+def _linear(m: _Matcher, t: str) -> tuple[str, np.ndarray, np.ndarray | None, list] | None:
+    """(x, W, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
+    nodes = []
+    bias = None
+    add = m.prod(t, "Add")
+    if add is not None:
+        for lin, b in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+            if m.prod(lin, "MatMul") is not None and m.ix.is_const(b):
+                bias, t = m.ix.const_value(b), lin
+                nodes.append(add)
+                break
+        else:
+            return None
+    mm = m.prod(t, "MatMul")
+    if mm is None or not m.ix.is_const(mm.input[1]):
+        return None
+    w = m.ix.const_value(mm.input[1])
+    if w is None or w.ndim != 2 or w.dtype != np.float32:
+        return None
+    if bias is not None and (bias.shape != (w.shape[1],) or bias.dtype != np.float32):
+        return None
+    return mm.input[0], w, bias, nodes + [mm]
+
+
+def _three_projections(m: _Matcher, a: AttentionMatch) -> PackedMatch:
+    """Q, K, V each x @ Wi + bi of the same x: one [K, 3 x hidden] projection."""
+    parts = [_linear(m, t) for t in (a.q, a.k, a.v)]
+    if any(p is None for p in parts):
+        raise _Miss("Q, K and V are not constant linear projections (x @ W + b)")
+    xs = {p[0] for p in parts}
+    if len(xs) != 1:
+        raise _Miss("Q, K and V are projections of different tensors (cross-attention?)")
+    x = parts[0][0]
+    if m.d.rank(x) != 3:
+        raise _Miss("projection input is not [batch, seq, hidden]")
+    hidden = a.num_heads * a.head_size
+    if any(p[1].shape[1] != hidden or p[1].shape[0] != parts[0][1].shape[0] for p in parts):
+        raise _Miss(f"projection widths {[list(p[1].shape) for p in parts]} are not 3 x {hidden}")
+    w = np.concatenate([p[1] for p in parts], axis=1)
+    b = np.concatenate([p[2] if p[2] is not None else np.zeros(hidden, np.float32) for p in parts])
+    nodes = list(a.nodes) + [n for p in parts for n in p[3]]
+    shape_ids: set[int] = set()
+    for n in a.nodes:
+        if n.op_type == "Reshape":
+            _shape_inputs_walk(m, n.input[1], shape_ids)
+    matched = m.absorb(nodes, shape_ids)
+    m.check_contained(nodes, matched, {a.output})
+    return PackedMatch(a, nodes, x, w, b)
 
 
 def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
