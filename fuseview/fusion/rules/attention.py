@@ -908,9 +908,21 @@ def _three_projections(m: _Matcher, a: AttentionMatch) -> PackedMatch:
     return PackedMatch(a, nodes, x, w, b)
 
 
+def matcher_for(index: Any) -> _Matcher:
+    """One matcher per scanned index, so the rules share its memoised symbolic dims.
+
+    Kept on the index itself (a weak-keyed cache would keep the index alive through the matcher).
+    """
+    m = getattr(index, "_fuseview_matcher", None)
+    if m is None:
+        m = _Matcher(index)
+        index._fuseview_matcher = m
+    return m
+
+
 def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
     """Exact attention blocks and near misses (matched node names, reason) of a GraphIndex."""
-    m = _Matcher(index)
+    m = matcher_for(index)
     found: list[AttentionMatch] = []
     misses: list[tuple[list[str], str]] = []
     for sm in index.by_op.get("Softmax", ()):
@@ -998,7 +1010,7 @@ _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _find_packed(index: Any) -> Iterator[Match | NearMiss]:
-    m = _Matcher(index)
+    m = matcher_for(index)
     found = _matches_of(index)
     _PACKED[index] = {}
     for name, a in found.items():
