@@ -387,6 +387,16 @@ class _Dims:
                     return None
                 out.extend(v)
             return out
+        if op in ("Mul", "Add", "Sub") and len(n.input) == 2:
+            a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
+            if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
+                return None
+            size = max(len(a), len(b))
+            a, b = (a * size if len(a) == 1 else a), (b * size if len(b) == 1 else b)
+            py = {"Mul": lambda x, y: x * y, "Add": lambda x, y: x + y, "Sub": lambda x, y: x - y}[op]
+            # an expression of dims: equal only to the same expression (never a number it may happen to be)
+            return [py(x, y) if isinstance(x, int) and isinstance(y, int) else ("expr", op, x, y)
+                    for x, y in zip(a, b, strict=True)]
         return None
 
     def _flat(self, n: onnx.NodeProto) -> bool:
