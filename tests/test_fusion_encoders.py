@@ -170,3 +170,36 @@ def test_gpt2_packed_qkv_becomes_contrib_attention(name):
     feeds = _feeds(model, batch=2, seq=9)
     for a, b in zip(_run(model, feeds), _run(fused, feeds), strict=True):
         assert float(np.max(np.abs(a - b))) <= 1e-4
+
+
+@pytest.mark.parametrize(
+    ("op_name", "opset"), [("RMSNormalization", 23), ("SimplifiedLayerNormalization", 17)]
+)
+def test_add_plus_rms_norm_op_becomes_skip_simplified(op_name, opset):
+    """Residual Add + an RMSNorm that is already one op (ONNX opset 23 or onnxruntime's) -> fused skip form,
+    with the residual sum still available to the next layer."""
+    h = 16
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Add", ["r", "x"], ["sum"]),
+        helper.make_node(op_name, ["sum", "gamma"], ["y"], axis=-1, epsilon=1e-5),
+        helper.make_node("Add", ["y", "sum"], ["z"]),
+    ]
+    gamma = (1 + 0.1 * np.random.default_rng(0).standard_normal(h)).astype(np.float32)
+    g = helper.make_graph(
+        nodes,
+        "rms",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", h])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(gamma, "gamma")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    scan = scan_model(model)
+    cands = [c for c in scan.candidates if c.rule == "skip_rms_norm"]
+    assert len(cands) == 1
+    fused = apply_candidates(model, scan, [cands[0].id]).model
+    assert [n.op_type for n in fused.graph.node] == ["Relu", "SkipSimplifiedLayerNormalization", "Add"]
+    x = np.random.default_rng(1).standard_normal((3, 5, h)).astype(np.float32)
+    a, b = _run(model, {"x": x})[0], _run(fused, {"x": x})[0]
+    assert float(np.max(np.abs(a - b))) <= 1e-5
