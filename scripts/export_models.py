@@ -323,6 +323,9 @@ SPECS: list[Spec] = [
          "dynamo", 18, "BERT exported WITHOUT token_type_ids: the segment embedding comes from a constant."),
     Spec("bert_2l_notypes_ts17", "BertModel", _encoder("bert"), _TOKENS, ["last_hidden_state"],
          "torchscript", 17, "BERT exported WITHOUT token_type_ids (TorchScript): constant segment ids."),
+    Spec("bert_2l_sdpa_dynamo18", "BertModel", _encoder("bert", attn="sdpa"), _TOKENS, ["last_hidden_state"],
+         "dynamo", 18, "BERT with attn_implementation='sdpa': torch's scaled_dot_product_attention "
+         "decomposed by the dynamo exporter; no token_type_ids."),
     Spec("vit_2l_dynamo18", "ViTModel", _vit, [("pixel_values", "float", ["batch", 3, 32, 32])],
          ["last_hidden_state"], "dynamo", 18, "ViT, patch 8 on 32x32 images, symbolic batch."),
     Spec("convnet_bn_relu_ts17", "CNN (Conv2d-BatchNorm2d-ReLU) x2, MaxPool, GlobalAvgPool, Linear", _convnet,

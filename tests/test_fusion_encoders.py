@@ -27,6 +27,7 @@ ENCODERS = {
     "bert_2l_notypes_dynamo18": (2, 5, 1),
     "bert_2l_notypes_ts17": (2, 5, 1),
     "vit_2l_dynamo18": (2, 5, 0),
+    "bert_2l_sdpa_dynamo18": (2, 5, 1),  # SDPA decomposed: K^T over [B*H, S, D], NaN guard, bool mask
 }
 
 

@@ -387,6 +387,16 @@ class _Dims:
                     return None
                 out.extend(v)
             return out
+        if op == "Slice" and len(n.input) >= 3:
+            data = self.vec(n.input[0], visited, d)
+            cs = [self.const(x) if x else None for x in list(n.input[1:5])]
+            if data is None or cs[0] is None or cs[1] is None or cs[0].size != 1 or cs[1].size != 1:
+                return None
+            if len(cs) > 2 and cs[2] is not None and int(np.ravel(cs[2])[0]) not in (0, -1):
+                return None
+            step = int(np.ravel(cs[3])[0]) if len(cs) > 3 and cs[3] is not None else 1
+            start, end = int(np.ravel(cs[0])[0]), int(np.ravel(cs[1])[0])
+            return data[slice(start, min(end, 2**62), step)]
         if op in ("Mul", "Add", "Sub") and len(n.input) == 2:
             a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
             if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
@@ -596,6 +606,44 @@ class _Matcher:
                     queue.append(i)
         return None
 
+    def nan_guard(self, t: str) -> list[onnx.NodeProto] | None:
+        """[IsNaN, Where] when t is only read by Where(IsNaN(t), 0, t): SDPA's guard for fully masked rows."""
+        users = self.ix.consumers.get(t, ())
+        if len(users) != 2 or t in self.ix.graph_outputs:
+            return None
+        isnan = next((u for u in users if u.op_type == "IsNaN"), None)
+        where = next((u for u in users if u.op_type == "Where"), None)
+        if isnan is None or where is None or list(where.input[::2]) != [isnan.output[0], t]:
+            return None
+        zero = self.d.const(where.input[1])
+        if zero is None or zero.size != 1 or float(np.ravel(zero)[0]) != 0.0:
+            return None
+        if self.ix.consumers.get(isnan.output[0], ()) != [where]:
+            return None
+        return [isnan, where]
+
+    def kt_through_3d(self, t: str, core: list, shape_nodes: set) -> str | None:
+        """kh when t = Reshape(Transpose(Reshape(kh, [-1, S, D]), (0, 2, 1)), [B, H, D, S]): kh^T per head
+        written over a flattened batch*heads axis (the dynamo exporter's SDPA decomposition)."""
+        outer = self.prod(t, "Reshape")
+        tr = self.prod(outer.input[0], "Transpose") if outer is not None else None
+        inner = self.prod(tr.input[0], "Reshape") if tr is not None else None
+        if inner is None or self.perm(tr) != [0, 2, 1]:
+            return None
+        kh = inner.input[0]
+        local: set[int] = set()
+        vin, vout = self.d.vec(inner.input[1], local), self.d.vec(outer.input[1], local)
+        if self.d.rank(kh) != 4 or vin is None or vout is None or len(vin) != 3 or len(vout) != 4:
+            return None
+        dims = [("dim", kh, j) for j in range(4)]
+        if not (self.d.same(vin[1], dims[2]) and self.d.same(vin[2], dims[3])):
+            return None
+        if not all(self.d.same(vout[j], dims[k]) for j, k in ((0, 0), (1, 1), (2, 3), (3, 2))):
+            return None
+        core.extend([outer, tr, inner])  # check_contained() later rejects intermediates read elsewhere
+        shape_nodes |= local
+        return kh
+
     def match(self, sm: onnx.NodeProto) -> AttentionMatch:
         ix, d = self.ix, self.d
         core: list[onnx.NodeProto] = [sm]
@@ -610,6 +658,10 @@ class _Matcher:
             raise _Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
         # ---- forward: [Cast] -> MatMul(probs, vh) -> Transpose -> [Reshape]
         t = sm.output[0]
+        guard = self.nan_guard(t)
+        if guard is not None:
+            core.extend(guard)
+            t = guard[-1].output[0]
         nxt = _single(ix, t)
         while nxt is not None and nxt.op_type == "Cast":
             if ix.attr(nxt, "to") != _FLOAT or ix.const_dtype(t) not in (_FLOAT, None):
@@ -678,12 +730,19 @@ class _Matcher:
         q_split = self.split3d(qa)
         # ---- K^T
         ka, fk = self.scale_mul(mm_qk.input[1], core)
-        tr_k = self.prod(ka, "Transpose")
-        if tr_k is None:
+        flat_kt = self.kt_through_3d(ka, core, shape_nodes)
+        tr_k = self.prod(ka, "Transpose") if flat_kt is None else None
+        if tr_k is None and flat_kt is None:
             raise _Miss(f"{mm_qk.name}: K is not transposed")
-        core.append(tr_k)
+        if tr_k is not None:
+            core.append(tr_k)
         k_split = None
-        if self.perm(tr_k) == [0, 2, 3, 1]:
+        if flat_kt is not None:
+            kh, fk2 = self.scale_mul(flat_kt, core)
+            fk *= fk2
+            k_split = self.split3d(kh)
+            tr_k = self.d.producer(ka)
+        elif self.perm(tr_k) == [0, 2, 3, 1]:
             k_split = self.heads_of(tr_k.input[0], [tr_k], "K")
             core.remove(tr_k)
             kh = None
