@@ -22,7 +22,7 @@ from .conftest import ASSET_MODELS
 
 # model -> (attention blocks, LayerNormalizations in the export, EmbedLayerNormalization expected)
 ENCODERS = {
-    "roberta_2l_dynamo18": (2, 5, 0),  # RoBERTa positions come from a cumsum over the mask: not arange
+    "roberta_2l_dynamo18": (2, 5, 1),  # positions from a cumsum over the padding: the kernel's position_ids
     "distilbert_2l_dynamo20": (2, 5, 1),
     "bert_2l_notypes_dynamo18": (2, 5, 1),
     "bert_2l_notypes_ts17": (2, 5, 1),
@@ -43,7 +43,9 @@ def _feeds(model: onnx.ModelProto, batch: int = 3, seq: int = 11) -> dict[str, n
             m[-1, seq - 3 :] = 0  # right padding on the last row
             feeds[name] = m
         else:
-            feeds[name] = rng.integers(2, 1000, size=(batch, seq), dtype=np.int64)
+            ids = rng.integers(2, 1000, size=(batch, seq), dtype=np.int64)
+            ids[-1, seq - 3 :] = 1  # RoBERTa's pad id where the mask pads: its positions then differ per row
+            feeds[name] = ids
     return feeds
 
 

@@ -35,7 +35,8 @@ _FLOAT = onnx.TensorProto.FLOAT
 # ops whose output dim i is the input's dim i (same rank, elementwise)
 _UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
                "Sigmoid", "Gelu", "FastGelu", "Dropout", "SimplifiedLayerNormalization", "Exp", "Abs",
-               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal"}
+               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal", "Not", "CumSum",
+               "IsNaN", "Floor", "Ceil", "Round", "Sign", "Log", "RMSNormalization", "BiasGelu", "QuickGelu"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less",
            "Greater", "LessOrEqual", "GreaterOrEqual"}
 

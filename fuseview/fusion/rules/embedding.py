@@ -49,6 +49,7 @@ class EmbeddingMatch:
     embedding_sum: str | None  # the Add tree's root output when used outside the match
     # (segment table, row) when the segment ids are one constant: that row is folded into the position table
     folded_segment: tuple[str, int] | None = None
+    position_ids: str | None = None  # computed position indices (else the kernel's own 0..S-1)
 
 
 class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and producer lookup
@@ -232,8 +233,16 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
         if len(direct) > 2 or len(others) != 1:
             raise _Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
         pos_g = others[0]
+        position_ids = None
         if not self.is_arange_positions(pos_g.input[1], ids, walked):
-            raise _Miss(f"{pos_g.name}: position indices are not provably 0..S-1")
+            # Computed positions (RoBERTa: cumsum over the padding mask) go in as the kernel's position_ids,
+            # which must be [batch | 1, seq] integers like the ids.
+            p = pos_g.input[1]
+            if ix.const_dtype(p) not in _INT_TYPES or self.d.rank(p) != 2 or not (
+                    self.d.same(("dim", p, 1), ("dim", ids, 1))
+                    and (self.d.same(("dim", p, 0), ("dim", ids, 0)) or self.d.canon(("dim", p, 0)) == 1)):
+                raise _Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
+            position_ids = p
         if seg_g is not None:
             sid = src[id(seg_g)]
             if ix.const_dtype(sid) not in _INT_TYPES or not (
@@ -251,20 +260,22 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
             folded = (const_seg[0].input[0], const_seg[1])
         return EmbeddingMatch(ln, core, ids, src[id(seg_g)] if seg_g is not None else None, word_g.input[0],
                               pos_g.input[0], seg_g.input[0] if seg_g is not None else None, gamma, beta, eps,
-                              ln.output[0], root if used_outside else None, folded)
+                              ln.output[0], root if used_outside else None, folded, position_ids)
 
     def _constant_segment(self, others: list, ids: str, walked: set) -> tuple[onnx.NodeProto, int] | None:
         """Of two Gathers not indexed by an input: the one reading one constant row (the other: positions)."""
-        for g, other in ((others[0], others[1]), (others[1], others[0])):
+        found = []
+        for g in others:
             local: set[int] = set()
             v = self.uniform_ids(g.input[1], local)
             rows = self.table(g.input[0])
-            if v is None or rows is None or not 0 <= v < rows[0]:
-                continue
-            if self.is_arange_positions(other.input[1], ids, set()):
-                walked |= local
-                return g, v
-        return None
+            if v is not None and rows is not None and 0 <= v < rows[0]:
+                found.append((g, v, local))
+        if len(found) != 1:
+            return None
+        g, v, local = found[0]
+        walked |= local
+        return g, v
 
 
 def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[str], str]]]:
@@ -304,9 +315,15 @@ def replacement_nodes(e: EmbeddingMatch, index: Any = None) -> list[Replacement]
             raise ValueError(f"{e.output}: embedding tables are not readable")
         position = e.output + "_position_plus_segment"
         inits[position] = (pos + seg[row][None, :]).astype(pos.dtype)
+    extra = []
+    if e.position_ids:
+        pos32 = e.output + "_position_ids_int32"
+        reps.append(Replacement(inputs=[e.position_ids], attrs={"to": onnx.TensorProto.INT32}, op="Cast",
+                                domain="", outputs=[pos32]))
+        extra = ["", pos32]  # no mask, then position_ids
     reps.append(Replacement(
         initializers=inits,
-        inputs=[ids32, seg32, e.word, position, e.segment or "", e.gamma, e.beta],
+        inputs=[ids32, seg32, e.word, position, e.segment or "", e.gamma, e.beta, *extra],
         attrs={"epsilon": float(np.float32(e.epsilon))}, op="EmbedLayerNormalization", domain=MS_DOMAIN,
         outputs=outputs))
     return reps
