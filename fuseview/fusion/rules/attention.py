@@ -838,8 +838,8 @@ class PackedMatch:
 def _shape_inputs_walk(m: _Matcher, t: str, out: set[int], depth: int = 0) -> None:
     """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
     n = m.d.producer(t)
-    if n is None or depth > 30 or id(n) in out:
-        return
+    if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
+        return  # Constant nodes are not work: apply drops the ones left unread
     out.add(id(n))
     if n.op_type == "Shape":
         return
