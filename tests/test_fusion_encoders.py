@@ -206,3 +206,14 @@ def test_add_plus_rms_norm_op_becomes_skip_simplified(op_name, opset):
     x = np.random.default_rng(1).standard_normal((3, 5, h)).astype(np.float32)
     a, b = _run(model, {"x": x})[0], _run(fused, {"x": x})[0]
     assert float(np.max(np.abs(a - b))) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.stem for p in ASSET_MODELS.glob("*.onnx") if not p.stem.startswith("gpt2_96l"))
+)
+def test_every_candidate_says_what_it_saves(name):
+    """Saved bytes are computed with the chosen dims on every export (no 'saves ?'), symbolic batch or not."""
+    path = ASSET_MODELS / f"{name}.onnx"
+    scan = scan_model(load_model(path), base_dir=path.parent)
+    assert scan.candidates
+    assert [c.id for c in scan.candidates if c.saved_bytes is None] == []
