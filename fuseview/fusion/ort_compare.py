@@ -42,7 +42,7 @@ EQUIVALENT_OPS: dict[str, frozenset[str]] = {
     "SkipLayerNormalization": frozenset({"SkipLayerNormalization"}),
     "SkipSimplifiedLayerNormalization": frozenset({"SkipSimplifiedLayerNormalization"}),
     "Gemm": frozenset({"Gemm", "FusedGemm"}),
-    "FusedConv": frozenset({"FusedConv", "NchwcConv", "Conv"}),
+    "FusedConv": frozenset({"FusedConv", "NchwcConv"}),
     "FusedMatMul": frozenset({"FusedMatMul"}),
     "QuickGelu": frozenset({"QuickGelu"}),
 }
@@ -110,6 +110,11 @@ def _verdict(c: Candidate, producers: dict[str, onnx.NodeProto], inits: set[str]
         if all(o in inits for o in outputs):
             return True
         return False if any(o in producers for o in outputs) else None
+    if c.fused_op == "Reshape":  # shape_chain: did onnxruntime fold the computed target to a constant?
+        p = producers.get(outputs[0])
+        if p is None or p.op_type != "Reshape":
+            return None
+        return p.input[1] in inits
     want = EQUIVALENT_OPS.get(c.fused_op, frozenset({c.fused_op}))
     original_ops = {n.op_type for n in match.node_list}
     verdicts = []
