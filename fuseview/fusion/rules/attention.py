@@ -444,6 +444,8 @@ class AttentionMatch:
     # (shape tensor, final output) when the merge-heads reshape is re-emitted after the fused node
     reshape_out: tuple[str, str] | None = None
     q_bnsh: bool = False  # q is [B,H,S,D]: the replacement transposes it to [B,S,hidden] first
+    # (boolean condition, fill, fill where true): bias = Where(cond, 0, fill) or Where(cond, fill, 0)
+    where_mask: tuple[str, float, bool] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -607,6 +609,31 @@ class _Matcher:
                     queue.append(i)
         return None
 
+    def where_mask(self, w: onnx.NodeProto, core: list) -> tuple[onnx.NodeProto, float, tuple]:
+        """Scores masked by select: Where(keep, scaled Q.K^T, fill) with a boolean keep and a very negative
+        fill. The same after Softmax as adding Where(keep, 0, fill): exp of the filled places is 0 either
+        way. Returns (QK MatMul, scale factor, (condition, fill, whether the fill goes where it is true))."""
+        cond, x, y = w.input
+        fill_if = False  # Where(keep, scores, fill); or Where(drop, fill, scores): fill where cond is true
+        fill = _scalar(self.d, y)
+        if fill is None and _scalar(self.d, x) is not None:
+            fill, x, fill_if = _scalar(self.d, x), y, True
+        keep = cond
+        if fill is None or not fill <= -1e4:
+            raise _Miss(f"{w.name}: mask fill is not a constant of -1e4 or below")
+        if self.ix.const_dtype(keep) not in (onnx.TensorProto.BOOL, None):
+            raise _Miss(f"{w.name}: mask condition is not boolean")
+        r = self.d.rank(keep)
+        if r is None or r > 4 or (r == 4 and self.d.canon(("dim", keep, 2)) == 1) or r < 2:
+            raise _Miss(f"{w.name}: boolean mask is not [B|1, H|1, S, T] with the query axis")
+        probe: list = []
+        inner, f = self.scale_mul(x, probe)
+        mm = self.prod(inner, "MatMul")
+        if mm is None:
+            raise _Miss(f"{w.name}: the selected scores are not the scaled Q.K^T MatMul")
+        core.extend([w] + probe)
+        return mm, f, (keep, fill, fill_if)
+
     def nan_guard(self, t: str) -> list[onnx.NodeProto] | None:
         """[IsNaN, Where] when t is only read by Where(IsNaN(t), 0, t): SDPA's guard for fully masked rows."""
         users = self.ix.consumers.get(t, ())
@@ -686,6 +713,7 @@ class _Matcher:
         # ---- scores: [Add mask] <- [Mul/Div scale] <- MatMul(qh, kt)
         s_in = sm.input[0]
         bias = None
+        where_mask = None
         add = self.prod(s_in, "Add")
         mm_qk = self.prod(s_in, "MatMul")
         scale = 1.0
@@ -713,9 +741,10 @@ class _Matcher:
             scale *= f
             if mm_qk is None:
                 w = self.prod(s_in, "Where")
-                if w is not None:
-                    raise _Miss(f"{w.name}: mask applied with Where (a select, not an additive bias)")
-                raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+                if w is None:
+                    raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+                mm_qk, f, where_mask = self.where_mask(w, core)
+                scale *= f
         if bias is not None:
             if d.rank(bias) not in (4, None):
                 raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
@@ -821,7 +850,7 @@ class _Matcher:
         # ---- intermediates must stay inside
         self.check_contained(core, matched, {out_t})
         return AttentionMatch(sm, core, q3 or q4, k3, v3, bias, hq, dq, scale, out_t, reshape_out,
-                              q_bnsh=q3 is None)
+                              q_bnsh=q3 is None, where_mask=where_mask)
 
 
 @dataclass
@@ -1010,18 +1039,30 @@ def near_misses(index: Any) -> list[tuple[list[str], str]]:
     return find_attention(index)[1]
 
 
+def _bias(a: AttentionMatch) -> tuple[list[Replacement], str | None]:
+    """The additive mask the fused op takes, and the node computing it from a boolean one if needed."""
+    if a.where_mask is None:
+        return [], a.bias
+    cond, fill, fill_if = a.where_mask
+    zero, fill_t, out = a.output + "_mask_zero", a.output + "_mask_fill", a.output + "_mask_bias"
+    inputs = [cond, fill_t, zero] if fill_if else [cond, zero, fill_t]
+    node = Replacement(inputs=inputs, op="Where", domain="", outputs=[out],
+                       initializers={zero: np.array(0.0, np.float32), fill_t: np.array(fill, np.float32)})
+    return [node], out
+
+
 def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
     """MultiHeadAttention (+ the kept merge-heads Reshape) for one exact match."""
-    pre: list[Replacement] = []
+    pre, bias = _bias(a)
     q = a.q
     if a.q_bnsh:
         q = a.output + "_query"
         shape = a.output + "_query_shape"
-        pre = [Replacement(inputs=[a.q], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
-                           outputs=[q + "_bsnh"]),
-               Replacement(inputs=[q + "_bsnh", shape], op="Reshape", domain="", outputs=[q],
-                           initializers={shape: np.array([0, 0, -1], np.int64)})]
-    inputs = [q, a.k, a.v] + (["", "", a.bias] if a.bias else [])
+        pre += [Replacement(inputs=[a.q], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
+                            outputs=[q + "_bsnh"]),
+                Replacement(inputs=[q + "_bsnh", shape], op="Reshape", domain="", outputs=[q],
+                            initializers={shape: np.array([0, 0, -1], np.int64)})]
+    inputs = [q, a.k, a.v] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
         return pre + [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
@@ -1037,13 +1078,14 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     a = p.mha
     w_name, b_name = a.output + "_qkv_weight", a.output + "_qkv_bias"
     inits = {w_name: p.weight, b_name: p.bias}
-    inputs = [p.x, w_name, b_name] + (["", "", a.bias] if a.bias else [])
+    pre, bias = _bias(a)
+    inputs = [p.x, w_name, b_name] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
-        return [Replacement(inputs=inputs, attrs=attrs, op="Attention", domain=MS_DOMAIN, outputs=[a.output],
-                            initializers=inits)]
+        return pre + [Replacement(inputs=inputs, attrs=attrs, op="Attention", domain=MS_DOMAIN,
+                                  outputs=[a.output], initializers=inits)]
     mid = a.output + "_attention"
-    return [
+    return pre + [
         Replacement(inputs=inputs, attrs=attrs, op="Attention", domain=MS_DOMAIN, outputs=[mid],
                     initializers=inits),
         Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
