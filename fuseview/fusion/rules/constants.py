@@ -180,7 +180,7 @@ def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[i
 
 
 def _find_shape_chains(index) -> Iterator[Match]:
-    from fuseview.fusion.rules.attention import _matches_of, _Miss, _shape_inputs_walk, matcher_for
+    from fuseview.fusion.rules.attention import _matches_of, _Miss, matcher_for, shape_inputs_walk
 
     m = matcher_for(index)
     # Reshapes inside an attention match go with it (and skipping them keeps big scans fast).
@@ -195,7 +195,7 @@ def _find_shape_chains(index) -> Iterator[Match]:
         if target is None:
             continue
         shape_ids: set[int] = set()
-        _shape_inputs_walk(m, r.input[1], shape_ids)
+        shape_inputs_walk(m, r.input[1], shape_ids)
         nodes = [r]
         matched = m.absorb(nodes, shape_ids)
         if len(nodes) == 1:
