@@ -1,10 +1,12 @@
 """fuseview fuse-all vs onnxruntime.transformers.optimizer on GPT-2 exports: fusions, time, latency, error.
 
-    python bench/bench_fused_vs_ort.py [MODEL ...] [--runs N] [--threads T]
+    python bench/bench_fused_vs_ort.py [MODEL ...] [--runs N] [--threads T] [--levels disabled all]
 
 Latency of the original, fuseview's fused and the ort-optimized model is measured in one process with
-identical session options (graph optimizations disabled, CPU), runs interleaved round-robin; logits are
-compared with the original's on the same inputs.
+identical session options (CPU) at each onnxruntime optimization level asked for, runs interleaved
+round-robin; fuseview vs ort-opt is reported with fuseview.stats.compare_timings (ratio of medians, paired
+bootstrap interval, verdict). Logits are compared with the original's on the same inputs. Timings on a
+shared machine are noisy: compare the ratios within one run, not absolute figures across runs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import argparse
 import collections
 import logging
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,9 +26,16 @@ from fuseview.fusion.apply import apply_candidates
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.scan import load_model, scan_model
 from fuseview.runtime.inputs import make_feeds
+from fuseview.stats import compare_timings
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "models"
-DEFAULT = [SHARED / "gpt2_12l_ts13.onnx", SHARED / "gpt2_48l_ts13.onnx"]
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = [ROOT / "tests" / "data" / "gpt2" / "gpt2_12l_ts13.onnx"]
+LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
 FUSED_OPS = (
     "SkipLayerNormalization",
     "LayerNormalization",
@@ -51,17 +59,17 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     return {k: c[k] for k in FUSED_OPS if c[k]}
 
 
-def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
-    """CPU session with onnxruntime's own graph optimizations disabled."""
+def session(model: onnx.ModelProto, threads: int, level: str = "disabled") -> ort.InferenceSession:
+    """CPU session at one onnxruntime optimization level."""
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = LEVELS[level]
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def bench(path: Path, runs: int, threads: int) -> None:
+def bench(path: Path, runs: int, threads: int, levels: list[str]) -> None:
     """Print fusions, fusion time, latency and logits error for one model."""
     print(f"== {path.name}")
     model = load_model(path)
@@ -83,32 +91,38 @@ def bench(path: Path, runs: int, threads: int) -> None:
     stats = {k: v for k, v in opt.get_fused_operator_statistics().items() if v}
     print(f"ort-opt    optimize_model {t_ort:.2f} s   reported {stats}")
     print(f"ort-opt    fused ops {op_counts(ort_model)}")
-    with tempfile.TemporaryDirectory():
-        pass
-
     feeds = make_feeds(model)
-    sessions = {
-        "original": session(model, threads),
-        "fuseview": session(fused, threads),
-        "ort-opt": session(ort_model, threads),
-    }
-    outs = {k: s.run(None, feeds)[0] for k, s in sessions.items()}  # also the warm-up run
-    times: dict[str, list[float]] = {k: [] for k in sessions}
-    for _ in range(runs):
-        for k, s in sessions.items():
-            t = time.perf_counter()
-            s.run(None, feeds)
-            times[k].append(time.perf_counter() - t)
-    base = statistics.median(times["original"])
     shape = "x".join(str(d) for d in next(iter(feeds.values())).shape)
-    print(
-        f"latency    CPU, {threads} thread(s), ORT_DISABLE_ALL, input {shape},"
-        f" median of {runs} interleaved runs"
-    )
-    for k in sessions:
-        med = statistics.median(times[k])
-        diff = float(np.max(np.abs(outs[k].astype(np.float64) - outs["original"].astype(np.float64))))
-        print(f"  {k:<9} {med * 1000:8.2f} ms   x{base / med:4.2f} vs original   max|logits diff| {diff:.3g}")
+    for level in levels:
+        models = {"original": model, "fuseview": fused, "ort-opt": ort_model}
+        sessions = {k: session(m, threads, level) for k, m in models.items()}
+        outs = {k: s.run(None, feeds)[0] for k, s in sessions.items()}  # also the warm-up run
+        times: dict[str, list[float]] = {k: [] for k in sessions}
+        for _ in range(runs):
+            for k, s in sessions.items():
+                t = time.perf_counter()
+                s.run(None, feeds)
+                times[k].append(time.perf_counter() - t)
+        base = statistics.median(times["original"])
+        print(
+            f"latency    CPU, {threads} thread(s), ORT {level}, input {shape},"
+            f" median of {runs} interleaved runs"
+        )
+        for k in sessions:
+            med = statistics.median(times[k])
+            diff = float(np.max(np.abs(outs[k].astype(np.float64) - outs["original"].astype(np.float64))))
+            print(
+                f"  {k:<9} {med * 1000:8.2f} ms   x{base / med:4.2f} vs original"
+                f"   max|logits diff| {diff:.3g}"
+            )
+        est = compare_timings(times["ort-opt"], times["fuseview"], paired=True)
+        lo, hi = est.ci
+        print(
+            f"  fuseview / ort-opt latency {1 / est.speedup_p50:.3f}"
+            f" [{1 / hi:.3f}, {1 / lo:.3f}] (target <= 0.9)   {est.summary()}"
+        )
+        if est.noise.warning:
+            print(f"  noise: {est.noise.warning}")
 
 
 def main() -> None:
@@ -117,9 +131,10 @@ def main() -> None:
     ap.add_argument("models", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--levels", nargs="+", choices=list(LEVELS), default=["disabled", "all"])
     args = ap.parse_args()
     for p in args.models:
-        bench(p, args.runs, args.threads)
+        bench(p, args.runs, args.threads, args.levels)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,69 @@ def _bert() -> tuple[nn.Module, dict]:
     return _BertOutputs(model).eval(), facts
 
 
+class _EncoderOutputs(nn.Module):
+    """Call an encoder and return last_hidden_state only; token_type_ids is passed only if declared."""
+
+    def __init__(self, enc: nn.Module, with_types: bool) -> None:
+        super().__init__()
+        self.enc = enc
+        self.with_types = with_types
+
+    def forward(self, input_ids, attention_mask, *rest):  # noqa: ANN001
+        kw = {"token_type_ids": rest[0]} if self.with_types and rest else {}
+        return self.enc(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
+
+
+def _encoder(kind: str, with_types: bool = False, attn: str = "eager") -> Callable[[], tuple]:
+    """A 2-layer encoder of one transformers architecture (bert, roberta, distilbert), width 64."""
+
+    def build() -> tuple[nn.Module, dict]:
+        common = {"vocab_size": VOCAB, "max_position_embeddings": 130, "attn_implementation": attn}
+        if kind == "distilbert":
+            cfg = transformers.DistilBertConfig(dim=64, n_layers=2, n_heads=4, hidden_dim=128, **common)
+            cls = transformers.DistilBertModel
+        elif kind == "roberta":
+            cfg = transformers.RobertaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=128, type_vocab_size=1, pad_token_id=1,
+                                             **common)
+            cls = transformers.RobertaModel
+        else:
+            cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                          intermediate_size=128, type_vocab_size=2, **common)
+            cls = transformers.BertModel
+        torch.manual_seed(SEED)
+        model = cls(cfg, add_pooling_layer=False).eval() if kind != "distilbert" else cls(cfg).eval()
+        _perturb_norms(model)
+        facts = {"layers": 2, "hidden_size": 64, "heads": 4, "intermediate_size": 128, "vocab_size": VOCAB,
+                 "attn_implementation": attn, "max_positions": 130}
+        return _EncoderOutputs(model, with_types).eval(), facts
+
+    return build
+
+
+class _VitOutputs(nn.Module):
+    """Call ViTModel on pixel values and return last_hidden_state."""
+
+    def __init__(self, vit: nn.Module) -> None:
+        super().__init__()
+        self.vit = vit
+
+    def forward(self, pixel_values):  # noqa: ANN001
+        return self.vit(pixel_values=pixel_values).last_hidden_state
+
+
+def _vit() -> tuple[nn.Module, dict]:
+    cfg = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=128, image_size=32, patch_size=8, num_channels=3,
+                                 attn_implementation="eager")
+    torch.manual_seed(SEED)
+    model = transformers.ViTModel(cfg, add_pooling_layer=False).eval()
+    _perturb_norms(model)
+    facts = {"layers": 2, "hidden_size": 64, "heads": 4, "intermediate_size": 128, "image": [3, 32, 32],
+             "patch": 8, "attn_implementation": "eager"}
+    return _VitOutputs(model).eval(), facts
+
+
 def _llama(kv_heads: int) -> Callable[[], tuple[nn.Module, dict]]:
     def build() -> tuple[nn.Module, dict]:
         cfg = transformers.LlamaConfig(
@@ -251,6 +314,20 @@ SPECS: list[Spec] = [
          [("x", "float", ["batch", "seq", 64])], ["y"], "torchscript", 17, "tanh GELU decomposed."),
     Spec("mlp_gelu_erf_ts17", "MLP (Linear-GELU(erf)-Linear, residual, LayerNorm) x2", _mlp("none"),
          [("x", "float", ["batch", "seq", 64])], ["y"], "torchscript", 17, "erf GELU decomposed."),
+    Spec("roberta_2l_dynamo18", "RobertaModel", _encoder("roberta"), _TOKENS, ["last_hidden_state"],
+         "dynamo", 18, "dynamo exporter, opset 18, symbolic batch/seq: ONNX LayerNormalization and Gelu ops, "
+         "position ids from a cumulative sum over the padding mask."),
+    Spec("distilbert_2l_dynamo20", "DistilBertModel", _encoder("distilbert"), _TOKENS, ["last_hidden_state"],
+         "dynamo", 20, "dynamo exporter, opset 20, no token types, boolean mask via Where."),
+    Spec("bert_2l_notypes_dynamo18", "BertModel", _encoder("bert"), _TOKENS, ["last_hidden_state"],
+         "dynamo", 18, "BERT exported WITHOUT token_type_ids: the segment embedding comes from a constant."),
+    Spec("bert_2l_notypes_ts17", "BertModel", _encoder("bert"), _TOKENS, ["last_hidden_state"],
+         "torchscript", 17, "BERT exported WITHOUT token_type_ids (TorchScript): constant segment ids."),
+    Spec("bert_2l_sdpa_dynamo18", "BertModel", _encoder("bert", attn="sdpa"), _TOKENS, ["last_hidden_state"],
+         "dynamo", 18, "BERT with attn_implementation='sdpa': torch's scaled_dot_product_attention "
+         "decomposed by the dynamo exporter; no token_type_ids."),
+    Spec("vit_2l_dynamo18", "ViTModel", _vit, [("pixel_values", "float", ["batch", 3, 32, 32])],
+         ["last_hidden_state"], "dynamo", 18, "ViT, patch 8 on 32x32 images, symbolic batch."),
     Spec("convnet_bn_relu_ts17", "CNN (Conv2d-BatchNorm2d-ReLU) x2, MaxPool, GlobalAvgPool, Linear", _convnet,
          [("image", "float", ["batch", 3, 32, 32])], ["logits"], "torchscript", 17,
          "Exported in EVAL mode with do_constant_folding=False so BatchNormalization stays in the graph.",

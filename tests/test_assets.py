@@ -89,7 +89,20 @@ def test_runs_in_onnxruntime_with_finite_outputs(name: str) -> None:
         assert float(np.std(out)) > 0, f"{spec['name']} is constant"
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if ENTRIES[n]["nodes"] <= REFERENCE_MAX_NODES])
+# onnx's reference GatherElements (np.choose, at most 32 choices, then a fallback that mis-reshapes) fails
+# on BERT/RoBERTa's buffered token-type gather over 130 positions; those exports are checked against
+# torch at export time (INDEX.json ort_vs_torch_max_abs_diff) instead.
+REFERENCE_BROKEN_OPS = {"GatherElements"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in NAMES
+        if ENTRIES[n]["nodes"] <= REFERENCE_MAX_NODES and not REFERENCE_BROKEN_OPS & set(ENTRIES[n]["ops"])
+    ],
+)
 def test_onnxruntime_agrees_with_reference_evaluator(name: str) -> None:
     entry = ENTRIES[name]
     ref = ReferenceEvaluator(onnx.load(str(MODELS / entry["file"])))

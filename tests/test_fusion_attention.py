@@ -134,7 +134,8 @@ def _attention_graph(scale_value=0.25, scale_shape=(), softmax_axis=-1, extra_ou
     if mask == "add":
         nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"], name="mask_add"))
     else:
-        inits.append(numpy_helper.from_array(np.array(-1e9, np.float32), "neg"))
+        fill = -1.0 if mask == "where_mild" else -1e9
+        inits.append(numpy_helper.from_array(np.array(fill, np.float32), "neg"))
         nodes.append(helper.make_node("Cast", ["mask"], ["mask_b"], to=TensorProto.BOOL, name="mask_cast"))
         nodes.append(helper.make_node("Where", ["mask_b", "neg", "scaled"], ["masked"], name="mask_where"))
     nodes += [
@@ -219,7 +220,7 @@ def test_wrong_replacement_scale_would_be_caught() -> None:
     ({"extra_consumer": "scaled"}, "outside the match"),
     ({"heads": (3, 16)}, "hidden"),
     ({"heads": (4, 8)}, "hidden"),
-    ({"mask": "where"}, "Where"),
+    ({"mask": "where_mild"}, "fill"),  # a select with a fill that still counts after Softmax
     ({"k_perm": (0, 2, 1, 3)}, "K transpose"),
 ])
 def test_non_matches_give_no_candidate_and_a_reason(kwargs: dict, reason: str) -> None:
@@ -228,6 +229,18 @@ def test_non_matches_give_no_candidate_and_a_reason(kwargs: dict, reason: str) -
     assert scan.candidates == []
     reasons = _reasons(model)
     assert len(reasons) == 1 and reason in reasons[0], reasons
+
+
+def test_boolean_mask_by_where_becomes_an_additive_bias() -> None:
+    """Where(masked_out, -1e9, scores) is fused with attention_bias = Where(masked_out, -1e9, 0)."""
+    model = _attention_graph(mask="where")
+    scan, fused = _fuse_all(model)
+    assert len(scan.candidates) == 1 and "mask_where" in scan.candidates[0].nodes
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == 1 and "Softmax" not in ops
+    feeds = _qkv_feeds()
+    feeds["mask"] = (feeds["mask"] < 0).astype(np.float32)  # 1 where masked out (the Cast makes it bool)
+    assert _max_diff(model, fused, feeds) <= 1e-5
 
 
 def test_mask_without_query_axis_is_a_near_miss() -> None:

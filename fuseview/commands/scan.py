@@ -29,6 +29,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="REPORT.json",
                    help="a `fuseview profile --json` report of this model: each candidate gets the measured"
                    " time (us) and share of the run of the nodes it would replace")
+    p.add_argument(
+        "--ort-check",
+        nargs="?",
+        const="all",
+        default=None,
+        choices=("basic", "extended", "all"),
+        metavar="LEVEL",
+        help="also say per candidate whether onnxruntime's own optimizer (LEVEL, default all; CPU) makes "
+        "that fusion from the unfused model, and list the fusions it makes that fuseview lacks "
+        "(costs one onnxruntime session)",
+    )
+
+
+_ORT_WORD = {True: "yes", False: "no", None: "?"}
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -47,14 +61,22 @@ def run(args: argparse.Namespace) -> int:
     report = load_report(args.profile) if args.profile else None
     result = scan_file(args.model, dims)
     costs = candidate_costs(report, result.candidates) if report is not None else {}
+    ort_cmp = None
+    if getattr(args, "ort_check", None):
+        from fuseview.fusion.ort_compare import compare_with_ort
+
+        ort_cmp = compare_with_ort(args.model, result.candidates, args.ort_check, "cpu")
     if args.json:
         out = result.to_json()
         for c in out["candidates"]:
             if c["id"] in costs:
                 cost = costs[c["id"]]
                 c["measured_us"], c["share"] = cost.measured_us, cost.share
+            c["ort_does_it"] = ort_cmp.does_it.get(c["id"]) if ort_cmp else None
         if report is not None:
             out["profile"] = {"report": args.profile, "model": report["models"][0]["path"]}
+        if ort_cmp is not None:
+            out["ort_check"] = ort_cmp.to_json()
         print(json.dumps(out, indent=1))
         return 0
     cands = result.candidates
@@ -70,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
         dom = f"{c.domain}:" if c.domain else ""
         cost = costs.get(c.id)
         measured = f"  {cost.measured_us:>9.1f} us {cost.share * 100:5.1f}%" if cost else ""
+        ort_col = f"  ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]:<3}" if ort_cmp else ""
         print(
             f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
-            f"  saves {_fmt_bytes(c.saved_bytes):>10}{measured}"
+            f"  saves {_fmt_bytes(c.saved_bytes):>10}{measured}{ort_col}"
             f"  at {where}{conflicts}"
         )
     by_rule: dict[str, int] = {}
@@ -86,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {nm.rule:<24} {nm.nodes[-1] if nm.nodes else '-'}: {nm.reason}")
     elif result.near_misses:
         print(f"near misses {len(result.near_misses)} (--near-misses lists them)")
+    if ort_cmp is not None:
+        gain = sum(1 for c in cands if ort_cmp.does_it.get(c.id) is False)
+        print(
+            f"ort check  onnxruntime {ort_cmp.opt_level} ({ort_cmp.provider}) makes the same fusion for "
+            f"{sum(1 for v in ort_cmp.does_it.values() if v)} of {len(cands)} candidates; "
+            f"{gain} add value beyond it; {len(ort_cmp.ort_only)} onnxruntime fusions fuseview lacks"
+        )
+        for f in ort_cmp.ort_only:
+            print(f"  ort only {f['op']:<36} {f['node']}")
     for note in result.notes:
         print(f"note       {note}")
     return 0

@@ -221,7 +221,7 @@ class GraphIndex:
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
             self._shapes[vi.name] = (dims, tt.elem_type)
-        for t in g.initializer:
+        for t in list(g.initializer) + list(mg.initializer):  # mg's include the former Constant nodes
             self._shapes.setdefault(t.name, (list(t.dims), t.data_type))
         self._propagate(mg)
 

@@ -35,7 +35,8 @@ _FLOAT = onnx.TensorProto.FLOAT
 # ops whose output dim i is the input's dim i (same rank, elementwise)
 _UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
                "Sigmoid", "Gelu", "FastGelu", "Dropout", "SimplifiedLayerNormalization", "Exp", "Abs",
-               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal"}
+               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal", "Not", "CumSum",
+               "IsNaN", "Floor", "Ceil", "Round", "Sign", "Log", "RMSNormalization", "BiasGelu", "QuickGelu"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less",
            "Greater", "LessOrEqual", "GreaterOrEqual"}
 
@@ -184,7 +185,33 @@ class _Dims:
                 return 1
             if all(tok == non1[0] for tok in non1):
                 return non1[0]
+            return self._unify(non1)
+        return self._dim_more(n, op, t, i, r, d)
+
+    def _unify(self, toks: list[Dim]) -> Dim:
+        """Broadcast of dims where some are opaque: the one named dim, if every opaque one agrees at the
+        chosen dims (equal, or 1 which broadcasts); an opaque dim that differs from it would make the model
+        fail at run time, so it cannot silently be another size."""
+        named = {tok for tok in toks if isinstance(tok, int) or (isinstance(tok, tuple) and tok[0] != "dim")}
+        if len(named) != 1:
             return None
+        sym = next(iter(named))
+        want = sym if isinstance(sym, int) else self.ix.dims_used.get(sym[1])
+        if want is None:
+            return None
+        for tok in toks:
+            if tok == sym:
+                continue
+            if not (isinstance(tok, tuple) and tok[0] == "dim"):
+                return None
+            s = self.ix.shape(tok[1])
+            got = s[tok[2]] if s is not None and 0 <= tok[2] < len(s) else None
+            if got not in (1, want):
+                return None
+        return sym
+
+    def _dim_more(self, n: onnx.NodeProto, op: str, t: str, i: int, r: int | None, d: int) -> Dim:
+        """_dim for the ops after the elementwise ones (split out to keep each function readable)."""
         if op == "Transpose":
             perm = self.ix.attr(n, "perm")
             return None if perm is None or i >= len(perm) else self.dim(n.input[0], int(perm[i]), d)
@@ -240,6 +267,12 @@ class _Dims:
             if axis == 0 and ri is not None:
                 return self.dim(n.input[1], i, d) if i < ri else self.dim(n.input[0], i - ri + 1, d)
             return None
+        if op == "GatherElements":
+            return self.dim(n.input[1], i, d)
+        if op == "Slice":
+            return self._slice_dim(n, i, d)
+        if op == "Expand" and r is not None:
+            return self._expand_dim(n, i, r, d)
         if op == "ReduceMean" or op == "ReduceSum":
             if not self.ix.attr(n, "keepdims", 1):
                 return None
@@ -248,6 +281,46 @@ class _Dims:
             axis = int(self.ix.attr(n, "axis", 0)) % r
             return self.dim(n.input[0], i, d) if i != axis else None
         return None
+
+    def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
+        """Dim i of a Slice: the input's dim when axis i is not sliced or is sliced whole."""
+        r = self.rank(n.input[0])
+        if r is None:
+            return None
+        starts = self.const(n.input[1])
+        ends = self.const(n.input[2])
+        axes = self.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+        steps = self.const(n.input[4]) if len(n.input) > 4 and n.input[4] else None
+        if starts is None or (axes is None and len(n.input) > 3 and n.input[3]):
+            return None
+        axes_l = [int(a) % r for a in np.ravel(axes)] if axes is not None else list(range(np.size(starts)))
+        if i not in axes_l:
+            return self.dim(n.input[0], i, d)
+        k = axes_l.index(i)
+        whole = (
+            int(np.ravel(starts)[k]) == 0
+            and ends is not None
+            and int(np.ravel(ends)[k]) >= 2**31 - 1
+            and (steps is None or int(np.ravel(steps)[k]) == 1)
+        )
+        return self.dim(n.input[0], i, d) if whole else None
+
+    def _expand_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
+        """Dim i of Expand(x, shape): broadcast of x's dim and the shape element (-1/1 keep x's dim)."""
+        vec = self.vec(n.input[1], set())
+        rx = self.rank(n.input[0])
+        if vec is None or rx is None:
+            return None
+        j = i - (r - len(vec))
+        e = vec[j] if 0 <= j < len(vec) else 1
+        jx = i - (r - rx)
+        xd = self.dim(n.input[0], jx, d) if jx >= 0 else 1
+        e = self.canon(e, d) if isinstance(e, tuple) else e
+        if e in (1, -1):
+            return xd
+        if xd == 1:
+            return e
+        return xd if e == xd else None
 
     def _reduce_keeps(self, n: onnx.NodeProto, i: int, r: int) -> bool:
         axes = self.ix.attr(n, "axes")
@@ -315,6 +388,26 @@ class _Dims:
                     return None
                 out.extend(v)
             return out
+        if op == "Slice" and len(n.input) >= 3:
+            data = self.vec(n.input[0], visited, d)
+            cs = [self.const(x) if x else None for x in list(n.input[1:5])]
+            if data is None or cs[0] is None or cs[1] is None or cs[0].size != 1 or cs[1].size != 1:
+                return None
+            if len(cs) > 2 and cs[2] is not None and int(np.ravel(cs[2])[0]) not in (0, -1):
+                return None
+            step = int(np.ravel(cs[3])[0]) if len(cs) > 3 and cs[3] is not None else 1
+            start, end = int(np.ravel(cs[0])[0]), int(np.ravel(cs[1])[0])
+            return data[slice(start, min(end, 2**62), step)]
+        if op in ("Mul", "Add", "Sub") and len(n.input) == 2:
+            a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
+            if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
+                return None
+            size = max(len(a), len(b))
+            a, b = (a * size if len(a) == 1 else a), (b * size if len(b) == 1 else b)
+            py = {"Mul": lambda x, y: x * y, "Add": lambda x, y: x + y, "Sub": lambda x, y: x - y}[op]
+            # an expression of dims: equal only to the same expression (never a number it may happen to be)
+            return [py(x, y) if isinstance(x, int) and isinstance(y, int) else ("expr", op, x, y)
+                    for x, y in zip(a, b, strict=True)]
         return None
 
     def _flat(self, n: onnx.NodeProto) -> bool:
@@ -351,6 +444,8 @@ class AttentionMatch:
     # (shape tensor, final output) when the merge-heads reshape is re-emitted after the fused node
     reshape_out: tuple[str, str] | None = None
     q_bnsh: bool = False  # q is [B,H,S,D]: the replacement transposes it to [B,S,hidden] first
+    # (boolean condition, fill, fill where true): bias = Where(cond, 0, fill) or Where(cond, fill, 0)
+    where_mask: tuple[str, float, bool] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -443,11 +538,18 @@ class _Matcher:
         if self.d.rank(x) not in (3, None):
             raise _Miss(f"{r.name}: input is not [batch, seq, hidden]")
         allow0 = not self.ix.attr(r, "allowzero", 0)
+        hd, dsz = vec[2], vec[3]
+        # One -1 in the batch or sequence slot is that dim when every other element is pinned down
+        # (dynamo writes [-1, S, H, D] once S is static): the element count then leaves no other value.
+        free = [j for j in (0, 1) if vec[j] == -1]
+        pinned = isinstance(hd, int) and hd > 0 and isinstance(dsz, int) and dsz > 0 \
+            and self.d.canon(("dim", x, 2)) == hd * dsz
         for j in (0, 1):
             e = vec[j]
+            if len(free) == 1 and j == free[0] and pinned:
+                continue
             if not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
                 raise _Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
-        hd, dsz = vec[2], vec[3]
         if not isinstance(dsz, int) or dsz <= 0:
             raise _Miss(f"{r.name}: head size is not a constant")
         hidden = self.d.canon(("dim", x, 2))
@@ -507,6 +609,69 @@ class _Matcher:
                     queue.append(i)
         return None
 
+    def where_mask(self, w: onnx.NodeProto, core: list) -> tuple[onnx.NodeProto, float, tuple]:
+        """Scores masked by select: Where(keep, scaled Q.K^T, fill) with a boolean keep and a very negative
+        fill. The same after Softmax as adding Where(keep, 0, fill): exp of the filled places is 0 either
+        way. Returns (QK MatMul, scale factor, (condition, fill, whether the fill goes where it is true))."""
+        cond, x, y = w.input
+        fill_if = False  # Where(keep, scores, fill); or Where(drop, fill, scores): fill where cond is true
+        fill = _scalar(self.d, y)
+        if fill is None and _scalar(self.d, x) is not None:
+            fill, x, fill_if = _scalar(self.d, x), y, True
+        keep = cond
+        if fill is None or not fill <= -1e4:
+            raise _Miss(f"{w.name}: mask fill is not a constant of -1e4 or below")
+        if self.ix.const_dtype(keep) not in (onnx.TensorProto.BOOL, None):
+            raise _Miss(f"{w.name}: mask condition is not boolean")
+        r = self.d.rank(keep)
+        if r is None or r > 4 or (r == 4 and self.d.canon(("dim", keep, 2)) == 1) or r < 2:
+            raise _Miss(f"{w.name}: boolean mask is not [B|1, H|1, S, T] with the query axis")
+        probe: list = []
+        inner, f = self.scale_mul(x, probe)
+        mm = self.prod(inner, "MatMul")
+        if mm is None:
+            raise _Miss(f"{w.name}: the selected scores are not the scaled Q.K^T MatMul")
+        core.extend([w] + probe)
+        return mm, f, (keep, fill, fill_if)
+
+    def nan_guard(self, t: str) -> list[onnx.NodeProto] | None:
+        """[IsNaN, Where] when t is only read by Where(IsNaN(t), 0, t): SDPA's guard for fully masked rows."""
+        users = self.ix.consumers.get(t, ())
+        if len(users) != 2 or t in self.ix.graph_outputs:
+            return None
+        isnan = next((u for u in users if u.op_type == "IsNaN"), None)
+        where = next((u for u in users if u.op_type == "Where"), None)
+        if isnan is None or where is None or list(where.input[::2]) != [isnan.output[0], t]:
+            return None
+        zero = self.d.const(where.input[1])
+        if zero is None or zero.size != 1 or float(np.ravel(zero)[0]) != 0.0:
+            return None
+        if self.ix.consumers.get(isnan.output[0], ()) != [where]:
+            return None
+        return [isnan, where]
+
+    def kt_through_3d(self, t: str, core: list, shape_nodes: set) -> str | None:
+        """kh when t = Reshape(Transpose(Reshape(kh, [-1, S, D]), (0, 2, 1)), [B, H, D, S]): kh^T per head
+        written over a flattened batch*heads axis (the dynamo exporter's SDPA decomposition)."""
+        outer = self.prod(t, "Reshape")
+        tr = self.prod(outer.input[0], "Transpose") if outer is not None else None
+        inner = self.prod(tr.input[0], "Reshape") if tr is not None else None
+        if inner is None or self.perm(tr) != [0, 2, 1]:
+            return None
+        kh = inner.input[0]
+        local: set[int] = set()
+        vin, vout = self.d.vec(inner.input[1], local), self.d.vec(outer.input[1], local)
+        if self.d.rank(kh) != 4 or vin is None or vout is None or len(vin) != 3 or len(vout) != 4:
+            return None
+        dims = [("dim", kh, j) for j in range(4)]
+        if not (self.d.same(vin[1], dims[2]) and self.d.same(vin[2], dims[3])):
+            return None
+        if not all(self.d.same(vout[j], dims[k]) for j, k in ((0, 0), (1, 1), (2, 3), (3, 2))):
+            return None
+        core.extend([outer, tr, inner])  # check_contained() later rejects intermediates read elsewhere
+        shape_nodes |= local
+        return kh
+
     def match(self, sm: onnx.NodeProto) -> AttentionMatch:
         ix, d = self.ix, self.d
         core: list[onnx.NodeProto] = [sm]
@@ -521,6 +686,10 @@ class _Matcher:
             raise _Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
         # ---- forward: [Cast] -> MatMul(probs, vh) -> Transpose -> [Reshape]
         t = sm.output[0]
+        guard = self.nan_guard(t)
+        if guard is not None:
+            core.extend(guard)
+            t = guard[-1].output[0]
         nxt = _single(ix, t)
         while nxt is not None and nxt.op_type == "Cast":
             if ix.attr(nxt, "to") != _FLOAT or ix.const_dtype(t) not in (_FLOAT, None):
@@ -544,6 +713,7 @@ class _Matcher:
         # ---- scores: [Add mask] <- [Mul/Div scale] <- MatMul(qh, kt)
         s_in = sm.input[0]
         bias = None
+        where_mask = None
         add = self.prod(s_in, "Add")
         mm_qk = self.prod(s_in, "MatMul")
         scale = 1.0
@@ -571,9 +741,10 @@ class _Matcher:
             scale *= f
             if mm_qk is None:
                 w = self.prod(s_in, "Where")
-                if w is not None:
-                    raise _Miss(f"{w.name}: mask applied with Where (a select, not an additive bias)")
-                raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+                if w is None:
+                    raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+                mm_qk, f, where_mask = self.where_mask(w, core)
+                scale *= f
         if bias is not None:
             if d.rank(bias) not in (4, None):
                 raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
@@ -589,12 +760,19 @@ class _Matcher:
         q_split = self.split3d(qa)
         # ---- K^T
         ka, fk = self.scale_mul(mm_qk.input[1], core)
-        tr_k = self.prod(ka, "Transpose")
-        if tr_k is None:
+        flat_kt = self.kt_through_3d(ka, core, shape_nodes)
+        tr_k = self.prod(ka, "Transpose") if flat_kt is None else None
+        if tr_k is None and flat_kt is None:
             raise _Miss(f"{mm_qk.name}: K is not transposed")
-        core.append(tr_k)
+        if tr_k is not None:
+            core.append(tr_k)
         k_split = None
-        if self.perm(tr_k) == [0, 2, 3, 1]:
+        if flat_kt is not None:
+            kh, fk2 = self.scale_mul(flat_kt, core)
+            fk *= fk2
+            k_split = self.split3d(kh)
+            tr_k = self.d.producer(ka)
+        elif self.perm(tr_k) == [0, 2, 3, 1]:
             k_split = self.heads_of(tr_k.input[0], [tr_k], "K")
             core.remove(tr_k)
             kh = None
@@ -672,12 +850,37 @@ class _Matcher:
         # ---- intermediates must stay inside
         self.check_contained(core, matched, {out_t})
         return AttentionMatch(sm, core, q3 or q4, k3, v3, bias, hq, dq, scale, out_t, reshape_out,
-                              q_bnsh=q3 is None)
+                              q_bnsh=q3 is None, where_mask=where_mask)
+
+
+def shape_inputs_walk(m: _Matcher, t: str, out: set[int], depth: int = 0) -> None:
+    """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
+    n = m.d.producer(t)
+    if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
+        return  # Constant nodes are not work: apply drops the ones left unread
+    out.add(id(n))
+    if n.op_type == "Shape":
+        return
+    for i in n.input:
+        if i:
+            shape_inputs_walk(m, i, out, depth + 1)
+
+
+def matcher_for(index: Any) -> _Matcher:
+    """One matcher per scanned index, so the rules share its memoised symbolic dims.
+
+    Kept on the index itself (a weak-keyed cache would keep the index alive through the matcher).
+    """
+    m = getattr(index, "_fuseview_matcher", None)
+    if m is None:
+        m = _Matcher(index)
+        index._fuseview_matcher = m
+    return m
 
 
 def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
     """Exact attention blocks and near misses (matched node names, reason) of a GraphIndex."""
-    m = _Matcher(index)
+    m = matcher_for(index)
     found: list[AttentionMatch] = []
     misses: list[tuple[list[str], str]] = []
     for sm in index.by_op.get("Softmax", ()):
@@ -695,18 +898,30 @@ def near_misses(index: Any) -> list[tuple[list[str], str]]:
     return find_attention(index)[1]
 
 
+def mask_bias(a: AttentionMatch) -> tuple[list[Replacement], str | None]:
+    """The additive mask the fused op takes, and the node computing it from a boolean one if needed."""
+    if a.where_mask is None:
+        return [], a.bias
+    cond, fill, fill_if = a.where_mask
+    zero, fill_t, out = a.output + "_mask_zero", a.output + "_mask_fill", a.output + "_mask_bias"
+    inputs = [cond, fill_t, zero] if fill_if else [cond, zero, fill_t]
+    node = Replacement(inputs=inputs, op="Where", domain="", outputs=[out],
+                       initializers={zero: np.array(0.0, np.float32), fill_t: np.array(fill, np.float32)})
+    return [node], out
+
+
 def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
     """MultiHeadAttention (+ the kept merge-heads Reshape) for one exact match."""
-    pre: list[Replacement] = []
+    pre, bias = mask_bias(a)
     q = a.q
     if a.q_bnsh:
         q = a.output + "_query"
         shape = a.output + "_query_shape"
-        pre = [Replacement(inputs=[a.q], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
-                           outputs=[q + "_bsnh"]),
-               Replacement(inputs=[q + "_bsnh", shape], op="Reshape", domain="", outputs=[q],
-                           initializers={shape: np.array([0, 0, -1], np.int64)})]
-    inputs = [q, a.k, a.v] + (["", "", a.bias] if a.bias else [])
+        pre += [Replacement(inputs=[a.q], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
+                            outputs=[q + "_bsnh"]),
+                Replacement(inputs=[q + "_bsnh", shape], op="Reshape", domain="", outputs=[q],
+                            initializers={shape: np.array([0, 0, -1], np.int64)})]
+    inputs = [q, a.k, a.v] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
         return pre + [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
@@ -742,7 +957,6 @@ def _find_matches(index: Any) -> Iterator[Match | NearMiss]:
         yield Match.custom(RULES[0], index, a.nodes, [a.output], bindings={"softmax_node": name})
     for nodes, reason in misses:
         yield NearMiss(RULES[0].name, tuple(nodes), reason)
-
 
 RULES = [
     Rule(

@@ -1,8 +1,11 @@
-"""Constant subgraphs: chains of ops over weights only (Transpose/Cast/Reshape/...) -> one new initializer."""
+"""Constant subgraphs: chains of ops over weights only (Transpose/Cast/Reshape/...) -> one new initializer;
+and Reshape targets computed at run time (Shape -> Gather -> Unsqueeze -> Concat) -> a constant with 0/-1."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import onnx
@@ -141,6 +144,88 @@ def _replace(m: Match) -> Replacement:
     )
 
 
+# ------------------------------------------------------------------------------------- shape chains
+_TARGETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[int] | None:
+    """A constant Reshape target equal to the computed one for every input shape, or None.
+
+    Each element of the computed vector must be a positive constant, the data input's own dim at that
+    position (-> 0, copied by Reshape), or the one element left (-> -1, fixed by the element count, since
+    every other element is the original's). Empty tensors (a 0 dim) are the exception -1 cannot express.
+    """
+    vec = m.d.vec(reshape.input[1], walked)
+    if vec is None:
+        return None
+    allow0 = not m.ix.attr(reshape, "allowzero", 0)
+    data = reshape.input[0]
+    rank = m.d.rank(data)
+    target: list[int] = []
+    free = 0
+    for j, e in enumerate(vec):
+        ce = m.d.canon(e) if isinstance(e, tuple) else e
+        if isinstance(ce, int) and ce > 0:
+            target.append(ce)
+        elif isinstance(ce, int) and ce == 0 and allow0:
+            target.append(0)
+        elif allow0 and rank is not None and j < rank and m.d.same(ce, ("dim", data, j)):
+            target.append(0)
+        elif ce == -1 or not isinstance(ce, int):
+            free += 1
+            target.append(-1)
+        else:
+            return None
+    return target if free <= 1 else None
+
+
+def _find_shape_chains(index) -> Iterator[Match]:
+    from fuseview.fusion.rules.attention import _matches_of, _Miss, matcher_for, shape_inputs_walk
+
+    m = matcher_for(index)
+    # Reshapes inside an attention match go with it (and skipping them keeps big scans fast).
+    in_attention = {id(n) for a in _matches_of(index).values() for n in a.nodes}
+    found: dict[str, list[int]] = {}
+    for r in index.by_op.get("Reshape", ()):
+        if r.domain not in ("", "ai.onnx") or len(r.input) < 2 or index.is_const(r.input[1]):
+            continue
+        if id(r) in in_attention:
+            continue
+        target = constant_target(m, r, set())
+        if target is None:
+            continue
+        shape_ids: set[int] = set()
+        shape_inputs_walk(m, r.input[1], shape_ids)
+        nodes = [r]
+        matched = m.absorb(nodes, shape_ids)
+        if len(nodes) == 1:
+            continue  # the chain is shared with other nodes: folding this one target removes nothing
+        try:
+            m.check_contained(nodes, matched, {r.output[0]})
+        except _Miss:
+            continue
+        found[index.name(r)] = target
+        yield Match.custom(RULES[1], index, nodes, [r.output[0]], bindings={"reshape_node": index.name(r)})
+    _TARGETS[index] = found
+
+
+def _replace_shape_chain(m: Match) -> Replacement:
+    index = m.index
+    if index not in _TARGETS:
+        list(_find_shape_chains(index))
+    name = m.bindings["reshape_node"]
+    target = _TARGETS[index][name]
+    r = next(n for n in m.node_list if n.op_type == "Reshape" and index.name(n) == name)
+    const = r.output[0] + "_target"
+    return Replacement(
+        [r.input[0], const],
+        op="Reshape",
+        domain="",
+        outputs=[r.output[0]],
+        initializers={const: np.array(target, np.int64)},
+    )
+
+
 RULES = [
     Rule(
         name="fold_constants",
@@ -151,5 +236,15 @@ RULES = [
         find=_find,
         replace=_replace,
         priority=0,
+    ),
+    Rule(
+        name="shape_chain",
+        description="Reshape target computed by Shape/Gather/Unsqueeze/Concat -> constant with 0 and -1",
+        fused_op="Reshape",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda", "reference"),
+        find=_find_shape_chains,
+        replace=_replace_shape_chain,
+        priority=1,
     ),
 ]

@@ -47,6 +47,9 @@ class EmbeddingMatch:
     epsilon: float
     output: str
     embedding_sum: str | None  # the Add tree's root output when used outside the match
+    # (segment table, row) when the segment ids are one constant: that row is folded into the position table
+    folded_segment: tuple[str, int] | None = None
+    position_ids: str | None = None  # computed position indices (else the kernel's own 0..S-1)
 
 
 class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and producer lookup
@@ -116,6 +119,31 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
                 continue  # a shared sum (residual stream) is not part of this LayerNorm's embedding tree
             stack.extend(n.input if n.op_type == "Add" else n.input[:1])
         return False
+
+    def uniform_ids(self, t: str, walked: set[int]) -> int | None:
+        """The one value every element of t holds whatever the batch and sequence, None if not provable.
+
+        BERT exported without token_type_ids reads its segment ids from a zero buffer through
+        Expand / Slice / GatherElements: every op on that path only selects or repeats the buffer's values.
+        """
+        local: set[int] = set()
+        for _ in range(16):
+            c = self.d.const(t)
+            if c is not None:
+                flat = np.ravel(c)
+                if flat.size == 0 or c.dtype.kind not in "iu" or not np.all(flat == flat[0]):
+                    return None
+                walked |= local
+                return int(flat[0])
+            n = self.prod(t, "Expand", "Slice", "GatherElements", "Gather", "Reshape", "Unsqueeze", "Squeeze",
+                          "Identity", "Cast", "Tile")
+            if n is None:
+                return None
+            if n.op_type == "Cast" and self.ix.attr(n, "to") not in _INT_TYPES:
+                return None
+            local.add(id(n))
+            t = n.input[0]
+        return None
 
     def ids_source(self, t: str, core: list, walked: set[int]) -> str | None:
         """The graph input holding these ids: t itself, or t = Reshape(input, [-1 | B, S]) (a no-op view)."""
@@ -197,11 +225,24 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
         if ids is None or ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:
             raise _Miss(f"{word_g.name}: ids are not a 2-D integer input")
         seg_g = direct[1] if len(direct) > 1 else None
+        const_seg: tuple[onnx.NodeProto, int] | None = None
+        if seg_g is None and len(others) == 2:
+            const_seg = self._constant_segment(others, ids, walked)
+            if const_seg is not None:
+                others = [g for g in others if g is not const_seg[0]]
         if len(direct) > 2 or len(others) != 1:
             raise _Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
         pos_g = others[0]
+        position_ids = None
         if not self.is_arange_positions(pos_g.input[1], ids, walked):
-            raise _Miss(f"{pos_g.name}: position indices are not provably 0..S-1")
+            # Computed positions (RoBERTa: cumsum over the padding mask) go in as the kernel's position_ids,
+            # which must be [batch | 1, seq] integers like the ids.
+            p = pos_g.input[1]
+            if ix.const_dtype(p) not in _INT_TYPES or self.d.rank(p) != 2 or not (
+                    self.d.same(("dim", p, 1), ("dim", ids, 1))
+                    and (self.d.same(("dim", p, 0), ("dim", ids, 0)) or self.d.canon(("dim", p, 0)) == 1)):
+                raise _Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
+            position_ids = p
         if seg_g is not None:
             sid = src[id(seg_g)]
             if ix.const_dtype(sid) not in _INT_TYPES or not (
@@ -214,9 +255,27 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
         used_outside = root in ix.graph_outputs or any(
             id(c) not in matched for c in ix.consumers.get(root, ()))
         eps = float(ix.attr(ln, "epsilon", 1e-5))
+        folded = None
+        if const_seg is not None:
+            folded = (const_seg[0].input[0], const_seg[1])
         return EmbeddingMatch(ln, core, ids, src[id(seg_g)] if seg_g is not None else None, word_g.input[0],
                               pos_g.input[0], seg_g.input[0] if seg_g is not None else None, gamma, beta, eps,
-                              ln.output[0], root if used_outside else None)
+                              ln.output[0], root if used_outside else None, folded, position_ids)
+
+    def _constant_segment(self, others: list, ids: str, walked: set) -> tuple[onnx.NodeProto, int] | None:
+        """Of two Gathers not indexed by an input: the one reading one constant row (the other: positions)."""
+        found = []
+        for g in others:
+            local: set[int] = set()
+            v = self.uniform_ids(g.input[1], local)
+            rows = self.table(g.input[0])
+            if v is not None and rows is not None and 0 <= v < rows[0]:
+                found.append((g, v, local))
+        if len(found) != 1:
+            return None
+        g, v, local = found[0]
+        walked |= local
+        return g, v
 
 
 def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[str], str]]]:
@@ -233,7 +292,7 @@ def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[s
     return found, misses
 
 
-def replacement_nodes(e: EmbeddingMatch) -> list[Replacement]:
+def replacement_nodes(e: EmbeddingMatch, index: Any = None) -> list[Replacement]:
     """Casts of the ids to int32 and the EmbedLayerNormalization node."""
     reps = []
     ids32 = e.output + "_input_ids_int32"
@@ -246,8 +305,25 @@ def replacement_nodes(e: EmbeddingMatch) -> list[Replacement]:
                                 domain="", outputs=[seg32]))
     # onnxruntime's type inference writes output 1 (mask_index) unconditionally, so it is always named.
     outputs = [e.output, e.output + "_mask_index"] + ([e.embedding_sum] if e.embedding_sum else [])
+    position = e.position
+    inits: dict[str, np.ndarray] = {}
+    if e.folded_segment is not None and index is not None:
+        table, row = e.folded_segment
+        pos = index.const_value(e.position)
+        seg = index.const_value(table)
+        if pos is None or seg is None:
+            raise ValueError(f"{e.output}: embedding tables are not readable")
+        position = e.output + "_position_plus_segment"
+        inits[position] = (pos + seg[row][None, :]).astype(pos.dtype)
+    extra = []
+    if e.position_ids:
+        pos32 = e.output + "_position_ids_int32"
+        reps.append(Replacement(inputs=[e.position_ids], attrs={"to": onnx.TensorProto.INT32}, op="Cast",
+                                domain="", outputs=[pos32]))
+        extra = ["", pos32]  # no mask, then position_ids
     reps.append(Replacement(
-        inputs=[ids32, seg32, e.word, e.position, e.segment or "", e.gamma, e.beta],
+        initializers=inits,
+        inputs=[ids32, seg32, e.word, position, e.segment or "", e.gamma, e.beta, *extra],
         attrs={"epsilon": float(np.float32(e.epsilon))}, op="EmbedLayerNormalization", domain=MS_DOMAIN,
         outputs=outputs))
     return reps
@@ -277,7 +353,7 @@ def _replace(m: Match) -> list[Replacement]:
     e = _matches_of(m.index).get(m.bindings["layernorm_node"])
     if e is None:
         raise ValueError(f"embedding match at {m.bindings['layernorm_node']} is gone")
-    return replacement_nodes(e)
+    return replacement_nodes(e, m.index)
 
 
 RULES = [

@@ -13,6 +13,7 @@ from fuseview.fusion.rules._common import (
     linear_3d_matmul,
     scalar,
 )
+from fuseview.fusion.shapes import same_shape
 
 # ---------------------------------------------------------------------------------------- pattern pieces
 
@@ -127,6 +128,17 @@ def _norm_input(m: Match) -> str:
 
 def _decomposed_check(m: Match) -> str | None:
     x = _norm_input(m)
+    if "rmsop" in m.nodes:
+        n = m.node("rmsop")
+        rank = m.rank(n.input[0])
+        axis = m.attr("rmsop", "axis", -1)
+        if axis != -1 and (rank is None or axis != rank - 1):
+            return f"{n.op_type} axis {axis} is not the last axis"
+        if m.attr("rmsop", "stash_type", 1) != 1:
+            return f"{n.op_type} computes in another type (stash_type); the fused kernel uses float32"
+        if len(n.output) > 1 and any(n.output[1:]):
+            return f"{n.op_type}'s inverse-RMS output is used"
+        return None
     if "ln" in m.nodes:
         axis = m.attr("ln", "axis", -1)
         rank = m.rank(m.node("ln").input[0])
@@ -148,7 +160,8 @@ def _decomposed_check(m: Match) -> str | None:
 
 
 def _affine_check(m: Match) -> str | None:
-    x = m.node("scale").input[0] if "scale" in m.nodes else m.node("ln").input[0]
+    label = next(lb for lb in ("scale", "ln", "rmsop") if lb in m.nodes)
+    x = m.node(label).input[0]
     for v in ("gamma", "beta"):
         if v in m.bindings:
             r = last_axis_vector(m, v, x)
@@ -164,9 +177,12 @@ def _skip_check(m: Match) -> str | None:
     sa, sb = m.shape(main), m.shape(skip)
     if sa is None or sb is None or len(sa) != 3:
         return f"residual Add inputs have shapes {sa} and {sb}; SkipLayerNormalization needs 3-D input"
-    if list(sa) != list(sb) and not (len(sb) == 3 and sb[0] == 1 and list(sb[1:]) == list(sa[1:])):
-        if not (len(sb) == 2 and list(sb) == list(sa[1:])):
-            return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
+    if not (
+        same_shape(sa, sb)
+        or (len(sb) == 3 and sb[0] == 1 and same_shape(sb[1:], sa[1:]))
+        or (len(sb) == 2 and same_shape(sb, sa[1:]))
+    ):
+        return f"residual Add inputs have shapes {sa} and {sb}; the skip must match the input"
     r = linear_3d_check(m)
     if r:
         return r
@@ -188,8 +204,9 @@ def _not_centered(m: Match) -> str | None:
 
 
 def _eps(m: Match) -> float:
-    if "ln" in m.nodes:
-        return float(m.attr("ln", "epsilon", 1e-5))
+    for label in ("ln", "rmsop"):
+        if label in m.nodes:
+            return float(m.attr(label, "epsilon", 1e-5))
     return scalar(m, "eps")
 
 
@@ -242,7 +259,7 @@ def _skip_replace(m: Match) -> Replacement | list[Replacement]:
 
 def _skip_rms_replace(m: Match) -> Replacement:
     inp, skip = _skip_inputs(m)
-    outs = [m.node("scale").output[0]]
+    outs = [m.node("rmsop" if "rmsop" in m.nodes else "scale").output[0]]
     # The residual stream may read the sum itself or its float32 Cast (a no-op on float32): same values.
     exposed = m.exposed.get("cast_in") or m.exposed.get("skip_add")
     if exposed:
@@ -272,8 +289,27 @@ def _skip_patterns(kind: str):
     return tuple(fns)
 
 
+def _rms_op_node(op_name: str):
+    """Residual Add feeding an RMSNorm that is already one op: RMSNormalization (opset 23) or
+    SimplifiedLayerNormalization (onnxruntime's, in the default domain)."""
+
+    def node(op, a, b, c, skip):
+        return getattr(op, op_name)(_input(op, a, b, c, skip), op.constant("gamma"), _label="rmsop")
+
+    node.__name__ = f"_{op_name}"
+    return node
+
+
 def _skip_rms_patterns(kind: str):
-    return tuple(_rms_variants(kind))
+    fns = list(_rms_variants(kind))
+    for op_name in ("RMSNormalization", "SimplifiedLayerNormalization"):
+        node_fn = _rms_op_node(op_name)
+
+        def fn(op, a, b, c=None, node_fn=node_fn):
+            return node_fn(op, a, b, c, kind)
+
+        fns.append(_sig(fn, kind, op_name.lower()))
+    return tuple(fns)
 
 
 RULES = [

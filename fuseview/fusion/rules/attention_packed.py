@@ -1,0 +1,238 @@
+"""Packed attention: an attention block whose Q, K and V are projections of one tensor -> contrib Attention.
+
+    x -> (x @ W_qkv + b, Split) or (x @ Wq + bq, x @ Wk + bk, x @ Wv + bv) -> attention_mha's block
+
+becomes ``Attention(x, W, b, attention_bias=mask, num_heads=H, scale=c)`` (com.microsoft) with the weights
+packed [K, 3 x hidden] (columns Q | K | V). One GEMM instead of three, and the projection's and heads'
+Reshape shape chains go with the match. Built on the matches of ``attention`` (same checks, same masks).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
+from fuseview.fusion.rules.attention import (
+    AttentionMatch,
+    _Matcher,
+    _matches_of,
+    _Miss,
+    mask_bias,
+    matcher_for,
+    shape_inputs_walk,
+)
+
+
+@dataclass
+class PackedMatch:
+    """An attention block whose Q, K and V come from one projection: contrib Attention does it all."""
+
+    mha: AttentionMatch
+    nodes: list[onnx.NodeProto]
+    x: str  # [B, S, K] input of the projection
+    weight: np.ndarray  # [K, 3 * hidden], columns Q | K | V
+    bias: np.ndarray  # [3 * hidden]
+
+
+def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
+    """The match widened to one QKV projection (Split of x @ W + b), or _Miss saying why not."""
+    ix = m.ix
+    if a.q_bnsh:
+        raise _Miss("Q is only seen per head (rotary or similar): no packed projection")
+    sp = m.prod(a.q, "Split")
+    if sp is None:
+        return _three_projections(m, a)
+    if m.prod(a.k, "Split") is not sp or m.prod(a.v, "Split") is not sp:
+        raise _Miss("Q, K and V are not the outputs of one Split")
+    if list(sp.output) != [a.q, a.k, a.v]:
+        raise _Miss(f"{sp.name}: outputs are not Q, K, V in this order")
+    packed = sp.input[0]
+    rank = m.d.rank(packed)
+    axis = int(ix.attr(sp, "axis", 0))
+    if rank != 3 or axis % 3 != 2:
+        raise _Miss(f"{sp.name}: does not split the last axis of a 3-D tensor")
+    hidden = a.num_heads * a.head_size
+    sizes = m.d.const(sp.input[1]) if len(sp.input) > 1 and sp.input[1] else ix.attr(sp, "split")
+    if sizes is not None and [int(v) for v in np.ravel(sizes)] != [hidden] * 3:
+        raise _Miss(f"{sp.name}: split sizes {list(np.ravel(sizes))} are not 3 x {hidden}")
+    core = [sp]
+    shape_ids: set[int] = set()
+    add = m.prod(packed, "Add")
+    bias = None
+    if add is not None:
+        for lin, b in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+            bv = m.d.const(b) if b not in ix.initializers else ix.const_value(b)
+            if m.prod(lin, "MatMul") is not None and bv is not None and bv.shape == (3 * hidden,):
+                core.append(add)
+                bias, packed = bv, lin
+                break
+    r_out = m.prod(packed, "Reshape")
+    if r_out is not None and bias is None:
+        gemm = m.prod(r_out.input[0], "Gemm")
+        r_in = m.prod(gemm.input[0], "Reshape") if gemm is not None else None
+        if gemm is None or r_in is None:
+            raise _Miss(f"{r_out.name}: projection is not Reshape -> Gemm -> Reshape")
+        for attr, want in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
+            if ix.attr(gemm, attr, want) != want:
+                raise _Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
+        x = r_in.input[0]
+        w = ix.const_value(gemm.input[1])
+        bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
+        sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
+        if sx is None or sf is None or so is None or len(sx) != 3 or w is None or w.ndim != 2:
+            raise _Miss(f"{gemm.name}: shapes around the projection are unknown")
+        if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w.shape[1]]:
+            raise _Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
+        if not (m.d.same(("dim", x, 0), ("dim", a.q, 0)) or m.d.same(("dim", x, 1), ("dim", a.q, 1))):
+            vec = m.d.vec(r_out.input[1], set())
+            if vec is None or len(vec) != 3 or not all(m.d.same(vec[j], ("dim", x, j)) for j in (0, 1)):
+                raise _Miss(f"{r_out.name}: restored leading dims are not provably x's batch and sequence")
+        core += [r_out, gemm, r_in]
+        for r in (r_in, r_out):
+            shape_inputs_walk(m, r.input[1], shape_ids)
+    else:
+        mm = m.prod(packed, "MatMul")
+        if mm is None:
+            raise _Miss(f"{sp.name}: input is not a linear projection of one tensor")
+        x = mm.input[0]
+        w = ix.const_value(mm.input[1])
+        core.append(mm)
+        if m.d.rank(x) != 3:
+            raise _Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
+    if w is None or w.ndim != 2 or w.shape[1] != 3 * hidden or w.dtype != np.float32:
+        raise _Miss(f"{sp.name}: projection weight is not a float32 [K, 3 x {hidden}] constant")
+    if bias is None:
+        bias = np.zeros(3 * hidden, np.float32)
+    if bias.shape != (3 * hidden,) or bias.dtype != np.float32:
+        raise _Miss(f"{sp.name}: projection bias is not a float32 [3 x {hidden}] vector")
+    nodes = list(a.nodes) + core
+    for n in a.nodes:
+        if n.op_type == "Reshape":
+            shape_inputs_walk(m, n.input[1], shape_ids)
+    matched = m.absorb(nodes, shape_ids)
+    m.check_contained(nodes, matched, {a.output})
+    return PackedMatch(a, nodes, x, w, bias)
+
+
+def _linear(m: _Matcher, t: str) -> tuple[str, np.ndarray, np.ndarray | None, list] | None:
+    """(x, W, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
+    nodes = []
+    bias = None
+    add = m.prod(t, "Add")
+    if add is not None:
+        for lin, b in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+            if m.prod(lin, "MatMul") is not None and m.ix.is_const(b):
+                bias, t = m.ix.const_value(b), lin
+                nodes.append(add)
+                break
+        else:
+            return None
+    mm = m.prod(t, "MatMul")
+    if mm is None or not m.ix.is_const(mm.input[1]):
+        return None
+    w = m.ix.const_value(mm.input[1])
+    if w is None or w.ndim != 2 or w.dtype != np.float32:
+        return None
+    if bias is not None and (bias.shape != (w.shape[1],) or bias.dtype != np.float32):
+        return None
+    return mm.input[0], w, bias, nodes + [mm]
+
+
+def _three_projections(m: _Matcher, a: AttentionMatch) -> PackedMatch:
+    """Q, K, V each x @ Wi + bi of the same x: one [K, 3 x hidden] projection."""
+    parts = [_linear(m, t) for t in (a.q, a.k, a.v)]
+    if any(p is None for p in parts):
+        raise _Miss("Q, K and V are not constant linear projections (x @ W + b)")
+    xs = {p[0] for p in parts}
+    if len(xs) != 1:
+        raise _Miss("Q, K and V are projections of different tensors (cross-attention?)")
+    x = parts[0][0]
+    if m.d.rank(x) != 3:
+        raise _Miss("projection input is not [batch, seq, hidden]")
+    hidden = a.num_heads * a.head_size
+    if any(p[1].shape[1] != hidden or p[1].shape[0] != parts[0][1].shape[0] for p in parts):
+        raise _Miss(f"projection widths {[list(p[1].shape) for p in parts]} are not 3 x {hidden}")
+    w = np.concatenate([p[1] for p in parts], axis=1)
+    b = np.concatenate([p[2] if p[2] is not None else np.zeros(hidden, np.float32) for p in parts])
+    nodes = list(a.nodes) + [n for p in parts for n in p[3]]
+    shape_ids: set[int] = set()
+    for n in a.nodes:
+        if n.op_type == "Reshape":
+            shape_inputs_walk(m, n.input[1], shape_ids)
+    matched = m.absorb(nodes, shape_ids)
+    m.check_contained(nodes, matched, {a.output})
+    return PackedMatch(a, nodes, x, w, b)
+
+
+def packed_replacement(p: PackedMatch) -> list[Replacement]:
+    """contrib Attention(x, W, b, attention_bias) (+ the kept merge-heads Reshape) for one packed match."""
+    a = p.mha
+    w_name, b_name = a.output + "_qkv_weight", a.output + "_qkv_bias"
+    inits = {w_name: p.weight, b_name: p.bias}
+    pre, bias = mask_bias(a)
+    inputs = [p.x, w_name, b_name] + (["", "", bias] if bias else [])
+    attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
+    if a.reshape_out is None:
+        return pre + [
+            Replacement(
+                inputs=inputs,
+                attrs=attrs,
+                op="Attention",
+                domain=MS_DOMAIN,
+                outputs=[a.output],
+                initializers=inits,
+            )
+        ]
+    mid = a.output + "_attention"
+    return pre + [
+        Replacement(
+            inputs=inputs, attrs=attrs, op="Attention", domain=MS_DOMAIN, outputs=[mid], initializers=inits
+        ),
+        Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output]),
+    ]
+
+
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _find_packed(index: Any) -> Iterator[Match | NearMiss]:
+    m = matcher_for(index)
+    found = _matches_of(index)
+    _PACKED[index] = {}
+    for name, a in found.items():
+        try:
+            p = packed_projection(m, a)
+        except _Miss as exc:
+            yield NearMiss(RULES[0].name, (name,), str(exc))
+            continue
+        _PACKED[index][name] = p
+        yield Match.custom(RULES[0], index, p.nodes, [a.output], bindings={"softmax_node": name})
+
+
+def _replace_packed(m: Match) -> list[Replacement]:
+    if m.index not in _PACKED:
+        list(_find_packed(m.index))
+    p = _PACKED[m.index].get(m.bindings["softmax_node"])
+    if p is None:
+        raise ValueError(f"packed attention match at {m.bindings['softmax_node']} is gone")
+    return packed_replacement(p)
+
+
+RULES = [
+    Rule(
+        name="attention_packed",
+        description="one Q|K|V projection (x @ W + b, Split) + attention -> contrib Attention",
+        fused_op="Attention",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        find=_find_packed,
+        replace=_replace_packed,
+        priority=110,
+    ),
+]
