@@ -92,7 +92,7 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
         wb.panel.accept_all()
         with qtbot.waitSignal(wb.applied, timeout=MS):
             assert wb.apply()
-        before = wb.fused_pane.title.text()
+        before = wb.fused_pane.title.full_text
         pp = wb.profile_panel
         pp.runs.setValue(4)
         pp.warmup.setValue(1)
@@ -101,7 +101,7 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
             pp.start_profile()
         report = blocker.args[0]
         lat = report["comparison"]["latency"]
-        title = wb.fused_pane.title.text()
+        title = wb.fused_pane.title.full_text
         assert title.startswith(before + " · latency ") and "95% CI" in title and lat["verdict"] in title
         # candidates: measured time and share of the nodes each would replace, from the original's profile
         table, panel = wb.panel.table, wb.panel

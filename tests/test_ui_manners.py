@@ -113,7 +113,7 @@ def test_selecting_a_fused_node_brings_its_originals_into_view(qtbot, win):
     apply_all(qtbot, win)
     wb = win.workbench
     fdoc = wb.fused["doc"]
-    mha = next(n for n in fdoc.graph.nodes if n.op_type == "MultiHeadAttention")
+    mha = next(n for n in fdoc.graph.nodes if n.op_type in ("Attention", "MultiHeadAttention"))
     originals = wb.links.to_original[mha.name]
     keys = [node_key(win.workbench.root_doc.graph.node_by_name[o]) for o in originals]
     # look somewhere else first: the graph's far end
@@ -144,7 +144,7 @@ def test_a_failed_apply_is_titled_by_what_failed(qtbot, win, errors, monkeypatch
     def broken(*_a, **_k):
         raise RuntimeError("the apply step broke")
 
-    monkeypatch.setattr("fuseview.fusion.apply.apply_candidates", broken)
+    monkeypatch.setattr("fuseview.fusion.pipeline.apply_candidates", broken)
     with qtbot.waitSignal(win.workbench.apply_failed, timeout=MS) as failed:
         win.workbench.apply()
     assert errors == [("Cannot apply the fusions", "RuntimeError: the apply step broke")]
