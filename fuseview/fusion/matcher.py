@@ -9,7 +9,19 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.rule import Match, Pattern, PConst, PNode, POut, PTerm, PVar, Rule
+from fuseview.fusion.rule import (
+    COMMUTATIVE,
+    Match,
+    PAlt,
+    Pattern,
+    PConst,
+    PNode,
+    POpt,
+    POut,
+    PTerm,
+    PVar,
+    Rule,
+)
 
 
 @dataclass
@@ -58,16 +70,18 @@ class PatternMatcher:
 
     def match_root(self, node: onnx.NodeProto) -> Iterator[_State]:
         """Every structural match whose root is ``node``."""
-        root = self.pattern.root
         st = _State({}, frozenset(), {})
-        yield from self._match_node(root, node, st)
+        for root in self.pattern.roots:
+            if node.op_type in root.op_types:
+                yield from self._match_node(root, node, st)
 
     def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
         idx = self.index
         name = idx.name(node)
         domain = "" if node.domain == "ai.onnx" else node.domain
-        if node.op_type != pn.op_type or domain != pn.domain:
-            self._fail(st, f"{name} is {node.op_type}, expected {pn.op_type} ({pn.label})")
+        if node.op_type not in pn.op_types or domain != pn.domain:
+            want = "/".join(pn.op_types)
+            self._fail(st, f"{name} is {node.op_type}, expected {want} ({pn.label})")
             return
         if id(node) in st.used:
             self._fail(st, f"{name} is already matched elsewhere in the pattern")
@@ -80,13 +94,20 @@ class PatternMatcher:
         inputs = list(node.input)
         while inputs and not inputs[-1]:
             inputs.pop()
-        if len(inputs) < len(pn.inputs) or (len(inputs) > len(pn.inputs) and not pn.extra_inputs):
-            self._fail(st, f"{name} has {len(inputs)} inputs, expected {len(pn.inputs)}")
+        terms = pn.inputs
+        need = len(terms)
+        while need and isinstance(terms[need - 1], POpt):
+            need -= 1
+        if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
+            want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
+            self._fail(st, f"{name} has {len(inputs)} inputs, expected {want}")
             return
+        if len(inputs) < len(terms):
+            inputs = inputs + [""] * (len(terms) - len(inputs))
         st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
-        orders = [pn.inputs]
-        if pn.commutative:
-            orders.append([pn.inputs[1], pn.inputs[0]])
+        orders = [terms]
+        if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
+            orders.append([terms[1], terms[0]])
         for order in orders:
             yield from self._match_seq(order, inputs, 0, st2)
 
@@ -99,6 +120,16 @@ class PatternMatcher:
 
     def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         idx = self.index
+        if isinstance(term, POpt):
+            if tensor:
+                yield from self._match_term(term.term, tensor, st)
+            else:
+                yield st
+            return
+        if isinstance(term, PAlt):
+            for alt in term.alternatives:
+                yield from self._match_term(alt, tensor, st)
+            return
         if isinstance(term, PVar):
             bound = st.binds.get(term.name)
             if bound is not None:
@@ -151,10 +182,13 @@ def _boundary(
 ) -> tuple[str | None, list[str], dict[str, str]]:
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
-    root = st.nodes[pattern.root.label]
+    root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
     outputs = [o for o in root.output if o]
     exposed: dict[str, str] = {}
-    by_label = {p.label: p for p in pattern.nodes}
+    by_label: dict[str, PNode] = {}
+    for p in pattern.nodes:
+        if p.expose or p.label not in by_label:
+            by_label[p.label] = p
     for label, node in st.nodes.items():
         if node is root:
             continue
@@ -179,40 +213,47 @@ def _boundary(
     return None, outputs, exposed
 
 
-def _first_level(pattern: Pattern) -> dict[str, int]:
-    """Op types the root's inputs must be produced by (a cheap filter before backtracking)."""
-    cached = getattr(pattern, "_need", None)
+def _first_level(pattern: Pattern, op_type: str) -> list[dict[str, int]]:
+    """Per root alternative of type ``op_type``: op types its inputs must be produced by (a cheap filter)."""
+    cache = pattern.__dict__.setdefault("_need", {})
+    cached = cache.get(op_type)
     if cached is None:
-        cached = {}
-        for t in pattern.root.inputs:
-            if isinstance(t, POut):
-                cached[t.node.op_type] = cached.get(t.node.op_type, 0) + 1
-        pattern._need = cached  # type: ignore[attr-defined]
+        cached = []
+        for root in pattern.roots:
+            if op_type not in root.op_types:
+                continue
+            need: dict[str, int] = {}
+            for t in root.inputs:
+                if isinstance(t, POut) and not t.node.alt_ops:
+                    need[t.node.op_type] = need.get(t.node.op_type, 0) + 1
+            cached.append(need)
+        cache[op_type] = cached
     return cached
 
 
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
     best: Failure | None = None
-    excluded = False
+    excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
     for pattern in rule.compiled:
-        if pattern.root.op_type != node.op_type:
+        needs = _first_level(pattern, node.op_type)
+        if not needs:
             continue
-        need = _first_level(pattern)
-        if need:
+        if all(needs):
             if producer_ops is None:
                 producer_ops = [
                     index.producer[i][0].op_type if i in index.producer else None for i in node.input
                 ]
-            if not all(producer_ops.count(op) >= k for op, k in need.items()):
+            if not any(all(producer_ops.count(op) >= k for op, k in need.items()) for need in needs):
                 continue
         pm = PatternMatcher(index, pattern)
-        for st in pm.match_root(node):
+        # With alternatives one pattern has matches of several sizes: the largest is tried first.
+        for st in sorted(pm.match_root(node), key=lambda s: -len(s.nodes)):
             reason, outputs, exposed = _boundary(index, pattern, st)
             m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
             if rule.exclude is not None and rule.exclude(m):
-                excluded = True
+                excluded = max(excluded, len(st.nodes))
                 continue
             if reason is None and rule.check is not None:
                 try:
@@ -223,12 +264,15 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
                 # Patterns come largest first, so this is the largest valid match (Transpose+MatMul+Mul
                 # rather than MatMul+Mul).
                 return m, None
-            f = Failure(len(pattern.nodes) + 1, reason, list(st.nodes.values()))
+            f = Failure(len(st.nodes) + 1, reason, list(st.nodes.values()))
             if best is None or f.depth >= best.depth:
                 best = f
         f = pm.failure
-        n = len(pattern.nodes)
+        n = pattern.min_nodes
         if f is not None and f.depth >= (max(3, n - 1) if n >= 4 else n + 1):
             if best is None or f.depth > best.depth:
                 best = f
-    return None, (None if excluded else best)
+    # An excluded match silences near misses, except a larger match that failed its check.
+    if best is not None and excluded >= 0 and len(best.nodes) <= excluded:
+        best = None
+    return None, best
