@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 from fuseview.errors import FuseviewError
@@ -299,6 +300,12 @@ def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto]
         if old != new:
             blockers.add(n.op_type)
     if blockers:
+        if _convert_opset(model, new_nodes, imp.version, need):
+            notes.append(
+                f"ONNX opset raised {imp.version} -> {need} for the fused ops; onnx's version converter "
+                f"rewrote {', '.join(sorted(blockers))} for the new opset"
+            )
+            return
         notes.append(
             f"kept opset {imp.version}: raising it to {need} would change {', '.join(sorted(blockers))};"
             " the fused ops run as onnxruntime contrib ops"
@@ -306,6 +313,37 @@ def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto]
         return
     notes.append(f"ONNX opset raised {imp.version} -> {need} for the fused ops (no other op changes meaning)")
     imp.version = need
+
+
+_HIDDEN = "fuseview.opset_pending"
+
+
+def _convert_opset(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], old: int, need: int) -> bool:
+    """Raise the whole model to opset ``need`` with onnx's version converter (the fused ops, which the old
+    opset lacks, are hidden from it meanwhile); True when the result passes the full checker."""
+    fused = {n.name for n in new_nodes if n.domain in ("", "ai.onnx") and not _defined_at(n.op_type, old)}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for n in probe.graph.node:
+        if n.name in fused and n.domain in ("", "ai.onnx"):
+            n.domain = _HIDDEN
+    probe.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
+    try:
+        converted = onnx.version_converter.convert_version(probe, need)
+        for n in converted.graph.node:
+            if n.domain == _HIDDEN:
+                n.domain = ""
+        imports = [o for o in converted.opset_import if o.domain != _HIDDEN]
+        del converted.opset_import[:]
+        converted.opset_import.extend(imports)
+        onnx.checker.check_model(converted, full_check=True)
+    except Exception:  # noqa: BLE001 - no adapter, or the result does not check: keep the old opset
+        return False
+    meta = list(model.metadata_props)
+    model.CopyFrom(converted)
+    if not model.metadata_props:
+        model.metadata_props.extend(meta)
+    return True
 
 
 def apply_plan(

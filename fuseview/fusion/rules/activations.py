@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
-from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
 from fuseview.fusion.rules._common import (
     all_checks,
     float_input,
@@ -109,6 +112,91 @@ def _quick_check(m):
     return None
 
 
+# ------------------------------------------------------------------------------- HardSigmoid / HardSwish
+def const_through_cast(index, tensor: str) -> np.ndarray | None:  # noqa: ANN001
+    """A constant's value, also through a Cast of a constant (TorchScript writes Clip bounds so)."""
+    v = index.const_value(tensor)
+    prod = index.producer.get(tensor)
+    if v is None and prod is not None and prod[0].op_type == "Cast":
+        src = index.const_value(prod[0].input[0])
+        to = index.attr(prod[0], "to")
+        if src is not None and to:
+            v = src.astype(onnx.helper.tensor_dtype_to_np_dtype(to))
+    return v
+
+
+def clip_bounds(m: Match, label: str) -> tuple[float | None, float | None]:
+    """Clip's (min, max) from its constant inputs (opset >= 11) or attributes; None where unbounded or
+    not a constant (then ``nan``)."""
+    node = m.node(label)
+    lo = m.attr(label, "min", None)
+    hi = m.attr(label, "max", None)
+    for pos in (1, 2):
+        if len(node.input) > pos and node.input[pos]:
+            v = const_through_cast(m.index, node.input[pos])
+            val = float("nan") if v is None or v.size != 1 else float(np.ravel(v)[0])
+            lo, hi = (val, hi) if pos == 1 else (lo, val)
+    return lo, hi
+
+
+def _shifted_clip(op, x):
+    """Clip(x + shift, lo, hi) (bounds as inputs from opset 11, attributes before)."""
+    shifted = op.Add(x, op.constant("shift"), _label="shift_add")
+    return op.Clip(shifted, op.opt(op.var("lo")), op.opt(op.var("hi")), _label="clip")
+
+
+def _relu6_shifted(op, x):
+    """Clip(x + shift, 0, top) / top (or * 1/top): a HardSigmoid written out."""
+    return op.AnyOp(("Div", "Mul"), _shifted_clip(op, x), op.constant("top"), _label="scale")
+
+
+def _hard_sigmoid(op, x):
+    return _relu6_shifted(op, x)
+
+
+def _hard_swish(op, x):
+    gate = op.Or(op.HardSigmoid(x, _label="hsig"), _relu6_shifted(op, x))
+    # x * gate, or (x * Clip(x + 3, 0, 6)) / 6 as MobileNetV3 code writes it.
+    inner = op.Mul(x, _shifted_clip(op, x), _label="gate_mul")
+    scaled = op.AnyOp(("Div", "Mul"), inner, op.constant("top"), _label="scale")
+    return op.Or(op.Mul(x, gate, _label="gate_mul"), scaled)
+
+
+def _hard_params(m: Match) -> tuple[float, float] | str:
+    """(alpha, beta) of the HardSigmoid the match computes, or the reason it is not one."""
+    if "hsig" in m.nodes:
+        return float(m.attr("hsig", "alpha", 0.2)), float(m.attr("hsig", "beta", 0.5))
+    lo, hi = clip_bounds(m, "clip")
+    shift, top = scalar(m, "shift"), scalar(m, "top")
+    if shift is None or top is None:
+        return "the shift and the scale must be scalar constants"
+    if m.node("scale").op_type == "Mul":
+        top = 1.0 / top if top else 0.0
+    if lo != 0.0 or hi is None or top <= 0 or abs(hi - top) > 1e-5 * top:
+        return f"Clip({lo}, {hi}) then / {top:g} is not a 0..1 gate"
+    return 1.0 / top, shift / top
+
+
+def _hard_sigmoid_check(m: Match) -> str | None:
+    p = _hard_params(m)
+    return p if isinstance(p, str) else None
+
+
+def _hard_swish_check(m: Match) -> str | None:
+    p = _hard_params(m)
+    if isinstance(p, str):
+        return p
+    alpha, beta = p
+    if abs(alpha - 1 / 6) > 1e-5 or abs(beta - 0.5) > 1e-5:
+        return f"gate is HardSigmoid(alpha={alpha:g}, beta={beta:g}); HardSwish needs 1/6 and 0.5"
+    return None
+
+
+def _hard_sigmoid_replace(m: Match) -> Replacement:
+    alpha, beta = _hard_params(m)
+    return Replacement([m["x"]], {"alpha": alpha, "beta": beta})
+
+
 RULES = [
     Rule(
         name="gelu_erf",
@@ -164,5 +252,27 @@ RULES = [
         check=all_checks(float_input("x"), _quick_check),
         priority=5,
         replace=lambda m: Replacement([m["x"]], {"alpha": _quick_alpha(m)}),
+    ),
+    Rule(
+        name="hard_swish",
+        description="x * HardSigmoid(x) or x * relu6(x + 3) / 6 -> HardSwish (ONNX, opset 14)",
+        fused_op="HardSwish",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=(_hard_swish,),
+        check=all_checks(float_input("x"), _hard_swish_check),
+        priority=9,
+        replace=lambda m: Replacement([m["x"]]),
+    ),
+    Rule(
+        name="hard_sigmoid",
+        description="Clip(x + 3, 0, 6) / 6 -> HardSigmoid",
+        fused_op="HardSigmoid",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=(_hard_sigmoid,),
+        check=all_checks(float_input("x"), _hard_sigmoid_check),
+        priority=6,
+        replace=_hard_sigmoid_replace,
     ),
 ]
