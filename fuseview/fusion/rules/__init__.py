@@ -8,7 +8,9 @@ from functools import lru_cache
 from fuseview.fusion.rule import Rule
 
 # One module per family; order here is the catalogue order (bigger fusions come first within a scan anyway).
-RULE_MODULES = ("attention", "embedding", "norms", "activations", "linear", "conv", "custom", "constants")
+RULE_MODULES = (
+    "attention", "embedding", "norms", "activations", "linear", "conv", "quantized", "custom", "constants",
+)
 
 
 @lru_cache(maxsize=1)
