@@ -49,6 +49,10 @@ def ort_optimizer_fused(path: Path) -> int | None:
     kind = next((t for pre, t in ORT_TYPES.items() if path.stem.startswith(pre)), None)
     if kind is None:
         return None
+    try:  # the optimizer needs sympy for its symbolic shape inference (pip install sympy)
+        import sympy  # noqa: F401
+    except ImportError:
+        return None
     from onnxruntime.transformers.optimizer import optimize_model
 
     logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)

@@ -318,3 +318,56 @@ def test_catalogue_declares_variants_instead_of_generating_them():
                  "hard_swish", "dynamic_quantize_matmul", "qlinear_conv"):
         assert compiled[name] == 1, (name, compiled[name])
     assert compiled["bias_gelu_erf"] == compiled["bias_fast_gelu"] == 3
+
+
+# --------------------------------------------------------------------------------- inner graphs
+def _run(model, feeds):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def test_if_branches_are_scanned_and_fused_inside_the_body():
+    path = FAMILIES / "if_lstm_tagger.onnx"
+    model = load_model(path)
+    scan, accepted, res = fuse_all(model, path.parent)
+    scopes = {c.scope for c in scan.candidates if c.id in accepted}
+    assert scopes == {"maybe_reverse:then_branch", "maybe_reverse:else_branch"}
+    assert len({c.id for c in scan.candidates}) == len(scan.candidates)  # same node names, distinct ids
+    assert not res.model.graph.node[0].op_type != "If"
+    for a in res.model.graph.node[0].attribute:
+        body_ops = {n.op_type for n in a.g.node}
+        assert {"BiasGelu", "LSTM"} <= body_ops and "Erf" not in body_ops, a.name
+    onnx.checker.check_model(res.model, full_check=True)
+    ids = np.random.default_rng(0).integers(0, 100, (3, 9)).astype(np.int64)
+    for flag in (True, False):  # both branches, not just the one a random condition takes
+        feeds = {"ids": ids, "reverse": np.array(flag)}
+        assert np.max(np.abs(_run(model, feeds) - _run(res.model, feeds))) <= 1e-4
+    assert not any(n.domain == "com.microsoft" for n in model.graph.node[0].attribute[0].g.node)  # input kept
+
+
+def test_model_local_function_is_scanned_and_fused():
+    c = {"sqrt2": np.float32(np.sqrt(2.0)), "one": np.float32(1.0), "half": np.float32(0.5)}
+    body = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.asarray(v), k))
+            for k, v in c.items()]
+    body += [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    fn = helper.make_function("local", "MyGelu", ["x"], ["y"], body, [helper.make_opsetid("", 17)])
+    call = helper.make_node("MyGelu", ["inp"], ["out"], domain="local", name="call")
+    g = helper.make_graph([call], "g", [helper.make_tensor_value_info("inp", F, [2, 3])],
+                          [helper.make_tensor_value_info("out", F, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                          functions=[fn], ir_version=8)
+    scan, accepted, res = fuse_all(m)
+    assert [c.scope for c in scan.candidates if c.id in accepted] == ["function local:MyGelu"]
+    fused_fn = res.model.functions[0]
+    assert [n.op_type for n in fused_fn.node if n.op_type != "Constant"] == ["Gelu"]
+    assert any(o.domain == "com.microsoft" for o in fused_fn.opset_import)
+    onnx.checker.check_model(res.model, full_check=True)
+    feeds = {"inp": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)}
+    assert np.max(np.abs(_run(m, feeds) - _run(res.model, feeds))) <= 1e-5
+    assert [n.op_type for n in m.functions[0].node].count("Erf") == 1  # input kept

@@ -16,6 +16,7 @@ from onnx import numpy_helper
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate, Replacement
 from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.fusion.subgraphs import write_back
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 
 # onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
@@ -87,6 +88,35 @@ def _attr_value(v):
 
 def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
     """New model with the accepted candidates (ids from a scan of this model) fused; input untouched."""
+    accepted = list(accepted)
+    inner_ids = {c.id for _inner, sub in scan.inner for c in sub.candidates}
+    res = _apply_main(model, scan, [cid for cid in accepted if cid not in inner_ids])
+    chosen_inner = [cid for cid in accepted if cid in inner_ids]
+    if chosen_inner:
+        _apply_inner(res, scan, set(chosen_inner))
+    return res
+
+
+def _apply_inner(res: ApplyResult, scan: ScanResult, accepted: set[str]) -> None:
+    """Fuse the accepted candidates of each inner graph in its stand-alone model and write it back."""
+    onnx_before = next((o.version for o in res.model.opset_import if o.domain in ("", "ai.onnx")), None)
+    for inner, sub in scan.inner:
+        ids = [c.id for c in sub.candidates if c.id in accepted]
+        if not ids:
+            continue
+        fused = apply_candidates(inner.model, sub, ids)
+        write_back(res.model, inner, fused.model)
+        res.applied.extend(fused.applied)
+        res.reference_only_ops = sorted(set(res.reference_only_ops) | set(fused.reference_only_ops))
+        res.notes.extend(f"{inner.where.label}: {n}" for n in fused.notes)
+        need = next((o.version for o in fused.model.opset_import if o.domain in ("", "ai.onnx")), None)
+        if onnx_before is not None and need is not None and need > onnx_before:
+            res.notes.append(
+                f"{inner.where.label}: its fused ops need ONNX opset {need}; the model keeps {onnx_before}"
+            )
+
+
+def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
     by_id = scan.by_id()
     chosen: list[Candidate] = []
     used: dict[str, str] = {}

@@ -402,6 +402,7 @@ class Candidate:
     conflicts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     match: Match | None = field(default=None, repr=False, compare=False)
+    scope: str = ""  # "" for the main graph, else the inner graph, e.g. "cond_node:then_branch ▸ loop:body"
 
     def to_json(self) -> dict:
         """The JSON object `fuseview scan --json` prints for this candidate."""
@@ -415,6 +416,7 @@ class Candidate:
             "removed_tensors": list(self.removed_tensors),
             "saved_bytes": self.saved_bytes,
             "conflicts": list(self.conflicts),
+            "scope": self.scope,
         }
 
 
