@@ -22,6 +22,9 @@ from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 # onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
 # schema set has no such op at that opset; the checker's "No Op registered" for them is expected.
 ORT_ONNX_DOMAIN_CONTRIB = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
+# ONNX-standard equivalents of those (same inputs and attributes, one output): emitted instead when the
+# model's opset can be raised to them, so the fused model passes onnx's full checker.
+ONNX_STANDARD_FORM = {"SimplifiedLayerNormalization": "RMSNormalization"}
 
 
 @dataclass
@@ -246,7 +249,27 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
     for d, v in domains.items():
         if d not in have:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
-    _raise_opset_if_safe(out, [n for ns in new_nodes_at.values() for n in ns], notes)
+    fused_nodes = [n for ns in new_nodes_at.values() for n in ns]
+    renamed = {
+        n.name: n.op_type
+        for n in fused_nodes
+        if n.domain in ("", "ai.onnx") and n.op_type in ONNX_STANDARD_FORM and len(n.output) == 1
+    }
+    for n in [*fused_nodes, *out.graph.node]:
+        if n.name in renamed:
+            n.op_type = ONNX_STANDARD_FORM[renamed[n.name]]
+    before = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
+    _raise_opset_if_safe(out, fused_nodes, notes)
+    after = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if renamed and not _defined_at(ONNX_STANDARD_FORM[next(iter(renamed.values()))], after):
+        # the opset could not be raised: back to onnxruntime's own ONNX-domain op
+        for n in out.graph.node:
+            if n.name in renamed:
+                n.op_type = renamed[n.name]
+        notes[:] = [x for x in notes if not x.startswith("kept opset")] + [
+            f"kept opset {before}: {', '.join(sorted(set(renamed.values())))} stays onnxruntime's "
+            "ONNX-domain contrib op (onnx's full checker does not know it)"
+        ]
     if ref_ops:
         notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
     return ApplyResult(out, chosen, sorted(ref_ops), notes)
