@@ -239,7 +239,7 @@ def _rms(recip="reciprocal"):
 @pytest.mark.parametrize("recip", ["reciprocal", "div_one"])
 def test_rms_norm(recip):
     fused = fuse_and_validate(_rms(recip), "rms_norm")
-    # opset 17 raised to 23 so the standard RMSNormalization (not onnxruntime's ONNX-domain contrib op) is used
+    # opset 17 raised to 23: the standard RMSNormalization, not onnxruntime's ONNX-domain contrib op
     assert ops(fused) == ["RMSNormalization"] and fused.opset_import[0].version == 23
     onnx.checker.check_model(fused, full_check=True)
 
