@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     print("dims       " + (", ".join(f"{k}={v}" for k, v in result.index.dims_used.items()) or "-"))
     print(f"candidates {len(cands)}")
     for c in cands:
-        where = c.nodes[-1] if c.nodes else "-"
+        where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
         print(
