@@ -371,3 +371,56 @@ def test_model_local_function_is_scanned_and_fused():
     feeds = {"inp": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)}
     assert np.max(np.abs(_run(m, feeds) - _run(res.model, feeds))) <= 1e-5
     assert [n.op_type for n in m.functions[0].node].count("Erf") == 1  # input kept
+
+
+def _erf_gelu_body(x, out, bias=None):
+    """Erf-GELU nodes computing ``out`` from ``x`` (+ ``bias``), constants as Constant nodes."""
+    c = {f"{out}_sqrt2": np.float32(np.sqrt(2.0)), f"{out}_one": np.float32(1.0),
+         f"{out}_half": np.float32(0.5)}
+    nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.asarray(v), k))
+             for k, v in c.items()]
+    if bias:
+        nodes.append(helper.make_node("Add", [x, bias], [f"{out}_xb"], name=f"{out}_bias"))
+        x = f"{out}_xb"
+    nodes += [helper.make_node("Div", [x, f"{out}_sqrt2"], [f"{out}_d"], name=f"{out}_div"),
+              helper.make_node("Erf", [f"{out}_d"], [f"{out}_e"], name=f"{out}_erf"),
+              helper.make_node("Add", [f"{out}_e", f"{out}_one"], [f"{out}_a"], name=f"{out}_add"),
+              helper.make_node("Mul", [x, f"{out}_a"], [f"{out}_m"], name=f"{out}_mul"),
+              helper.make_node("Mul", [f"{out}_m", f"{out}_half"], [out], name=f"{out}_half_mul")]
+    return nodes
+
+
+def test_loop_and_scan_bodies_are_fused_with_outer_weights():
+    bias = np.random.default_rng(5).standard_normal(3).astype(np.float32)
+    loop_body = helper.make_graph(
+        _erf_gelu_body("x_in", "x_out", bias="b") + [helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "loop_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_in", F, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_out", F, [2, 3])],
+    )
+    scan_body = helper.make_graph(
+        _erf_gelu_body("row", "row_out"), "scan_body",
+        [helper.make_tensor_value_info("row", F, [3])], [helper.make_tensor_value_info("row_out", F, [3])],
+    )
+    nodes = [helper.make_node("Loop", ["trips", "cond", "inp"], ["looped"], name="loop", body=loop_body),
+             helper.make_node("Scan", ["looped"], ["out"], name="scan", body=scan_body, num_scan_inputs=1)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("inp", F, [2, 3])],
+        [helper.make_tensor_value_info("out", F, [2, 3])],
+        [numpy_helper.from_array(np.array(3, np.int64), "trips"),
+         numpy_helper.from_array(np.array(True), "cond"), numpy_helper.from_array(bias, "b")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    scan, accepted, res = fuse_all(m)
+    applied = {(c.scope, c.rule) for c in scan.candidates if c.id in accepted}
+    assert applied == {("loop:body", "bias_gelu_erf"), ("scan:body", "gelu_erf")}
+    bodies = {n.name: [x.op_type for x in n.attribute[0].g.node if x.op_type != "Constant"]
+              for n in res.model.graph.node}
+    assert bodies["loop"] == ["BiasGelu", "Identity"] and bodies["scan"] == ["Gelu"]
+    assert not any(t.name == "b" for t in res.model.graph.node[0].attribute[0].g.initializer)  # stays outside
+    onnx.checker.check_model(res.model, full_check=True)
+    feeds = {"inp": np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)}
+    assert np.max(np.abs(_run(m, feeds) - _run(res.model, feeds))) <= 1e-5
