@@ -95,9 +95,7 @@ class PatternMatcher:
         while inputs and not inputs[-1]:
             inputs.pop()
         terms = pn.inputs
-        need = len(terms)
-        while need and isinstance(terms[need - 1], POpt):
-            need -= 1
+        need = pn.required
         if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
             want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
             self._fail(st, f"{name} has {len(inputs)} inputs, expected {want}")
@@ -120,16 +118,6 @@ class PatternMatcher:
 
     def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         idx = self.index
-        if isinstance(term, POpt):
-            if tensor:
-                yield from self._match_term(term.term, tensor, st)
-            else:
-                yield st
-            return
-        if isinstance(term, PAlt):
-            for alt in term.alternatives:
-                yield from self._match_term(alt, tensor, st)
-            return
         if isinstance(term, PVar):
             bound = st.binds.get(term.name)
             if bound is not None:
@@ -156,6 +144,16 @@ class PatternMatcher:
                 self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
                 return
             yield st
+            return
+        if isinstance(term, PAlt):
+            for alt in term.alternatives:
+                yield from self._match_term(alt, tensor, st)
+            return
+        if isinstance(term, POpt):
+            if tensor:
+                yield from self._match_term(term.term, tensor, st)
+            else:
+                yield st
             return
         assert isinstance(term, POut)
         pn = term.node
@@ -213,22 +211,40 @@ def _boundary(
     return None, outputs, exposed
 
 
-def _first_level(pattern: Pattern, op_type: str) -> list[dict[str, int]]:
-    """Per root alternative of type ``op_type``: op types its inputs must be produced by (a cheap filter)."""
-    cache = pattern.__dict__.setdefault("_need", {})
+def _producer_ops(term: PTerm) -> frozenset[str] | None:
+    """Op types that may produce the tensor a root input term matches; None when any tensor may."""
+    if isinstance(term, POut):
+        return frozenset(term.node.op_types)
+    if isinstance(term, PAlt):
+        sets = [_producer_ops(a) for a in term.alternatives]
+        return None if any(x is None for x in sets) else frozenset().union(*sets)
+    return None
+
+
+def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
+    """Per root alternative of type ``op_type``: for each input that must come from a node, the op types
+    that may produce it (a cheap filter before backtracking)."""
+    cache = pattern.need
     cached = cache.get(op_type)
     if cached is None:
         cached = []
         for root in pattern.roots:
             if op_type not in root.op_types:
                 continue
-            need: dict[str, int] = {}
-            for t in root.inputs:
-                if isinstance(t, POut) and not t.node.alt_ops:
-                    need[t.node.op_type] = need.get(t.node.op_type, 0) + 1
-            cached.append(need)
+            cached.append([ops for ops in map(_producer_ops, root.inputs) if ops is not None])
         cache[op_type] = cached
     return cached
+
+
+def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
+    """True when each constrained input can be fed by a distinct producer of an allowed type."""
+    free = list(producer_ops)
+    for ops in sorted(need, key=len):
+        hit = next((i for i, p in enumerate(free) if p in ops), None)
+        if hit is None:
+            return False
+        free.pop(hit)
+    return True
 
 
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
@@ -237,6 +253,8 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
     for pattern in rule.compiled:
+        if node.op_type not in pattern.root_ops:
+            continue
         needs = _first_level(pattern, node.op_type)
         if not needs:
             continue
@@ -245,11 +263,14 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
                 producer_ops = [
                     index.producer[i][0].op_type if i in index.producer else None for i in node.input
                 ]
-            if not any(all(producer_ops.count(op) >= k for op, k in need.items()) for need in needs):
+            if not any(_may_match(need, producer_ops) for need in needs):
                 continue
         pm = PatternMatcher(index, pattern)
         # With alternatives one pattern has matches of several sizes: the largest is tried first.
-        for st in sorted(pm.match_root(node), key=lambda s: -len(s.nodes)):
+        states = pm.match_root(node)
+        if pattern.has_alternatives:
+            states = iter(sorted(states, key=lambda s: -len(s.nodes)))
+        for st in states:
             reason, outputs, exposed = _boundary(index, pattern, st)
             m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
             if rule.exclude is not None and rule.exclude(m):

@@ -126,11 +126,19 @@ class PNode:
     expose: bool = False
     commutative: bool = False
     alt_ops: tuple[str, ...] = ()  # op types accepted besides op_type (op.AnyOp)
+    op_types: tuple[str, ...] = ()  # every op type this node accepts (op_type + alt_ops), set on build
+    required: int = 0  # inputs the graph node must have (the trailing op.opt inputs may be missing)
 
-    @property
-    def op_types(self) -> tuple[str, ...]:
-        """Every op type this pattern node accepts."""
-        return (self.op_type, *self.alt_ops)
+    def __post_init__(self) -> None:
+        self.finish()
+
+    def finish(self) -> None:
+        """Derive op_types and required from op_type, alt_ops and inputs (matching reads them per node)."""
+        self.op_types = (self.op_type, *self.alt_ops)
+        need = len(self.inputs)
+        while need and isinstance(self.inputs[need - 1], POpt):
+            need -= 1
+        self.required = need
 
 
 class OpBuilder:
@@ -173,6 +181,7 @@ class OpBuilder:
         out = getattr(self, first)(*inputs, **kw)
         node = (out[0] if isinstance(out, tuple) else out).node
         node.alt_ops = tuple(rest)
+        node.finish()
         return out
 
     def __getattr__(self, op_type: str) -> Callable[..., POut]:
@@ -235,6 +244,13 @@ class Pattern:
     source: str
     roots: list[PNode] = field(default_factory=list)
     min_nodes: int = 0
+    # False for a plain pattern: every match has the same size, so the first valid one can be taken
+    has_alternatives: bool = False
+    root_ops: frozenset[str] = frozenset()
+    need: dict[str, list] = field(default_factory=dict, repr=False)  # matcher's first-level filter cache
+
+    def __post_init__(self) -> None:
+        self.root_ops = frozenset(t for r in self.roots for t in r.op_types)
 
     @property
     def max_nodes(self) -> int:
@@ -253,7 +269,10 @@ class Pattern:
         if not alts or not all(isinstance(a, POut) for a in alts):
             raise TypeError(f"pattern {fn.__name__} must return a node output (or op.Or of node outputs)")
         roots = list({id(a.node): a.node for a in alts}.values())
-        return cls(roots[0], op.nodes, names, fn.__name__, roots, _smallest(out, set()))
+        alternative = len(alts) > 1 or any(
+            n.alt_ops or any(isinstance(t, (PAlt, POpt)) for t in n.inputs) for n in op.nodes
+        )
+        return cls(roots[0], op.nodes, names, fn.__name__, roots, _smallest(out, set()), alternative)
 
 
 # ------------------------------------------------------------------------------------------------ matches
