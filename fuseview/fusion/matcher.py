@@ -118,7 +118,7 @@ class PatternMatcher:
 
     def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         idx = self.index
-        if isinstance(term, PVar):
+        if type(term) is PVar:
             bound = st.binds.get(term.name)
             if bound is not None:
                 if bound == tensor:
@@ -131,7 +131,28 @@ class PatternMatcher:
                 return
             yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
             return
-        if isinstance(term, PConst):
+        kind = type(term)
+        if kind is POut:
+            pn = term.node
+            if pn.label in st.nodes:
+                node = st.nodes[pn.label]
+                if term.index < len(node.output) and node.output[term.index] == tensor:
+                    yield st
+                else:
+                    self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+                return
+            prod = idx.producer.get(tensor)
+            if prod is None:
+                self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+                return
+            node, out_i = prod
+            if out_i != term.index:
+                where = f"output {out_i} of {idx.name(node)}"
+                self._fail(st, f"{tensor} is {where}, expected output {term.index}")
+                return
+            yield from self._match_node(pn, node, st)
+            return
+        if kind is PConst:
             v = idx.const_value(tensor)
             if v is None:
                 self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
@@ -145,34 +166,17 @@ class PatternMatcher:
                 return
             yield st
             return
-        if isinstance(term, PAlt):
+        if kind is PAlt:
             for alt in term.alternatives:
                 yield from self._match_term(alt, tensor, st)
             return
-        if isinstance(term, POpt):
+        if kind is POpt:
             if tensor:
                 yield from self._match_term(term.term, tensor, st)
             else:
                 yield st
             return
-        assert isinstance(term, POut)
-        pn = term.node
-        if pn.label in st.nodes:
-            node = st.nodes[pn.label]
-            if term.index < len(node.output) and node.output[term.index] == tensor:
-                yield st
-            else:
-                self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
-            return
-        prod = idx.producer.get(tensor)
-        if prod is None:
-            self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
-            return
-        node, out_i = prod
-        if out_i != term.index:
-            self._fail(st, f"{tensor} is output {out_i} of {idx.name(node)}, expected output {term.index}")
-            return
-        yield from self._match_node(pn, node, st)
+        raise TypeError(f"not a pattern term: {term!r}")
 
 
 def _boundary(
@@ -183,10 +187,6 @@ def _boundary(
     root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
     outputs = [o for o in root.output if o]
     exposed: dict[str, str] = {}
-    by_label: dict[str, PNode] = {}
-    for p in pattern.nodes:
-        if p.expose or p.label not in by_label:
-            by_label[p.label] = p
     for label, node in st.nodes.items():
         if node is root:
             continue
@@ -197,7 +197,7 @@ def _boundary(
             is_out = o in index.graph_outputs
             if not outside and not is_out:
                 continue
-            if by_label[label].expose:
+            if label in pattern.exposed_labels:
                 exposed[label] = o
                 outputs.append(o)
                 continue
@@ -231,15 +231,19 @@ def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
         for root in pattern.roots:
             if op_type not in root.op_types:
                 continue
-            cached.append([ops for ops in map(_producer_ops, root.inputs) if ops is not None])
+            need = [ops for ops in map(_producer_ops, root.inputs) if ops is not None]
+            cached.append(sorted(need, key=len))
         cache[op_type] = cached
     return cached
 
 
 def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
     """True when each constrained input can be fed by a distinct producer of an allowed type."""
+    if len(need) == 1:
+        ops = need[0]
+        return any(p in ops for p in producer_ops)
     free = list(producer_ops)
-    for ops in sorted(need, key=len):
+    for ops in need:
         hit = next((i for i, p in enumerate(free) if p in ops), None)
         if hit is None:
             return False

@@ -249,8 +249,11 @@ class Pattern:
     root_ops: frozenset[str] = frozenset()
     need: dict[str, list] = field(default_factory=dict, repr=False)  # matcher's first-level filter cache
 
+    exposed_labels: frozenset[str] = frozenset()
+
     def __post_init__(self) -> None:
         self.root_ops = frozenset(t for r in self.roots for t in r.op_types)
+        self.exposed_labels = frozenset(n.label for n in self.nodes if n.expose)
 
     @property
     def max_nodes(self) -> int:
