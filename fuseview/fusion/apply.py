@@ -270,6 +270,22 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
             f"kept opset {before}: {', '.join(sorted(set(renamed.values())))} stays onnxruntime's "
             "ONNX-domain contrib op (onnx's full checker does not know it)"
         ]
+    missing = sorted(
+        {
+            n.op_type
+            for n in out.graph.node
+            if n.name in {f.name for f in fused_nodes}
+            and n.domain in ("", "ai.onnx")
+            and n.op_type not in ORT_ONNX_DOMAIN_CONTRIB
+            and not _defined_at(n.op_type, after)
+        }
+    )
+    if missing:
+        why = next((n.split(";")[0] for n in notes if n.startswith("kept opset")), f"kept opset {after}")
+        raise FuseviewError(
+            f"the fused {', '.join(missing)} needs a newer ONNX opset than {after} and the model cannot be "
+            f"raised to it ({why}): reject those candidates"
+        )
     if ref_ops:
         notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
     return ApplyResult(out, chosen, sorted(ref_ops), notes)

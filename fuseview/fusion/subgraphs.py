@@ -16,6 +16,7 @@ from onnx import numpy_helper
 from fuseview.fusion.graphindex import GraphIndex, _subgraph_inputs
 
 FUNCTION = "<function>"
+BODY_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,9 @@ def _wrap(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
 
 def inner_models(model: onnx.ModelProto, index: GraphIndex, functions: bool = True) -> Iterator[InnerModel]:
     """Every If/Loop/Scan body of the main graph (and every model-local function), as a stand-alone model."""
-    for node in model.graph.node:
+    for node in index.nodes:
+        if node.op_type not in BODY_OPS and node.domain in ("", "ai.onnx"):
+            continue  # only If/Loop/Scan (and custom-domain ops) carry graph attributes
         if not node.output or not node.output[0]:
             continue
         for attr, body in _graph_attrs(node):
