@@ -34,7 +34,7 @@ EXPECTED = {
     "gru_tagger_ts14": ({"bias_gelu_erf": 1}, {"BiasGelu", "GRU"}),
     "lstm_tagger_ts14": ({"bias_gelu_erf": 1}, {"BiasGelu", "LSTM"}),
     "mlp_int8_dynamic": ({"dynamic_quantize_matmul": 3}, {"DynamicQuantizeMatMul"}),
-    "cnn_int8_qdq": ({"qlinear_conv": 2}, {"QLinearConv"}),
+    "cnn_int8_qdq": ({"qlinear_conv": 2, "qgemm": 1}, {"QLinearConv", "QGemm"}),
 }
 
 
@@ -424,3 +424,12 @@ def test_loop_and_scan_bodies_are_fused_with_outer_weights():
     onnx.checker.check_model(res.model, full_check=True)
     feeds = {"inp": np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)}
     assert np.max(np.abs(_run(m, feeds) - _run(res.model, feeds))) <= 1e-5
+
+
+def test_qdq_conv_bias_with_a_wrong_scale_is_a_near_miss():
+    model = load_model(FAMILIES / "cnn_int8_qdq.onnx")
+    t = next(t for t in model.graph.initializer if t.name == "c1.bias_quantized_scale")
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 2, t.name))
+    r = _scan(model, "qlinear_conv")
+    assert len(r.candidates) == 1  # c2 still fuses
+    assert any("bias scale" in m.reason for m in r.near_misses)

@@ -90,6 +90,51 @@ def _qlinear_matmul(op):
     return op.QuantizeLinear(y, op.constant("y_scale"), op.opt(op.constant("y_zp")), _label="q_y")
 
 
+def _qgemm(op):
+    y = op.Gemm(_dq(op, "x"), _dq(op, "w", const=True), op.opt(_dq(op, "b", const=True)), _label="gemm")
+    return op.QuantizeLinear(y, op.constant("y_scale"), op.opt(op.constant("y_zp")), _label="q_y")
+
+
+def _int32_bias_check(m: Match) -> str | None:
+    """Reason unless the DequantizeLinear'd bias is int32 with scale x_scale * w_scale and zero point 0."""
+    if "dq_b" not in m.nodes:
+        return None
+    b = m.value("b_q")
+    if b is None or b.dtype != np.int32:
+        return f"bias {m['b_q']} is not int32 (the QLinear op takes an int32 bias)"
+    if "b_zp" in m.bindings and np.any(m.value("b_zp")):
+        return "bias has a non-zero zero point"
+    want = m.value("x_scale").astype(np.float64) * m.value("w_scale").astype(np.float64)
+    got = m.value("b_scale").astype(np.float64)
+    if not np.allclose(np.ravel(got), np.ravel(want) * np.ones(np.size(got)), rtol=1e-5):
+        return "bias scale is not input scale x weight scale"
+    return None
+
+
+def _qgemm_check(m: Match) -> str | None:
+    w = m.value("w_q")
+    if w is None or w.dtype != np.int8 or w.ndim != 2:
+        return f"Gemm weight {m['w_q']} is not a constant 2-D int8 matrix"
+    if m.attr("gemm", "transA", 0) or float(m.attr("gemm", "beta", 1.0)) != 1.0:
+        return "Gemm with transA or beta != 1 is not rewritten"
+    n = w.shape[0] if m.attr("gemm", "transB", 0) else w.shape[1]
+    for name, per in (("x", None), ("w", n), ("y", None)):
+        r = _scalar_quant(m, name, per)
+        if r:
+            return r
+    if m.value("w_scale").size > 1:
+        return "per-channel Gemm weights are not rewritten"
+    return _int32_bias_check(m)
+
+
+def _qgemm_replace(m: Match) -> Replacement:
+    inits = _zero_points(m, ("x", "w", "y"))
+    ins = [m["x_q"], m["x_scale"], m["x_zp"], m["w_q"], m["w_scale"], m["w_zp"],
+           m["b_q"] if "dq_b" in m.nodes else "", m["y_scale"], m["y_zp"]]
+    attrs = {"alpha": float(m.attr("gemm", "alpha", 1.0)), "transB": int(m.attr("gemm", "transB", 0))}
+    return Replacement(ins, attrs, initializers=inits)
+
+
 def _scalar_quant(m: Match, name: str, per_axis: int | None = None) -> str | None:
     """Reason unless ``name``'s scale is a float32 scalar (or ``per_axis`` values), its zero point 8-bit."""
     s = m.value(f"{name}_scale")
@@ -116,17 +161,7 @@ def _qconv_check(m: Match) -> str | None:
         r = _scalar_quant(m, name, per)
         if r:
             return r
-    if "dq_b" in m.nodes:
-        b = m.value("b_q")
-        if b is None or b.dtype != np.int32:
-            return f"Conv bias {m['b_q']} is not int32 (QLinearConv takes an int32 bias)"
-        if "b_zp" in m.bindings and np.any(m.value("b_zp")):
-            return "Conv bias has a non-zero zero point"
-        want = m.value("x_scale").astype(np.float64) * m.value("w_scale").astype(np.float64)
-        got = m.value("b_scale").astype(np.float64)
-        if not np.allclose(np.ravel(got), np.ravel(want) * np.ones(np.size(got)), rtol=1e-5):
-            return "Conv bias scale is not input scale x weight scale"
-    return None
+    return _int32_bias_check(m)
 
 
 def _qmatmul_check(m: Match) -> str | None:
@@ -203,6 +238,17 @@ RULES = [
         check=_qconv_check,
         priority=12,
         replace=_qconv_replace,
+    ),
+    Rule(
+        name="qgemm",
+        description="DequantizeLinear -> Gemm -> QuantizeLinear (QDQ) -> QGemm",
+        fused_op="QGemm",
+        domain=MS_DOMAIN,
+        runs_on=("cpu",),
+        patterns=(_qgemm,),
+        check=_qgemm_check,
+        priority=12,
+        replace=_qgemm_replace,
     ),
     Rule(
         name="qlinear_matmul",
