@@ -337,7 +337,8 @@ def test_if_branches_are_scanned_and_fused_inside_the_body():
     scopes = {c.scope for c in scan.candidates if c.id in accepted}
     assert scopes == {"maybe_reverse:then_branch", "maybe_reverse:else_branch"}
     assert len({c.id for c in scan.candidates}) == len(scan.candidates)  # same node names, distinct ids
-    assert not res.model.graph.node[0].op_type != "If"
+    assert {c["scope"] for c in scan.to_json()["candidates"]} == scopes
+    assert res.model.graph.node[0].op_type == "If"
     for a in res.model.graph.node[0].attribute:
         body_ops = {n.op_type for n in a.g.node}
         assert {"BiasGelu", "LSTM"} <= body_ops and "Erf" not in body_ops, a.name
