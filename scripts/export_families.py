@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import sys
 import tempfile
 import warnings
 from collections import Counter
@@ -28,6 +30,9 @@ from onnx import helper, numpy_helper
 from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # fuseview's guarded writer, from the checkout (the torch venv lacks it)
+from fuseview.atomic import write_atomic, write_text_atomic  # noqa: E402
+
 SEED = 0
 MAX_ABS_DIFF = 1e-4
 
@@ -351,7 +356,7 @@ def export_one(name: str, out_dir: Path) -> dict:
         diff = None if ref is None else float(np.max(np.abs(got - ref)))
         if diff is not None and diff > MAX_ABS_DIFF:
             raise SystemExit(f"{name}: onnxruntime differs from torch by {diff:g}")
-        path.write_bytes(tmp_path.read_bytes())
+        write_atomic(path, lambda out: shutil.copyfile(tmp_path, out))
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     ops = Counter(n.op_type for n in model.graph.node)
     for n in model.graph.node:
@@ -378,7 +383,7 @@ def main() -> None:
         entry = export_one(name, args.out)
         index["models"][name] = entry
         print(f"{name:24} {entry['bytes']:>8} bytes  {entry['nodes']:>4} nodes  opset {entry['opset']}")
-    index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(index_path, json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
