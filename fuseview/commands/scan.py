@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"measured   time of the nodes each candidate replaces (mean us, share of the run):"
               f" {args.profile}")
     for c in cands:
-        where = c.nodes[-1] if c.nodes else "-"
+        where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
         cost = costs.get(c.id)

@@ -10,16 +10,21 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate, Replacement
 from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.fusion.subgraphs import write_back
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 
 # onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
 # schema set has no such op at that opset; the checker's "No Op registered" for them is expected.
 ORT_ONNX_DOMAIN_CONTRIB = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
+# ONNX-standard equivalents of those (same inputs and attributes, one output): emitted instead when the
+# model's opset can be raised to them, so the fused model passes onnx's full checker.
+ONNX_STANDARD_FORM = {"SimplifiedLayerNormalization": "RMSNormalization"}
 
 
 @dataclass
@@ -86,6 +91,35 @@ def _attr_value(v):
 
 def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
     """New model with the accepted candidates (ids from a scan of this model) fused; input untouched."""
+    accepted = list(accepted)
+    inner_ids = {c.id for _inner, sub in scan.inner for c in sub.candidates}
+    res = _apply_main(model, scan, [cid for cid in accepted if cid not in inner_ids])
+    chosen_inner = [cid for cid in accepted if cid in inner_ids]
+    if chosen_inner:
+        _apply_inner(res, scan, set(chosen_inner))
+    return res
+
+
+def _apply_inner(res: ApplyResult, scan: ScanResult, accepted: set[str]) -> None:
+    """Fuse the accepted candidates of each inner graph in its stand-alone model and write it back."""
+    onnx_before = next((o.version for o in res.model.opset_import if o.domain in ("", "ai.onnx")), None)
+    for inner, sub in scan.inner:
+        ids = [c.id for c in sub.candidates if c.id in accepted]
+        if not ids:
+            continue
+        fused = apply_candidates(inner.model, sub, ids)
+        write_back(res.model, inner, fused.model)
+        res.applied.extend(fused.applied)
+        res.reference_only_ops = sorted(set(res.reference_only_ops) | set(fused.reference_only_ops))
+        res.notes.extend(f"{inner.where.label}: {n}" for n in fused.notes)
+        need = next((o.version for o in fused.model.opset_import if o.domain in ("", "ai.onnx")), None)
+        if onnx_before is not None and need is not None and need > onnx_before:
+            res.notes.append(
+                f"{inner.where.label}: its fused ops need ONNX opset {need}; the model keeps {onnx_before}"
+            )
+
+
+def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
     by_id = scan.by_id()
     chosen: list[Candidate] = []
     used: dict[str, str] = {}
@@ -215,7 +249,43 @@ def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterabl
     for d, v in domains.items():
         if d not in have:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
-    _raise_opset_if_safe(out, [n for ns in new_nodes_at.values() for n in ns], notes)
+    fused_nodes = [n for ns in new_nodes_at.values() for n in ns]
+    renamed = {
+        n.name: n.op_type
+        for n in fused_nodes
+        if n.domain in ("", "ai.onnx") and n.op_type in ONNX_STANDARD_FORM and len(n.output) == 1
+    }
+    for n in [*fused_nodes, *out.graph.node]:
+        if n.name in renamed:
+            n.op_type = ONNX_STANDARD_FORM[renamed[n.name]]
+    before = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
+    _raise_opset_if_safe(out, fused_nodes, notes)
+    after = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if renamed and not _defined_at(ONNX_STANDARD_FORM[next(iter(renamed.values()))], after):
+        # the opset could not be raised: back to onnxruntime's own ONNX-domain op
+        for n in out.graph.node:
+            if n.name in renamed:
+                n.op_type = renamed[n.name]
+        notes[:] = [x for x in notes if not x.startswith("kept opset")] + [
+            f"kept opset {before}: {', '.join(sorted(set(renamed.values())))} stays onnxruntime's "
+            "ONNX-domain contrib op (onnx's full checker does not know it)"
+        ]
+    missing = sorted(
+        {
+            n.op_type
+            for n in out.graph.node
+            if n.name in {f.name for f in fused_nodes}
+            and n.domain in ("", "ai.onnx")
+            and n.op_type not in ORT_ONNX_DOMAIN_CONTRIB
+            and not _defined_at(n.op_type, after)
+        }
+    )
+    if missing:
+        why = next((n.split(";")[0] for n in notes if n.startswith("kept opset")), f"kept opset {after}")
+        raise FuseviewError(
+            f"the fused {', '.join(missing)} needs a newer ONNX opset than {after} and the model cannot be "
+            f"raised to it ({why}): reject those candidates"
+        )
     if ref_ops:
         notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
     return ApplyResult(out, chosen, sorted(ref_ops), notes)
@@ -299,6 +369,12 @@ def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto]
         if old != new:
             blockers.add(n.op_type)
     if blockers:
+        if _convert_opset(model, new_nodes, imp.version, need):
+            notes.append(
+                f"ONNX opset raised {imp.version} -> {need} for the fused ops; onnx's version converter "
+                f"rewrote {', '.join(sorted(blockers))} for the new opset"
+            )
+            return
         notes.append(
             f"kept opset {imp.version}: raising it to {need} would change {', '.join(sorted(blockers))};"
             " the fused ops run as onnxruntime contrib ops"
@@ -306,6 +382,37 @@ def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto]
         return
     notes.append(f"ONNX opset raised {imp.version} -> {need} for the fused ops (no other op changes meaning)")
     imp.version = need
+
+
+_HIDDEN = "fuseview.opset_pending"
+
+
+def _convert_opset(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], old: int, need: int) -> bool:
+    """Raise the whole model to opset ``need`` with onnx's version converter (the fused ops, which the old
+    opset lacks, are hidden from it meanwhile); True when the result passes the full checker."""
+    fused = {n.name for n in new_nodes if n.domain in ("", "ai.onnx") and not _defined_at(n.op_type, old)}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for n in probe.graph.node:
+        if n.name in fused and n.domain in ("", "ai.onnx"):
+            n.domain = _HIDDEN
+    probe.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
+    try:
+        converted = onnx.version_converter.convert_version(probe, need)
+        for n in converted.graph.node:
+            if n.domain == _HIDDEN:
+                n.domain = ""
+        imports = [o for o in converted.opset_import if o.domain != _HIDDEN]
+        del converted.opset_import[:]
+        converted.opset_import.extend(imports)
+        onnx.checker.check_model(converted, full_check=True)
+    except Exception:  # noqa: BLE001 - no adapter, or the result does not check: keep the old opset
+        return False
+    meta = list(model.metadata_props)
+    model.CopyFrom(converted)
+    if not model.metadata_props:
+        model.metadata_props.extend(meta)
+    return True
 
 
 def apply_plan(

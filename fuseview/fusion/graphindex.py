@@ -160,11 +160,13 @@ class GraphIndex:
 
     def const_dtype(self, tensor: str) -> int | None:
         """ONNX element type of a tensor if known."""
-        if tensor in self._shapes:
+        if tensor in self._shapes and self._shapes[tensor][1]:
             return self._shapes[tensor][1]
         if tensor in self.initializers:
-            return self.initializers[tensor].data_type
-        return None
+            return self.initializers[tensor].data_type or None
+        # Weights held in Constant nodes (PaddlePaddle exports) may carry no inferred type: read the value.
+        v = self.const_value(tensor) if self.is_const(tensor) else None
+        return None if v is None else onnx.helper.np_dtype_to_tensor_dtype(v.dtype)
 
     # ------------------------------------------------------------------------------------------ shapes
     def _dim_value(self, key: str, used: dict[str, int]) -> int:

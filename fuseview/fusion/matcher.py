@@ -9,7 +9,19 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.rule import Match, Pattern, PConst, PNode, POut, PTerm, PVar, Rule
+from fuseview.fusion.rule import (
+    COMMUTATIVE,
+    Match,
+    PAlt,
+    Pattern,
+    PConst,
+    PNode,
+    POpt,
+    POut,
+    PTerm,
+    PVar,
+    Rule,
+)
 
 
 @dataclass
@@ -58,16 +70,18 @@ class PatternMatcher:
 
     def match_root(self, node: onnx.NodeProto) -> Iterator[_State]:
         """Every structural match whose root is ``node``."""
-        root = self.pattern.root
         st = _State({}, frozenset(), {})
-        yield from self._match_node(root, node, st)
+        for root in self.pattern.roots:
+            if node.op_type in root.op_types:
+                yield from self._match_node(root, node, st)
 
     def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
         idx = self.index
         name = idx.name(node)
         domain = "" if node.domain == "ai.onnx" else node.domain
-        if node.op_type != pn.op_type or domain != pn.domain:
-            self._fail(st, f"{name} is {node.op_type}, expected {pn.op_type} ({pn.label})")
+        if node.op_type not in pn.op_types or domain != pn.domain:
+            want = "/".join(pn.op_types)
+            self._fail(st, f"{name} is {node.op_type}, expected {want} ({pn.label})")
             return
         if id(node) in st.used:
             self._fail(st, f"{name} is already matched elsewhere in the pattern")
@@ -80,13 +94,18 @@ class PatternMatcher:
         inputs = list(node.input)
         while inputs and not inputs[-1]:
             inputs.pop()
-        if len(inputs) < len(pn.inputs) or (len(inputs) > len(pn.inputs) and not pn.extra_inputs):
-            self._fail(st, f"{name} has {len(inputs)} inputs, expected {len(pn.inputs)}")
+        terms = pn.inputs
+        need = pn.required
+        if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
+            want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
+            self._fail(st, f"{name} has {len(inputs)} inputs, expected {want}")
             return
+        if len(inputs) < len(terms):
+            inputs = inputs + [""] * (len(terms) - len(inputs))
         st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
-        orders = [pn.inputs]
-        if pn.commutative:
-            orders.append([pn.inputs[1], pn.inputs[0]])
+        orders = [terms]
+        if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
+            orders.append([terms[1], terms[0]])
         for order in orders:
             yield from self._match_seq(order, inputs, 0, st2)
 
@@ -99,7 +118,7 @@ class PatternMatcher:
 
     def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         idx = self.index
-        if isinstance(term, PVar):
+        if type(term) is PVar:
             bound = st.binds.get(term.name)
             if bound is not None:
                 if bound == tensor:
@@ -112,7 +131,28 @@ class PatternMatcher:
                 return
             yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
             return
-        if isinstance(term, PConst):
+        kind = type(term)
+        if kind is POut:
+            pn = term.node
+            if pn.label in st.nodes:
+                node = st.nodes[pn.label]
+                if term.index < len(node.output) and node.output[term.index] == tensor:
+                    yield st
+                else:
+                    self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+                return
+            prod = idx.producer.get(tensor)
+            if prod is None:
+                self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+                return
+            node, out_i = prod
+            if out_i != term.index:
+                where = f"output {out_i} of {idx.name(node)}"
+                self._fail(st, f"{tensor} is {where}, expected output {term.index}")
+                return
+            yield from self._match_node(pn, node, st)
+            return
+        if kind is PConst:
             v = idx.const_value(tensor)
             if v is None:
                 self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
@@ -126,24 +166,17 @@ class PatternMatcher:
                 return
             yield st
             return
-        assert isinstance(term, POut)
-        pn = term.node
-        if pn.label in st.nodes:
-            node = st.nodes[pn.label]
-            if term.index < len(node.output) and node.output[term.index] == tensor:
-                yield st
+        if kind is PAlt:
+            for alt in term.alternatives:
+                yield from self._match_term(alt, tensor, st)
+            return
+        if kind is POpt:
+            if tensor:
+                yield from self._match_term(term.term, tensor, st)
             else:
-                self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+                yield st
             return
-        prod = idx.producer.get(tensor)
-        if prod is None:
-            self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
-            return
-        node, out_i = prod
-        if out_i != term.index:
-            self._fail(st, f"{tensor} is output {out_i} of {idx.name(node)}, expected output {term.index}")
-            return
-        yield from self._match_node(pn, node, st)
+        raise TypeError(f"not a pattern term: {term!r}")
 
 
 def _boundary(
@@ -151,10 +184,9 @@ def _boundary(
 ) -> tuple[str | None, list[str], dict[str, str]]:
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
-    root = st.nodes[pattern.root.label]
+    root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
     outputs = [o for o in root.output if o]
     exposed: dict[str, str] = {}
-    by_label = {p.label: p for p in pattern.nodes}
     for label, node in st.nodes.items():
         if node is root:
             continue
@@ -165,7 +197,7 @@ def _boundary(
             is_out = o in index.graph_outputs
             if not outside and not is_out:
                 continue
-            if by_label[label].expose:
+            if label in pattern.exposed_labels:
                 exposed[label] = o
                 outputs.append(o)
                 continue
@@ -179,40 +211,74 @@ def _boundary(
     return None, outputs, exposed
 
 
-def _first_level(pattern: Pattern) -> dict[str, int]:
-    """Op types the root's inputs must be produced by (a cheap filter before backtracking)."""
-    cached = getattr(pattern, "_need", None)
+def _producer_ops(term: PTerm) -> frozenset[str] | None:
+    """Op types that may produce the tensor a root input term matches; None when any tensor may."""
+    if isinstance(term, POut):
+        return frozenset(term.node.op_types)
+    if isinstance(term, PAlt):
+        sets = [_producer_ops(a) for a in term.alternatives]
+        return None if any(x is None for x in sets) else frozenset().union(*sets)
+    return None
+
+
+def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
+    """Per root alternative of type ``op_type``: for each input that must come from a node, the op types
+    that may produce it (a cheap filter before backtracking)."""
+    cache = pattern.need
+    cached = cache.get(op_type)
     if cached is None:
-        cached = {}
-        for t in pattern.root.inputs:
-            if isinstance(t, POut):
-                cached[t.node.op_type] = cached.get(t.node.op_type, 0) + 1
-        pattern._need = cached  # type: ignore[attr-defined]
+        cached = []
+        for root in pattern.roots:
+            if op_type not in root.op_types:
+                continue
+            need = [ops for ops in map(_producer_ops, root.inputs) if ops is not None]
+            cached.append(sorted(need, key=len))
+        cache[op_type] = cached
     return cached
+
+
+def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
+    """True when each constrained input can be fed by a distinct producer of an allowed type."""
+    if len(need) == 1:
+        ops = need[0]
+        return any(p in ops for p in producer_ops)
+    free = list(producer_ops)
+    for ops in need:
+        hit = next((i for i, p in enumerate(free) if p in ops), None)
+        if hit is None:
+            return False
+        free.pop(hit)
+    return True
 
 
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
     best: Failure | None = None
-    excluded = False
+    excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
     for pattern in rule.compiled:
-        if pattern.root.op_type != node.op_type:
+        if node.op_type not in pattern.root_ops:
             continue
-        need = _first_level(pattern)
-        if need:
+        needs = _first_level(pattern, node.op_type)
+        if not needs:
+            continue
+        if all(needs):
             if producer_ops is None:
                 producer_ops = [
                     index.producer[i][0].op_type if i in index.producer else None for i in node.input
                 ]
-            if not all(producer_ops.count(op) >= k for op, k in need.items()):
+            if not any(_may_match(need, producer_ops) for need in needs):
                 continue
         pm = PatternMatcher(index, pattern)
-        for st in pm.match_root(node):
+        # With alternatives one pattern has matches of several sizes: the largest is tried first.
+        states = pm.match_root(node)
+        if pattern.has_alternatives:
+            states = iter(sorted(states, key=lambda s: -len(s.nodes)))
+        for st in states:
             reason, outputs, exposed = _boundary(index, pattern, st)
             m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
             if rule.exclude is not None and rule.exclude(m):
-                excluded = True
+                excluded = max(excluded, len(st.nodes))
                 continue
             if reason is None and rule.check is not None:
                 try:
@@ -223,12 +289,15 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
                 # Patterns come largest first, so this is the largest valid match (Transpose+MatMul+Mul
                 # rather than MatMul+Mul).
                 return m, None
-            f = Failure(len(pattern.nodes) + 1, reason, list(st.nodes.values()))
+            f = Failure(len(st.nodes) + 1, reason, list(st.nodes.values()))
             if best is None or f.depth >= best.depth:
                 best = f
         f = pm.failure
-        n = len(pattern.nodes)
+        n = pattern.min_nodes
         if f is not None and f.depth >= (max(3, n - 1) if n >= 4 else n + 1):
             if best is None or f.depth > best.depth:
                 best = f
-    return None, (None if excluded else best)
+    # An excluded match silences near misses, except a larger match that failed its check.
+    if best is not None and excluded >= 0 and len(best.nodes) <= excluded:
+        best = None
+    return None, best

@@ -12,8 +12,14 @@ the subgraph with ``op.<OpType>(inputs..., _label=..., _attrs=..., _domain=..., 
   0.5 (a scalar or a one-element tensor); ``op.constant("gamma")`` matches any constant and binds it to
   the variable ``gamma``; ``op.var("s")`` is a plain variable a helper introduces. Parameters with a
   default value are not variables: they configure variants built in a loop (``def fn(op, x, flag=flag)``).
-* A rule may list many pattern functions (operand bracketings, optional nodes); the largest pattern that
-  matches at a root wins.
+* Variants are declared inside one pattern instead of generated in loops:
+  ``op.Or(t1, t2, ...)`` matches any of its alternatives (nodes, variables or constants; like onnxscript's
+  ``OrValue``), also as the root; ``op.Optional(node_out, skip)`` is ``op.Or(node_out, skip)``: the node may
+  be there or the tensor ``skip`` stands in its place (e.g. an optional bias Add); ``op.opt(term)`` marks a
+  trailing node input as optional (``op.Conv(x, w, op.opt(b))`` matches Conv with or without a bias; ``b`` is
+  then unbound); ``op.AnyOp(("Relu", "Tanh"), y)`` matches a node of any of those types. Labels may repeat
+  across alternatives (``m.node("scale")`` is then whichever matched).
+* A rule may list several pattern functions; the largest structural match at a root wins.
 * Add and Mul (and the other ops in ``COMMUTATIVE``) are tried in both operand orders automatically.
 * Reusing a sub-expression (``d = op.Sub(x, mean)`` used twice) means the *same* graph node in both places;
   reusing a variable means the same tensor.
@@ -95,6 +101,20 @@ class POut(PTerm):
 
 
 @dataclass(eq=False)
+class PAlt(PTerm):
+    """Alternatives: the first of them (in order) that matches, each tried in turn by the backtracking."""
+
+    alternatives: list[PTerm]
+
+
+@dataclass(eq=False)
+class POpt(PTerm):
+    """A trailing node input that may be absent (or empty) in the graph."""
+
+    term: PTerm
+
+
+@dataclass(eq=False)
 class PNode:
     op_type: str
     inputs: list[PTerm]
@@ -105,6 +125,20 @@ class PNode:
     extra_inputs: bool = False
     expose: bool = False
     commutative: bool = False
+    alt_ops: tuple[str, ...] = ()  # op types accepted besides op_type (op.AnyOp)
+    op_types: tuple[str, ...] = ()  # every op type this node accepts (op_type + alt_ops), set on build
+    required: int = 0  # inputs the graph node must have (the trailing op.opt inputs may be missing)
+
+    def __post_init__(self) -> None:
+        self.finish()
+
+    def finish(self) -> None:
+        """Derive op_types and required from op_type, alt_ops and inputs (matching reads them per node)."""
+        self.op_types = (self.op_type, *self.alt_ops)
+        need = len(self.inputs)
+        while need and isinstance(self.inputs[need - 1], POpt):
+            need -= 1
+        self.required = need
 
 
 class OpBuilder:
@@ -125,6 +159,30 @@ class OpBuilder:
     def constant(self, name: str) -> PVar:
         """Any constant tensor, bound to variable ``name``."""
         return PVar(name, constant=True)
+
+    def Or(self, *alternatives: PTerm) -> PAlt:  # noqa: N802 - reads like the op builders
+        """Any one of the alternatives (tried in the order given)."""
+        flat: list[PTerm] = []
+        for a in alternatives:
+            flat.extend(a.alternatives if isinstance(a, PAlt) else [a])
+        return PAlt(flat)
+
+    def Optional(self, present: PTerm, skip: PTerm) -> PAlt:  # noqa: N802
+        """An optional node: ``present`` if the graph has it, else the tensor ``skip`` in its place."""
+        return self.Or(present, skip)
+
+    def opt(self, term: PTerm) -> POpt:
+        """A trailing node input that the graph node may lack."""
+        return POpt(term)
+
+    def AnyOp(self, op_types: Sequence[str], *inputs: PTerm, **kw: Any) -> Any:  # noqa: N802
+        """A node of any of ``op_types`` (its label defaults to the first type)."""
+        first, *rest = op_types
+        out = getattr(self, first)(*inputs, **kw)
+        node = (out[0] if isinstance(out, tuple) else out).node
+        node.alt_ops = tuple(rest)
+        node.finish()
+        return out
 
     def __getattr__(self, op_type: str) -> Callable[..., POut]:
         if op_type.startswith("_"):
@@ -162,14 +220,45 @@ class OpBuilder:
         return make
 
 
+def _smallest(term: PTerm, seen: set[int]) -> int:
+    """Fewest nodes a match of ``term`` can hold (shared sub-expressions counted once)."""
+    if isinstance(term, PAlt):
+        return min(_smallest(a, set(seen)) for a in term.alternatives)
+    if isinstance(term, POpt):
+        return 0
+    if isinstance(term, POut):
+        if id(term.node) in seen:
+            return 0
+        seen.add(id(term.node))
+        return 1 + sum(_smallest(t, seen) for t in term.node.inputs)
+    return 0
+
+
 @dataclass
 class Pattern:
-    """A compiled pattern: its root node, all its nodes and the variable names."""
+    """A compiled pattern: its root nodes (alternatives), all its nodes and the variable names."""
 
     root: PNode
     nodes: list[PNode]
     variables: list[str]
     source: str
+    roots: list[PNode] = field(default_factory=list)
+    min_nodes: int = 0
+    # False for a plain pattern: every match has the same size, so the first valid one can be taken
+    has_alternatives: bool = False
+    root_ops: frozenset[str] = frozenset()
+    need: dict[str, list] = field(default_factory=dict, repr=False)  # matcher's first-level filter cache
+
+    exposed_labels: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.root_ops = frozenset(t for r in self.roots for t in r.op_types)
+        self.exposed_labels = frozenset(n.label for n in self.nodes if n.expose)
+
+    @property
+    def max_nodes(self) -> int:
+        """Pattern nodes over every alternative (an upper bound on a match's size)."""
+        return len(self.nodes)
 
     @classmethod
     def build(cls, fn: Callable[..., POut]) -> Pattern:
@@ -179,12 +268,14 @@ class Pattern:
         # Parameters with defaults configure a variant (closures in loops); the others are variables.
         names = [p.name for p in params if p.default is inspect.Parameter.empty]
         out = fn(op, *[PVar(n) for n in names])
-        if not isinstance(out, POut):
-            raise TypeError(f"pattern {fn.__name__} must return a node output")
-        labels = [n.label for n in op.nodes]
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"pattern {fn.__name__}: duplicate labels {labels}")
-        return cls(out.node, op.nodes, names, fn.__name__)
+        alts = out.alternatives if isinstance(out, PAlt) else [out]
+        if not alts or not all(isinstance(a, POut) for a in alts):
+            raise TypeError(f"pattern {fn.__name__} must return a node output (or op.Or of node outputs)")
+        roots = list({id(a.node): a.node for a in alts}.values())
+        alternative = len(alts) > 1 or any(
+            n.alt_ops or any(isinstance(t, (PAlt, POpt)) for t in n.inputs) for n in op.nodes
+        )
+        return cls(roots[0], op.nodes, names, fn.__name__, roots, _smallest(out, set()), alternative)
 
 
 # ------------------------------------------------------------------------------------------------ matches
@@ -305,7 +396,7 @@ class Rule:
         if self.replace is None:
             raise ValueError(f"rule {self.name}: needs replace")
         # Largest patterns first: the first valid match at a root is then the largest one.
-        self.compiled = sorted((Pattern.build(p) for p in self.patterns), key=lambda p: -len(p.nodes))
+        self.compiled = sorted((Pattern.build(p) for p in self.patterns), key=lambda p: -p.max_nodes)
 
     @property
     def reference_only(self) -> bool:
@@ -315,7 +406,7 @@ class Rule:
     @property
     def op_types(self) -> set[str]:
         """Op types of the pattern roots (where matching starts)."""
-        return {p.root.op_type for p in self.compiled}
+        return {t for p in self.compiled for r in p.roots for t in r.op_types}
 
 
 @dataclass
@@ -333,6 +424,7 @@ class Candidate:
     conflicts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     match: Match | None = field(default=None, repr=False, compare=False)
+    scope: str = ""  # "" for the main graph, else the inner graph, e.g. "cond_node:then_branch ▸ loop:body"
 
     def to_json(self) -> dict:
         """The JSON object `fuseview scan --json` prints for this candidate."""
@@ -346,6 +438,7 @@ class Candidate:
             "removed_tensors": list(self.removed_tensors),
             "saved_bytes": self.saved_bytes,
             "conflicts": list(self.conflicts),
+            "scope": self.scope,
         }
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.fusion.candidates import link_conflicts, make_candidate
+from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_rule
 from fuseview.fusion.rule import Candidate, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
+from fuseview.fusion.subgraphs import InnerModel, inner_models
 from fuseview.graph.loader import read_model
 
 
@@ -27,6 +28,8 @@ class ScanResult:
     index: GraphIndex
     notes: list[str] = field(default_factory=list)
     path: str | None = None
+    # scans of the inner graphs (If/Loop/Scan bodies, local functions); their candidates are in candidates too
+    inner: list[tuple[InnerModel, ScanResult]] = field(default_factory=list)
 
     def by_id(self) -> dict[str, Candidate]:
         """Candidates keyed by id."""
@@ -60,8 +63,10 @@ def scan_model(
     rules: Sequence[Rule] | None = None,
     base_dir: str | os.PathLike | None = None,
     path: str | None = None,
+    functions: bool = True,
 ) -> ScanResult:
-    """Find every candidate of every rule in the model's main graph."""
+    """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
+    and its local functions."""
     index = GraphIndex(model, dims, base_dir=base_dir)
     rules = list(catalogue() if rules is None else rules)
     found: list[tuple[int, int, Candidate]] = []
@@ -96,7 +101,34 @@ def scan_model(
             cands.append(c)
     cands = _drop_submatches(cands)
     link_conflicts(cands)
-    return ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
+    result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
+    _scan_inner(result, dims, rules, base_dir, functions)
+    return result
+
+
+def _scan_inner(
+    result: ScanResult,
+    dims: dict[str, int] | None,
+    rules: list[Rule],
+    base_dir: str | os.PathLike | None,
+    functions: bool,
+) -> None:
+    """Scan each inner graph as its own model; its candidates join the result with a scope and scoped ids."""
+    for inner in inner_models(result.index.model, result.index, functions):
+        # an inner model carries the model's functions (for inference): they are scanned once, at the top
+        sub = scan_model(inner.model, dims, rules, base_dir=base_dir, functions=False)
+        label = inner.where.label
+        for c in sub.candidates:
+            c.scope = label + (f" ▸ {c.scope}" if c.scope else "")
+            c.id = candidate_id(c.rule, [c.scope, *c.nodes])
+        # conflicts hold ids: link again with the scoped ids, within each inner graph only
+        for scope in dict.fromkeys(c.scope for c in sub.candidates):
+            link_conflicts([c for c in sub.candidates if c.scope == scope])
+        result.candidates.extend(sub.candidates)
+        result.near_misses.extend(
+            NearMiss(m.rule, m.nodes, f"in {label}: {m.reason}") for m in sub.near_misses
+        )
+        result.inner.append((inner, sub))
 
 
 def _drop_submatches(cands: list[Candidate]) -> list[Candidate]:

@@ -16,6 +16,7 @@ RULE_MODULES = (
     "activations",
     "linear",
     "conv",
+    "quantized",
     "custom",
     "constants",
 )

@@ -12,7 +12,8 @@ import onnx
 
 from fuseview.fusion.rule import ONNX_DOMAIN, Match, Replacement, Rule
 
-# Ops that are pure functions of their inputs and cheap to evaluate once at fuse time.
+# Ops that are pure functions of their inputs and cheap to evaluate once at fuse time. Not DequantizeLinear:
+# folding int8 weights back to float undoes the quantization (and the QDQ -> QLinear* fusions).
 FOLDABLE = frozenset(
     {
         "Transpose",
@@ -37,7 +38,6 @@ FOLDABLE = frozenset(
         "Mul",
         "Div",
         "Pow",
-        "DequantizeLinear",
         "ConstantOfShape",
         "Range",
         "Split",

@@ -1,4 +1,4 @@
-"""Conv fusions: Conv + BatchNormalization -> Conv with folded weights; Conv + activation -> FusedConv."""
+"""Conv fusions: Conv + BatchNormalization / bias Add -> folded Conv; + activation -> FusedConv."""
 
 from __future__ import annotations
 
@@ -10,54 +10,63 @@ from fuseview.fusion.rules._common import all_checks, float_input
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid")
 
 
-def _conv(op, x, bias: bool, w, b=None):
-    """Conv(x, w[, b]); w and b are constants when a BatchNormalization is folded into them."""
-    if bias:
-        return op.Conv(x, w, b, _label="conv")
-    return op.Conv(x, w, _label="conv")
-
-
-def _bn(op, y):
-    return op.BatchNormalization(
+def _conv_chain(op, x, bn: bool | None):
+    """Conv(x, w[, b]) (+ a per-channel bias Add, Paddle style) (+ BatchNormalization when ``bn`` is
+    True; optional when None). Weights must be constants when something is folded into them (checked)."""
+    y = op.Conv(x, op.var("w"), op.opt(op.var("b")), _label="conv")
+    y = op.Optional(op.Add(y, op.constant("cbias"), _label="bias_add"), y)
+    bn_node = op.BatchNormalization(
         y, op.constant("scale"), op.constant("shift"), op.constant("mean"), op.constant("var"), _label="bn"
     )
+    return bn_node if bn else op.Optional(bn_node, y)
 
 
-def _conv_bn_patterns():
-    fns = []
-    for bias in (True, False):
-
-        def fn(op, x, bias=bias):
-            return _bn(op, _conv(op, x, bias, op.constant("w"), op.constant("b")))
-
-        fn.__name__ = f"conv_bn_{int(bias)}"
-        fns.append(fn)
-    return tuple(fns)
+def _conv_bn(op, x):
+    return _conv_chain(op, x, bn=True)
 
 
-def _conv_act_patterns():
-    fns = []
-    for act in ACTIVATIONS:
-        for bn in (False, True):
-            for bias in (True, False):
-                for residual in (None, "Add", "Sum"):
-                    if residual and act != "Relu":
-                        continue  # onnxruntime fuses the residual Add for Relu (ResNet blocks)
+def _conv_bias_add(op, x):
+    y = op.Conv(x, op.var("w"), op.opt(op.var("b")), _label="conv")
+    return op.Add(y, op.constant("cbias"), _label="bias_add")
 
-                    def fn(op, x, w, b, z, act=act, bn=bn, bias=bias, residual=residual):
-                        if bn:
-                            w, b = op.constant("w"), op.constant("b")
-                        y = _conv(op, x, bias, w, b)
-                        if bn:
-                            y = _bn(op, y)
-                        if residual:
-                            y = getattr(op, residual)(y, z, _label="residual")
-                        return getattr(op, act)(y, _label="act", _extra_inputs=act == "Clip")
 
-                    parts = ["conv", "bn" * bn, (residual or "").lower(), act.lower(), str(int(bias))]
-                    fn.__name__ = "_".join(p for p in parts if p)
-                    fns.append(fn)
-    return tuple(fns)
+def _conv_act(op, x, z):
+    y = _conv_chain(op, x, bn=None)
+    # onnxruntime's FusedConv adds a residual Z only before Relu (ResNet blocks): checked.
+    y = op.Optional(op.AnyOp(("Add", "Sum"), y, z, _label="residual"), y)
+    return op.AnyOp(ACTIVATIONS, y, _label="act", _extra_inputs=True)
+
+
+def _bias_add_check(m: Match) -> str | None:
+    if "bias_add" not in m.nodes:
+        return None
+    w, c = m.value("w"), m.value("cbias")
+    if w is None:
+        return f"Conv weight {m['w']} is not a constant (the bias Add cannot be folded into it)"
+    if c is None:
+        return f"Add {m['cbias']} cannot be read"
+    ch = w.shape[0]
+    rank = w.ndim  # the Conv output has the weight's rank: [N, C_out, spatial...]
+    want = (ch,) + (1,) * (rank - 2)
+    if c.size != ch or c.ndim > rank or c.ndim < rank - 1 or tuple(c.shape[-(rank - 1) :]) != want:
+        return f"Add {m['cbias']} of shape {list(c.shape)} is not a per-channel bias of {ch} channels"
+    if "b" in m.bindings and m.value("b") is None:
+        return f"Conv bias {m['b']} is not a constant"
+    return None
+
+
+def _fold_check(m: Match) -> str | None:
+    if ("bn" in m.nodes or "bias_add" in m.nodes) and m.value("w") is None:
+        return f"Conv weight {m['w']} is not a constant (nothing can be folded into it)"
+    if "bn" in m.nodes and "b" in m.bindings and m.value("b") is None:
+        return f"Conv bias {m['b']} is not a constant"
+    return None
+
+
+def _residual_only_relu(m: Match) -> str | None:
+    if "residual" in m.nodes and m.node("act").op_type != "Relu":
+        return f"FusedConv adds a residual only before Relu, not {m.node('act').op_type}"
+    return None
 
 
 def _residual_check(m: Match) -> str | None:
@@ -98,17 +107,22 @@ def _act_check(m: Match) -> str | None:
 
 
 def _folded(m: Match) -> tuple[list[str], dict[str, np.ndarray]]:
-    """Conv inputs (and new initializers) with the BatchNormalization folded in, if there is one."""
-    if "bn" not in m.nodes:
+    """Conv inputs (and new initializers) with the bias Add and BatchNormalization folded in, if any."""
+    if "bn" not in m.nodes and "bias_add" not in m.nodes:
         return [m["x"], m["w"]] + ([m["b"]] if "b" in m.bindings else []), {}
     w = m.value("w").astype(np.float64)
+    b = m.value("b").astype(np.float64) if "b" in m.bindings else np.zeros(w.shape[0])
+    if "bias_add" in m.nodes:
+        b = b + np.ravel(m.value("cbias")).astype(np.float64)
+    base = m.index.name(m.node("conv")).replace("/", "_").strip("_")
+    if "bn" not in m.nodes:
+        bn = f"{base}_B_addfolded"
+        return [m["x"], m["w"], bn], {bn: b.astype(m.value("w").dtype)}
     eps = float(m.attr("bn", "epsilon", 1e-5))
     scale, shift, mean, var = (m.value(v).astype(np.float64) for v in ("scale", "shift", "mean", "var"))
-    b = m.value("b").astype(np.float64) if "b" in m.bindings else np.zeros(w.shape[0])
     k = scale / np.sqrt(var + eps)
     w2 = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(m.value("w").dtype)
     b2 = ((b - mean) * k + shift).astype(m.value("w").dtype)
-    base = m.index.name(m.node("conv")).replace("/", "_").strip("_")
     wn, bn = f"{base}_W_bnfolded", f"{base}_B_bnfolded"
     return [m["x"], wn, bn], {wn: w2, bn: b2}
 
@@ -151,12 +165,16 @@ def _conv_act_replace(m: Match) -> Replacement:
 RULES = [
     Rule(
         name="conv_activation",
-        description="Conv (+ BatchNorm) (+ residual Add) + Relu/Clip/LeakyRelu/Sigmoid/Tanh -> FusedConv",
+        description="Conv (+ bias Add) (+ BatchNorm) (+ residual Add) + Relu/Clip/LeakyRelu/Sigmoid/Tanh/"
+        "HardSigmoid -> FusedConv",
         fused_op="FusedConv",
         domain=MS_DOMAIN,
         runs_on=("cpu",),
-        patterns=_conv_act_patterns(),
-        check=all_checks(float_input("x"), _bn_check, _act_check, _residual_check),
+        patterns=(_conv_act,),
+        check=all_checks(
+            float_input("x"), _fold_check, _bias_add_check, _bn_check, _act_check, _residual_only_relu,
+            _residual_check,
+        ),
         priority=15,
         replace=_conv_act_replace,
     ),
@@ -166,9 +184,20 @@ RULES = [
         fused_op="Conv",
         domain=ONNX_DOMAIN,
         runs_on=("cpu", "cuda"),
-        patterns=_conv_bn_patterns(),
-        check=_bn_check,
+        patterns=(_conv_bn,),
+        check=all_checks(_fold_check, _bias_add_check, _bn_check),
         priority=14,
+        replace=_conv_bn_replace,
+    ),
+    Rule(
+        name="conv_bias_add",
+        description="Conv + Add(per-channel constant) (Paddle exports) -> Conv with the bias folded in",
+        fused_op="Conv",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=(_conv_bias_add,),
+        check=all_checks(_fold_check, _bias_add_check),
+        priority=13,
         replace=_conv_bn_replace,
     ),
 ]

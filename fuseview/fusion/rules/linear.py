@@ -34,33 +34,32 @@ def _is_last_two_swap(perm, rank) -> bool:
     return n >= 2 and list(perm) == list(range(n - 2)) + [n - 1, n - 2]
 
 
-def _fused_patterns():
-    fns = []
-    for ta in (False, True):
-        for tb in (False, True):
-            for scale in ("none", "mul", "div", "mul_a", "mul_b"):
-                if scale == "none" and not (ta or tb):
-                    continue
-                if scale in ("mul_a", "mul_b") and (ta or tb):
-                    continue
+def _side(op, v, side: str):
+    """An operand of the MatMul: v, optionally transposed, optionally scaled by a constant."""
+    t = op.Optional(op.Transpose(v, _label=f"transpose_{side}"), v)
+    return op.Optional(op.Mul(t, op.constant(f"s_{side}"), _label=f"scale_{side}"), t)
 
-                def fn(op, a, b, ta=ta, tb=tb, scale=scale):
-                    aa = op.Transpose(a, _label="transpose_a") if ta else a
-                    bb = op.Transpose(b, _label="transpose_b") if tb else b
-                    if scale == "mul_a":
-                        aa = op.Mul(aa, op.constant("s"), _label="scale")
-                    if scale == "mul_b":
-                        bb = op.Mul(bb, op.constant("s"), _label="scale")
-                    mm = op.MatMul(aa, bb, _label="matmul")
-                    if scale == "mul":
-                        return op.Mul(mm, op.constant("s"), _label="scale")
-                    if scale == "div":
-                        return op.Div(mm, op.constant("s"), _label="scale")
-                    return mm
 
-                fn.__name__ = f"fused_matmul_{int(ta)}{int(tb)}_{scale}"
-                fns.append(fn)
-    return tuple(fns)
+def _fused(op, a, b):
+    mm = op.MatMul(_side(op, a, "a"), _side(op, b, "b"), _label="matmul")
+    return op.Or(op.AnyOp(("Mul", "Div"), mm, op.constant("s"), _label="scale"), mm)
+
+
+def _plain_matmul(m: Match) -> bool:
+    return len(m.nodes) == 1  # nothing to fuse: a bare MatMul
+
+
+def _alpha(m: Match) -> float | None:
+    """Product of the scales (a Div divides); None when a scale is not a scalar constant."""
+    alpha = 1.0
+    for var, label in (("s_a", "scale_a"), ("s_b", "scale_b"), ("s", "scale")):
+        if label not in m.nodes:
+            continue
+        s = scalar(m, var)
+        if s is None or (m.node(label).op_type == "Div" and s == 0):
+            return None
+        alpha *= 1.0 / s if m.node(label).op_type == "Div" else s
+    return alpha
 
 
 def _fused_check(m: Match) -> str | None:
@@ -74,24 +73,17 @@ def _fused_check(m: Match) -> str | None:
         r = m.rank(side)
         if r is not None and r < 2:
             return f"{m[side]} has rank {r}; FusedMatMul needs rank >= 2"
-    if "scale" in m.nodes:
-        s = scalar(m, "s")
-        if s is None:
-            return f"scale {m['s']} is not a scalar constant"
-        if m.node("scale").op_type == "Div" and s == 0:
-            return "division by zero scale"
+    if _alpha(m) is None:
+        scales = [m[v] for v in ("s_a", "s_b", "s") if v in m.bindings]
+        return f"scale {', '.join(scales)} is not a non-zero scalar constant"
     return None
 
 
 def _fused_replace(m: Match) -> Replacement:
-    alpha = 1.0
-    if "scale" in m.nodes:
-        s = scalar(m, "s")
-        alpha = 1.0 / s if m.node("scale").op_type == "Div" else s
     return Replacement(
         [m["a"], m["b"]],
         {
-            "alpha": float(alpha),
+            "alpha": float(_alpha(m)),
             "transA": int("transpose_a" in m.nodes),
             "transB": int("transpose_b" in m.nodes),
         },
@@ -116,8 +108,9 @@ RULES = [
         fused_op="FusedMatMul",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        patterns=_fused_patterns(),
+        patterns=(_fused,),
         check=all_checks(float_input("a", "b"), _fused_check),
+        exclude=_plain_matmul,
         priority=7,
         replace=_fused_replace,
     ),
