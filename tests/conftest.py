@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import onnx
@@ -32,6 +31,6 @@ def backend_models() -> list[Path]:
 @pytest.fixture(autouse=True)
 def _discard_unsaved_work_on_close(monkeypatch):
     """A window closed at a test's end never waits on a modal Save/Discard/Cancel box: it discards."""
-    dialogs = sys.modules.get("fuseview.ui.dialogs")
-    if dialogs is not None:
-        monkeypatch.setattr(dialogs, "ask_unsaved", lambda parent, title, message: dialogs.DISCARD)
+    from fuseview.ui import dialogs  # imported here, so a test that imports the window later is covered too
+
+    monkeypatch.setattr(dialogs, "ask_unsaved", lambda parent, title, message: dialogs.DISCARD)
