@@ -10,6 +10,7 @@ from pathlib import Path
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate
+from fuseview.safe_io import load_json
 
 ACCEPT = "accept"
 REJECT = "reject"
@@ -170,12 +171,9 @@ class Plan:
     def load(cls, path: str | os.PathLike, candidates: list[Candidate], strict: bool = True) -> Plan:
         """Read a plan JSON file; FuseviewError on bad input."""
         p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise FuseviewError(f"{p}: no such plan file") from None
-        except (OSError, ValueError) as exc:
-            raise FuseviewError(f"{p}: not a JSON plan ({exc})") from None
+        if not os.path.lexists(p):
+            raise FuseviewError(f"{p}: no such plan file")
+        data = load_json(p, "plan", "JSON plan")  # regular file, size-checked, depth-bounded
         return cls.from_json(data, candidates, strict)
 
     def adopt(self, other: Plan) -> bool:

@@ -11,6 +11,7 @@ import onnx
 from onnx import helper
 
 from fuseview.errors import FuseviewError
+from fuseview.safe_io import check_npz
 
 # Default values for symbolic dims, by what their name looks like.
 BATCH_DEFAULT = 1
@@ -183,6 +184,8 @@ def make_feeds(
 
 def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Inputs from an .npz file, checked against the model's signature (names, dtypes, fixed dims)."""
+    if os.path.lexists(path):
+        check_npz(path)  # regular file; uncompressed sizes from the zip directory within the limit
     try:
         with np.load(path, allow_pickle=False) as z:
             loaded = {k: z[k] for k in z.files}
