@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 import fuseview.commands
-from fuseview.atomic import register_input
+from fuseview.atomic import check_output, register_input
 from fuseview.errors import FuseviewError, user_error_message
 from fuseview.textsafe import EscapingStream, one_line
 
@@ -47,6 +47,14 @@ def _register_inputs(args: argparse.Namespace) -> None:
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and v and os.path.lexists(v):
                 register_input(v)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    # fail before any work: an output that is an input, a device, a FIFO or a folder
+    for name in OUTPUT_ARGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            check_output(value)
 
 
 def _check_threads(args: argparse.Namespace) -> None:
@@ -102,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _register_inputs(args)
+        _check_outputs(args)
         _check_threads(args)
         _quiet_onnxruntime(args.command)
         return int(args._run(args) or 0)
