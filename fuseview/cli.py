@@ -73,7 +73,7 @@ def _quiet_onnxruntime(command: str | None) -> None:
     if command in _ORT_COMMANDS or "onnxruntime" in sys.modules:
         import onnxruntime
 
-        onnxruntime.set_default_logger_severity(3)
+        onnxruntime.set_default_logger_severity(4)  # fatal only: its errors reach the user as our one line
 
 
 def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "plan": (64 * MiB, "FUSEVIEW_MAX_PLAN_BYTES"),
     "report": (256 * MiB, "FUSEVIEW_MAX_REPORT_BYTES"),
     "trace": (2 * GiB, "FUSEVIEW_MAX_TRACE_BYTES"),
-    "inputs": (4 * GiB, "FUSEVIEW_MAX_INPUTS_BYTES"),  # an .npz: the sum of its uncompressed arrays
+    "inputs": (1 * GiB, "FUSEVIEW_MAX_NPZ_BYTES"),  # an .npz: the sum of its uncompressed arrays
     "json": (256 * MiB, "FUSEVIEW_MAX_JSON_BYTES"),
 }
 MAX_JSON_DEPTH = 64

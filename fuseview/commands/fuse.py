@@ -55,15 +55,13 @@ def run(args: argparse.Namespace) -> int:
         plan.accept(a)
     if not args.plan and not args.accept:
         plan.accept_all()
-    if args.save_plan:
-        plan.save(args.save_plan)
     result = apply_candidates(model, scan, plan.accepted())
     notes = check_fused(result.model)
     if not result.reference_only_ops:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
-        so.log_severity_level = 3
+        so.log_severity_level = 4  # fatal only: errors reach the user as one line
         try:
             ort.InferenceSession(result.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - a rule produced a graph onnxruntime refuses: say which
@@ -94,4 +92,6 @@ def run(args: argparse.Namespace) -> int:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
     save_model_atomic(result.model, out)
     print(f"wrote      {out}")
+    if args.save_plan:  # last, with the model: a run that fails writes nothing
+        plan.save(args.save_plan)
     return 0

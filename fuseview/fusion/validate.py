@@ -59,7 +59,7 @@ def run_model(
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # fatal only: errors reach the user as one line
     data = model.SerializeToString()
     sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
     return [np.asarray(x) for x in sess.run(None, feeds)]

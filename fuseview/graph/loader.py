@@ -58,6 +58,7 @@ def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
             raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
         if not model.graph.node:
             raise FuseviewError(f"{where}: the graph has no nodes")
+        _check_names_and_dims(model.graph, where)
         opsets = {_norm_domain(o.domain or "") for o in model.opset_import}
         known = opsets | {_norm_domain(f.domain) for f in model.functions}
         g = model.graph
@@ -69,6 +70,36 @@ def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
             _check_graph(list(f.node), list(f.input), list(f.output), set(), where, local, frozenset())
     except UnicodeDecodeError as exc:
         raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
+
+
+def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
+    # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
+    for i, n in enumerate(g.node):
+        for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
+            if not isinstance(text, str):
+                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
+        for a in n.attribute:
+            if not isinstance(a.name, str):
+                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
+            if a.type == onnx.AttributeProto.UNDEFINED:
+                raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({n.op_type}) has no type")
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                _check_names_and_dims(sub, where)
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if not isinstance(vi.name, str):
+            raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            for d in tt.shape.dim:
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    raise FuseviewError(f"{where}: tensor {vi.name!r} has a negative dim ({d.dim_value})")
+                if d.HasField("dim_param") and not isinstance(d.dim_param, str):
+                    raise FuseviewError(f"{where}: tensor {vi.name!r} has a dim name that is not valid UTF-8")
+    for t in g.initializer:
+        if not isinstance(t.name, str):
+            raise FuseviewError(f"{where}: an initializer name is not valid UTF-8 ({t.name[:40]!r})")
+        if any(d < 0 for d in t.dims):
+            raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
 
 
 def _check_graph(
