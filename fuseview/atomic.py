@@ -17,7 +17,7 @@ from pathlib import Path
 
 import onnx
 
-from fuseview.errors import FuseviewError
+from fuseview.errors import FuseviewError, WriteError
 from fuseview.textsafe import sanitize_svg_file
 
 # Above this, protobuf cannot serialise a model in one piece: weights go to a data file beside it.
@@ -95,7 +95,7 @@ def check_output(path: str | os.PathLike) -> Path:
             raise FuseviewError(f"{out}: is an input of this run; refusing to overwrite it")
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise FuseviewError(f"{out}: folder {folder} does not exist")
+        raise FuseviewError(f"{out}: folder does not exist ({folder})")
     return out
 
 
@@ -155,7 +155,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
         fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", suffix=out.suffix or ".tmp",
                                    dir=folder)
     except OSError as exc:
-        raise FuseviewError(f"{out}: cannot write in {folder} ({exc.strerror or exc})") from None
+        raise WriteError(f"{out}: cannot write in {folder} ({exc.strerror or exc})") from None
     os.close(fd)
     try:
         write(tmp)
@@ -171,7 +171,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, FuseviewError):
-            raise FuseviewError(f"{out}: cannot write ({exc.strerror or exc})") from None
+            raise WriteError(f"{out}: cannot write ({exc.strerror or exc})") from None
         raise
     return out
 

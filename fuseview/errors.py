@@ -7,6 +7,13 @@ class FuseviewError(Exception):
     """A problem with the user's input, described in one line they can act on."""
 
 
+class WriteError(FuseviewError, OSError):
+    """A file could not be written (disk full, permission denied): both a user message and an OSError."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "cannot write"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
