@@ -46,7 +46,7 @@ def main() -> int:
             first = seed == _seeds(args.seeds)[0]
             cases = hc.build_cases(Path(tmp), seed=seed, mutant_count=args.mutants, window=not args.no_window)
             if not first:
-                cases = [c for c in cases if c.name.startswith("mutant_")]
+                cases = [c for c in cases if c.name.startswith(("mutant_", "proto_"))]
             results = hc.run_cases(cases, workers=args.workers, timeout_s=args.timeout,
                                    mem_bytes=int(args.mem_gib * (1 << 30)))
             for case, res in zip(cases, results, strict=True):

@@ -277,6 +277,67 @@ def mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
     return out
 
 
+_OPS = [
+    "Relu",
+    "Add",
+    "MatMul",
+    "Gemm",
+    "Softmax",
+    "Reshape",
+    "Gather",
+    "Concat",
+    "Conv",
+    "If",
+    "Loop",
+    "LayerNormalization",
+    "Expand",
+    "Tile",
+    "Range",
+    "Identity",
+    "Split",
+    "NoSuchOp",
+]
+
+
+def proto_mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
+    """Seeded structural mutations of the MLP model that still parse: ops, wiring, dims, types, opsets."""
+    rng = random.Random(seed * 7919 + 1)
+    out = []
+    for k in range(count):
+        m = mlp(seed)
+        g = m.graph
+        how = rng.choice(["op", "input", "rename", "dim", "dup", "drop", "opset", "dtype", "raw", "attr"])
+        node = g.node[rng.randrange(len(g.node))]
+        if how == "op":
+            node.op_type = rng.choice(_OPS)
+        elif how == "input" and node.input:
+            del node.input[rng.randrange(len(node.input))]
+        elif how == "rename":
+            node.output[0] = rng.choice(["x", "w1", "y", "", "h1", "r1"])
+        elif how == "dim":
+            vi = rng.choice([g.input[0], g.output[0]])
+            vi.type.tensor_type.shape.dim[rng.randrange(2)].dim_value = rng.choice([0, 1 << 31, 7, 1 << 40])
+        elif how == "dup":
+            g.node.append(node)
+        elif how == "drop":
+            g.node.remove(node)
+        elif how == "opset":
+            m.opset_import[0].version = rng.choice([1, 6, 12, 25, 100])
+        elif how == "dtype":
+            g.initializer[rng.randrange(len(g.initializer))].data_type = rng.choice([0, 2, 7, 8, 16, 99])
+        elif how == "raw":
+            t = g.initializer[rng.randrange(len(g.initializer))]
+            t.raw_data = t.raw_data[: rng.randrange(len(t.raw_data) or 1)]
+        else:
+            node.attribute.append(
+                helper.make_attribute(
+                    rng.choice(["axis", "alpha", "transA"]), rng.choice([5, -9, 1e30, "s", [1, 2]])
+                )
+            )
+        out.append((f"proto_{seed}_{k}_{how}", m.SerializeToString()))
+    return out
+
+
 # -------------------------------------------------------------------------------------------- cases
 PROFILE = ["--runs", "2", "--warmup", "0", "--quiet"]
 
@@ -345,6 +406,10 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
     for name, (data, codes) in hostile_models().items():
         for label, argv, cc, outs in model_commands(name, codes):
             case(f"{name}/{label}", argv, {"m.onnx": data}, cc, outs)
+    for name, data in proto_mutants(seed, mutant_count):
+        for label, argv, _cc, outs in model_commands(name, ANY):
+            if label in ("scan", "fuse", "profile"):
+                case(f"{name}/{label}", argv, {"m.onnx": data}, ANY + (3,), outs)
     for name, data in mutants(seed, mutant_count):
         for label, argv, _cc, outs in model_commands(name, ANY):
             if label in ("info", "scan", "fuse"):
@@ -463,6 +528,20 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
         {"m.onnx": _external_model("w.bin", n=1 << 14), "w.bin": f"sparse:{(1 << 28) * 4}"},
         ANY,
     )
+    case(
+        "fuse -o the model's external data",
+        ["fuse", "m.onnx", "-o", "w.bin", "--no-validate"],
+        {"m.onnx": _external_model("w.bin"), "w.bin": b"\x00" * 64},
+    )
+    case("render -o symlink to a device", ["render", "m.onnx", "-o", "out.svg"], m)
+    os.symlink("/dev/null", cases[-1].cwd / "out.svg")
+    cases[-1].before = snapshot(cases[-1].cwd)
+    case(
+        "profile --against itself --json it",
+        ["profile", "m.onnx", "--against", "m.onnx", *PROFILE, "--json", "m.onnx"],
+        m,
+    )
+    case("model name with newline and ESC", ["info", "a\nb\x1b[2J.onnx"], {"a\nb\x1b[2J.onnx": b"junk"})
     if window:
         case(
             "open --screenshot onto folder",

@@ -98,8 +98,53 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
     for t in g.initializer:
         if not isinstance(t.name, str):
             raise FuseviewError(f"{where}: an initializer name is not valid UTF-8 ({t.name[:40]!r})")
-        if any(d < 0 for d in t.dims):
-            raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
+        _check_tensor_data(t, where)
+
+
+# The typed field that holds each element type's values when raw_data is not used (onnx.proto).
+_TYPED_FIELD = {
+    onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.DOUBLE: "double_data",
+    onnx.TensorProto.INT64: "int64_data", onnx.TensorProto.UINT64: "uint64_data",
+    onnx.TensorProto.INT32: "int32_data", onnx.TensorProto.INT16: "int32_data",
+    onnx.TensorProto.INT8: "int32_data", onnx.TensorProto.UINT8: "int32_data",
+    onnx.TensorProto.UINT16: "int32_data", onnx.TensorProto.BOOL: "int32_data",
+    onnx.TensorProto.FLOAT16: "int32_data", onnx.TensorProto.BFLOAT16: "int32_data",
+}
+
+
+def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
+    """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
+    if any(d < 0 for d in t.dims):
+        raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
+    if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
+        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+        return
+    count = 1
+    for d in t.dims:
+        count *= d
+    if t.HasField("raw_data"):
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            return
+        if itemsize and t.data_type not in _SUB_BYTE and len(t.raw_data) != count * itemsize:
+            raise FuseviewError(
+                f"{where}: initializer {t.name!r} holds {len(t.raw_data)} bytes, but "
+                f"{dtype_name(t.data_type)}{list(t.dims)} needs {count * itemsize}"
+            )
+        return
+    field = _TYPED_FIELD.get(t.data_type)
+    if field is not None:
+        n = len(getattr(t, field))
+        if n != count:
+            raise FuseviewError(
+                f"{where}: initializer {t.name!r} holds {n} values, but shape {list(t.dims)} needs {count}"
+            )
+
+
+_SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+             if hasattr(onnx.TensorProto, n)}
 
 
 def _check_graph(
