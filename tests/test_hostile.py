@@ -28,7 +28,7 @@ PEAK_RSS_MIB = 1536
 
 
 def test_every_command_survives_hostile_input(tmp_path: Path) -> None:
-    cases = hc.build_cases(tmp_path / "cases", seed=0, mutant_count=6)
+    cases = hc.build_cases(tmp_path / "cases", seed=0, mutant_count=4)
     t0 = time.monotonic()
     results = hc.run_cases(cases, workers=2, timeout_s=TIMEOUT_S)
     elapsed = time.monotonic() - t0
@@ -170,3 +170,31 @@ def test_svg_with_forbidden_characters_becomes_well_formed(tmp_path: Path) -> No
     sanitize_svg_file(p)
     xml.dom.minidom.parse(str(p))
     assert math.isfinite(1.0)
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "line"),
+    [
+        (FuseviewError("bad\nplan\x1b[2J"), 2, "fuseview: error: bad\\x0aplan\\x1b[2J"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), 2, "not valid UTF-8"),
+        (KeyError("bug"), 1, "internal error: KeyError"),
+    ],
+)
+def test_error_inside_the_event_loop_ends_it_at_once_in_one_line(qapp, capsys, exc, code, line) -> None:
+    from PySide6.QtCore import QTimer
+
+    from fuseview.ui.headless import exit_on_loop_error
+
+    t0 = time.monotonic()
+    with exit_on_loop_error(qapp) as loop:
+        QTimer.singleShot(0, lambda: _raise(exc))
+        QTimer.singleShot(20_000, lambda: qapp.exit(99))  # the hang this guards against
+        got = qapp.exec()
+    assert got == code and loop["code"] == code
+    assert time.monotonic() - t0 < 10
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and line in err and err.startswith("fuseview: error: ")
