@@ -1,7 +1,9 @@
 """Bounded reading of user files: regular files only, size-checked before reading, JSON depth bounded.
 
-Every reader registers its file as an input of the run, so the guarded writer (fuseview.atomic) never
-replaces it. Limits are generous defaults, each overridable by an environment variable.
+Models (and their external data) are registered as inputs of the run, so the guarded writer
+(fuseview.atomic) never replaces them, in the CLI and in the window alike; the CLI also registers every
+file named on its command line. A plan or report opened in the window may be saved back over itself.
+Limits are generous defaults, each overridable by an environment variable.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def check_regular(path: str | os.PathLike, kind: str, what: str | None = None) -
             f"{p}: {_human(st.st_size)} is over the {_human(cap)} limit for a {what} file"
             f" (set {LIMITS[kind][1]} to raise it)"
         )
-    register_input(p)
+    if kind == "model":
+        register_input(p)
     return st
 
 

@@ -253,6 +253,10 @@ def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None
         if location is None:
             raise FuseviewError(f"{path}: tensor {t.name!r} is external but names no data file")
         data = base / location
+        if Path(location).is_absolute() or ".." in Path(location).parts:
+            raise FuseviewError(
+                f"{path}: external data {location!r} of tensor {t.name!r} is outside the model's folder"
+            )
         if not data.is_file():
             raise FuseviewError(
                 f"{path}: external data file {location!r} for tensor {t.name!r} not found beside the model"
