@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 import fuseview.commands
-from fuseview.atomic import check_output, register_input
+from fuseview.atomic import check_output, clear_inputs, register_input
 from fuseview.errors import FuseviewError, user_error_message
 from fuseview.textsafe import EscapingStream, one_line
 
@@ -97,13 +97,22 @@ def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.Argument
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for bad input, with one line on stderr)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    out, err = sys.stdout, sys.stderr
+    # names from a model reach the terminal: control characters (ESC, NUL, bidi overrides) are escaped
+    sys.stdout = EscapingStream(out, keep="\n\t")
+    sys.stderr = EscapingStream(err, keep="\n\t\r")
+    clear_inputs()  # one call is one run
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str]) -> int:
     mods = _command_modules()
     if _DEFAULT_COMMAND in mods and (not argv or (argv[0] not in mods and not argv[0].startswith("-"))):
         argv.insert(0, _DEFAULT_COMMAND)
     parser = build_parser(mods)
-    sys.stdout = EscapingStream(sys.stdout, keep="\n\t")
-    sys.stderr = EscapingStream(sys.stderr, keep="\n\t\r")
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

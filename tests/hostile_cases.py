@@ -78,6 +78,8 @@ def check(case: Case, result: dict) -> list[str]:
         problems.append(f"exit {code}, expected one of {case.codes}")
     if "Traceback" in err or "internal error" in err:
         problems.append("traceback or internal error on stderr")
+    if any(ch in result.get("stdout", "") for ch in "\x00\x1b\x07\u202e"):
+        problems.append("raw control characters on stdout")
     if code == 2:
         errors = [ln for ln in lines if ln.startswith("fuseview: error: ")]
         if len(errors) != 1 or (len(lines) > 1 and case.exec is False):
@@ -194,6 +196,10 @@ def hostile_models() -> dict[str, tuple[bytes, tuple[int, ...]]]:
     add("wrong_arity", _model([helper.make_node("Add", ["x"], ["y"])], [x], [y]), ANY)
     add("unknown_op", _model([helper.make_node("NoSuchOp", ["x"], ["y"])], [x], [y]), ANY)
     add("opset_9999", _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y], opsets=(("", 9999),)), ANY)
+    named = mlp()
+    for k, n in enumerate(named.graph.node):
+        n.name = f"node{k}\x1b[31m\x07\x00\u202e\n"
+    add("control_names_mlp", named, ANY)
     add(
         "control_names",
         _relu(name="a\x1b[31mred\x07\x00nul\nline\u202eevil", x="in\x1b]0;t\x07", y="o\r"),

@@ -19,11 +19,12 @@ GiB = 1 << 30
 
 
 def _child(case: dict, err_path: str, mem_bytes: int) -> None:
+    out_path = err_path + ".out"
     try:
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
         os.chdir(case["cwd"])
         err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        out = os.open(os.devnull, os.O_WRONLY)
+        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, 1)
         os.dup2(err, 2)
         if case.get("exec"):
@@ -67,11 +68,14 @@ def run_case(case: dict, timeout_s: float, mem_bytes: int, err_path: str) -> dic
     wall = time.monotonic() - start
     code = os.waitstatus_to_exitcode(status)
     with open(err_path, encoding="utf-8", errors="replace") as f:
-        stderr = f.read()
+        stderr = f.read(1 << 20)
+    with open(err_path + ".out", encoding="utf-8", errors="replace") as f:
+        stdout = f.read(1 << 20)
     return {
         "name": case["name"],
         "code": code,
         "stderr": stderr,
+        "stdout": stdout,
         "seconds": round(wall, 3),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "timed_out": timed_out,
