@@ -198,3 +198,23 @@ def test_error_inside_the_event_loop_ends_it_at_once_in_one_line(qapp, capsys, e
     assert time.monotonic() - t0 < 10
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and line in err and err.startswith("fuseview: error: ")
+
+
+def test_generated_inputs_over_the_limit_are_refused_before_allocating(tmp_path: Path) -> None:
+    import fuseview.runtime.inputs as inputs
+
+    if not hasattr(inputs, "max_input_bytes"):
+        pytest.skip("no generated-input size limit in this build (runtime/inputs.py, pipeline helper)")
+    data = hc.hostile_models()["declared_dims_2p30"][0]
+    cases = []
+    for argv in (["fuse", "m.onnx", "-o", "out.onnx"], ["profile", "m.onnx", *hc.PROFILE]):
+        folder = tmp_path / argv[0]
+        folder.mkdir()
+        (folder / "m.onnx").write_bytes(data)
+        c = hc.Case(f"2^30/{argv[0]}", argv, folder)
+        c.before = hc.snapshot(folder)
+        cases.append(c)
+    for case, result in zip(cases, hc.run_cases(cases, workers=2, mem_bytes=16 * hc.GiB), strict=True):
+        assert hc.check(case, result) == [], result
+        assert "--dim" in result["stderr"] and "out of memory" not in result["stderr"]
+        assert result["peak_rss_mib"] < 1024
