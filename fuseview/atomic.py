@@ -24,8 +24,9 @@ from fuseview.textsafe import sanitize_svg_file
 _MAX_PROTO_BYTES = 2_000_000_000
 TEMP_PREFIX = ".fuseview-tmp-"
 
-# (st_dev, st_ino) and resolved paths of every file this process read as input.
-_input_ids: set[tuple[int, int]] = set()
+# (st_dev, st_ino, st_ctime_ns) and resolved paths of every file this process read as input. The ctime
+# tells the input from a new file that reuses its inode number after the input was deleted.
+_input_ids: set[tuple[int, int, int]] = set()
 _input_paths: set[str] = set()
 
 
@@ -36,7 +37,7 @@ def register_input(path: str | os.PathLike) -> None:
         _input_paths.add(str(p.resolve()))
     with contextlib.suppress(OSError, ValueError):
         st = os.stat(p)
-        _input_ids.add((st.st_dev, st.st_ino))
+        _input_ids.add((st.st_dev, st.st_ino, st.st_ctime_ns))
 
 
 def register_inputs(paths: Iterable[str | os.PathLike | None]) -> None:
@@ -88,7 +89,7 @@ def check_output(path: str | os.PathLike) -> Path:
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise FuseviewError(f"{out}: is {_kind(st.st_mode)}; fuseview writes only regular files")
-        if (st.st_dev, st.st_ino) in _input_ids:
+        if (st.st_dev, st.st_ino, st.st_ctime_ns) in _input_ids:
             raise FuseviewError(f"{out}: is an input of this run; refusing to overwrite it")
     with contextlib.suppress(OSError, RuntimeError, ValueError):
         if str(out.resolve()) in _input_paths:

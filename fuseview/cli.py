@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for bad input, with one line on stderr)."""
     out, err = sys.stdout, sys.stderr
     # names from a model reach the terminal: control characters (ESC, NUL, bidi overrides) are escaped
-    sys.stdout = EscapingStream(out, keep="\n\t")
+    sys.stdout = EscapingStream(out, keep="\n\t", json_style=True)  # --json output stays valid JSON
     sys.stderr = EscapingStream(err, keep="\n\t\r")
     clear_inputs()  # one call is one run
     try:

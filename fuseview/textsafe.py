@@ -17,11 +17,17 @@ def _escape(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
-def escape_controls(text: str, keep: str = "\n\t") -> str:
-    """text with control characters (other than those in keep) written as \\xNN escapes."""
+def _escape_json(m: re.Match) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
+def escape_controls(text: str, keep: str = "\n\t", json_style: bool = False) -> str:
+    """text with control characters (other than those in keep) written as \\xNN escapes (\\uNNNN with
+    json_style, which stays valid inside a JSON string)."""
+    esc = _escape_json if json_style else _escape
     if keep:
-        return _CONTROLS.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
-    return _CONTROLS.sub(_escape, text)
+        return _CONTROLS.sub(lambda m: m.group(0) if m.group(0) in keep else esc(m), text)
+    return _CONTROLS.sub(esc, text)
 
 
 def shorten(text: str, width: int = 120) -> str:
@@ -57,13 +63,14 @@ def sanitize_svg_file(path: str | os.PathLike) -> None:
 class EscapingStream:
     """A text stream wrapper that escapes control characters (except keep) in everything written."""
 
-    def __init__(self, stream, keep: str = "\n\t") -> None:
+    def __init__(self, stream, keep: str = "\n\t", json_style: bool = False) -> None:
         self._stream = stream
         self._keep = keep
+        self._json_style = json_style
 
     def write(self, s: str) -> int:
         """Write s with its control characters escaped."""
-        self._stream.write(escape_controls(s, self._keep))
+        self._stream.write(escape_controls(s, self._keep, self._json_style))
         return len(s)
 
     def __getattr__(self, name: str):

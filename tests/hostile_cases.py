@@ -80,6 +80,11 @@ def check(case: Case, result: dict) -> list[str]:
         problems.append("traceback or internal error on stderr")
     if any(ch in result.get("stdout", "") for ch in "\x00\x1b\x07\u202e"):
         problems.append("raw control characters on stdout")
+    if code == 0 and "--json" in case.argv and case.argv[0] in ("scan", "info"):
+        try:
+            json.loads(result.get("stdout", ""))
+        except ValueError as exc:
+            problems.append(f"--json output is not JSON ({exc})")
     if code == 2:
         errors = [ln for ln in lines if ln.startswith("fuseview: error: ")]
         if len(errors) != 1 or (len(lines) > 1 and case.exec is False):
@@ -198,7 +203,7 @@ def hostile_models() -> dict[str, tuple[bytes, tuple[int, ...]]]:
     add("opset_9999", _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y], opsets=(("", 9999),)), ANY)
     named = mlp()
     for k, n in enumerate(named.graph.node):
-        n.name = f"node{k}\x1b[31m\x07\x00\u202e\n"
+        n.name = f"node{k}\x1b[31m\x07\x00\u202e\x85\n"
     add("control_names_mlp", named, ANY)
     add(
         "control_names",
@@ -359,6 +364,7 @@ def model_commands(
         ("info", ["info", "m.onnx"], codes, ()),
         ("render", ["render", "m.onnx", "-o", "out.svg"], codes, ("out.svg",)),
         ("scan", ["scan", "m.onnx", "--near-misses"], codes, ()),
+        ("scan --json", ["scan", "m.onnx", "--json"], codes, ()),
         (
             "fuse",
             ["fuse", "m.onnx", "-o", "out.onnx", "--save-plan", "plan.json"],
@@ -421,7 +427,7 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
                 case(f"{name}/{label}", argv, {"m.onnx": data}, ANY + (3,), outs)
     for name, data in mutants(seed, mutant_count):
         for label, argv, _cc, outs in model_commands(name, ANY):
-            if label in ("info", "scan", "fuse"):
+            if label in ("info", "scan --json", "fuse"):
                 case(f"{name}/{label}", argv, {"m.onnx": data}, ANY, outs)
 
     plan = json.dumps({"format": "fuseview-plan", "decisions": []})

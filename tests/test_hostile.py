@@ -157,6 +157,7 @@ def test_text_escaping() -> None:
     assert "\n" not in one_line("x\ny") and one_line("x" * 10_000, 100).count("…") == 1
     assert len(one_line("x" * 10_000, 100)) == 100
     assert escape_controls("\u202eevil") == "\\u202eevil"
+    assert escape_controls("a\x1b\x85", json_style=True) == "a\\u001b\\u0085"  # valid inside JSON
     assert xml_safe("ok\x00\x1b\tok") == "ok\\x00\\x1b\tok"
 
 
@@ -190,10 +191,16 @@ def test_error_inside_the_event_loop_ends_it_at_once_in_one_line(qapp, capsys, e
     from fuseview.ui.headless import exit_on_loop_error
 
     t0 = time.monotonic()
-    with exit_on_loop_error(qapp) as loop:
-        QTimer.singleShot(0, lambda: _raise(exc))
-        QTimer.singleShot(20_000, lambda: qapp.exit(99))  # the hang this guards against
-        got = qapp.exec()
+    guard = QTimer()  # the hang this guards against; stopped after, so it cannot end a later test's loop
+    guard.setSingleShot(True)
+    guard.timeout.connect(lambda: qapp.exit(99))
+    guard.start(20_000)
+    try:
+        with exit_on_loop_error(qapp) as loop:
+            QTimer.singleShot(0, lambda: _raise(exc))
+            got = qapp.exec()
+    finally:
+        guard.stop()
     assert got == code and loop["code"] == code
     assert time.monotonic() - t0 < 10
     err = capsys.readouterr().err
