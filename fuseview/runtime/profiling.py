@@ -55,6 +55,7 @@ def stats(values: list[float] | np.ndarray) -> dict:
 def load_model_graph(model: ModelSource) -> onnx.ModelProto:
     """The model as a proto (weights left on disk when given a path): for names, metadata and inputs."""
     if isinstance(model, onnx.ModelProto):
+        check_structure(model)  # the one structural check, for models loaded elsewhere too
         return model
     path = Path(model)
     if not path.is_file():
