@@ -8,6 +8,7 @@ nothing was written on failure, and no input changed. Used by tests/test_hostile
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import random
@@ -568,6 +569,20 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
         m,
     )
     case("model name with newline and ESC", ["info", "a\nb\x1b[2J.onnx"], {"a\nb\x1b[2J.onnx": b"junk"})
+    if importlib.util.find_spec("fuseview.commands.trace") is not None:
+        trace = json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2,
+                                             "pid": 1, "tid": 1}]})
+        t = {"t.json": trace}
+        case("trace of a fifo", ["trace", "t.json"], {"t.json": "fifo"})
+        case("trace of /dev/zero", ["trace", "/dev/zero"], {})
+        case("trace of a 2.5 GiB sparse file", ["trace", "t.json"], {"t.json": f"sparse:{5 * GiB // 2}"})
+        case("trace nested 100000 deep", ["trace", "t.json"], {"t.json": "[" * 100_000 + "]" * 100_000}, ANY)
+        case("trace with NaN", ["trace", "t.json"], {"t.json": trace.replace("2", "NaN")}, ANY)
+        case("trace not JSON", ["trace", "t.json"], {"t.json": b"\xff\xfe garbage"})
+        case("trace of a model", ["trace", "m.onnx"], m)
+        case("trace --json onto its input", ["trace", "t.json", "--json", "t.json"], t)
+        case("trace --json onto a device", ["trace", "t.json", "--json", "/dev/full"], t)
+        case("trace --json output", ["trace", "t.json", "--json", "r.json"], t, ANY, ("r.json",))
     if window:
         case(
             "open --screenshot onto folder",
