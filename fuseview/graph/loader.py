@@ -91,7 +91,8 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.HasField("shape"):
             for d in tt.shape.dim:
-                if d.HasField("dim_value") and d.dim_value < 0:
+                # -1 is how some exporters (Paddle) write a dynamic dim; nothing writes -5
+                if d.HasField("dim_value") and d.dim_value < -1:
                     raise FuseviewError(f"{where}: tensor {vi.name!r} has a negative dim ({d.dim_value})")
                 if d.HasField("dim_param") and not isinstance(d.dim_param, str):
                     raise FuseviewError(f"{where}: tensor {vi.name!r} has a dim name that is not valid UTF-8")
