@@ -26,7 +26,7 @@ def load_document(path: str | os.PathLike, progress: Progress | None = None) -> 
     report = progress or (lambda _msg, _frac: None)
     report("reading", 0.0)
     p = Path(path)
-    model = read_model(p)
+    model = read_model(p, check=False)  # document_from_model checks the structure as it builds
     return document_from_model(model, p, progress=report)
 
 
@@ -210,6 +210,10 @@ def document_from_model(
         raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
     if not model.graph.node:
         raise FuseviewError(f"{where}: the graph has no nodes")
+    try:
+        _check_names_and_dims(model.graph, where)  # the rest of check_structure runs in _assemble
+    except UnicodeDecodeError as exc:
+        raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
     warnings: list[str] = []
     report("inferring shapes", 0.2)
     inferred = _infer_shapes(model, warnings)
