@@ -1,19 +1,134 @@
-"""Writing files so that nobody ever sees half of one: a temp file beside the target, then a rename."""
+"""The one guarded writer: every file fuseview writes goes through here.
+
+A write never lands on an input of the same run (by resolved path and by inode), never on a device, FIFO,
+socket or folder, and never shows half a file: it goes to a temp file beside the target (prefix
+`.fuseview-tmp-<pid>-`), is flushed to disk, then renamed over a regular file or onto nothing. A run
+killed mid-write leaves only its temp file, which the next write into that folder removes.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import onnx
 
-from fuseview.errors import FuseviewError
+from fuseview.errors import FuseviewError, WriteError
+from fuseview.textsafe import sanitize_svg_file
 
 # Above this, protobuf cannot serialise a model in one piece: weights go to a data file beside it.
 _MAX_PROTO_BYTES = 2_000_000_000
+TEMP_PREFIX = ".fuseview-tmp-"
+
+# (st_dev, st_ino, st_ctime_ns) and resolved paths of every file this process read as input. The ctime
+# tells the input from a new file that reuses its inode number after the input was deleted.
+_input_ids: set[tuple[int, int, int]] = set()
+_input_paths: set[str] = set()
+
+
+def register_input(path: str | os.PathLike) -> None:
+    """Mark a file as an input of this run: no write of this process may replace it."""
+    p = Path(path)
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        _input_paths.add(str(p.resolve()))
+    with contextlib.suppress(OSError, ValueError):
+        st = os.stat(p)
+        _input_ids.add((st.st_dev, st.st_ino, st.st_ctime_ns))
+
+
+def register_inputs(paths: Iterable[str | os.PathLike | None]) -> None:
+    """register_input for each path that is given (None is skipped)."""
+    for p in paths:
+        if p is not None and str(p) != "":
+            register_input(p)
+
+
+def clear_inputs() -> None:
+    """Forget every registered input (tests and long-lived windows that open another model)."""
+    _input_ids.clear()
+    _input_paths.clear()
+
+
+@contextlib.contextmanager
+def guarded_inputs(paths: Iterable[str | os.PathLike | None]) -> Iterator[None]:
+    """Within the block, the given files are inputs too (registered, then forgotten unless already so)."""
+    before_ids, before_paths = set(_input_ids), set(_input_paths)
+    register_inputs(paths)
+    try:
+        yield
+    finally:
+        _input_ids.intersection_update(before_ids)
+        _input_paths.intersection_update(before_paths)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """Refuse an output path that is an input of this run, a device, FIFO, socket or folder (one line)."""
+    out = Path(path)
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise FuseviewError(f"{out}: cannot write there ({exc.strerror or exc})") from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise FuseviewError(f"{out}: is {_kind(st.st_mode)}; fuseview writes only regular files")
+        if (st.st_dev, st.st_ino, st.st_ctime_ns) in _input_ids:
+            raise FuseviewError(f"{out}: is an input of this run; refusing to overwrite it")
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        if str(out.resolve()) in _input_paths:
+            raise FuseviewError(f"{out}: is an input of this run; refusing to overwrite it")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise FuseviewError(f"{out}: folder does not exist ({folder})")
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Remove temp files of fuseview runs that died mid-write in folder (their process is gone)."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.name.startswith(TEMP_PREFIX):
+            continue
+        pid_text = e.name[len(TEMP_PREFIX):].split("-", 1)[0]
+        # a live process's temp file is a write in progress (ours included): leave it
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            if e.is_file(follow_symlinks=False):
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+    return removed
 
 
 def _new_file_mode() -> int:
@@ -22,24 +137,42 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _fsync(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_empty: bool = True) -> Path:
     """Call write(tmp) on a temp file beside path, then rename it over path; on failure nothing is left."""
-    out = Path(path)
+    out = check_output(path)
     folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise FuseviewError(f"{out}: folder {folder} does not exist")
+    clean_stale_temps(folder)
     # the temp name keeps the suffix: image writers pick their format from it
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=out.suffix or ".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", suffix=out.suffix or ".tmp",
+                                   dir=folder)
+    except OSError as exc:
+        raise WriteError(f"{out}: cannot write in {folder} ({exc.strerror or exc})") from None
     os.close(fd)
     try:
         write(tmp)
+        if out.suffix.lower() == ".svg":
+            sanitize_svg_file(tmp)  # names from a model may hold characters XML forbids
         if not allow_empty and os.path.getsize(tmp) == 0:
             raise FuseviewError(f"{out}: nothing was written")
         os.chmod(tmp, _new_file_mode())  # mkstemp makes 0600; the result is as readable as any new file
+        _fsync(tmp)
+        check_output(out)  # again: the target may have changed while we wrote
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, FuseviewError):
+            raise WriteError(f"{out}: cannot write ({exc.strerror or exc})") from None
         raise
     return out
 
@@ -54,6 +187,7 @@ def save_model_atomic(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
     out = Path(path)
     if model.ByteSize() > _MAX_PROTO_BYTES:
         data = out.name + ".data"
+        check_output(out.parent / data)
         return write_atomic(
             out, lambda tmp: onnx.save_model(model, tmp, save_as_external_data=True, location=data)
         )

@@ -10,7 +10,9 @@ import sys
 from types import ModuleType
 
 import fuseview.commands
-from fuseview.errors import FuseviewError
+from fuseview.atomic import check_output, clear_inputs, register_input
+from fuseview.errors import FuseviewError, user_error_message
+from fuseview.textsafe import EscapingStream, one_line
 
 # A first argument that is not a subcommand is a model to open in the window (`fuseview model.onnx`).
 _DEFAULT_COMMAND = "open"
@@ -26,10 +28,58 @@ def _command_modules() -> dict[str, ModuleType]:
     return mods
 
 
+# Arguments that name files fuseview writes; every other existing file named on the line is an input.
+OUTPUT_ARGS = frozenset({"output", "save_plan", "screenshot", "json", "export"})
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error (control characters escaped, long values shortened), exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        """Print `fuseview: error: ...` on stderr and exit 2."""
+        self.exit(2, f"fuseview: error: {one_line(message)}\n")
+
+
+def _register_inputs(args: argparse.Namespace) -> None:
+    for name, value in vars(args).items():
+        if name in OUTPUT_ARGS or name.startswith("_"):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v and os.path.lexists(v):
+                register_input(v)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    # fail before any work: an output that is an input, a device, a FIFO or a folder
+    for name in OUTPUT_ARGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            check_output(value)
+
+
+def _check_threads(args: argparse.Namespace) -> None:
+    threads = getattr(args, "threads", None)
+    cpus = os.cpu_count() or 1
+    if isinstance(threads, int) and not 0 <= threads <= cpus:
+        raise FuseviewError(f"--threads {threads}: must be 0 (onnxruntime chooses) to {cpus} (the CPUs)")
+
+
+# Commands that run models in onnxruntime in this process.
+_ORT_COMMANDS = frozenset({"fuse", "profile"})
+
+
+def _quiet_onnxruntime(command: str | None) -> None:
+    # onnxruntime prints coloured log lines on stderr for errors we report in one line ourselves
+    if command in _ORT_COMMANDS or "onnxruntime" in sys.modules:
+        import onnxruntime
+
+        onnxruntime.set_default_logger_severity(4)  # fatal only: its errors reach the user as our one line
+
+
 def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.ArgumentParser:
     """The argument parser with one subparser per command module."""
     mods = mods if mods is not None else _command_modules()
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="fuseview",
         description="See an ONNX graph, choose its kernel fusions, and prove each with timings and error.",
     )
@@ -45,13 +95,20 @@ def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.Argument
     return parser
 
 
-class _OneLineParserError(Exception):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for bad input, with one line on stderr)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    out, err = sys.stdout, sys.stderr
+    # names from a model reach the terminal: control characters (ESC, NUL, bidi overrides) are escaped
+    sys.stdout = EscapingStream(out, keep="\n\t", json_style=True)  # --json output stays valid JSON
+    sys.stderr = EscapingStream(err, keep="\n\t\r")
+    clear_inputs()  # one call is one run
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str]) -> int:
     mods = _command_modules()
     if _DEFAULT_COMMAND in mods and (not argv or (argv[0] not in mods and not argv[0].startswith("-"))):
         argv.insert(0, _DEFAULT_COMMAND)
@@ -61,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _register_inputs(args)
+        _check_outputs(args)
+        _check_threads(args)
+        _quiet_onnxruntime(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:
-        print(f"fuseview: error: {exc}", file=sys.stderr)
+        print(f"fuseview: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fuseview: interrupted", file=sys.stderr)
@@ -76,8 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a user never sees a traceback
         if os.environ.get("FUSEVIEW_DEBUG"):
             raise
+        message = user_error_message(exc)
+        if message is not None:  # the input was refused by onnx, onnxruntime or a decoder
+            print(f"fuseview: error: {one_line(message)}", file=sys.stderr)
+            return 2
         print(
-            f"fuseview: internal error: {type(exc).__name__}: {exc} (FUSEVIEW_DEBUG=1 shows where)",
+            one_line(f"fuseview: internal error: {type(exc).__name__}: {exc} (FUSEVIEW_DEBUG=1 shows where)"),
             file=sys.stderr,
         )
         return 1

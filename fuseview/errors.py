@@ -1,5 +1,42 @@
-"""The one exception type whose message is meant for the user."""
+"""The one exception type whose message is meant for the user, and how foreign errors become one line."""
+
+from __future__ import annotations
 
 
 class FuseviewError(Exception):
     """A problem with the user's input, described in one line they can act on."""
+
+
+class WriteError(FuseviewError, OSError):
+    """A file could not be written (disk full, permission denied): both a user message and an OSError."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "cannot write"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """The one-line message for an error that means the input was refused, None for a fuseview bug.
+
+    onnx's checker and shape inference, onnxruntime (loading or running a model), protobuf and text
+    decoding, exhausted memory and runaway recursion all come from what the user gave us.
+    """
+    module = type(exc).__module__ or ""
+    if module.startswith("onnxruntime"):
+        return f"onnxruntime refused the model: {_first_line(exc)}"
+    if module.startswith("onnx") and type(exc).__name__ in ("ValidationError", "InferenceError"):
+        return f"onnx rejects the model: {_first_line(exc)}"
+    if module.startswith("google.protobuf"):
+        return f"not a readable ONNX model: {_first_line(exc)}"
+    if isinstance(exc, UnicodeError):
+        return f"text in the input is not valid UTF-8: {_first_line(exc)}"
+    if isinstance(exc, MemoryError):
+        return "out of memory: the model or its inputs are too large for this machine (try smaller --dim)"
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to process"
+    return None

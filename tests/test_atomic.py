@@ -20,7 +20,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_nothing(tmp_path: Path) -> N
         Path(tmp).write_text("half")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(FuseviewError, match="disk full"):
         write_atomic(target, half_then_fail)
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
 
 
-def _decide(args: argparse.Namespace, scan, src: Path) -> list[str]:
+def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
     plan = Plan.load(args.plan, scan.candidates) if args.plan else Plan(scan.candidates, str(src))
     for r in args.reject:
         plan.reject(r)
@@ -48,9 +48,7 @@ def _decide(args: argparse.Namespace, scan, src: Path) -> list[str]:
         plan.accept(a)
     if not args.plan and not args.accept:
         plan.accept_all()
-    if args.save_plan:
-        plan.save(args.save_plan)
-    return plan.accepted()
+    return plan
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     )
     model = load_for_fusion(src)
     scan = scan_for_fusion(model, dims_for(model, options), src)
-    accepted = _decide(args, scan, src)
-    outcome = build_fused(model, scan, accepted, options, src.parent)
+    plan = _decide(args, scan, src)
+    outcome = build_fused(model, scan, plan.accepted(), options, src.parent)
     result = outcome.result
     print(f"model      {src}")
     print(f"applied    {len(result.applied)} of {len(scan.candidates)} candidates")
@@ -102,4 +100,6 @@ def run(args: argparse.Namespace) -> int:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
     save_model_atomic(result.model, out)
     print(f"wrote      {out}")
+    if args.save_plan:  # last, with the model: a run that fails writes nothing
+        plan.save(args.save_plan)
     return 0

@@ -151,6 +151,8 @@ class GraphIndex:
         return value
 
     def _tensor_value(self, t: onnx.TensorProto) -> np.ndarray | None:
+        if _declared_bytes(t) > CONST_READ_LIMIT:
+            return None  # rules read small constants; a huge weight stays on disk (or in the proto) unread
         try:
             if t.data_location == onnx.TensorProto.EXTERNAL:
                 return numpy_helper.to_array(t, base_dir=self.base_dir or "")
@@ -209,8 +211,15 @@ class GraphIndex:
         for t in ext:
             if t.name not in self.graph_inputs:
                 mg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        # onnx's data propagation materialises the values of declared 1-D integer tensors: a 200-byte model
+        # declaring two int64[2^24] inputs cost 3.6 GiB. Past a shape-like length it has nothing to give.
+        data_prop = not _declares_long_int_vector(list(mg.input) + list(g.value_info) + list(g.output))
+        if not data_prop:
+            self.notes.append(
+                f"data propagation skipped: a 1-D integer tensor is declared longer than {_MAX_PROP_LENGTH}"
+            )
         try:
-            inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+            inferred = onnx.shape_inference.infer_shapes(m, data_prop=data_prop)
         except Exception as exc:  # noqa: BLE001 - sizes become unknown, matching still works
             self.notes.append(f"shape inference failed: {exc}")
             inferred = m
@@ -277,3 +286,35 @@ class GraphIndex:
 
 
 _ITEMSIZE: dict[int, int] = {}
+# Largest constant a rule may read while scanning (bigger weights never leave the disk).
+CONST_READ_LIMIT = 64 << 20
+
+
+def _declared_bytes(t: onnx.TensorProto) -> int:
+    n = 1
+    for d in t.dims:
+        n *= max(int(d), 0)
+    try:
+        size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except Exception:  # noqa: BLE001 - an unknown type: count one byte per element
+        size = 1
+    return n * size
+
+
+# Longest 1-D integer tensor whose values onnx's data propagation may compute (shapes are far shorter).
+_MAX_PROP_LENGTH = 4096
+_INT_TYPES = {
+    onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8,
+}
+
+
+def _declares_long_int_vector(infos: list[onnx.ValueInfoProto]) -> bool:
+    for vi in infos:
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or tt.elem_type not in _INT_TYPES or not tt.HasField("shape"):
+            continue
+        dims = tt.shape.dim
+        if len(dims) <= 1 and any(d.HasField("dim_value") and d.dim_value > _MAX_PROP_LENGTH for d in dims):
+            return True
+    return False

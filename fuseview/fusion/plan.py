@@ -10,6 +10,8 @@ from pathlib import Path
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate
+from fuseview.safe_io import load_json
+from fuseview.textsafe import shorten
 
 ACCEPT = "accept"
 REJECT = "reject"
@@ -151,12 +153,18 @@ class Plan:
             raise FuseviewError('not a fuseview plan (missing "format": "fuseview-plan")')
         plan = cls(candidates, data.get("model"))
         missing = []
-        for d in data.get("decisions", []):
+        decisions = data.get("decisions", [])
+        if not isinstance(decisions, list):
+            raise FuseviewError(f"plan: \"decisions\" must be a list, not {type(decisions).__name__}")
+        for d in decisions:
             if not isinstance(d, dict):
-                raise FuseviewError(f"plan: each decision must be an object, not {d!r}")
+                raise FuseviewError(f"plan: each decision must be an object, not {shorten(repr(d), 80)}")
             cid, dec = d.get("id"), d.get("decision")
-            if dec not in (ACCEPT, REJECT):
-                raise FuseviewError(f"plan: decision {dec!r} for {cid} is not accept/reject")
+            if not isinstance(cid, str):
+                raise FuseviewError(f"plan: a decision's id must be a string, not {shorten(repr(cid), 80)}")
+            cid = shorten(cid, 200) if cid not in plan._by_id else cid
+            if not isinstance(dec, str) or dec not in (ACCEPT, REJECT):
+                raise FuseviewError(f"plan: decision {shorten(repr(dec), 80)} for {cid} is not accept/reject")
             if cid not in plan._by_id:
                 missing.append(str(cid))
                 continue
@@ -170,12 +178,9 @@ class Plan:
     def load(cls, path: str | os.PathLike, candidates: list[Candidate], strict: bool = True) -> Plan:
         """Read a plan JSON file; FuseviewError on bad input."""
         p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise FuseviewError(f"{p}: no such plan file") from None
-        except (OSError, ValueError) as exc:
-            raise FuseviewError(f"{p}: not a JSON plan ({exc})") from None
+        if not os.path.lexists(p):
+            raise FuseviewError(f"{p}: no such plan file")
+        data = load_json(p, "plan", "JSON plan")  # regular file, size-checked, depth-bounded
         return cls.from_json(data, candidates, strict)
 
     def adopt(self, other: Plan) -> bool:

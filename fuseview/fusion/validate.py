@@ -119,7 +119,7 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: b
 
     from fuseview.runtime.sessions import create_session
 
-    ort.set_default_logger_severity(3)  # onnxruntime's own warnings would print raw, coloured lines
+    ort.set_default_logger_severity(4)  # fatal only: onnxruntime's own lines would print raw and coloured
     sess, _choice = create_session(model, "cpu", "disabled")
     return [np.asarray(x) for x in sess.run(None, feeds)]
 

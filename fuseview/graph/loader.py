@@ -9,10 +9,12 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
+from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.scopes import node_scope
 from fuseview.naming import unique_node_names
+from fuseview.safe_io import check_regular, read_bytes
 
 # Shape inference serialises the model; past this size protobuf refuses, so we skip it and say so.
 _MAX_INFER_BYTES = 1_900_000_000
@@ -25,27 +27,178 @@ def load_document(path: str | os.PathLike, progress: Progress | None = None) -> 
     report = progress or (lambda _msg, _frac: None)
     report("reading", 0.0)
     p = Path(path)
-    model = read_model(p)
+    model = read_model(p, check=False)  # document_from_model checks the structure as it builds
     return document_from_model(model, p, progress=report)
 
 
-def read_model(path: str | os.PathLike) -> onnx.ModelProto:
-    """Parse an ONNX file without its external weights, checking that they exist; FuseviewError if bad."""
+def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
+    """Parse an ONNX file without its external weights, checking that they exist and (with check) the
+    graph's structure (see check_structure); FuseviewError if bad."""
     p = Path(path)
-    if not p.exists():
-        raise FuseviewError(f"{p}: no such file")
-    if p.is_dir():
-        raise FuseviewError(f"{p}: is a folder, not an ONNX file")
-    if p.stat().st_size == 0:
+    if check_regular(p, "model", "ONNX model").st_size == 0:
         raise FuseviewError(f"{p}: file is empty")
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        model = onnx.load_model_from_string(read_bytes(p, "model", "ONNX model"))
     except DecodeError as exc:
         raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
     _check_external_data(model, p.parent, p)
+    if check:
+        check_structure(model, str(p))
     return model
+
+
+def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
+    """Refuse a model every command would trip on: no graph or nodes, a cycle, a dangling input, two
+    writers of one tensor, an op domain without an opset import, names that are not UTF-8 (FuseviewError).
+
+    The one structural check shared by every command (info, render, open, scan, fuse, profile)."""
+    try:
+        if model.ir_version == 0 and not model.graph.node and not model.opset_import:
+            raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
+        if not model.graph.node:
+            raise FuseviewError(f"{where}: the graph has no nodes")
+        _check_names_and_dims(model.graph, where)
+        opsets = {_norm_domain(o.domain or "") for o in model.opset_import}
+        known = opsets | {_norm_domain(f.domain) for f in model.functions}
+        g = model.graph
+        inputs = [vi.name for vi in g.input]
+        _check_graph(list(g.node), inputs, [vi.name for vi in g.output], {t.name for t in g.initializer},
+                     where, known, frozenset())
+        for f in model.functions:
+            local = known | {_norm_domain(o.domain) for o in f.opset_import}
+            _check_graph(list(f.node), list(f.input), list(f.output), set(), where, local, frozenset())
+    except UnicodeDecodeError as exc:
+        raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
+
+
+def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
+    # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
+    for i, n in enumerate(g.node):
+        for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
+            if not isinstance(text, str):
+                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
+        for a in n.attribute:
+            if not isinstance(a.name, str):
+                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
+            if a.type == onnx.AttributeProto.UNDEFINED:
+                raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({n.op_type}) has no type")
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                _check_names_and_dims(sub, where)
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if not isinstance(vi.name, str):
+            raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            for d in tt.shape.dim:
+                # -1 is how some exporters (Paddle) write a dynamic dim; nothing writes -5
+                if d.HasField("dim_value") and d.dim_value < -1:
+                    raise FuseviewError(f"{where}: tensor {vi.name!r} has a negative dim ({d.dim_value})")
+                if d.HasField("dim_param") and not isinstance(d.dim_param, str):
+                    raise FuseviewError(f"{where}: tensor {vi.name!r} has a dim name that is not valid UTF-8")
+    for t in g.initializer:
+        if not isinstance(t.name, str):
+            raise FuseviewError(f"{where}: an initializer name is not valid UTF-8 ({t.name[:40]!r})")
+        _check_tensor_data(t, where)
+
+
+# The typed field that holds each element type's values when raw_data is not used (onnx.proto).
+_TYPED_FIELD = {
+    onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.DOUBLE: "double_data",
+    onnx.TensorProto.INT64: "int64_data", onnx.TensorProto.UINT64: "uint64_data",
+    onnx.TensorProto.INT32: "int32_data", onnx.TensorProto.INT16: "int32_data",
+    onnx.TensorProto.INT8: "int32_data", onnx.TensorProto.UINT8: "int32_data",
+    onnx.TensorProto.UINT16: "int32_data", onnx.TensorProto.BOOL: "int32_data",
+    onnx.TensorProto.FLOAT16: "int32_data", onnx.TensorProto.BFLOAT16: "int32_data",
+}
+
+
+def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
+    """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
+    if any(d < 0 for d in t.dims):
+        raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
+    if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
+        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+        return
+    count = 1
+    for d in t.dims:
+        count *= d
+    if t.HasField("raw_data"):
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            return
+        if itemsize and t.data_type not in _SUB_BYTE and len(t.raw_data) != count * itemsize:
+            raise FuseviewError(
+                f"{where}: initializer {t.name!r} holds {len(t.raw_data)} bytes, but "
+                f"{dtype_name(t.data_type)}{list(t.dims)} needs {count * itemsize}"
+            )
+        return
+    field = _TYPED_FIELD.get(t.data_type)
+    if field is not None:
+        n = len(getattr(t, field))
+        if n != count:
+            raise FuseviewError(
+                f"{where}: initializer {t.name!r} holds {n} values, but shape {list(t.dims)} needs {count}"
+            )
+
+
+_SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+             if hasattr(onnx.TensorProto, n)}
+
+
+def _check_graph(
+    protos: list[onnx.NodeProto],
+    inputs: list[str],
+    outputs: list[str],
+    init_names: set[str],
+    where: str,
+    known_domains: set[str],
+    outer: frozenset[str],
+    deep: bool = True,
+) -> tuple[list[str], dict[str, int], dict[str, list[int]]]:
+    """Node names, producer and consumers of one graph (and, deep, its subgraphs checked too) after
+    refusing what makes it no graph at all."""
+    names = _unique_names(protos)
+    producer: dict[str, int] = {}
+    consumers: dict[str, list[int]] = {}
+    for i, n in enumerate(protos):
+        dom = _norm_domain(n.domain)
+        if dom not in known_domains:
+            raise FuseviewError(
+                f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
+                "which the model declares no opset for"
+            )
+        for o in n.output:
+            if o:
+                if o in producer:
+                    raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
+                producer[o] = i
+        for inp in n.input:
+            if inp:
+                consumers.setdefault(inp, []).append(i)
+    defined = set(producer) | set(inputs) | init_names
+    for i, n in enumerate(protos):
+        for inp in n.input:
+            if inp and inp not in defined and inp not in outer:
+                raise FuseviewError(
+                    f"{where}: node {names[i]!r} reads tensor {inp!r}, "
+                    "which nothing produces (dangling input)"
+                )
+    for o in outputs:
+        if o not in defined and o not in outer:
+            raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
+    _check_acyclic(protos, producer, names, where)
+    inner = frozenset(defined | outer)
+    for n in protos if deep else ():
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for sub in subs:
+                _check_graph(list(sub.node), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
+                             {t.name for t in sub.initializer}, where, known_domains, inner)
+    return names, producer, consumers
 
 
 def document_from_model(
@@ -58,6 +211,10 @@ def document_from_model(
         raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
     if not model.graph.node:
         raise FuseviewError(f"{where}: the graph has no nodes")
+    try:
+        _check_names_and_dims(model.graph, where)  # the rest of check_structure runs in _assemble
+    except UnicodeDecodeError as exc:
+        raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
     warnings: list[str] = []
     report("inferring shapes", 0.2)
     inferred = _infer_shapes(model, warnings)
@@ -101,10 +258,16 @@ def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None
         location = next((e.value for e in t.external_data if e.key == "location"), None)
         if location is None:
             raise FuseviewError(f"{path}: tensor {t.name!r} is external but names no data file")
-        if not (base / location).is_file():
+        data = base / location
+        if Path(location).is_absolute() or ".." in Path(location).parts:
+            raise FuseviewError(
+                f"{path}: external data {location!r} of tensor {t.name!r} is outside the model's folder"
+            )
+        if not data.is_file():
             raise FuseviewError(
                 f"{path}: external data file {location!r} for tensor {t.name!r} not found beside the model"
             )
+        register_input(data)
 
 
 def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
@@ -208,36 +371,10 @@ def _assemble(
     known_domains: set[str],
     outer: frozenset[str],
 ) -> GraphDocument:
-    names = _unique_names(protos)
-    producer: dict[str, int] = {}
-    consumers: dict[str, list[int]] = {}
-    for i, n in enumerate(protos):
-        dom = _norm_domain(n.domain)
-        if dom not in known_domains:
-            raise FuseviewError(
-                f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
-                "which the model declares no opset for"
-            )
-        for o in n.output:
-            if o:
-                if o in producer:
-                    raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
-                producer[o] = i
-        for inp in n.input:
-            if inp:
-                consumers.setdefault(inp, []).append(i)
+    names, producer, consumers = _check_graph(
+        protos, inputs, outputs, init_names, where, known_domains, outer, deep=False
+    )
     defined = set(producer) | set(inputs) | init_names
-    for i, n in enumerate(protos):
-        for inp in n.input:
-            if inp and inp not in defined and inp not in outer:
-                raise FuseviewError(
-                    f"{where}: node {names[i]!r} reads tensor {inp!r}, "
-                    "which nothing produces (dangling input)"
-                )
-    for o in outputs:
-        if o not in defined and o not in outer:
-            raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
-    _check_acyclic(protos, producer, names, where)
 
     output_set = set(outputs)
     input_set = set(inputs)

@@ -22,6 +22,7 @@ from fuseview.dims import (  # noqa: F401 - re-exported: the one dims policy liv
     resolve_dims,
 )
 from fuseview.errors import FuseviewError
+from fuseview.safe_io import check_npz
 
 # Generated inputs above this many bytes in all are refused (FUSEVIEW_MAX_INPUT_BYTES overrides).
 MAX_INPUT_BYTES = 1 << 30
@@ -200,6 +201,8 @@ def make_feeds(
 
 def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Inputs from an .npz file, checked against the model's signature (names, dtypes, fixed dims)."""
+    if os.path.lexists(path):
+        check_npz(path)  # regular file; uncompressed sizes from the zip directory within the limit
     try:
         with np.load(path, allow_pickle=False) as z:
             loaded = {k: z[k] for k in z.files}

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.loader import _unique_names
+from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.profiling import (
@@ -105,7 +105,7 @@ def _load_once(m: ModelSource) -> ModelSource:
             proto = onnx.load(str(path))
         except Exception as exc:  # protobuf's DecodeError, a missing external-data file, ...
             raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
-    names = _unique_names(proto.graph.node)
+    names = unique_node_names(proto.graph.node)
     if any(n.name != nm for n, nm in zip(proto.graph.node, names, strict=True)):
         if proto is m:
             proto = onnx.ModelProto()

@@ -14,10 +14,12 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
+from fuseview.graph.loader import check_structure
 from fuseview.naming import unique_node_names
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
+from fuseview.safe_io import check_regular
 
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
 Progress = Callable[[str, int, int], None]
@@ -54,14 +56,18 @@ def stats(values: list[float] | np.ndarray) -> dict:
 def load_model_graph(model: ModelSource) -> onnx.ModelProto:
     """The model as a proto (weights left on disk when given a path): for names, metadata and inputs."""
     if isinstance(model, onnx.ModelProto):
+        check_structure(model)  # the one structural check, for models loaded elsewhere too
         return model
     path = Path(model)
     if not path.is_file():
         raise FuseviewError(f"{path}: no such model file")
+    check_regular(path, "model", "ONNX model")  # a FIFO, a device or a huge file is refused unread
     try:
-        return onnx.load(str(path), load_external_data=False)
+        proto = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf's DecodeError and friends
         raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+    check_structure(proto, str(path))
+    return proto
 
 
 def runnable(model: ModelSource) -> ModelSource:

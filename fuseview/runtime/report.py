@@ -15,6 +15,7 @@ import onnxruntime as ort
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.runtime.sessions import CUDA, available_providers
+from fuseview.safe_io import load_json
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -204,13 +205,10 @@ def _check_latency(lat, src: str) -> None:
 
 def load_report(path: str | os.PathLike) -> dict:
     """Read a report (possibly made on another machine) and check it against the schema."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except FileNotFoundError:
-        raise FuseviewError(f"{path}: report not found") from None
-    except (OSError, ValueError) as exc:
-        raise FuseviewError(f"{path}: not a readable JSON report ({exc})") from None
+    if not os.path.lexists(path):
+        raise FuseviewError(f"{path}: report not found")
+    # regular file, size-checked, depth-bounded, NaN/Infinity refused
+    report = load_json(path, "report", "readable JSON report")
     validate(report, str(path))
     return report
 

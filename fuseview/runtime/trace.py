@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from fuseview.errors import FuseviewError
+from fuseview.safe_io import read_bytes
 
 _NODE_SUFFIX = "_kernel_time"
 CPU_TIME = "cpu"
@@ -105,11 +106,9 @@ def _dict_rows(events: Iterable[dict]) -> Iterator[Row]:
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise FuseviewError(f"{path}: not a readable onnxruntime profile ({exc})") from None
+    if not os.path.lexists(path):
+        raise FuseviewError(f"{path}: not a readable onnxruntime profile (no such file)")
+    return read_bytes(path, "trace", "onnxruntime profile")  # regular file within the size limit
 
 
 def _json_events(data: bytes, path: str | os.PathLike) -> list[dict]:

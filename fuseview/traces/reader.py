@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.trace import node_time, read_runs
+from fuseview.safe_io import check_regular
 
 PYTORCH = "pytorch"
 ONNXRUNTIME = "onnxruntime"
@@ -187,8 +188,9 @@ def _looks_like_onnx(path) -> bool:
 def read_trace(path: str | os.PathLike) -> RawTrace:
     """The complete events of a torch.profiler or onnxruntime trace (FuseviewError when it is not one)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FuseviewError(f"{path}: file not found")
+    check_regular(p, "trace", "profiler trace")  # no FIFO or device, and within FUSEVIEW_MAX_TRACE_BYTES
     if _looks_like_onnx(p):
         raise FuseviewError(f"{path}: an ONNX model, not a profiler trace (open it with `fuseview open`)")
     try:

@@ -57,12 +57,12 @@ def run_app(
     end_process (the command line): once the window has closed, its jobs ended and its settings are
     written, end the process at once instead of tearing down every graph item one by one (~0.5 s).
     """
+    from fuseview.textsafe import one_line
+    from fuseview.ui.headless import check_screenshot_path, exit_on_loop_error
     from fuseview.ui.main_window import MainWindow
 
-    if screenshot is not None and Path(screenshot).suffix.lower() != ".png":
-        raise FuseviewError(f"{screenshot}: the screenshot must be a .png file")
-    if screenshot is not None and not Path(screenshot).resolve().parent.is_dir():
-        raise FuseviewError(f"{Path(screenshot).parent}: no such folder")
+    if screenshot is not None:
+        check_screenshot_path(screenshot)
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*size)
@@ -72,7 +72,7 @@ def run_app(
         win.remember_files = False
 
         def failed(message: str) -> None:
-            print(f"fuseview: error: {message}", file=sys.stderr)
+            print(f"fuseview: error: {one_line(message)}", file=sys.stderr)
             status["code"] = 2
             app.exit(2)
 
@@ -88,7 +88,12 @@ def run_app(
         win.show_document(doc)
     elif path is not None:
         win.open_file(path)
-    code = app.exec()
+    if screenshot is not None:
+        with exit_on_loop_error(app) as loop:  # an error inside the loop ends it at once, in one line
+            code = app.exec()
+        status["code"] = status["code"] or loop["code"]
+    else:
+        code = app.exec()
     win.runner.shutdown()
     win.settings.sync()
     code = code or status["code"]

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from fuseview.errors import FuseviewError
+from fuseview.errors import FuseviewError, user_error_message
+from fuseview.textsafe import one_line
 
 
 def error_text(exc: BaseException) -> str:
-    """A one-line message for an exception: the FuseviewError text, or the type and message of others."""
+    """A one-line message for an exception: the FuseviewError text, the input refusal (onnx, onnxruntime,
+    decoding) or the type and message of others; control characters escaped, shortened to 500."""
     if isinstance(exc, FuseviewError):
         text = str(exc)
     else:
-        text = f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())[:500]
+        text = user_error_message(exc) or f"{type(exc).__name__}: {exc}"
+    return one_line(" ".join(text.split()), 500)
 
 
 def show_error(parent: QWidget | None, title: str, message: str) -> None:

@@ -6,15 +6,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
 
-from fuseview.errors import FuseviewError
+from fuseview.atomic import check_output
+from fuseview.errors import FuseviewError, user_error_message
 from fuseview.graph.document import ModelDocument
+from fuseview.safe_io import check_regular
+from fuseview.textsafe import one_line
 
 TIMEOUT_MS = 600_000
+
+
+@contextlib.contextmanager
+def exit_on_loop_error(app) -> Iterator[dict]:
+    """While the event loop runs in the block, an exception raised in a slot prints one line on stderr
+    and ends the loop at once (exit 2 for bad input, 1 for a fuseview bug) instead of being lost."""
+    state = {"code": 0}
+    previous = sys.excepthook
+
+    def hook(etype, exc, tb) -> None:
+        if state["code"] == 0:
+            message = str(exc) if isinstance(exc, FuseviewError) else user_error_message(exc)
+            state["code"] = 2 if message is not None else 1
+            if message is None:
+                message = f"internal error: {etype.__name__}: {exc}"
+            print(f"fuseview: error: {one_line(message)}", file=sys.stderr)
+        app.exit(state["code"])
+
+    sys.excepthook = hook
+    try:
+        yield state
+    finally:
+        sys.excepthook = previous
+
+
+def check_screenshot_path(screenshot: str) -> None:
+    """Refuse a screenshot path before any window appears: not .png, no folder, or not writable there."""
+    if Path(screenshot).suffix.lower() != ".png":
+        raise FuseviewError(f"{screenshot}: the screenshot must be a .png file")
+    if not Path(screenshot).resolve().parent.is_dir():
+        raise FuseviewError(f"{Path(screenshot).parent}: no such folder")
+    check_output(screenshot)  # not an input of this run, a folder or a device
 
 
 def run_workbench(
@@ -30,12 +67,10 @@ def run_workbench(
     from fuseview.ui.app import ensure_app, grab_to_png
     from fuseview.ui.main_window import MainWindow
 
-    if screenshot is not None and Path(screenshot).suffix.lower() != ".png":
-        raise FuseviewError(f"{screenshot}: the screenshot must be a .png file")
-    if screenshot is not None and not Path(screenshot).resolve().parent.is_dir():
-        raise FuseviewError(f"{Path(screenshot).parent}: no such folder")
-    if plan is not None and not Path(plan).is_file():
-        raise FuseviewError(f"{plan}: no such plan file")
+    if screenshot is not None:
+        check_screenshot_path(screenshot)
+    if plan is not None:
+        check_regular(plan, "plan", "plan")  # a FIFO or /dev/zero is refused before the window opens
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*size)
@@ -50,7 +85,7 @@ def run_workbench(
         if status["failed"]:
             return
         status["failed"] = True
-        print(f"fuseview: error: {message}", file=sys.stderr)
+        print(f"fuseview: error: {one_line(message)}", file=sys.stderr)
         status["code"] = 2
         if unattended:
             app.exit(2)
@@ -125,7 +160,12 @@ def run_workbench(
         QTimer.singleShot(TIMEOUT_MS, lambda: fail("timed out waiting for the work to finish"))
     win.show()
     win.show_document(doc)
-    code = app.exec()
+    if unattended:
+        with exit_on_loop_error(app) as loop:
+            code = app.exec()
+        status["code"] = status["code"] or loop["code"]
+    else:
+        code = app.exec()
     win.runner.shutdown()
     if win.profile_panel is not None and hasattr(win.profile_panel, "shutdown"):
         win.profile_panel.shutdown()

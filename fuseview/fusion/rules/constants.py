@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rule import ONNX_DOMAIN, Match, NearMiss, Replacement, Rule
 
 # Ops that are pure functions of their inputs and cheap to evaluate once at fuse time. Not DequantizeLinear:
 # folding int8 weights back to float undoes the quantization (and the QDQ -> QLinear* fusions).
@@ -45,6 +45,10 @@ FOLDABLE = frozenset(
 )
 # Ops that only relabel a tensor's shape (no arithmetic, no reordering of elements).
 ALIASING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+# Ops whose output can be far larger than their inputs.
+GROWING = frozenset({"Expand", "Tile", "ConstantOfShape", "Range"})
+# Largest tensor constant folding may create (the result becomes an initializer in memory and on disk).
+FOLD_LIMIT_BYTES = 64 << 20
 # Folding only Constant-node shape arithmetic saves nothing worth a candidate; require a real weight.
 MIN_WEIGHT_ELEMENTS = 64
 
@@ -101,8 +105,34 @@ def _find(index) -> Iterator[Match]:
             if o
             and (o in index.graph_outputs or any(id(c) not in members for c in index.consumers.get(o, ())))
         ]
-        if outs:
-            yield Match.custom(rule, index, nodes, outs)
+        if not outs:
+            continue
+        too_big = _over_fold_limit(index, nodes)
+        if too_big:
+            yield NearMiss(rule.name, tuple(index.name(n) for n in nodes), too_big)
+            continue
+        yield Match.custom(rule, index, nodes, outs)
+
+
+def _over_fold_limit(index, nodes: list[onnx.NodeProto]) -> str | None:
+    """Why folding these nodes would make too big a tensor (None when every result is known and small).
+
+    A 64-float weight through Expand/Tile/ConstantOfShape can become gigabytes; evaluating it would eat
+    the machine, so a result above FOLD_LIMIT_BYTES, or of unknown size after an op that grows, is refused.
+    """
+    for n in nodes:
+        for o in n.output:
+            if not o:
+                continue
+            size = index.nbytes(o)
+            if size is None and n.op_type in GROWING:
+                return f"{n.op_type} output {o!r} has an unknown size, so it may pass the fold limit"
+            if size is not None and size > FOLD_LIMIT_BYTES:
+                return (
+                    f"folded tensor {o!r} would take {size / 2**20:.0f} MiB, over the"
+                    f" {FOLD_LIMIT_BYTES >> 20} MiB limit for constant folding"
+                )
+    return None
 
 
 def _elements(t: onnx.TensorProto) -> int:

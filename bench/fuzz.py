@@ -1,0 +1,71 @@
+"""Hostile-input fuzzing over many seeds: every command, each case in its own limited process.
+
+    python bench/fuzz.py --seeds 0-9 --mutants 20 [--workers 2] [--timeout 120] [--mem-gib 4] [--no-window]
+
+Each seed builds the hand-made cases (tests/hostile_cases.py) plus `--mutants` seeded byte-level mutants
+of a small MLP model, runs them, and prints the cases, failures, the longest run and the peak RSS.
+Exit 1 when any case broke the promise (wrong exit code, not one line, a file written or changed, a hang).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests import hostile_cases as hc  # noqa: E402
+
+
+def _seeds(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+def main() -> int:
+    """Run the seeds and print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-9 or 1,5,7 (default 0-4)")
+    ap.add_argument("--mutants", type=int, default=20, help="byte-level mutants per seed (default 20)")
+    ap.add_argument("--workers", type=int, default=2, help="runner processes (default 2)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per case (default 120)")
+    ap.add_argument("--mem-gib", type=float, default=4, help="address-space limit per case (default 4)")
+    ap.add_argument("--no-window", action="store_true", help="skip the open --screenshot cases")
+    args = ap.parse_args()
+    total, broken, slowest, biggest = 0, 0, None, None
+    t0 = time.monotonic()
+    for seed in _seeds(args.seeds):
+        with tempfile.TemporaryDirectory(prefix="fuseview-fuzz-") as tmp:
+            # the hand-made cases are the same for every seed: run them once
+            first = seed == _seeds(args.seeds)[0]
+            cases = hc.build_cases(Path(tmp), seed=seed, mutant_count=args.mutants, window=not args.no_window)
+            if not first:
+                cases = [c for c in cases if c.name.startswith(("mutant_", "proto_"))]
+            results = hc.run_cases(cases, workers=args.workers, timeout_s=args.timeout,
+                                   mem_bytes=int(args.mem_gib * (1 << 30)))
+            for case, res in zip(cases, results, strict=True):
+                total += 1
+                problems = hc.check(case, res)
+                if problems:
+                    broken += 1
+                    print(f"BROKEN seed {seed} {case.name}: {'; '.join(problems)} | {res['stderr'][:200]!r}")
+                if slowest is None or res["seconds"] > slowest["seconds"]:
+                    slowest = res
+                if biggest is None or res["peak_rss_mib"] > biggest["peak_rss_mib"]:
+                    biggest = res
+        print(f"seed {seed}: {len(cases)} cases, {broken} broken so far", flush=True)
+    print(f"cases {total}  broken {broken}  wall {time.monotonic() - t0:.1f} s")
+    if slowest and biggest:
+        print(f"longest  {slowest['seconds']} s  ({slowest['name']})")
+        print(f"peak RSS {biggest['peak_rss_mib']} MiB  ({biggest['name']})")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Text from a model is hostile: control characters escaped for terminals, XML-invalid ones out of SVG."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# C0 and C1 controls, DEL, and the bidi overrides that reorder what a terminal shows.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Characters XML 1.0 forbids anywhere in a document (even as character references).
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_XML_INVALID_REFS = re.compile(rb"&#(?:x0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F])|0*(?:[0-8]|1[124-9]|2[0-9]|3[01]));")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group(0))
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def _escape_json(m: re.Match) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
+def escape_controls(text: str, keep: str = "\n\t", json_style: bool = False) -> str:
+    """text with control characters (other than those in keep) written as \\xNN escapes (\\uNNNN with
+    json_style, which stays valid inside a JSON string)."""
+    esc = _escape_json if json_style else _escape
+    if keep:
+        return _CONTROLS.sub(lambda m: m.group(0) if m.group(0) in keep else esc(m), text)
+    return _CONTROLS.sub(esc, text)
+
+
+def shorten(text: str, width: int = 120) -> str:
+    """text cut to width characters with an ellipsis in the middle when longer."""
+    if len(text) <= width:
+        return text
+    keep = max(width - 1, 2)
+    return text[: keep // 2 + keep % 2] + "…" + text[len(text) - keep // 2:]
+
+
+def one_line(text: str, width: int = 400) -> str:
+    """text as one short terminal line: every control character escaped, long text shortened."""
+    return shorten(escape_controls(text, keep=""), width)
+
+
+def xml_safe(text: str) -> str:
+    """text without the characters XML 1.0 forbids (each becomes \\xNN, readable and valid)."""
+    return _XML_INVALID.sub(_escape, text)
+
+
+def sanitize_svg_file(path: str | os.PathLike) -> None:
+    """Rewrite an SVG in place so that it is well-formed XML whatever names it shows."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = data.decode("utf-8", errors="replace")
+    clean = xml_safe(text).encode("utf-8")
+    clean = _XML_INVALID_REFS.sub(b"?", clean)
+    if clean != data:
+        with open(path, "wb") as f:
+            f.write(clean)
+
+
+class EscapingStream:
+    """A text stream wrapper that escapes control characters (except keep) in everything written."""
+
+    def __init__(self, stream, keep: str = "\n\t", json_style: bool = False) -> None:
+        self._stream = stream
+        self._keep = keep
+        self._json_style = json_style
+
+    def write(self, s: str) -> int:
+        """Write s with its control characters escaped."""
+        self._stream.write(escape_controls(s, self._keep, self._json_style))
+        return len(s)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
