@@ -36,7 +36,7 @@ FOCUS = "#111827"
 RESERVED = tuple(sorted({strong for strong, _pale in PALETTE.values()} | {SELECTION, HIGHLIGHT, FOCUS}))
 # least CIELAB distance of a rule colour from a reserved colour (about 2.3 is "just noticeable")
 MIN_RESERVED_DISTANCE = 22.0
-RULE_PALETTE_SIZE = 24
+RULE_PALETTE_SIZE = 32  # the catalogue has 28 rules; each keeps a colour of its own (nearest pair 18 apart)
 
 
 @lru_cache(maxsize=4096)
