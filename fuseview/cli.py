@@ -14,7 +14,8 @@ from fuseview.atomic import check_output, clear_inputs, register_input
 from fuseview.errors import FuseviewError, user_error_message
 from fuseview.textsafe import EscapingStream, one_line
 
-# A first argument that is not a subcommand is a model to open in the window (`fuseview model.onnx`).
+# A first argument that is not a subcommand is a model or an option of `open` (`fuseview model.onnx`,
+# `fuseview --screenshot demo.png`).
 _DEFAULT_COMMAND = "open"
 
 
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     mods = _command_modules()
-    if _DEFAULT_COMMAND in mods and (not argv or (argv[0] not in mods and not argv[0].startswith("-"))):
+    top_level = ("-h", "--help", "--version")
+    if _DEFAULT_COMMAND in mods and (not argv or (argv[0] not in mods and argv[0] not in top_level)):
         argv.insert(0, _DEFAULT_COMMAND)
     parser = build_parser(mods)
     args = parser.parse_args(argv)

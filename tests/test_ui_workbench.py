@@ -411,3 +411,10 @@ def test_fused_nodes_take_the_scope_of_what_they_replaced():
         origin = links.to_original[n.name]
         assert n.scope and all(doc.graph.node(o).scope[: len(n.scope)] == n.scope for o in origin)
     assert len({n.scope for n in mha}) == 12  # one attention per layer, each in its own layer's scope
+
+
+def test_options_alone_open_the_demo(tmp_path):
+    out = tmp_path / "demo.png"
+    r = _fuseview("--screenshot", str(out))  # no subcommand, no model: `open` on the bundled demo
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 20_000
