@@ -48,6 +48,7 @@ class SpeedupEstimate:
     verdict: str  # "faster" | "slower" | "no difference", said of the `against` side
     noise: Noise
     paired: bool
+    sessions: int = 1  # sessions per side whose runs were pooled (and resampled)
 
     def to_json(self) -> dict:
         """JSON-ready dict (ci as a list)."""
@@ -59,9 +60,10 @@ class SpeedupEstimate:
         """One line, e.g. '1.23x [1.19, 1.27] faster (95% CI, 50 interleaved runs)'."""
         lo, hi = self.ci
         how = "interleaved" if self.paired else "independent"
+        where = f" in {self.sessions} sessions each" if self.sessions > 1 else ""
         return (
             f"{self.speedup_p50:.2f}x [{lo:.2f}, {hi:.2f}] {self.verdict} "
-            f"({self.level:.0%} CI, {self.runs} {how} runs)"
+            f"({self.level:.0%} CI, {self.runs} {how} runs{where})"
         )
 
 
@@ -98,9 +100,43 @@ def _z(level: float) -> float:
     return NormalDist().inv_cdf((1 + level) / 2)
 
 
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile for p in (0.5, 1): bisection on the CDF, integrated numerically (no scipy)."""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float) -> float:
+        t = np.linspace(0.0, min(x, 1.0), 1001)
+        if x > 1:
+            t = np.concatenate([t, np.geomspace(1.0, x, 2001)[1:]])
+        f = c * (1 + t * t / df) ** (-(df + 1) / 2)
+        return 0.5 + float(np.sum((f[1:] + f[:-1]) * np.diff(t)) / 2)
+
+    lo, hi = 0.0, 1e6
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def session_interval(a: np.ndarray, b: np.ndarray, ratio: float, level: float) -> tuple[float, float, float]:
+    """(lo, hi, half-width in log units) of ratio from the spread of per-session medians (Welch's t).
+
+    With a few sessions per side, resampling them underestimates how much sessions differ; Welch's t
+    on the log of each session's median counts every session once and pays for having few.
+    """
+    la, lb = np.log(np.median(a, axis=1)), np.log(np.median(b, axis=1))
+    qa, qb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    se = math.sqrt(qa + qb)
+    if se == 0:
+        return ratio, ratio, 0.0
+    df = se**4 / (qa**2 / (la.size - 1) + qb**2 / (lb.size - 1))
+    half = t_quantile((1 + level) / 2, df) * se
+    return ratio * math.exp(-half), ratio * math.exp(half), half
+
+
 def compare_timings(
-    model: np.ndarray | list[float],
-    against: np.ndarray | list[float],
+    model: np.ndarray | list,
+    against: np.ndarray | list,
     *,
     paired: bool = True,
     level: float = DEFAULT_LEVEL,
@@ -110,33 +146,49 @@ def compare_timings(
 ) -> SpeedupEstimate:
     """Speed-up of `against` over `model` (p50 ratio) with a percentile bootstrap interval and a verdict.
 
-    paired: the i-th timings of both sides were taken back to back (interleaved runs), so resampling keeps
-    the pairs together and background load that hit both cancels out. The verdict is "faster"/"slower"
-    only when the interval excludes 1 and the ratio is further than `threshold` from 1.
+    Each side is a 1-D array of timings, or a 2-D array with one row per session (process, onnxruntime
+    session) that took them. A session has a speed of its own (memory placement: two sessions of one file
+    differ by up to 3 % here, as pyperf's values differ by process): with two or more sessions a side the
+    interval comes from the spread of the sessions' medians (Welch's t, `session_interval`), so a
+    difference between sessions widens it instead of passing for a difference between models. With one
+    session a side it is a percentile bootstrap over runs; paired: column i of both sides was timed in
+    the same round (interleaved runs), so rounds are resampled together and background load that hit
+    both cancels out. The verdict
+    is "faster"/"slower" only when the interval excludes 1 and the ratio is further than `threshold` from 1.
     """
-    a = np.asarray(model, dtype=np.float64)
-    b = np.asarray(against, dtype=np.float64)
+    a = np.atleast_2d(np.asarray(model, dtype=np.float64))
+    b = np.atleast_2d(np.asarray(against, dtype=np.float64))
     if a.size == 0 or b.size == 0:
         raise ValueError("compare_timings needs at least one timing per side")
-    if paired and a.size != b.size:
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError("timings are a list of runs, or one list of runs per session")
+    if paired and a.shape[1] != b.shape[1]:
         raise ValueError("paired timings need as many runs on each side")
     if not (0 < level < 1):
         raise ValueError("level must be between 0 and 1")
     ratio = float(np.median(a) / np.median(b))
     rng = np.random.default_rng(seed)
     cv_pair = None
+
+    def resample(x: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        rows = rng.integers(0, x.shape[0], size=(resamples, x.shape[0]))
+        return np.median(x[rows[:, :, None], runs[:, None, :]].reshape(resamples, -1), axis=1)
+
     if paired:
         if np.any(b <= 0):
             raise ValueError("paired timings must be positive")
-        idx = rng.integers(0, a.size, size=(resamples, a.size))
-        boot = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
-        cv_pair = robust_cv(a / b)
+        rounds = rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))
+        boot = resample(a, rounds) / resample(b, rounds)
+        cv_pair = robust_cv(a.mean(axis=0) / b.mean(axis=0))
     else:
-        ia = rng.integers(0, a.size, size=(resamples, a.size))
-        ib = rng.integers(0, b.size, size=(resamples, b.size))
-        boot = np.median(a[ia], axis=1) / np.median(b[ib], axis=1)
+        boot = resample(a, rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))) / resample(
+            b, rng.integers(0, b.shape[1], size=(resamples, b.shape[1]))
+        )
     alpha = (1 - level) / 2
     lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
+    session_half = None
+    if a.shape[0] >= 2 and b.shape[0] >= 2:
+        lo, hi, session_half = session_interval(a, b, ratio, level)
     margin = math.log1p(threshold)
     if lo > 1 and math.log(ratio) > margin:
         verdict = "faster"
@@ -144,11 +196,16 @@ def compare_timings(
         verdict = "slower"
     else:
         verdict = "no difference"
-    cv_a, cv_b = robust_cv(a), robust_cv(b)
+    cv_a, cv_b = robust_cv(a.ravel()), robust_cv(b.ravel())
     runs = int(min(a.size, b.size))
     need = runs_needed(cv_a, cv_b, threshold, level, cv_pair)
     warning = None
-    if runs < need:
+    if session_half is not None and session_half > math.log1p(threshold):
+        warning = (
+            f"the interval (±{math.expm1(session_half):.1%}) is wider than the {threshold:.0%} threshold: "
+            f"sessions of one model differ this much here; more sessions (--sessions) narrow it"
+        )
+    elif runs < need:
         scatter = f"CV {cv_a:.1%} / {cv_b:.1%}"
         if cv_pair is not None:
             scatter += f", paired ratios {cv_pair:.1%}"
@@ -166,4 +223,5 @@ def compare_timings(
         verdict=verdict,
         noise=noise,
         paired=paired,
+        sessions=int(min(a.shape[0], b.shape[0])),
     )

@@ -128,3 +128,14 @@ def test_a_fusion_that_writes_two_nodes_is_one_group(trio):
     assert t["fused_nodes"] == 2 and t["original_nodes"] == 9
     assert t["fused_us"] == pytest.approx(b["fc_in"] + b["fused_gelu"])
     assert t["original_us"] == pytest.approx(a["fc_in"] + sum(a[n] for n in samples.GELU_NODES))
+
+
+def test_tensor_diff_with_infinities_and_nans():
+    # a model whose weights overflow: infinities where both have them are equal, not NaN differences
+    ref = np.array([np.inf, -np.inf, np.nan, 1.0, 2.0])
+    same = tensor_diff(ref, ref.copy(), 1e-4, 1e-3)
+    assert same["passed"] and same["max_abs"] == 0.0 and not same["nan_mismatch"]
+    flipped = tensor_diff(ref, np.array([-np.inf, -np.inf, np.nan, 1.0, 2.0]), 1e-4, 1e-3)
+    assert not flipped["passed"] and flipped["nan_mismatch"]
+    only_inf = tensor_diff(np.array([np.inf]), np.array([np.inf]), 1e-4, 1e-3)
+    assert only_inf["passed"] and only_inf["max_abs"] == 0.0

@@ -67,3 +67,33 @@ def test_bad_arguments():
         compare_timings([], [1.0])
     with pytest.raises(ValueError):
         compare_timings([1.0, 2.0], [1.0], paired=True)
+
+
+def _sessions(rng, base, offsets, n, cv=0.01):
+    """Rows of timings, one per session, each session with a speed of its own."""
+    return np.array([base * (1 + off) * (1 + cv * rng.standard_normal(n)) for off in offsets])
+
+
+def test_a_session_effect_passes_for_a_difference_with_one_session_but_not_with_several():
+    # the same model in every session; sessions differ by a few % (memory placement), as measured here
+    rng = np.random.default_rng(7)
+    offsets = rng.uniform(-0.03, 0.03, size=(40, 2, 3))
+    one = several = 0
+    for trial in range(40):
+        a = _sessions(rng, 10.0, offsets[trial, 0], 150)
+        b = _sessions(rng, 10.0, offsets[trial, 1], 150)
+        one += compare_timings(a[:1], b[:1], seed=trial).verdict != "no difference"
+        est = compare_timings(a, b, seed=trial)
+        several += est.verdict != "no difference"
+        assert est.sessions == 3 and est.runs == 450
+    assert one >= 10  # one session per side: a session's own speed is read as the models' difference
+    assert several <= 2
+
+
+def test_several_sessions_still_see_a_real_difference():
+    rng = np.random.default_rng(8)
+    a = _sessions(rng, 10.0, [0.02, -0.01, 0.0], 60)
+    b = _sessions(rng, 8.0, [-0.02, 0.01, 0.03], 60)
+    est = compare_timings(a, b)
+    assert est.verdict == "faster" and est.ci[0] > 1.15
+    assert "in 3 sessions each" in est.summary()

@@ -45,7 +45,7 @@ def test_headline_has_interval_and_verdict_never_a_bare_ratio(panel, gelu_report
     lat = rep["comparison"]["latency"]
     text = panel.env.text()
     assert "Speed-up original/fused p50" in text and f"[{lat['ci'][0]:.2f}, {lat['ci'][1]:.2f}]" in text
-    assert "95% CI" in text and "20 interleaved runs" in text and lat["verdict"] in text
+    assert "95% CI" in text and "21 interleaved runs in 3 sessions" in text and lat["verdict"] in text
     assert "original/fused =" not in text
     assert "per-node times from 5 profiled runs" in text
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.inputs import parse_dim_args
-from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
 from fuseview.runtime.report import save_report, verdict_line
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
 
@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    " (default 5, or a tenth of --runs when more)")
     p.add_argument("--threshold", type=float, default=0.02,
                    help="smallest speed-up (fraction) the verdict calls faster or slower (default 0.02: 2%%)")
+    p.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS,
+                   help="with --against: onnxruntime sessions per model, their runs interleaved; a session"
+                   f" has a speed of its own, which the interval then includes (default {DEFAULT_SESSIONS})")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value of a symbolic input dim (default batch-like 1, sequence-like 128, others 1)")
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, against=args.against, provider=args.provider, runs=args.runs, warmup=args.warmup,
         dims=parse_dim_args(args.dim), inputs_npz=args.inputs, seed=args.seed, ort_opt=args.ort_opt,
         ort_fusions=args.ort_fusions, atol=args.atol, rtol=args.rtol, threads=args.threads,
-        threshold=args.threshold, profile_runs=args.profile_runs,
+        threshold=args.threshold, profile_runs=args.profile_runs, sessions=args.sessions,
     )
     rep = run_profile(req, None if args.quiet else _StderrProgress())
     print_report(rep)

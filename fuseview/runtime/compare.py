@@ -38,19 +38,24 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
         return {**out, "passed": same, "max_abs": None, "max_rel": None, "mean_abs": None, "cosine": None}
     a = ref.astype(np.float64)
     b = got.astype(np.float64)
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    nan_mismatch = bool((nan_a != nan_b).any())
-    ok = ~(nan_a | nan_b)
+    fin_a, fin_b = np.isfinite(a), np.isfinite(b)
+    # NaN must meet NaN and an infinity the same infinity; only finite pairs are measured
+    same_nonfinite = (np.isnan(a) & np.isnan(b)) | (a == b)
+    nan_mismatch = bool(((~fin_a | ~fin_b) & ~same_nonfinite).any())
+    ok = fin_a & fin_b
     a, b = a[ok], b[ok]
     if a.size == 0:
         return {**out, "passed": not nan_mismatch, "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
-                "cosine": 1.0}
-    d = np.abs(a - b)
-    # Relative to |ref|, but never to less than atol: below it the pass test is absolute, and a
-    # reference of 1e-9 would turn a harmless 3e-7 difference into "max rel 300".
-    rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
+                "cosine": 1.0, "nan_mismatch": nan_mismatch}
+    with np.errstate(over="ignore", invalid="ignore"):  # huge finite values may overflow to inf here
+        d = np.abs(a - b)
+        # Relative to |ref|, but never to less than atol: below it the pass test is absolute, and a
+        # reference of 1e-9 would turn a harmless 3e-7 difference into "max rel 300".
+        rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
+        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+        cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
+    if not np.isfinite(cosine):
+        cosine = None
     passed = (not nan_mismatch) and bool(np.all(d <= atol + rtol * np.abs(a)))
     worst = int(np.argmax(d))
     return {**out, "passed": passed, "max_abs": float(d.max()), "max_rel": float(rel.max()),

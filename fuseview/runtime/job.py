@@ -31,6 +31,12 @@ from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 _LOAD_LIMIT = 1_500_000_000
 
 
+# Two sessions of one file differ by up to 3 % (memory placement); timing each model in several
+# sessions lets that show in the interval (fuseview.stats) instead of passing for a difference.
+DEFAULT_SESSIONS = 3
+MAX_SESSIONS = 16
+
+
 @dataclass
 class ProfileRequest:
     """What to profile and how; the CLI and the GUI fill one of these."""
@@ -50,6 +56,7 @@ class ProfileRequest:
     threads: int = 0
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
+    sessions: int = DEFAULT_SESSIONS  # onnxruntime sessions per model when comparing two (see stats)
 
     def profiled_runs(self) -> int:
         """How many profiled runs the per-node statistics come from."""
@@ -67,6 +74,8 @@ def default_profile_runs(runs: int) -> int:
 
 
 def _check(req: ProfileRequest) -> None:
+    if not 1 <= req.sessions <= MAX_SESSIONS:
+        raise FuseviewError(f"--sessions must be between 1 and {MAX_SESSIONS}")
     if req.provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {req.provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
     if req.ort_opt not in OPT_LEVELS:
@@ -172,17 +181,28 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         source, seed = "generated", req.seed
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
     roles = ["model", "against"][: len(sources)]
-    sessions, choices = [], []
-    for m in sources:
-        check_cancel(cancel)
-        sess, choice = create_session(m, req.provider, req.ort_opt, threads=req.threads)
-        sessions.append(sess)
-        choices.append(choice.to_dict())
+    per_model = req.sessions if len(sources) > 1 else 1
+    rounds = -(-req.runs // per_model)  # each model still gets about `runs` plain runs in all
+    # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
+    # here: later ones up to 3 % faster), so neither model may have all the early ones.
+    slots: list[list] = [[] for _ in sources]
+    choices: list[dict | None] = [None for _ in sources]
+    for j in range(per_model):
+        for i in range(len(sources)) if j % 2 == 0 else reversed(range(len(sources))):
+            check_cancel(cancel)
+            sess, choice = create_session(sources[i], req.provider, req.ort_opt, threads=req.threads)
+            slots[i].append(sess)
+            choices[i] = choice.to_dict()
+    sessions = [sess for slot in slots for sess in slot]
+    del slots
     try:
-        latency = interleaved_latency(sessions, feeds, req.runs, req.warmup, progress, cancel, req.seed)
+        by_session = interleaved_latency(sessions, feeds, rounds, req.warmup, progress, cancel, req.seed)
     except Exception as exc:  # onnxruntime run-time failure on these inputs
         raise run_error(exc) from None
     del sessions
+    # one (sessions x rounds) array per model; its runs pooled for the model's own latency figures
+    grouped = [np.array(by_session[i * per_model:(i + 1) * per_model]) for i in range(len(sources))]
+    latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
     models = []
@@ -216,7 +236,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
             groups = fusion_groups(load_model_graph(sources[0]))
             add_fusion_spreads(rev, models[1], models[0], groups, overhead)
             comparison["reverse_fusion_times"] = rev
-        est = compare_timings(latency[0], latency[1], paired=True, threshold=req.threshold, seed=req.seed)
+        est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
         comparison["latency"] = {"method": "interleaved", **est.to_json()}
     _drop_node_runs(models)
     fusions = None

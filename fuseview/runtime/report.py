@@ -222,8 +222,11 @@ def latency_verdict(report: dict) -> dict | None:
 def speedup_text(lat: dict) -> str:
     """e.g. 'fused is faster: 1.31x [1.27, 1.35] (95% CI, 50 interleaved runs, threshold 2%)'."""
     lo, hi = lat["ci"]
+    sessions = lat.get("sessions", 1)  # absent from reports made before several sessions per model
+    where = f" in {sessions} sessions" if sessions > 1 else ""
     return (f"{lat['speedup_p50']:.2f}x [{lo:.2f}, {hi:.2f}] {lat['verdict']}"
-            f" ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs, threshold {lat['threshold']:.0%})")
+            f" ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs{where},"
+            f" threshold {lat['threshold']:.0%})")
 
 
 def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:
