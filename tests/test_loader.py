@@ -160,7 +160,7 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     )
     p = tmp_path / "cycle.onnx"
     onnx.save(cyc, str(p))
-    cases["cycle"] = (p, "cycle")
+    cases["cycle"] = (p, "cycle: 'n1' -> 'n2' -> 'n1'")  # the cycle named in order (networkx), not n3
     dangling = _tiny([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")])
     p = tmp_path / "dangling.onnx"
     onnx.save(dangling, str(p))

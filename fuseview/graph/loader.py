@@ -484,5 +484,17 @@ def _check_acyclic(
             if indeg[j] == 0:
                 ready.append(j)
     if seen < n:
-        stuck = next(i for i in range(n) if indeg[i] > 0)
-        raise FuseviewError(f"{where}: the graph has a cycle (through node {names[stuck]!r})")
+        raise FuseviewError(f"{where}: the graph has a cycle: {_cycle_text(succ, indeg, names)}")
+
+
+def _cycle_text(succ: list[list[int]], indeg: list[int], names: list[str], most: int = 8) -> str:
+    """One cycle among the nodes a topological sort could not place, named in order (A -> B -> A)."""
+    import networkx as nx  # only on this error path
+
+    left = [i for i, d in enumerate(indeg) if d > 0]
+    g = nx.DiGraph((i, j) for i in left for j in succ[i] if indeg[j] > 0)
+    cycle = [u for u, _v in nx.find_cycle(g)]
+    shown = [repr(names[i]) for i in cycle[:most]]
+    if len(cycle) > most:
+        shown.append(f"... ({len(cycle) - most} more)")
+    return " -> ".join([*shown, repr(names[cycle[0]])])
