@@ -418,3 +418,24 @@ def test_options_alone_open_the_demo(tmp_path):
     r = _fuseview("--screenshot", str(out))  # no subcommand, no model: `open` on the bundled demo
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 20_000
+
+
+def test_dock_says_which_fusions_onnxruntime_makes_by_itself(qtbot, win):
+    from fuseview.fusion.ort_compare import compare_with_ort
+    from fuseview.ui.candidates_panel import COLUMNS, ORT_COLUMN
+
+    assert COLUMNS[ORT_COLUMN] == "ORT does it"
+    with qtbot.waitSignal(win.workbench.ort_checked, timeout=60000):
+        open_scanned(qtbot, win, GPT2_2L)
+    panel = win.workbench.panel
+    expected = compare_with_ort(str(GPT2_2L), win.workbench.decisions.candidates, "all", "cpu").does_it
+    words = {True: "yes", False: "no", None: "?"}
+    ids = panel.visible_ids()
+    assert [panel.table.item(r, ORT_COLUMN).text() for r in range(len(ids))] == [
+        words[expected[cid]] for cid in ids
+    ]
+    by_rule = {}
+    for cid in ids:
+        by_rule.setdefault(win.workbench.decisions.by_id[cid].rule, set()).add(expected[cid])
+    # onnxruntime fuses the tanh GELU itself but never this export's attention: the column tells them apart
+    assert by_rule["bias_fast_gelu"] == {True} and by_rule["attention_mha"] == {False}

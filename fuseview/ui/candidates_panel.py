@@ -26,8 +26,18 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.costs import MeasuredCost, candidate_costs
 from fuseview.ui.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 
-COLUMNS = ("Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share")
+COLUMNS = (
+    "Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share", "ORT does it",
+)
 MEASURED_COLUMNS = (7, 8)
+ORT_COLUMN = 9
+# does onnxruntime's own optimizer (ORT_ENABLE_ALL, CPU) make the same fusion from the unfused model?
+_ORT_WORDS = {True: "yes", False: "no", None: "?"}
+_ORT_TIPS = {
+    True: "onnxruntime makes this fusion itself at load time (ORT_ENABLE_ALL, CPU): little to add",
+    False: "onnxruntime leaves these nodes unfused at ORT_ENABLE_ALL (CPU): this fusion adds to it",
+    None: "cannot be read off onnxruntime's optimized graph (its tensors went into a bigger fusion)",
+}
 _STATUS_COLORS = {ACCEPTED: "#1a7f37", APPLIED: "#0b5cad", REJECTED: "#8c959f"}
 _ID_ROLE = Qt.ItemDataRole.UserRole
 
@@ -56,6 +66,7 @@ class CandidatesPanel(QDockWidget):
         self.scopes: dict[str, str] = {}
         self.node_filter: set[str] | None = None  # candidate ids of the selected node
         self.costs: dict[str, MeasuredCost] = {}  # from a profile of the original model
+        self.ort_does_it: dict[str, bool | None] = {}  # from fuseview.fusion.ort_compare, once it ran
         self.sort_by_measured = False  # rows by measured time, most first (else scan order)
         self._filling = False
 
@@ -137,6 +148,7 @@ class CandidatesPanel(QDockWidget):
         self.decisions = decisions
         self._sized = False
         self.scopes = scopes or {}
+        self.ort_does_it = {}  # another model's answers would be wrong; the workbench asks again
         self.node_filter = None
         self.rule_filter.blockSignals(True)
         self.rule_filter.clear()
@@ -174,11 +186,15 @@ class CandidatesPanel(QDockWidget):
                 status,
                 conflict,
                 *self._cost_cells(cid),
+                _ORT_WORDS[self.ort_does_it[cid]] if cid in self.ort_does_it else "",
             )
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(_ID_ROLE, cid)
-                item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
+                if col == ORT_COLUMN and cid in self.ort_does_it:
+                    item.setToolTip(_ORT_TIPS[self.ort_does_it[cid]])
+                else:
+                    item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
                 if blocked:
                     item.setForeground(QBrush(QColor("#9aa3ad")))
                 elif col == 5 and status in _STATUS_COLORS:
@@ -256,6 +272,11 @@ class CandidatesPanel(QDockWidget):
             except FuseviewError:
                 costs = {}
         self.costs = costs
+        self.refresh()
+
+    def set_ort_does_it(self, does_it: dict[str, bool | None] | None) -> None:
+        """Per candidate, whether onnxruntime's own optimizer makes that fusion (None clears the column)."""
+        self.ort_does_it = dict(does_it or {})
         self.refresh()
 
     def _cost_cells(self, cid: str) -> tuple[str, str]:

@@ -52,6 +52,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
     scanned = Signal()  # the candidates of the opened model are known
+    ort_checked = Signal()  # the dock knows which candidates onnxruntime fuses by itself
     applied = Signal()  # the fused model is built and shown
     apply_failed = Signal(str)
 
@@ -61,6 +62,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.root_doc: ModelDocument | None = None
         self.decisions: Decisions | None = None
         self.scan = None
+        self._ort_job = None
         self.scan_seconds = 0.0
         self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes, saved
         self._saved_decisions: dict = {}  # the decisions as last saved (or opened) as a plan
@@ -210,6 +212,9 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.decisions = None
         self._saved_decisions = {}
         self.scan = None
+        if self._ort_job is not None:
+            self._ort_job.cancel()
+            self._ort_job = None
         self._clear_fused()
         self.panel.set_decisions(None)
         self.legend.set_rules([])
@@ -255,6 +260,35 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             10000,
         )
         self.scanned.emit()
+        self._start_ort_check(doc, scan)
+
+    def _start_ort_check(self, doc: ModelDocument, scan) -> None:
+        """In the background: which candidates onnxruntime's own optimizer fuses anyway (dock column)."""
+        model = doc.model
+
+        def work(progress):
+            from fuseview.fusion.ort_compare import compare_with_ort
+
+            progress("asking onnxruntime which fusions it makes itself", 0.1)
+            return compare_with_ort(model, scan.candidates, "all", "cpu").does_it
+
+        if self._ort_job is not None:
+            self._ort_job.cancel()
+        self._ort_job = self.win.runner.start(work, "ort check", None, self._ort_done, self._ort_failed, None)
+
+    def _ort_done(self, job, does_it) -> None:
+        if job is not self._ort_job:
+            return
+        self._ort_job = None
+        if self.scan is not None:
+            self.panel.set_ort_does_it(does_it)
+            self.ort_checked.emit()
+
+    def _ort_failed(self, job, exc) -> None:
+        if job is not self._ort_job:
+            return
+        self._ort_job = None  # the column stays empty; the scan and everything else are unaffected
+        self.win.statusBar().showMessage(f"onnxruntime's own fusions unknown: {exc}", 10000)
 
     def _scan_failed(self, job, exc) -> None:
         if job is not self._scan_job:
