@@ -177,18 +177,20 @@ def compare_timings(
     if paired:
         if np.any(b <= 0):
             raise ValueError("paired timings must be positive")
-        rounds = rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))
-        boot = resample(a, rounds) / resample(b, rounds)
         cv_pair = robust_cv(a.mean(axis=0) / b.mean(axis=0))
-    else:
-        boot = resample(a, rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))) / resample(
-            b, rng.integers(0, b.shape[1], size=(resamples, b.shape[1]))
-        )
-    alpha = (1 - level) / 2
-    lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
     session_half = None
     if a.shape[0] >= 2 and b.shape[0] >= 2:
         lo, hi, session_half = session_interval(a, b, ratio, level)
+    else:
+        if paired:
+            rounds = rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))
+            boot = resample(a, rounds) / resample(b, rounds)
+        else:
+            boot = resample(a, rng.integers(0, a.shape[1], size=(resamples, a.shape[1]))) / resample(
+                b, rng.integers(0, b.shape[1], size=(resamples, b.shape[1]))
+            )
+        alpha = (1 - level) / 2
+        lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
     margin = math.log1p(threshold)
     if lo > 1 and math.log(ratio) > margin:
         verdict = "faster"

@@ -39,7 +39,7 @@ class ApplyResult:
 
 def _stable_toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
     """Topological order that keeps the given order wherever it is already valid."""
-    from fuseview.fusion.graphindex import _has_subgraph, _subgraph_inputs
+    from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
 
     producers: dict[str, int] = {}
     for i, n in enumerate(nodes):
@@ -48,7 +48,7 @@ def _stable_toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[o
                 producers[o] = i
     deps: list[set[int]] = []
     for i, n in enumerate(nodes):
-        names = set(n.input) | (_subgraph_inputs(n) if _has_subgraph(n) else set())
+        names = set(n.input) | (subgraph_inputs(n) if has_subgraph(n) else set())
         deps.append({producers[x] for x in names if x and x in producers and producers[x] != i})
     users: dict[int, list[int]] = {}
     for i, d in enumerate(deps):
@@ -197,11 +197,11 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
     outputs = {o.name for o in model.graph.output}
     while True:
         used_names = {i for n in nodes for i in n.input} | outputs
-        from fuseview.fusion.graphindex import _has_subgraph, _subgraph_inputs
+        from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
 
         for n in nodes:
-            if _has_subgraph(n):
-                used_names |= _subgraph_inputs(n)
+            if has_subgraph(n):
+                used_names |= subgraph_inputs(n)
         # Any ONNX op is a pure function: once a fusion absorbed its only reader (e.g. the Shape/Gather/
         # Concat chain that fed a Reshape), it is dead code.
         dead = [

@@ -19,7 +19,7 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
     return parse_dim_args(items)
 
 
-def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
+def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
     """Names a node's subgraphs read from the outer scope (they count as that node's inputs)."""
     names: set[str] = set()
     for a in node.attribute:
@@ -30,11 +30,11 @@ def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
                 local.update(n.output)
             for n in g.node:
                 names.update(i for i in n.input if i and i not in local)
-                names.update(_subgraph_inputs(n) - local)
+                names.update(subgraph_inputs(n) - local)
     return names
 
 
-def _has_subgraph(node: onnx.NodeProto) -> bool:
+def has_subgraph(node: onnx.NodeProto) -> bool:
     """True for nodes with graph attributes (If/Loop/Scan and custom ops that carry bodies)."""
     if node.op_type in ("If", "Loop", "Scan", "SequenceMap"):
         return True
@@ -68,7 +68,7 @@ class GraphIndex:
                 if o:
                     self.producer[o] = (n, i)
             seen = set()
-            for i in list(n.input) + sorted(_subgraph_inputs(n) if _has_subgraph(n) else ()):
+            for i in list(n.input) + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import numpy_helper
 
-from fuseview.fusion.graphindex import GraphIndex, _subgraph_inputs
+from fuseview.fusion.graphindex import GraphIndex, subgraph_inputs
 
 FUNCTION = "<function>"
 BODY_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
@@ -50,7 +50,7 @@ def _free_names(graph: onnx.GraphProto) -> list[str]:
         local.update(n.output)
     seen: dict[str, None] = {}
     for n in graph.node:
-        for i in list(n.input) + sorted(_subgraph_inputs(n)):
+        for i in list(n.input) + sorted(subgraph_inputs(n)):
             if i and i not in local:
                 seen[i] = None
     return list(seen)

@@ -161,7 +161,7 @@ def _check_graph(
 ) -> tuple[list[str], dict[str, int], dict[str, list[int]]]:
     """Node names, producer and consumers of one graph (and, deep, its subgraphs checked too) after
     refusing what makes it no graph at all."""
-    names = _unique_names(protos)
+    names = unique_node_names(protos)
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(protos):
@@ -326,7 +326,6 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
     return value
 
 
-_unique_names = unique_node_names  # kept for callers of the old private name
 
 
 def _build_graph(

@@ -423,7 +423,7 @@ class _Dims:
 
 
 # --------------------------------------------------------------------------------------------- matching
-class _Miss(Exception):
+class Miss(Exception):
     """A near miss: the reason why a Softmax's neighbourhood is not an exact attention block."""
 
 
@@ -493,17 +493,17 @@ class _Matcher:
         return matched
 
     def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
-        """Raise _Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
+        """Raise Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
         ix = self.ix
         for n in core:
             for o in n.output:
                 if not o or o in keep:
                     continue
                 if o in ix.graph_outputs:
-                    raise _Miss(f"intermediate {o} is a graph output")
+                    raise Miss(f"intermediate {o} is a graph output")
                 outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
                 if outside:
-                    raise _Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+                    raise Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
 
     def scale_mul(self, t: str, core: list) -> tuple[str, float]:
         """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
@@ -516,7 +516,7 @@ class _Matcher:
         if cb is not None:
             if n.op_type == "Div":
                 if cb == 0:
-                    raise _Miss(f"{n.name}: division by zero")
+                    raise Miss(f"{n.name}: division by zero")
                 cb = 1.0 / cb
             core.append(n)
             return a, cb
@@ -529,14 +529,14 @@ class _Matcher:
         """Match Reshape(x3, [B,S,H|-1,D]); returns (x3, D, H or None)."""
         r = self.prod(t, "Reshape")
         if r is None:
-            raise _Miss(f"{which}: no head-split Reshape before the Transpose")
+            raise Miss(f"{which}: no head-split Reshape before the Transpose")
         core.append(r)
         x = r.input[0]
         vec = self.d.vec(r.input[1], shape_nodes)
         if vec is None or len(vec) != 4:
-            raise _Miss(f"{r.name}: head-split shape is not a known 4-element vector")
+            raise Miss(f"{r.name}: head-split shape is not a known 4-element vector")
         if self.d.rank(x) not in (3, None):
-            raise _Miss(f"{r.name}: input is not [batch, seq, hidden]")
+            raise Miss(f"{r.name}: input is not [batch, seq, hidden]")
         allow0 = not self.ix.attr(r, "allowzero", 0)
         hd, dsz = vec[2], vec[3]
         # One -1 in the batch or sequence slot is that dim when every other element is pinned down
@@ -549,22 +549,22 @@ class _Matcher:
             if len(free) == 1 and j == free[0] and pinned:
                 continue
             if not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
-                raise _Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
+                raise Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
         if not isinstance(dsz, int) or dsz <= 0:
-            raise _Miss(f"{r.name}: head size is not a constant")
+            raise Miss(f"{r.name}: head size is not a constant")
         hidden = self.d.canon(("dim", x, 2))
         if hd == -1:
             if not isinstance(hidden, int):
-                raise _Miss(f"{r.name}: hidden size unknown, cannot derive the head count")
+                raise Miss(f"{r.name}: hidden size unknown, cannot derive the head count")
             if hidden % dsz:
-                raise _Miss(f"{r.name}: hidden {hidden} not divisible by head size {dsz}")
+                raise Miss(f"{r.name}: hidden {hidden} not divisible by head size {dsz}")
             h = hidden // dsz
         elif isinstance(hd, int) and hd > 0:
             h = hd
             if isinstance(hidden, int) and hidden != h * dsz:
-                raise _Miss(f"{r.name}: {h} heads x {dsz} != hidden {hidden}")
+                raise Miss(f"{r.name}: {h} heads x {dsz} != hidden {hidden}")
         else:
-            raise _Miss(f"{r.name}: head count is not a constant")
+            raise Miss(f"{r.name}: head count is not a constant")
         return x, dsz, h
 
     def heads_of(self, t: str, nodes: list, which: str) -> tuple:
@@ -581,14 +581,14 @@ class _Matcher:
             return None
         try:
             return self.heads_of(tr.input[0], [tr], "split")
-        except _Miss:
+        except Miss:
             return None
 
     def bnsh_heads(self, t: str, what: str) -> tuple[int, int]:
         """(H, D) of a [B,H,S,D] tensor from its inferred shape."""
         s = self.ix.shape(t)
         if s is None or len(s) != 4 or not isinstance(s[1], int) or not isinstance(s[3], int):
-            raise _Miss(f"{what}: [batch, heads, seq, head] shape of {t} unknown")
+            raise Miss(f"{what}: [batch, heads, seq, head] shape of {t} unknown")
         return s[1], s[3]
 
     def find_split_back(self, t: str) -> tuple | None:
@@ -620,17 +620,17 @@ class _Matcher:
             fill, x, fill_if = _scalar(self.d, x), y, True
         keep = cond
         if fill is None or not fill <= -1e4:
-            raise _Miss(f"{w.name}: mask fill is not a constant of -1e4 or below")
+            raise Miss(f"{w.name}: mask fill is not a constant of -1e4 or below")
         if self.ix.const_dtype(keep) not in (onnx.TensorProto.BOOL, None):
-            raise _Miss(f"{w.name}: mask condition is not boolean")
+            raise Miss(f"{w.name}: mask condition is not boolean")
         r = self.d.rank(keep)
         if r is None or r > 4 or (r == 4 and self.d.canon(("dim", keep, 2)) == 1) or r < 2:
-            raise _Miss(f"{w.name}: boolean mask is not [B|1, H|1, S, T] with the query axis")
+            raise Miss(f"{w.name}: boolean mask is not [B|1, H|1, S, T] with the query axis")
         probe: list = []
         inner, f = self.scale_mul(x, probe)
         mm = self.prod(inner, "MatMul")
         if mm is None:
-            raise _Miss(f"{w.name}: the selected scores are not the scaled Q.K^T MatMul")
+            raise Miss(f"{w.name}: the selected scores are not the scaled Q.K^T MatMul")
         core.extend([w] + probe)
         return mm, f, (keep, fill, fill_if)
 
@@ -679,11 +679,11 @@ class _Matcher:
         r_sm = d.rank(sm.input[0])
         axis = int(ix.attr(sm, "axis", -1 if ix.opsets.get("", 13) >= 13 else 1))
         if r_sm is not None and axis % r_sm != r_sm - 1 or r_sm is None and axis != -1:
-            raise _Miss(f"{sm.name}: Softmax over axis {axis}, not the key axis")
+            raise Miss(f"{sm.name}: Softmax over axis {axis}, not the key axis")
         if r_sm not in (4, None):
-            raise _Miss(f"{sm.name}: scores are not 4-D [batch, heads, seq, seq]")
+            raise Miss(f"{sm.name}: scores are not 4-D [batch, heads, seq, seq]")
         if ix.opsets.get("", 13) < 13 and axis % 4 != 3:
-            raise _Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
+            raise Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
         # ---- forward: [Cast] -> MatMul(probs, vh) -> Transpose -> [Reshape]
         t = sm.output[0]
         guard = self.nan_guard(t)
@@ -693,19 +693,19 @@ class _Matcher:
         nxt = _single(ix, t)
         while nxt is not None and nxt.op_type == "Cast":
             if ix.attr(nxt, "to") != _FLOAT or ix.const_dtype(t) not in (_FLOAT, None):
-                raise _Miss(f"{nxt.name}: Cast after Softmax changes the type")
+                raise Miss(f"{nxt.name}: Cast after Softmax changes the type")
             core.append(nxt)
             t = nxt.output[0]
             nxt = _single(ix, t)
         if nxt is None or nxt.op_type != "MatMul" or nxt.input[0] != t:
             if t in ix.graph_outputs:
-                raise _Miss(f"intermediate {t} is a graph output")
-            raise _Miss(f"{sm.name}: probabilities are not used only by MatMul(probs, V)")
+                raise Miss(f"intermediate {t} is a graph output")
+            raise Miss(f"{sm.name}: probabilities are not used only by MatMul(probs, V)")
         mm_v = nxt
         core.append(mm_v)
         tr_o = _single(ix, mm_v.output[0])
         if tr_o is None or tr_o.op_type != "Transpose" or self.perm(tr_o) != [0, 2, 1, 3]:
-            raise _Miss(f"{mm_v.name}: output is not transposed back to [batch, seq, heads, head]")
+            raise Miss(f"{mm_v.name}: output is not transposed back to [batch, seq, heads, head]")
         core.append(tr_o)
         # ---- V
         vh = mm_v.input[1]
@@ -733,8 +733,8 @@ class _Matcher:
                 for sc in (a, b):
                     n = self.prod(sc, "Mul", "Div")
                     if n is not None and any(self.prod(x, "MatMul") is not None for x in n.input):
-                        raise _Miss(f"{n.name}: scores scaled by a tensor that is not a scalar constant")
-                raise _Miss(f"{add.name}: neither operand is the scaled Q.K^T MatMul")
+                        raise Miss(f"{n.name}: scores scaled by a tensor that is not a scalar constant")
+                raise Miss(f"{add.name}: neither operand is the scaled Q.K^T MatMul")
         elif mm_qk is None:
             inner, f = self.scale_mul(s_in, core)
             mm_qk = self.prod(inner, "MatMul")
@@ -742,18 +742,18 @@ class _Matcher:
             if mm_qk is None:
                 w = self.prod(s_in, "Where")
                 if w is None:
-                    raise _Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+                    raise Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
                 mm_qk, f, where_mask = self.where_mask(w, core)
                 scale *= f
         if bias is not None:
             if d.rank(bias) not in (4, None):
-                raise _Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
+                raise Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
             if d.rank(bias) is None:
-                raise _Miss(f"{add.name}: mask rank unknown")
+                raise Miss(f"{add.name}: mask rank unknown")
             if d.canon(("dim", bias, 2)) == 1:
-                raise _Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
+                raise Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
             if ix.const_dtype(bias) not in (_FLOAT, None):
-                raise _Miss(f"{add.name}: mask is not float32")
+                raise Miss(f"{add.name}: mask is not float32")
         core.append(mm_qk)
         # ---- Q
         qa, fq = self.scale_mul(mm_qk.input[0], core)
@@ -763,7 +763,7 @@ class _Matcher:
         flat_kt = self.kt_through_3d(ka, core, shape_nodes)
         tr_k = self.prod(ka, "Transpose") if flat_kt is None else None
         if tr_k is None and flat_kt is None:
-            raise _Miss(f"{mm_qk.name}: K is not transposed")
+            raise Miss(f"{mm_qk.name}: K is not transposed")
         if tr_k is not None:
             core.append(tr_k)
         k_split = None
@@ -781,7 +781,7 @@ class _Matcher:
             fk *= fk2
             k_split = self.split3d(kh)
         else:
-            raise _Miss(f"{tr_k.name}: K transpose perm {self.perm(tr_k)} is not K^T per head")
+            raise Miss(f"{tr_k.name}: K transpose perm {self.perm(tr_k)} is not K^T per head")
         scale *= fq * fk
         # ---- layouts: 3-D [B,S,hidden] inputs where the head splits are visible, else BNSH tensors
         if q_split is not None:
@@ -798,29 +798,29 @@ class _Matcher:
             core.extend(k_nodes + v_nodes)
             shape_nodes |= k_sn | v_sn
             if not (dq == dk == dv and hq == hk == hv):
-                raise _Miss(f"{sm.name}: Q/K/V head shapes differ ({hq}x{dq}, {hk}x{dk}, {hv}x{dv})")
+                raise Miss(f"{sm.name}: Q/K/V head shapes differ ({hq}x{dq}, {hk}x{dk}, {hv}x{dv})")
             if q3 is not None and not d.same(("dim", q3, 0), ("dim", k3, 0)):
-                raise _Miss(f"{sm.name}: Q and K batch dims not provably equal")
+                raise Miss(f"{sm.name}: Q and K batch dims not provably equal")
             if not (d.same(("dim", k3, 0), ("dim", v3, 0)) and d.same(("dim", k3, 1), ("dim", v3, 1))):
-                raise _Miss(f"{sm.name}: K and V batch/sequence dims not provably equal")
+                raise Miss(f"{sm.name}: K and V batch/sequence dims not provably equal")
         else:
             if kh is None:
-                raise _Miss(f"{tr_k.name}: K^T (0,2,3,1) with V not from a head split")
+                raise Miss(f"{tr_k.name}: K^T (0,2,3,1) with V not from a head split")
             k3, v3 = kh, vh  # BNSH key/value, e.g. after rotary or repeat_kv
             for x, what in ((kh, "K"), (vh, "V")):
                 h, dd = self.bnsh_heads(x, what)
                 if (h, dd) != (hq, dq):
-                    raise _Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
+                    raise Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
         for x in (q3 or q4, k3, v3):
             if ix.const_dtype(x) not in (_FLOAT, None):
-                raise _Miss(f"{sm.name}: {x} is not float32 (MultiHeadAttention CPU runs float32)")
+                raise Miss(f"{sm.name}: {x} is not float32 (MultiHeadAttention CPU runs float32)")
         if q3 is None:
             ref = self.find_split_back(qa)
             if ref is None:
-                raise _Miss(f"{sm.name}: Q is 4-D and its head split cannot be traced back")
+                raise Miss(f"{sm.name}: Q is 4-D and its head split cannot be traced back")
             q_ref, _n, d_ref, h_ref, _sn = ref
             if (h_ref, d_ref) != (hq, dq):
-                raise _Miss(f"{sm.name}: Q head split {h_ref}x{d_ref} differs from Q {hq}x{dq}")
+                raise Miss(f"{sm.name}: Q head split {h_ref}x{d_ref} differs from Q {hq}x{dq}")
         else:
             q_ref = q3
         # ---- output: merge heads
@@ -829,7 +829,7 @@ class _Matcher:
         users = ix.consumers.get(out_t, ())
         merges = [u for u in users if u.op_type == "Reshape" and u.input[0] == out_t]
         if len(merges) != 1 or out_t in ix.graph_outputs:
-            raise _Miss(f"{tr_o.name}: heads are not merged by one Reshape to [batch, seq, hidden]")
+            raise Miss(f"{tr_o.name}: heads are not merged by one Reshape to [batch, seq, hidden]")
         merge = merges[0]
         vec = d.vec(merge.input[1], probe_nodes := set())
         allow0 = not ix.attr(merge, "allowzero", 0)
@@ -843,7 +843,7 @@ class _Matcher:
                 and (len(users) == 1):
             reshape_out = (merge.input[1], merge.output[0])  # e.g. [-1, hidden] before a 2-D Gemm
         else:
-            raise _Miss(f"{merge.name}: merge-heads reshape target not understood")
+            raise Miss(f"{merge.name}: merge-heads reshape target not understood")
         out_t = merge.output[0]
         # ---- absorb shape subgraphs used only by the match
         matched = self.absorb(core, shape_nodes)
@@ -888,7 +888,7 @@ def find_attention(index: Any) -> tuple[list[AttentionMatch], list[tuple[list[st
             continue
         try:
             found.append(m.match(sm))
-        except _Miss as exc:
+        except Miss as exc:
             misses.append(([index.name(sm)], str(exc)))
     return found, misses
 
@@ -936,7 +936,8 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _matches_of(index: Any) -> dict[str, AttentionMatch]:
+def attention_matches(index: Any) -> dict[str, AttentionMatch]:
+    """The exact attention blocks of a graph by Softmax name (found once per index, shared by the rules)."""
     if index not in _FOUND:
         found, _ = find_attention(index)
         _FOUND[index] = {index.name(a.softmax): a for a in found}
@@ -944,7 +945,7 @@ def _matches_of(index: Any) -> dict[str, AttentionMatch]:
 
 
 def _replace(m: Match) -> list[Replacement]:
-    a = _matches_of(m.index).get(m.bindings["softmax_node"])
+    a = attention_matches(m.index).get(m.bindings["softmax_node"])
     if a is None:
         raise ValueError(f"attention match at {m.bindings['softmax_node']} is gone")
     return replacement_nodes(a)

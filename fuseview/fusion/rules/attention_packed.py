@@ -20,9 +20,9 @@ import onnx
 from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
 from fuseview.fusion.rules.attention import (
     AttentionMatch,
+    Miss,
     _Matcher,
-    _matches_of,
-    _Miss,
+    attention_matches,
     mask_bias,
     matcher_for,
     shape_inputs_walk,
@@ -41,26 +41,26 @@ class PackedMatch:
 
 
 def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
-    """The match widened to one QKV projection (Split of x @ W + b), or _Miss saying why not."""
+    """The match widened to one QKV projection (Split of x @ W + b), or Miss saying why not."""
     ix = m.ix
     if a.q_bnsh:
-        raise _Miss("Q is only seen per head (rotary or similar): no packed projection")
+        raise Miss("Q is only seen per head (rotary or similar): no packed projection")
     sp = m.prod(a.q, "Split")
     if sp is None:
         return _three_projections(m, a)
     if m.prod(a.k, "Split") is not sp or m.prod(a.v, "Split") is not sp:
-        raise _Miss("Q, K and V are not the outputs of one Split")
+        raise Miss("Q, K and V are not the outputs of one Split")
     if list(sp.output) != [a.q, a.k, a.v]:
-        raise _Miss(f"{sp.name}: outputs are not Q, K, V in this order")
+        raise Miss(f"{sp.name}: outputs are not Q, K, V in this order")
     packed = sp.input[0]
     rank = m.d.rank(packed)
     axis = int(ix.attr(sp, "axis", 0))
     if rank != 3 or axis % 3 != 2:
-        raise _Miss(f"{sp.name}: does not split the last axis of a 3-D tensor")
+        raise Miss(f"{sp.name}: does not split the last axis of a 3-D tensor")
     hidden = a.num_heads * a.head_size
     sizes = m.d.const(sp.input[1]) if len(sp.input) > 1 and sp.input[1] else ix.attr(sp, "split")
     if sizes is not None and [int(v) for v in np.ravel(sizes)] != [hidden] * 3:
-        raise _Miss(f"{sp.name}: split sizes {list(np.ravel(sizes))} are not 3 x {hidden}")
+        raise Miss(f"{sp.name}: split sizes {list(np.ravel(sizes))} are not 3 x {hidden}")
     core = [sp]
     shape_ids: set[int] = set()
     add = m.prod(packed, "Add")
@@ -77,40 +77,40 @@ def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
         gemm = m.prod(r_out.input[0], "Gemm")
         r_in = m.prod(gemm.input[0], "Reshape") if gemm is not None else None
         if gemm is None or r_in is None:
-            raise _Miss(f"{r_out.name}: projection is not Reshape -> Gemm -> Reshape")
+            raise Miss(f"{r_out.name}: projection is not Reshape -> Gemm -> Reshape")
         for attr, want in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
             if ix.attr(gemm, attr, want) != want:
-                raise _Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
+                raise Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
         x = r_in.input[0]
         w = ix.const_value(gemm.input[1])
         bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
         sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
         if sx is None or sf is None or so is None or len(sx) != 3 or w is None or w.ndim != 2:
-            raise _Miss(f"{gemm.name}: shapes around the projection are unknown")
+            raise Miss(f"{gemm.name}: shapes around the projection are unknown")
         if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w.shape[1]]:
-            raise _Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
+            raise Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
         if not (m.d.same(("dim", x, 0), ("dim", a.q, 0)) or m.d.same(("dim", x, 1), ("dim", a.q, 1))):
             vec = m.d.vec(r_out.input[1], set())
             if vec is None or len(vec) != 3 or not all(m.d.same(vec[j], ("dim", x, j)) for j in (0, 1)):
-                raise _Miss(f"{r_out.name}: restored leading dims are not provably x's batch and sequence")
+                raise Miss(f"{r_out.name}: restored leading dims are not provably x's batch and sequence")
         core += [r_out, gemm, r_in]
         for r in (r_in, r_out):
             shape_inputs_walk(m, r.input[1], shape_ids)
     else:
         mm = m.prod(packed, "MatMul")
         if mm is None:
-            raise _Miss(f"{sp.name}: input is not a linear projection of one tensor")
+            raise Miss(f"{sp.name}: input is not a linear projection of one tensor")
         x = mm.input[0]
         w = ix.const_value(mm.input[1])
         core.append(mm)
         if m.d.rank(x) != 3:
-            raise _Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
+            raise Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
     if w is None or w.ndim != 2 or w.shape[1] != 3 * hidden or w.dtype != np.float32:
-        raise _Miss(f"{sp.name}: projection weight is not a float32 [K, 3 x {hidden}] constant")
+        raise Miss(f"{sp.name}: projection weight is not a float32 [K, 3 x {hidden}] constant")
     if bias is None:
         bias = np.zeros(3 * hidden, np.float32)
     if bias.shape != (3 * hidden,) or bias.dtype != np.float32:
-        raise _Miss(f"{sp.name}: projection bias is not a float32 [3 x {hidden}] vector")
+        raise Miss(f"{sp.name}: projection bias is not a float32 [3 x {hidden}] vector")
     nodes = list(a.nodes) + core
     for n in a.nodes:
         if n.op_type == "Reshape":
@@ -148,16 +148,16 @@ def _three_projections(m: _Matcher, a: AttentionMatch) -> PackedMatch:
     """Q, K, V each x @ Wi + bi of the same x: one [K, 3 x hidden] projection."""
     parts = [_linear(m, t) for t in (a.q, a.k, a.v)]
     if any(p is None for p in parts):
-        raise _Miss("Q, K and V are not constant linear projections (x @ W + b)")
+        raise Miss("Q, K and V are not constant linear projections (x @ W + b)")
     xs = {p[0] for p in parts}
     if len(xs) != 1:
-        raise _Miss("Q, K and V are projections of different tensors (cross-attention?)")
+        raise Miss("Q, K and V are projections of different tensors (cross-attention?)")
     x = parts[0][0]
     if m.d.rank(x) != 3:
-        raise _Miss("projection input is not [batch, seq, hidden]")
+        raise Miss("projection input is not [batch, seq, hidden]")
     hidden = a.num_heads * a.head_size
     if any(p[1].shape[1] != hidden or p[1].shape[0] != parts[0][1].shape[0] for p in parts):
-        raise _Miss(f"projection widths {[list(p[1].shape) for p in parts]} are not 3 x {hidden}")
+        raise Miss(f"projection widths {[list(p[1].shape) for p in parts]} are not 3 x {hidden}")
     w = np.concatenate([p[1] for p in parts], axis=1)
     b = np.concatenate([p[2] if p[2] is not None else np.zeros(hidden, np.float32) for p in parts])
     nodes = list(a.nodes) + [n for p in parts for n in p[3]]
@@ -203,12 +203,12 @@ _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _find_packed(index: Any) -> Iterator[Match | NearMiss]:
     m = matcher_for(index)
-    found = _matches_of(index)
+    found = attention_matches(index)
     _PACKED[index] = {}
     for name, a in found.items():
         try:
             p = packed_projection(m, a)
-        except _Miss as exc:
+        except Miss as exc:
             yield NearMiss(RULES[0].name, (name,), str(exc))
             continue
         _PACKED[index][name] = p

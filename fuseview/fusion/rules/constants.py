@@ -210,11 +210,16 @@ def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[i
 
 
 def _find_shape_chains(index) -> Iterator[Match]:
-    from fuseview.fusion.rules.attention import _matches_of, _Miss, matcher_for, shape_inputs_walk
+    from fuseview.fusion.rules.attention import (
+        Miss,
+        attention_matches,
+        matcher_for,
+        shape_inputs_walk,
+    )
 
     m = matcher_for(index)
     # Reshapes inside an attention match go with it (and skipping them keeps big scans fast).
-    in_attention = {id(n) for a in _matches_of(index).values() for n in a.nodes}
+    in_attention = {id(n) for a in attention_matches(index).values() for n in a.nodes}
     found: dict[str, list[int]] = {}
     for r in index.by_op.get("Reshape", ()):
         if r.domain not in ("", "ai.onnx") or len(r.input) < 2 or index.is_const(r.input[1]):
@@ -232,7 +237,7 @@ def _find_shape_chains(index) -> Iterator[Match]:
             continue  # the chain is shared with other nodes: folding this one target removes nothing
         try:
             m.check_contained(nodes, matched, {r.output[0]})
-        except _Miss:
+        except Miss:
             continue
         found[index.name(r)] = target
         yield Match.custom(RULES[1], index, nodes, [r.output[0]], bindings={"reshape_node": index.name(r)})

@@ -27,7 +27,7 @@ from fuseview.fusion.rules.attention import _Matcher
 _INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
 
 
-class _Miss(Exception):
+class Miss(Exception):
     pass
 
 
@@ -171,19 +171,19 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
     def match(self, ln: onnx.NodeProto) -> EmbeddingMatch:
         ix = self.ix
         if len(ln.input) < 3 or not ln.input[2]:
-            raise _Miss(f"{ln.name}: LayerNormalization without bias")
+            raise Miss(f"{ln.name}: LayerNormalization without bias")
         gamma, beta = ln.input[1], ln.input[2]
         if not (ix.is_const(gamma) and ix.is_const(beta)):
-            raise _Miss(f"{ln.name}: scale/bias are not constants")
+            raise Miss(f"{ln.name}: scale/bias are not constants")
         axis = int(ix.attr(ln, "axis", -1))
         if axis not in (-1, 2):
-            raise _Miss(f"{ln.name}: normalizes over axis {axis}, not the hidden axis")
+            raise Miss(f"{ln.name}: normalizes over axis {axis}, not the hidden axis")
         if len(ln.output) > 1 and any(o for o in ln.output[1:]):
-            raise _Miss(f"{ln.name}: mean/inv-std outputs are used")
+            raise Miss(f"{ln.name}: mean/inv-std outputs are used")
         root = ln.input[0]
         add = self.prod(root, "Add")
         if add is None:
-            raise _Miss(f"{ln.name}: input is not an Add of embeddings")
+            raise Miss(f"{ln.name}: input is not an Add of embeddings")
         core = [ln]
         leaves: list[str] = []
         stack = [add]
@@ -197,7 +197,7 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
                 else:
                     leaves.append(x)
         if len(leaves) not in (2, 3):
-            raise _Miss(f"{ln.name}: {len(leaves)} summands, not word + position [+ segment] embeddings")
+            raise Miss(f"{ln.name}: {len(leaves)} summands, not word + position [+ segment] embeddings")
         gathers = []
         for leaf in leaves:
             t = leaf
@@ -207,23 +207,23 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
                 t = cast.input[0]
             g = self.prod(t, "Gather")
             if g is None or int(ix.attr(g, "axis", 0)) != 0 or self.table(g.input[0]) is None:
-                raise _Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
+                raise Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
             core.append(g)
             gathers.append(g)
         hidden = {self.table(g.input[0])[1] for g in gathers}
         if len(hidden) != 1:
-            raise _Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
+            raise Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
         walked: set[int] = set()
         src = {id(g): self.ids_source(g.input[1], core, walked) for g in gathers}
         direct = [g for g in gathers if src[id(g)] is not None]
         others = [g for g in gathers if src[id(g)] is None]
         if not direct:
-            raise _Miss(f"{ln.name}: no embedding is indexed by a graph input (ids reshaped or computed)")
+            raise Miss(f"{ln.name}: no embedding is indexed by a graph input (ids reshaped or computed)")
         direct.sort(key=lambda g: -self.table(g.input[0])[0])  # the word table is the largest
         word_g = direct[0]
         ids = src[id(word_g)]
         if ids is None or ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:
-            raise _Miss(f"{word_g.name}: ids are not a 2-D integer input")
+            raise Miss(f"{word_g.name}: ids are not a 2-D integer input")
         seg_g = direct[1] if len(direct) > 1 else None
         const_seg: tuple[onnx.NodeProto, int] | None = None
         if seg_g is None and len(others) == 2:
@@ -231,7 +231,7 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
             if const_seg is not None:
                 others = [g for g in others if g is not const_seg[0]]
         if len(direct) > 2 or len(others) != 1:
-            raise _Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
+            raise Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
         pos_g = others[0]
         position_ids = None
         if not self.is_arange_positions(pos_g.input[1], ids, walked):
@@ -241,14 +241,14 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
             if ix.const_dtype(p) not in _INT_TYPES or self.d.rank(p) != 2 or not (
                     self.d.same(("dim", p, 1), ("dim", ids, 1))
                     and (self.d.same(("dim", p, 0), ("dim", ids, 0)) or self.d.canon(("dim", p, 0)) == 1)):
-                raise _Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
+                raise Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
             position_ids = p
         if seg_g is not None:
             sid = src[id(seg_g)]
             if ix.const_dtype(sid) not in _INT_TYPES or not (
                     self.d.same(("dim", sid, 0), ("dim", ids, 0))
                     and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
-                raise _Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
+                raise Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
         # absorb the position-index computation where nothing else reads it
         matched = self.absorb(core, walked)
         self.check_contained(core, matched, {ln.output[0], root})
@@ -287,7 +287,7 @@ def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[s
             continue  # e.g. a residual Add + LayerNorm: SkipLayerNormalization territory
         try:
             found.append(f.match(ln))
-        except _Miss as exc:
+        except Miss as exc:
             misses.append(([index.name(ln)], str(exc)))
     return found, misses
 
@@ -332,7 +332,7 @@ def replacement_nodes(e: EmbeddingMatch, index: Any = None) -> list[Replacement]
 _FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _matches_of(index: Any) -> dict[str, EmbeddingMatch]:
+def attention_matches(index: Any) -> dict[str, EmbeddingMatch]:
     if index not in _FOUND:
         found, _ = find_embeddings(index)
         _FOUND[index] = {index.name(e.ln): e for e in found}
@@ -350,7 +350,7 @@ def _find_matches(index: Any) -> Iterator[Match | NearMiss]:
 
 
 def _replace(m: Match) -> list[Replacement]:
-    e = _matches_of(m.index).get(m.bindings["layernorm_node"])
+    e = attention_matches(m.index).get(m.bindings["layernorm_node"])
     if e is None:
         raise ValueError(f"embedding match at {m.bindings['layernorm_node']} is gone")
     return replacement_nodes(e, m.index)
