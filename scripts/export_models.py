@@ -53,7 +53,8 @@ class Spec:
 # ---------------------------------------------------------------- model builders
 
 
-def _perturb_norms(model: nn.Module) -> None:
+def perturb_norms(model: nn.Module) -> None:
+    """Move every norm's scale/bias (and BatchNorm statistics) away from 1/0, seeded."""
     # Random-init norms are exactly scale 1 / bias 0, which would hide a fused norm that drops either.
     g = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
@@ -109,7 +110,7 @@ def _bert() -> tuple[nn.Module, dict]:
     )
     torch.manual_seed(SEED)
     model = transformers.BertModel(cfg).eval()
-    _perturb_norms(model)
+    perturb_norms(model)
     facts = {"layers": 2, "hidden_size": 64, "heads": 4, "intermediate_size": 128, "vocab_size": VOCAB,
              "attn_implementation": "eager", "max_positions": 128}
     return _BertOutputs(model).eval(), facts
@@ -147,7 +148,7 @@ def _encoder(kind: str, with_types: bool = False, attn: str = "eager") -> Callab
             cls = transformers.BertModel
         torch.manual_seed(SEED)
         model = cls(cfg, add_pooling_layer=False).eval() if kind != "distilbert" else cls(cfg).eval()
-        _perturb_norms(model)
+        perturb_norms(model)
         facts = {"layers": 2, "hidden_size": 64, "heads": 4, "intermediate_size": 128, "vocab_size": VOCAB,
                  "attn_implementation": attn, "max_positions": 130}
         return _EncoderOutputs(model, with_types).eval(), facts
@@ -172,7 +173,7 @@ def _vit() -> tuple[nn.Module, dict]:
                                  attn_implementation="eager")
     torch.manual_seed(SEED)
     model = transformers.ViTModel(cfg, add_pooling_layer=False).eval()
-    _perturb_norms(model)
+    perturb_norms(model)
     facts = {"layers": 2, "hidden_size": 64, "heads": 4, "intermediate_size": 128, "image": [3, 32, 32],
              "patch": 8, "attn_implementation": "eager"}
     return _VitOutputs(model).eval(), facts
@@ -195,7 +196,7 @@ def _llama(kv_heads: int) -> Callable[[], tuple[nn.Module, dict]]:
         )
         torch.manual_seed(SEED)
         model = transformers.LlamaForCausalLM(cfg).eval()
-        _perturb_norms(model)
+        perturb_norms(model)
         facts = {"layers": 2, "hidden_size": 64, "heads": 4, "kv_heads": kv_heads, "intermediate_size": 128,
                  "vocab_size": VOCAB, "attn_implementation": "eager", "max_positions": 256}
         return _LogitsOnly(model).eval(), facts
@@ -219,7 +220,7 @@ def _gpt2(layers: int, n_embd: int, heads: int) -> Callable[[], tuple[nn.Module,
         )
         torch.manual_seed(SEED)
         model = transformers.GPT2LMHeadModel(cfg).eval()
-        _perturb_norms(model)
+        perturb_norms(model)
         facts = {"layers": layers, "hidden_size": n_embd, "heads": heads, "intermediate_size": 4 * n_embd,
                  "vocab_size": VOCAB, "attn_implementation": "eager", "max_positions": 256}
         return _LogitsOnly(model).eval(), facts
@@ -254,7 +255,7 @@ def _mlp(approximate: str) -> Callable[[], tuple[nn.Module, dict]]:
     def build() -> tuple[nn.Module, dict]:
         torch.manual_seed(SEED)
         model = _Mlp(64, approximate).eval()
-        _perturb_norms(model)
+        perturb_norms(model)
         return model, {"layers": 2, "hidden_size": 64, "intermediate_size": 256, "gelu": approximate}
 
     return build
@@ -284,7 +285,7 @@ class _ConvNet(nn.Module):
 def _convnet() -> tuple[nn.Module, dict]:
     torch.manual_seed(SEED)
     model = _ConvNet().eval()
-    _perturb_norms(model)
+    perturb_norms(model)
     return model, {"layers": 2, "hidden_size": 32, "image": [3, 32, 32], "classes": 10}
 
 
@@ -386,7 +387,8 @@ def _export(spec: Spec, model: nn.Module, path: Path) -> None:
         prog.save(str(path), external_data=False)
 
 
-def _io(values) -> list[dict]:  # noqa: ANN001
+def io_rows(values) -> list[dict]:  # noqa: ANN001
+    """Name, numpy dtype and shape (dim names, sizes or None) of graph inputs or outputs."""
     rows = []
     for vi in values:
         tt = vi.type.tensor_type
@@ -440,8 +442,8 @@ def export_one(spec: Spec, out_dir: Path) -> dict:
         "nodes": len(proto.graph.node),
         "functions": len(proto.functions),
         "ops": dict(sorted(ops.items())),
-        "inputs": _io(proto.graph.input),
-        "outputs": _io(proto.graph.output),
+        "inputs": io_rows(proto.graph.input),
+        "outputs": io_rows(proto.graph.output),
         "check_input": {"batch": 3, "seq": 11, "mask": "ones, last row right-padded by 2"},
         "ort_vs_torch_max_abs_diff": diff,
         "notes": spec.notes,
