@@ -8,7 +8,6 @@ exported with a KV cache: ``past_key_values.N.key/value`` in, ``present.N.key/va
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ import onnx
 import onnxruntime as ort
 import torch
 import transformers
-from export_models import io_rows, perturb_norms
+from export_models import LogitsOnly, io_rows, parse_selection, perturb_norms
 from torch import nn
 from torch.export import Dim
 
@@ -78,18 +77,6 @@ def t5_config(width: str) -> transformers.PretrainedConfig:
 
 
 # ------------------------------------------------------------------------------------ wrappers
-
-
-class LogitsOnly(nn.Module):
-    """A causal LM without a cache: (input_ids, attention_mask) -> logits."""
-
-    def __init__(self, lm: nn.Module) -> None:
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Logits for the tokens."""
-        return self.lm(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
 
 class DecoderWithPast(nn.Module):
@@ -332,7 +319,7 @@ def export_one(spec: Spec, width: str, out_dir: Path) -> dict:
         "head_dim": head_dim, "vocab_size": cfg.vocab_size, "bytes": final.stat().st_size,
         "nodes": len(proto.graph.node), "functions": len(proto.functions), "ops": dict(sorted(ops.items())),
         "inputs": io_rows(proto.graph.input), "outputs": io_rows(proto.graph.output),
-        "export_seconds": round(export_s, 1), "ort_checks": rows,
+        "ort_checks": rows,
     }
     worst = max(r["max_abs_diff_vs_torch"] for r in rows)
     shapes = " ".join(f"{r['past']}+{r['new']}" + (f"(pad {r['left_padding']})" if r["left_padding"] else "")
@@ -364,20 +351,11 @@ def write_index(out_dir: Path, entries: dict[str, dict], script: str, width: str
 
 def run_cli(doc: str, width: str, default_out: Path, script: str, limit_bytes: int | None) -> int:
     """The front scripts' command line: export the selected specs one at a time, merge INDEX.json."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--out", default=str(default_out), help=f"output folder (default {default_out})")
-    ap.add_argument("--only", nargs="+", metavar="NAME", help="export only these models")
-    args = ap.parse_args()
     specs = all_specs(width)
-    known = {s.name for s in specs}
-    if args.only and (bad := sorted(set(args.only) - known)):
-        print(f"unknown model(s): {', '.join(bad)}; known: {', '.join(sorted(known))}", file=sys.stderr)
-        return 2
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, only = parse_selection(doc, default_out, {s.name for s in specs})
     failed = []
     for spec in specs:
-        if args.only and spec.name not in args.only:
+        if only and spec.name not in only:
             continue
         try:
             entry = export_one(spec, width, out_dir)

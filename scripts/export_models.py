@@ -73,7 +73,7 @@ def perturb_norms(model: nn.Module) -> None:
                 mod.running_var.copy_(0.5 + torch.rand(mod.running_var.shape, generator=g))
 
 
-class _LogitsOnly(nn.Module):
+class LogitsOnly(nn.Module):
     """Call a causal LM without a cache and return only its logits."""
 
     def __init__(self, lm: nn.Module) -> None:
@@ -199,7 +199,7 @@ def _llama(kv_heads: int) -> Callable[[], tuple[nn.Module, dict]]:
         perturb_norms(model)
         facts = {"layers": 2, "hidden_size": 64, "heads": 4, "kv_heads": kv_heads, "intermediate_size": 128,
                  "vocab_size": VOCAB, "attn_implementation": "eager", "max_positions": 256}
-        return _LogitsOnly(model).eval(), facts
+        return LogitsOnly(model).eval(), facts
 
     return build
 
@@ -223,7 +223,7 @@ def _gpt2(layers: int, n_embd: int, heads: int) -> Callable[[], tuple[nn.Module,
         perturb_norms(model)
         facts = {"layers": layers, "hidden_size": n_embd, "heads": heads, "intermediate_size": 4 * n_embd,
                  "vocab_size": VOCAB, "attn_implementation": "eager", "max_positions": 256}
-        return _LogitsOnly(model).eval(), facts
+        return LogitsOnly(model).eval(), facts
 
     return build
 
@@ -453,18 +453,24 @@ def export_one(spec: Spec, out_dir: Path) -> dict:
     return entry
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Export the selected models and merge their entries into INDEX.json."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "assets" / "models"), help="output folder")
+def parse_selection(doc: str, default_out: Path, known: set[str], argv: list[str] | None = None
+                    ) -> tuple[Path, list[str] | None]:
+    """--out (created) and --only NAME ...; an unknown name is listed on stderr and exits 2."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=str(default_out), help=f"output folder (default {default_out})")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="export only these models")
     args = ap.parse_args(argv)
-    known = {s.name for s in SPECS}
     if args.only and (bad := sorted(set(args.only) - known)):
         print(f"unknown model(s): {', '.join(bad)}; known: {', '.join(sorted(known))}", file=sys.stderr)
-        return 2
+        sys.exit(2)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir, args.only
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Export the selected models and merge their entries into INDEX.json."""
+    out_dir, only = parse_selection(__doc__, ROOT / "assets" / "models", {s.name for s in SPECS}, argv)
     index_path = out_dir / "INDEX.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
     index["_about"] = {
@@ -480,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     index.setdefault("models", {})
     failed = []
     for spec in SPECS:
-        if args.only and spec.name not in args.only:
+        if only and spec.name not in only:
             continue
         try:
             entry = export_one(spec, out_dir)
