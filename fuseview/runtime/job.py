@@ -11,6 +11,7 @@ import onnx
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
+from fuseview.runtime.ab import time_models
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.profiling import (
     Cancel,
@@ -18,13 +19,11 @@ from fuseview.runtime.profiling import (
     calibrate_overhead,
     check_cancel,
     fusion_groups,
-    interleaved_latency,
     load_model_graph,
     profile_model,
-    run_error,
 )
 from fuseview.runtime.report import build_report
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, create_session, ort_fusions
+from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
 # Above this file size a model stays a path (onnxruntime reads it itself; protobuf cannot pass >2 GiB).
@@ -182,26 +181,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
     roles = ["model", "against"][: len(sources)]
     per_model = req.sessions if len(sources) > 1 else 1
-    rounds = -(-req.runs // per_model)  # each model still gets about `runs` plain runs in all
-    # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
-    # here: later ones up to 3 % faster), so neither model may have all the early ones.
-    slots: list[list] = [[] for _ in sources]
-    choices: list[dict | None] = [None for _ in sources]
-    for j in range(per_model):
-        for i in range(len(sources)) if j % 2 == 0 else reversed(range(len(sources))):
-            check_cancel(cancel)
-            sess, choice = create_session(sources[i], req.provider, req.ort_opt, threads=req.threads)
-            slots[i].append(sess)
-            choices[i] = choice.to_dict()
-    sessions = [sess for slot in slots for sess in slot]
-    del slots
-    try:
-        by_session = interleaved_latency(sessions, feeds, rounds, req.warmup, progress, cancel, req.seed)
-    except Exception as exc:  # onnxruntime run-time failure on these inputs
-        raise run_error(exc) from None
-    del sessions
     # one (sessions x rounds) array per model; its runs pooled for the model's own latency figures
-    grouped = [np.array(by_session[i * per_model:(i + 1) * per_model]) for i in range(len(sources))]
+    grouped, choices = time_models(sources, feeds, req.provider, req.ort_opt, req.threads, per_model,
+                                   req.runs, req.warmup, req.seed, progress, cancel)
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)

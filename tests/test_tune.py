@@ -1,0 +1,195 @@
+"""`fuseview tune`: real onnxruntime timings decide; a slower fusion is rejected, a wrong one is found by
+bisection, the saved plan re-applies to the same bytes, and a cancelled tune keeps a valid best-so-far."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from fuseview.cli import main
+from fuseview.errors import FuseviewError
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules import catalogue
+from fuseview.tuning.report import TuneReport
+from fuseview.tuning.run import tune_file
+from fuseview.tuning.search import TuneSettings
+
+from .conftest import ASSET_MODELS, ROOT
+
+MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
+CONV = ASSET_MODELS / "convnet_bn_relu_ts17.onnx"
+FAST = dict(runs=15, sessions=3, max_batches=2, warmup=2, seeds=1, ort_optimizer="off")
+
+
+def _rule(name: str) -> Rule:
+    return next(r for r in catalogue() if r.name == name)
+
+
+def _detour_replace(m) -> list[Replacement]:
+    """Gelu, then a MatMul by the identity: the same values, a wide matrix product more to compute."""
+    width = int(m.shape("x")[-1])
+    out = m.outputs[0]
+    mid, eye = f"{out}_gelu", f"{out}_identity"
+    return [Replacement([m["x"]], op="Gelu", domain=MS_DOMAIN, outputs=[mid]),
+            Replacement([mid, eye], op="MatMul", domain="", outputs=[out],
+                        initializers={eye: np.eye(width, dtype=np.float32)})]
+
+
+def slow_gelu_rule() -> Rule:
+    """erf-GELU -> Gelu followed by an identity MatMul: a real "fusion" that is genuinely slower."""
+    g = _rule("gelu_erf")
+    return Rule(name="gelu_detour", description="erf-GELU -> Gelu + identity MatMul (slower on purpose)",
+                fused_op="Gelu", domain=MS_DOMAIN, runs_on=("cpu",), patterns=g.patterns, check=g.check,
+                replace=_detour_replace)
+
+
+def tanh_gelu_rule() -> Rule:
+    """erf-GELU -> FastGelu (the tanh approximation): off by up to ~1e-3, a real numeric error."""
+    g = _rule("gelu_erf")
+    return Rule(name="gelu_as_tanh", description="erf-GELU -> FastGelu (an approximation)",
+                fused_op="FastGelu", domain=MS_DOMAIN, runs_on=("cpu",), patterns=g.patterns, check=g.check,
+                replace=lambda m: Replacement([m["x"]]))
+
+
+def test_a_slower_fusion_is_rejected_and_the_original_kept():
+    res = tune_file(MLP, TuneSettings(budget_s=60, **FAST), rules=[slow_gelu_rule()])
+    rep = res.report
+    assert len(rep.decisions) == 2 and all(d.rule == "gelu_detour" for d in rep.decisions)
+    assert all(d.decision == "reject" for d in rep.decisions)
+    (group,) = rep.groups
+    assert group.effect is not None and group.effect.verdict == "slower", group.reason
+    assert group.effect.speedup_p50 < 0.9  # time without / time with: well below 1
+    assert rep.final.chosen == "original" and res.unchanged and res.plan.accepted() == []
+    assert rep.baseline["accept_all"]["effect"]["verdict"] == "slower"
+
+
+def test_bisection_finds_the_fusions_that_break_the_tolerance():
+    # the catalogue's own GELU rules (and FusedMatMul, which would take the same nodes first) make way
+    # for the approximating rule, so accept-all holds its two candidates beside the exact LayerNorm ones
+    skip = ("gelu_erf", "bias_gelu_erf", "fused_matmul")
+    rules = [r for r in catalogue() if r.name not in skip] + [tanh_gelu_rule()]
+    settings = TuneSettings(budget_s=60, atol=1e-5, rtol=1e-4, **FAST)
+    res = tune_file(MLP, settings, rules=rules)
+    rep = res.report
+    wrong = {d.candidate for d in rep.decisions if d.rule == "gelu_as_tanh"}
+    assert len(wrong) == 2
+    assert set(rep.baseline["over_tolerance"]) == wrong
+    assert rep.baseline["accept_all"]["accepted"] == len(rep.decisions) - 2 - 2  # minus the conflicting
+    for d in rep.decisions:
+        if d.candidate in wrong:
+            assert d.decision == "reject" and d.stage == "accuracy" and d.reason.startswith("accuracy: over")
+            assert d.max_abs is not None and d.max_abs > 1e-5
+        else:
+            assert d.stage != "accuracy", d
+    assert any("bisection found 2 candidate(s)" in n for n in rep.notes)
+    # the accepted set, whatever the timings chose, is within the tight tolerance
+    if res.outcome is not None:
+        assert res.outcome.validation is not None and res.outcome.validation.ok
+
+
+def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
+    out, plan, report = tmp_path / "tuned.onnx", tmp_path / "plan.json", tmp_path / "tune.json"
+    rc = main(["tune", str(CONV), "-o", str(out), "--budget", "40", "--runs", "8", "--sessions", "2",
+               "--keep-neutral", "--save-plan", str(plan), "--json", str(report), "--quiet"])
+    assert rc == 0, capsys.readouterr()
+    rep = TuneReport.load(report)
+    assert rep.output == str(out) and rep.plan == str(plan)
+    saved = json.loads(plan.read_text())
+    assert {d["id"] for d in saved["decisions"]} == {d.candidate for d in rep.decisions}
+    refused = tmp_path / "fused.onnx"
+    assert main(["fuse", str(CONV), "--plan", str(plan), "-o", str(refused)]) == 0
+    assert out.read_bytes() == refused.read_bytes()
+    accepted = [d["id"] for d in saved["decisions"] if d["decision"] == "accept"]
+    assert accepted == rep.accepted()
+    assert len(onnx.load(str(out)).graph.node) == rep.final.nodes
+
+
+def test_cancel_keeps_a_valid_best_so_far():
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def progress(message: str, _fraction: float) -> None:
+        seen.append(message)
+        if sum(m.startswith("timing") for m in seen) >= 3:  # after the first group's measurement
+            cancel.set()
+
+    res = tune_file(MLP, TuneSettings(budget_s=120, **FAST), progress=progress, cancel=cancel)
+    rep = res.report
+    assert rep.stopped == "cancelled"
+    assert len(rep.decisions) == 10 and {d.decision for d in rep.decisions} <= {"accept", "reject"}
+    assert any(d.reason == "not measured: cancelled" for d in rep.decisions)
+    assert res.plan.accepted() == rep.accepted()
+    for d in rep.decisions:
+        if d.decision == "accept":
+            assert d.effect is not None and d.effect.verdict in ("faster", "no difference")
+    if res.outcome is not None:
+        assert res.outcome.validation.ok
+    TuneReport.from_json(json.loads(json.dumps(rep.to_json())))
+
+
+def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
+    out, report = tmp_path / "tuned.onnx", tmp_path / "tune.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fuseview", "tune", str(MLP), "-o", str(out), "--budget", "300",
+         "--json", str(report), "--runs", "8", "--sessions", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # wait until the search is under way
+        if "timing" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "keeping the best set so far" in stderr
+    rep = TuneReport.load(report)
+    assert rep.stopped == "cancelled"
+    onnx.checker.check_model(onnx.load(str(out)))
+    assert "wrote" in stdout
+
+
+def test_report_round_trip_and_bad_reports(tmp_path):
+    res = tune_file(CONV, TuneSettings(budget_s=20, **FAST))
+    d = res.report.to_json()
+    assert d["kind"] == "fuseview.tune" and d["schema_version"] == 1
+    for key in ("provider", "ort_opt", "threads", "dims", "budget_s", "seconds"):
+        assert key in d["config"]
+    assert d["config"]["ort_opt"] == "all"
+    back = TuneReport.from_json(json.loads(json.dumps(d)))
+    assert back.to_json() | {"fuseview_version": None} == d | {"fuseview_version": None}
+    for bad in ({**d, "kind": "x"}, {**d, "schema_version": 2}, {**d, "decisions": [{"candidate": 1}]},
+                {**d, "final": {**d["final"], "chosen": "mine"}}):
+        with pytest.raises(FuseviewError):
+            TuneReport.from_json(bad)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tune", "missing.onnx", "-o", "x.onnx"], "no such model file"),
+    (["tune", str(CONV), "-o", "out.onnx", "--budget", "0"], "--budget"),
+    (["tune", str(CONV), "-o", str(CONV)], "refusing to overwrite"),
+    (["tune", str(CONV), "-o", "nodir/out.onnx"], "folder does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, words, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fuseview: error:") and words in err[0], err
+
+
+def test_importing_fuseview_stays_cheap_and_tune_is_lazy():
+    code = ("import sys, fuseview; assert 'onnxruntime' not in sys.modules; f = fuseview.tune;"
+            " assert callable(f) and 'onnxruntime' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert out.stdout.strip() == "ok"
+    assert Path(MLP).is_file()
