@@ -48,7 +48,10 @@ class ProfileRequest:
     dims: dict[str, int] = field(default_factory=dict)
     inputs_npz: str | None = None
     seed: int = 0
-    ort_opt: str = "disabled"
+    ort_opt: str = "disabled"  # the level the plain (A/B) latency runs at: the headline verdict's
+    # the level of the profiled runs (per-node attribution) and the output comparison; None: ort_opt.
+    # "disabled" keeps the nodes the model's own; the CLI's default, while its headline is at "all".
+    attribution_opt: str | None = None
     ort_fusions: bool = False
     atol: float = 1e-4
     rtol: float = 1e-3
@@ -56,6 +59,10 @@ class ProfileRequest:
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
     sessions: int = DEFAULT_SESSIONS  # onnxruntime sessions per model when comparing two (see stats)
+
+    def attribution_level(self) -> str:
+        """The optimization level of the per-node profile and the output comparison."""
+        return self.attribution_opt or self.ort_opt
 
     def profiled_runs(self) -> int:
         """How many profiled runs the per-node statistics come from."""
@@ -79,6 +86,9 @@ def _check(req: ProfileRequest) -> None:
         raise FuseviewError(f"unknown provider {req.provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
     if req.ort_opt not in OPT_LEVELS:
         raise FuseviewError(f"unknown --ort-opt {req.ort_opt!r}; use one of {', '.join(OPT_LEVELS)}")
+    if req.attribution_opt is not None and req.attribution_opt not in OPT_LEVELS:
+        raise FuseviewError(
+            f"unknown --attribution-opt {req.attribution_opt!r}; use one of {', '.join(OPT_LEVELS)}")
     if req.runs < 1:
         raise FuseviewError("--runs must be at least 1")
     if req.warmup < 0:
@@ -192,12 +202,14 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
                                           strict=False):
         check_cancel(cancel)
         label = f"{role}: " if len(sources) > 1 else ""
-        prof = profile_model(m, feeds, req.provider, req.ort_opt, req.runs, req.warmup, progress, cancel,
+        prof = profile_model(m, feeds, req.provider, req.attribution_level(), req.runs, req.warmup, progress,
+                             cancel,
                              req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
                              keep_runs=True)
         prof["role"] = role
         prof["path"] = _path(path)
         prof["provider"] = choice
+        prof["latency_ort_opt"] = req.ort_opt
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor
@@ -205,8 +217,8 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     comparison = None
     if len(sources) > 1:
         check_cancel(cancel)
-        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.ort_opt, req.atol,
-                                     req.rtol, progress, cancel)
+        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
+                                     req.atol, req.rtol, progress, cancel)
         times = fusion_times(sources[1], sources[0], models[0], models[1])
         add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
         by_key = {t["key"]: t for t in times}
@@ -219,7 +231,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
             add_fusion_spreads(rev, models[1], models[0], groups, overhead)
             comparison["reverse_fusion_times"] = rev
         est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
-        comparison["latency"] = {"method": "interleaved", **est.to_json()}
+        comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
     _drop_node_runs(models)
     fusions = None
     if req.ort_fusions:
