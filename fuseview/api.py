@@ -87,6 +87,6 @@ def tune(path: PathLike, progress=None, cancel=None, **settings: Any) -> TuneRes
     progress(message, fraction) reports, a set threading.Event `cancel` stops with the best set so far.
     """
     from fuseview.tuning.run import tune_file
-    from fuseview.tuning.search import TuneSettings
+    from fuseview.tuning.settings import TuneSettings
 
     return tune_file(path, TuneSettings(**settings), progress, cancel)

@@ -22,7 +22,7 @@ from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.tuning.report import TuneReport
 from fuseview.tuning.run import tune_file
-from fuseview.tuning.search import TuneSettings
+from fuseview.tuning.settings import TuneSettings
 
 from .conftest import ASSET_MODELS, ROOT
 
@@ -184,6 +184,16 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, capsys, tmp_path, monkeyp
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fuseview: error:") and words in err[0], err
+
+
+def test_settings_defaults_are_the_pipelines():
+    from fuseview.fusion import validate
+    from fuseview.tuning import settings
+
+    assert (settings.ATOL, settings.RTOL, settings.DEFAULT_SEEDS) == (validate.ATOL, validate.RTOL,
+                                                                      validate.DEFAULT_SEEDS)
+    s = TuneSettings()
+    assert s.ort_opt == "all" and s.budget_s == 120 and s.threads == 0
 
 
 def test_importing_fuseview_stays_cheap_and_tune_is_lazy():

@@ -126,7 +126,7 @@ def print_summary(rep, out=None) -> None:
 def run(args: argparse.Namespace) -> int:
     """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
     from fuseview.tuning.run import tune_file
-    from fuseview.tuning.search import TuneSettings
+    from fuseview.tuning.settings import TuneSettings
 
     _checks(args)
     settings = TuneSettings(

@@ -24,7 +24,8 @@ from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.stats import SpeedupEstimate
 from fuseview.tuning.report import Effect, FinalCheck, TuneReport
-from fuseview.tuning.search import BudgetSpent, Progress, Search, TuneSettings
+from fuseview.tuning.search import BudgetSpent, Progress, Search
+from fuseview.tuning.settings import TuneSettings
 
 PREFERENCE = ("tuned", "original", "accept_all")  # ties go to fewer unproven changes
 
