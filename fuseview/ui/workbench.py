@@ -167,6 +167,10 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self._act(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
         fm.addSeparator()
         self.apply_action = self._act(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
+        from fuseview.ui.tune_dialog import TuneRunner  # Fusion → Tune…: measured decisions
+
+        self.tuner = TuneRunner(self)
+        self.tuner.install(fm)
         fm.addSeparator()
         group = QActionGroup(self)
         self.mode_actions: dict[str, QAction] = {}
