@@ -35,14 +35,18 @@ def _rule(name: str) -> Rule:
     return next(r for r in catalogue() if r.name == name)
 
 
-def _detour_replace(m) -> list[Replacement]:
-    """Gelu, then a MatMul by the identity: the same values, a wide matrix product more to compute."""
+def _detour_replace(m, repeats: int = 4) -> list[Replacement]:
+    """Gelu, then MatMuls by the identity: the same values, several wide matrix products more to compute
+    (each about twice the model's own work at these widths), so the slowdown shows on a loaded machine."""
     width = int(m.shape("x")[-1])
     out = m.outputs[0]
-    mid, eye = f"{out}_gelu", f"{out}_identity"
-    return [Replacement([m["x"]], op="Gelu", domain=MS_DOMAIN, outputs=[mid]),
-            Replacement([mid, eye], op="MatMul", domain="", outputs=[out],
+    eye = f"{out}_identity"
+    steps = [f"{out}_gelu"] + [f"{out}_eye{i}" for i in range(1, repeats)] + [out]
+    reps = [Replacement([m["x"]], op="Gelu", domain=MS_DOMAIN, outputs=[steps[0]],
                         initializers={eye: np.eye(width, dtype=np.float32)})]
+    reps += [Replacement([a, eye], op="MatMul", domain="", outputs=[b])
+             for a, b in zip(steps, steps[1:], strict=False)]
+    return reps
 
 
 def slow_gelu_rule() -> Rule:
@@ -62,13 +66,13 @@ def tanh_gelu_rule() -> Rule:
 
 
 def test_a_slower_fusion_is_rejected_and_the_original_kept():
-    res = tune_file(MLP, TuneSettings(budget_s=60, **FAST), rules=[slow_gelu_rule()])
+    res = tune_file(MLP, TuneSettings(budget_s=60, **{**FAST, "max_batches": 3}), rules=[slow_gelu_rule()])
     rep = res.report
     assert len(rep.decisions) == 2 and all(d.rule == "gelu_detour" for d in rep.decisions)
     assert all(d.decision == "reject" for d in rep.decisions)
     (group,) = rep.groups
     assert group.effect is not None and group.effect.verdict == "slower", group.reason
-    assert group.effect.speedup_p50 < 0.9  # time without / time with: well below 1
+    assert group.effect.speedup_p50 < 0.7  # time without / time with: well below 1
     assert rep.final.chosen == "original" and res.unchanged and res.plan.accepted() == []
     assert rep.baseline["accept_all"]["effect"]["verdict"] == "slower"
 

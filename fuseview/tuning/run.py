@@ -24,7 +24,7 @@ from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.stats import SpeedupEstimate
 from fuseview.tuning.report import Effect, FinalCheck, TuneReport
-from fuseview.tuning.search import BudgetSpent, Progress, Search
+from fuseview.tuning.search import FINAL_LABEL, BudgetSpent, Progress, Search
 from fuseview.tuning.settings import TuneSettings
 
 PREFERENCE = ("tuned", "original", "accept_all")  # ties go to fewer unproven changes
@@ -80,7 +80,7 @@ def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings) -> tuple[onn
 
 
 def _final(search: Search, accept_all: list[str], stopped: str | None,
-           s: TuneSettings) -> tuple[FinalCheck, str]:
+           rival: onnx.ModelProto | None, rival_note: str) -> tuple[FinalCheck, str]:
     """The closing A/B of tuned, accept-all and the original (and ORT's optimizer): keep the fastest."""
     tuned = list(search.best)
     sets = {"original": [], "tuned": tuned, "accept_all": list(accept_all)}
@@ -92,12 +92,11 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
         why = "cancelled: not measured" if stopped == "cancelled" else "no candidates to measure"
         return FinalCheck("tuned" if tuned else "original", len(tuned), 0, None, None, None,
                           note_all or why, why), ("tuned" if tuned else "original")
-    rival, rival_note = _rival(search, search.model, s)
     models: list = [search.ordered(sets[n]) for n in names] + ([rival] if rival is not None else [])
     labels = names + (["ort_optimizer"] if rival is not None else [])
     pairs = [(i, j) for i in range(len(models)) for j in range(len(models)) if i != j]
     try:
-        est = search.measure(models, pairs, "final check")
+        est = search.measure(models, pairs, FINAL_LABEL)
     except Cancelled:
         raise
     except FuseviewError as exc:  # onnxruntime refuses the rival: measure without it
@@ -106,7 +105,7 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
         rival, rival_note = None, f"cannot be timed: {exc}"
         models, labels = models[:-1], labels[:-1]
         pairs = [(i, j) for i in range(len(models)) for j in range(len(models)) if i != j]
-        est = search.measure(models, pairs, "final check")
+        est = search.measure(models, pairs, FINAL_LABEL)
     at = {n: i for i, n in enumerate(labels)}
 
     def e(x: str, y: str) -> SpeedupEstimate:  # speed-up of y over x
@@ -155,6 +154,9 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
+    # made first, so its cost comes out of the budget before the search plans its measurements
+    rival, rival_note = _rival(search, model, s)
+    search.final_models += rival is not None
     try:
         everything = list(search.ordered(Plan(scan.candidates).accept_all()))
         if everything:
@@ -188,7 +190,7 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
             search.best = search.repair_accuracy([], search.best, "final")
     try:
-        check, _chosen = _final(search, accept_all, stopped, s)
+        check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
     except Cancelled:
         stopped = "cancelled"
         check = FinalCheck("tuned" if search.best else "original", len(search.best), 0, None, None, None,

@@ -34,6 +34,9 @@ Progress = Callable[[str, float], None]
 _CACHE = 6  # fused variants kept built (a model's size each)
 
 
+FINAL_LABEL = "final check"
+
+
 class BudgetSpent(Exception):
     """The next measurement would not fit in the budget (the final check's share kept aside)."""
 
@@ -68,6 +71,7 @@ class Search:
         self.provider: dict = {}
         self.pending: list[tuple[GroupResult, list[str], str]] = []  # groups to refine one by one
         self.latency_ms: dict[int, float] = {}
+        self.final_models = 3  # original, tuned, accept-all (+ onnxruntime's optimizer when it applies)
 
     # ------------------------------------------------------------------------------------ helpers
     def ordered(self, ids) -> tuple[str, ...]:
@@ -141,11 +145,13 @@ class Search:
         good = [c for c in items[:half] if c not in left]
         return left + self.bisect([*base, *good], items[half:])
 
-    def afford(self, models: int) -> None:
-        """BudgetSpent unless `models` more models' first batch fits, beside the final check's share."""
+    def afford(self, models: int, final: bool = False) -> None:
+        """BudgetSpent unless `models` more models' batch fits, beside the final check's share (kept aside
+        for it until the final check itself runs: two batches of its models, and a twentieth of the
+        budget for the final build and validation)."""
         if self._model_batch_s is None:
             return
-        final_share = 3 * self._model_batch_s * 2
+        final_share = 0.0 if final else self.final_models * self._model_batch_s * 2 + self.s.budget_s / 20
         if self.elapsed() + models * self._model_batch_s + final_share > self.s.budget_s:
             raise BudgetSpent()
 
@@ -174,7 +180,7 @@ class Search:
             if all(_decided(e) for e in est.values()) or batch + 1 == self.s.max_batches:
                 break
             try:
-                self.afford(len(protos))
+                self.afford(len(protos), final=label == FINAL_LABEL)
             except BudgetSpent:
                 break
         self.measurements += 1
