@@ -4,15 +4,14 @@ the decisions and fills the candidates dock's measured-effect column; Stop keeps
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSettings
 
 from fuseview.tuning.settings import TuneSettings
-from fuseview.ui import dialogs
 from fuseview.ui.candidates_panel import COLUMNS, EFFECT_COLUMN
 from fuseview.ui.main_window import MainWindow
 from fuseview.ui.tune_dialog import TuneDialog
 
 from .conftest import ASSET_MODELS
+from .test_ui_workbench import open_scanned, win  # noqa: F401 - the window fixture
 
 MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
 MS = 120_000
@@ -20,23 +19,15 @@ FAST = dict(runs=15, sessions=3, max_batches=1, warmup=2, seeds=1, ort_optimizer
 
 
 @pytest.fixture
-def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
-    monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
-    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    with qtbot.waitSignal(w.workbench.scanned, timeout=MS):
-        w.open_file(MLP)
-    qtbot.waitUntil(lambda: not w.busy, timeout=MS)
-    yield w
-    w.runner.shutdown()
+def tuned_win(win, qtbot) -> MainWindow:  # noqa: F811 - the imported fixture
+    open_scanned(qtbot, win, MLP)
+    return win
 
 
-def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(win, qtbot):
-    texts = [a.text() for a in win.workbench.fusion_menu.actions()]
+def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(tuned_win, qtbot):
+    texts = [a.text() for a in tuned_win.workbench.fusion_menu.actions()]
     assert "&Tune…" in texts
-    dialog = TuneDialog(win, TuneSettings())
+    dialog = TuneDialog(tuned_win, TuneSettings())
     qtbot.addWidget(dialog)
     dialog.threads.setValue(1)
     dialog.budget.setValue(30)
@@ -45,8 +36,8 @@ def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(win, 
     assert COLUMNS[EFFECT_COLUMN] == "Measured effect"
 
 
-def test_a_background_tune_sets_decisions_and_measured_effects(win, qtbot):
-    wb = win.workbench
+def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot):
+    wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
         assert wb.tuner.start(TuneSettings(threads=1, **FAST)) is not None
     rep = sig.args[0].report
@@ -73,12 +64,12 @@ def test_a_background_tune_sets_decisions_and_measured_effects(win, qtbot):
     assert d.plan.state(some) == rep.decisions[0].decision
 
 
-def test_stop_keeps_the_best_so_far(win, qtbot):
-    wb = win.workbench
+def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
+    wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
         wb.tuner.start(TuneSettings(threads=1, **FAST))
         wb.tuner.cancel()
     rep = sig.args[0].report
     assert rep.stopped == "cancelled"
     assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
-    assert "stopped: cancelled" in win.statusBar().currentMessage()
+    assert "stopped: cancelled" in tuned_win.statusBar().currentMessage()

@@ -59,8 +59,20 @@ class Effect:
                    d["runs"], d["sessions"], d["against"], d.get("warning"))
 
 
+class _Measured:
+    """A record with an `effect` (Effect or None): its JSON writes the effect as an object or null."""
+
+    effect: Effect | None
+
+    def to_json(self) -> dict:
+        """JSON-ready dict."""
+        d = asdict(self)  # type: ignore[call-overload]
+        d["effect"] = self.effect.to_json() if self.effect else None
+        return d
+
+
 @dataclass
-class Decision:
+class Decision(_Measured):
     """What tune decided for one candidate, why, and the figures it decided on."""
 
     candidate: str
@@ -72,15 +84,9 @@ class Decision:
     max_abs: float | None = None
     max_rel: float | None = None
 
-    def to_json(self) -> dict:
-        """JSON-ready dict."""
-        d = asdict(self)
-        d["effect"] = self.effect.to_json() if self.effect else None
-        return d
-
 
 @dataclass
-class GroupResult:
+class GroupResult(_Measured):
     """The A/B of one rule's candidates together against the best set so far."""
 
     rule: str
@@ -91,12 +97,6 @@ class GroupResult:
     effect: Effect | None = None
     max_abs: float | None = None
     max_rel: float | None = None
-
-    def to_json(self) -> dict:
-        """JSON-ready dict."""
-        d = asdict(self)
-        d["effect"] = self.effect.to_json() if self.effect else None
-        return d
 
 
 @dataclass
