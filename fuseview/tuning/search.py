@@ -165,7 +165,10 @@ class Search:
                   (self.model if not m else self.build(m).model) for m in models]
         rows: list[list[np.ndarray]] = [[] for _ in protos]
         est: dict[tuple[int, int], SpeedupEstimate] = {}
-        for batch in range(self.s.max_batches):
+        final = label == FINAL_LABEL
+        # the final check decides what is written: it may take twice the batches, as the budget allows
+        batches = self.s.max_batches * (2 if final else 1)
+        for batch in range(batches):
             self.say(f"{label} (batch {batch + 1})")
             t0 = time.monotonic()
             grouped, choices = time_models(
@@ -177,10 +180,10 @@ class Search:
                 r.append(g)
             est = {(a, b): compare_timings(np.vstack(rows[a]), np.vstack(rows[b]), paired=True,
                                            threshold=self.s.threshold, seed=self.s.seed) for a, b in pairs}
-            if all(_decided(e) for e in est.values()) or batch + 1 == self.s.max_batches:
+            if all(_decided(e) for e in est.values()) or batch + 1 == batches:
                 break
             try:
-                self.afford(len(protos), final=label == FINAL_LABEL)
+                self.afford(len(protos), final=final)
             except BudgetSpent:
                 break
         self.measurements += 1
