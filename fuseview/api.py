@@ -80,13 +80,22 @@ def trace(before: PathLike, after: PathLike | None = None, steps: int | None = N
     return build_report(load_trace(before, steps), load_trace(after, steps) if after else None)
 
 
-def tune(path: PathLike, progress=None, cancel=None, **settings: Any) -> TuneResult:
+def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, **settings: Any) -> TuneResult:
     """Decide every fusion by measurement at the deployment's settings, as `fuseview tune`.
 
-    settings are TuneSettings fields (provider, threads, ort_opt, dims, budget_s, keep_neutral, ...);
-    progress(message, fraction) reports, a set threading.Event `cancel` stops with the best set so far.
+    model is a file or a ModelProto (with its weights in memory); settings are TuneSettings fields
+    (provider, threads, ort_opt, dims, budget_s, keep_neutral, ...); progress(message, fraction) reports,
+    and setting the threading.Event `cancel` stops the search with the best set so far.
     """
-    from fuseview.tuning.run import tune_file
+    import onnx
+
+    from fuseview.tuning.run import tune_file, tune_model
     from fuseview.tuning.settings import TuneSettings
 
-    return tune_file(path, TuneSettings(**settings), progress, cancel)
+    s = TuneSettings(**settings)
+    if isinstance(model, onnx.ModelProto):
+        from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
+
+        found = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
+        return tune_model(model, found, s, progress=progress, cancel=cancel)
+    return tune_file(model, s, progress, cancel)

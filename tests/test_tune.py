@@ -190,6 +190,17 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, capsys, tmp_path, monkeyp
     assert len(err) == 1 and err[0].startswith("fuseview: error:") and words in err[0], err
 
 
+def test_python_api_tunes_a_model_in_memory():
+    import fuseview
+
+    model = onnx.load(str(CONV))
+    res = fuseview.tune(model, budget_s=20, **FAST)
+    assert res.report.model is None and len(res.report.decisions) == len(fuseview.scan(CONV).candidates)
+    assert res.report.final.chosen in ("tuned", "original", "accept_all")
+    with pytest.raises(TypeError):
+        fuseview.tune(CONV, no_such_setting=1)
+
+
 def test_settings_defaults_are_the_pipelines():
     from fuseview.fusion import validate
     from fuseview.tuning import settings

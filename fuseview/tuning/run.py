@@ -184,7 +184,11 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     if stopped:
         search.notes.append(
             f"stopped early ({stopped}) after {search.elapsed():.0f} s: the best set so far is kept")
-        search.reject_undecided(f"not measured: {'cancelled' if stopped == 'cancelled' else 'budget spent'}")
+        why = f"not measured: {'cancelled' if stopped == 'cancelled' else 'budget spent'}"
+        search.reject_undecided(why)
+        for g in search.groups:
+            if g.outcome == "not tested" and not g.reason:
+                g.reason = why
     if search.best:
         v = search.figures(search.best)
         if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
