@@ -7,6 +7,10 @@ class FuseviewError(Exception):
     """A problem with the user's input, described in one line they can act on."""
 
 
+class Cancelled(FuseviewError):
+    """The user cancelled a background job (the one cancellation exception of fuseview)."""
+
+
 class WriteError(FuseviewError, OSError):
     """A file could not be written (disk full, permission denied): both a user message and an OSError."""
 

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 from fuseview.colors import FOCUS
 from fuseview.graph.document import GraphDocument
 from fuseview.graph.geometry import Box, Frame, Layout, Route
+from fuseview.session.panes import Marks, PaneState
 from fuseview.ui import style
-from fuseview.view_state import Marks, PaneState
 
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
 # skipping it is what keeps a zoomed-out 10,000-box view smooth.
@@ -697,7 +697,7 @@ class GraphScene(QGraphicsScene):
         self.set_heatmap(state.heat)
 
     def draw_marks(self, marks: Marks) -> int:
-        """Draw a pane's candidate marks (fuseview.view_state.Marks); returns how many boxes wear one."""
+        """Draw a pane's candidate marks (fuseview.session.panes.Marks); returns how many boxes wear one."""
         return self.set_marks({k: QColor(c) for k, c in marks.colors.items()}, marks.faded, marks.badges)
 
     def marked_keys(self) -> dict[str, str]:

@@ -28,7 +28,7 @@ class PaneLinks:
         if self._syncing or self.fused is None or self.fused_pane.scene is None:
             return
         fused_names = [f for n in names for f in self.links.to_fused.get(n, [])]
-        keys, _hidden = keys_for_names(self.fused["doc"].graph, self.fused_pane.scene, fused_names)
+        keys, _hidden = keys_for_names(self.fused.doc.graph, self.fused_pane.scene, fused_names)
         self._syncing = True
         try:
             self.fused_pane.scene.select_keys(keys)
@@ -52,7 +52,7 @@ class PaneLinks:
         fscene = self.fused_pane.scene
         if self._syncing or fscene is None or self.fused is None or not self._on_root():
             return
-        graph = self.fused["doc"].graph
+        graph = self.fused.doc.graph
         names = [
             graph.nodes[it.box.node].name
             for it in fscene.selectedItems()
@@ -62,7 +62,7 @@ class PaneLinks:
         self.select_original(originals, reveal=True)
         boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
         if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
-            self.win.inspector.show_box(self.fused["doc"], boxes[0].box)
+            self.win.inspector.show_box(self.fused.doc, boxes[0].box)
 
     def select_original(self, names: list[str], reveal: bool = False) -> None:
         """Select original nodes by name in the left pane (opening the groups that hide them).
@@ -94,7 +94,7 @@ class PaneLinks:
         fscene = self.fused_pane.scene
         if fscene is None or self.fused is None:
             return
-        keys, hidden = keys_for_names(self.fused["doc"].graph, fscene, names)
+        keys, hidden = keys_for_names(self.fused.doc.graph, fscene, names)
         if hidden and self._on_root():  # both panes share one expansion: open the groups in the original
             opened = self.win.current_open()
             for s in hidden:
@@ -121,7 +121,7 @@ class PaneLinks:
         self.win.highlight_op(op_type)
         fscene = self.fused_pane.scene
         if fscene is not None and self.fused is not None:
-            graph = self.fused["doc"].graph
+            graph = self.fused.doc.graph
             names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
             fscene.set_highlight(keys_for_names(graph, fscene, names)[0])
 
@@ -135,8 +135,8 @@ class PaneLinks:
         dst = self.fused_pane.view if left else self.win.view
         sscene = self.win.scene if left else self.fused_pane.scene
         dscene = self.fused_pane.scene if left else self.win.scene
-        sgraph = self.root_doc.graph if left else self.fused["doc"].graph
-        dgraph = self.fused["doc"].graph if left else self.root_doc.graph
+        sgraph = self.root_doc.graph if left else self.fused.doc.graph
+        dgraph = self.fused.doc.graph if left else self.root_doc.graph
         mapping = self.links.to_fused if left else self.links.to_original
         centre = src.view_center()
         s = src.scale_factor() or 1.0

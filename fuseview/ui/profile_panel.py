@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
+from fuseview.session import profile_child
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
 from fuseview.ui.workers import Job, JobRunner
@@ -150,7 +152,8 @@ class ProfilePanel(QDockWidget):
         self._prep: Job | None = None  # writes in-memory models to files for the child
         self._proc: QProcess | None = None  # the child process that profiles
         self._tmp: str | None = None
-        self._spec: dict = {}
+        self._request: ProfileRequest | None = None  # the running profile's request
+        self._out = ""  # where its child writes the report
         self._written: set[str] = set()
         self._cancel_asked = False
         self._child_error: str | None = None
@@ -340,16 +343,8 @@ class ProfilePanel(QDockWidget):
             self._fail(error_text(exc))
             return
         self._tmp = tempfile.mkdtemp(prefix="fuseview-profile-")
-        self._spec = {
-            "out": os.path.join(self._tmp, "report.json"),
-            "provider": req.provider,
-            "runs": req.runs,
-            "warmup": req.warmup,
-            "dims": req.dims,
-            "ort_opt": req.ort_opt,
-            "threshold": req.threshold,
-            "profile_runs": req.profile_runs,
-        }
+        self._request = req
+        self._out = os.path.join(self._tmp, "report.json")
         n_models = 2 if req.against is not None else 1
         # interleaved plain runs (all models in one pass), each model's profiled runs, the comparison
         profiled = n_models * (req.warmup + req.profiled_runs())
@@ -380,7 +375,7 @@ class ProfilePanel(QDockWidget):
     def _launch(self, paths: dict[str, str | None]) -> None:
         proc = QProcess(self)
         proc.setProgram(sys.executable)
-        proc.setArguments(["-m", "fuseview.ui.profile_child"])
+        proc.setArguments(["-m", profile_child.MODULE])
         env = QProcessEnvironment.systemEnvironment()
         root = str(Path(__file__).resolve().parents[2])  # the child imports this same fuseview
         env.insert("PYTHONPATH", os.pathsep.join(p for p in (root, env.value("PYTHONPATH")) if p))
@@ -390,7 +385,8 @@ class ProfilePanel(QDockWidget):
         proc.errorOccurred.connect(lambda err: self._child_error_occurred(proc, err))
         self._proc = proc
         proc.start()
-        proc.write(json.dumps({**self._spec, **paths}).encode())
+        req = dataclasses.replace(self._request, model=paths["model"], against=paths["against"])
+        proc.write(profile_child.child_input(req, self._out))
         proc.closeWriteChannel()
 
     def cancel(self) -> None:
@@ -472,7 +468,7 @@ class ProfilePanel(QDockWidget):
             )
             return
         try:
-            report = load_report(self._spec["out"])
+            report = load_report(self._out)
         except FuseviewError as exc:
             self._fail(error_text(exc))
             return
