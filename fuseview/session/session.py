@@ -24,7 +24,7 @@ from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
-from fuseview.session.panes import PaneState
+from fuseview.session.panes import Marks, PaneState
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -39,7 +39,7 @@ SESSION_EVENTS = (
     "apply_failed",  # error
     "heat",  # the heat map changed
     "profiled",  # a profile report arrived: report
-    "pane",  # a pane's overlay state changed: role
+    "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
 )
 
 
@@ -100,8 +100,8 @@ class Session:
         self.links = Links()
         self.heat: dict[str, dict[str, float]] | None = None
         self.profile: dict | None = None
-        for role in self.panes:
-            self.panes[role] = PaneState()
+        for pane in self.panes.values():
+            pane.clear()
 
     # the document and navigation ------------------------------------------------------------------
     def initial_expansion(self, doc: ModelDocument) -> Expansion:
@@ -357,10 +357,33 @@ class Session:
         self.profile = report
         self.events.profiled.emit(report=report)
 
-    def set_pane(self, role: str, state: PaneState) -> None:
-        """Replace what a pane draws over its graph (views redraw on the pane event)."""
-        self.panes[role] = state
-        self.events.pane.emit(role=role, state=state)
+    # what each pane draws over its graph: the views draw the pane event's part of panes[role]
+    def _pane_changed(self, role: str, part: str) -> None:
+        self.events.pane.emit(role=role, part=part, state=self.panes[role])
+
+    def set_marks(self, role: str, marks: Marks) -> None:
+        """The candidate outlines a pane draws (box key -> colour, faded, badges)."""
+        self.panes[role].marks = marks
+        self._pane_changed(role, "marks")
+
+    def set_focus(self, role: str, keys: list[str]) -> None:
+        """The boxes of the candidate being looked at (dashed outline)."""
+        self.panes[role].focus = list(keys)
+        self._pane_changed(role, "focus")
+
+    def set_highlight(self, role: str, keys: list[str] | set[str]) -> None:
+        """The boxes an op-type search highlights."""
+        self.panes[role].highlight = set(keys)
+        self._pane_changed(role, "highlight")
+
+    def set_pane_heat(self, role: str, values: dict[str, float] | None) -> None:
+        """Share of time per box key (None: heat map off)."""
+        self.panes[role].heat = None if values is None else dict(values)
+        self._pane_changed(role, "heat")
+
+    def set_selection(self, role: str, keys: list[str]) -> None:
+        """What the user picked in a pane (the view reports it; no event: the view drew it already)."""
+        self.panes[role].selection = list(keys)
 
 
 __all__ = ["FUSED", "ORIGINAL", "FusedResult", "NavEntry", "Session"]

@@ -527,9 +527,11 @@ class GraphScene(QGraphicsScene):
         parent=None,
         paths: list[QPainterPath] | None = None,
         incremental: bool = False,
+        state: PaneState | None = None,
     ):
         """incremental: add no item yet; the caller calls build_some() until it returns True (lets a
-        big graph be built across event-loop turns instead of freezing the window)."""
+        big graph be built across event-loop turns instead of freezing the window). state: the pane's
+        overlay data it draws (the session's; its own empty one when not given)."""
         super().__init__(parent)
         self.graph = graph
         self.layout = layout
@@ -544,8 +546,8 @@ class GraphScene(QGraphicsScene):
         self._marked: list[BoxItem] = []
         self._focused: list[BoxItem] = []
         self._heated: list[BoxItem] = []
-        # what is drawn over the graph, as plain data (the set_* methods below keep it and the items in step)
-        self.state = PaneState()
+        # what is drawn over the graph, as plain data owned by the session; the set_* methods below only draw
+        self.state = state if state is not None else PaneState()
         self.selectionChanged.connect(self._mirror_selection)
         # called as hook(box_item, menu) before a box's context menu is shown (the workbench adds to it)
         self.context_hook = None
@@ -653,7 +655,6 @@ class GraphScene(QGraphicsScene):
         for item in self._highlighted:
             item.set_highlighted(False)
         self._highlighted = [self.boxes[k] for k in keys if k in self.boxes]
-        self.state.highlight = {it.key for it in self._highlighted}
         for item in self._highlighted:
             item.set_highlighted(True)
         if self.overview_on:
@@ -670,12 +671,6 @@ class GraphScene(QGraphicsScene):
         faded = faded or set()
         badges = badges or {}
         self._marked = []
-        drawn = [k for k in colors if k in self.boxes]
-        self.state.marks = Marks(
-            {k: QColor(colors[k]).name() for k in drawn},
-            {k for k in faded if k in self.boxes},
-            {k: badges[k] for k in drawn if k in badges},
-        )
         for k, color in colors.items():
             item = self.boxes.get(k)
             if item is None:
@@ -690,11 +685,23 @@ class GraphScene(QGraphicsScene):
         self.state.selection = self.selected_keys()
 
     def draw_state(self, state: PaneState) -> None:
-        """Draw a whole pane state: marks, focus, highlight and heat (selection is the user's, left alone)."""
+        """Draw (and keep) a whole pane state: marks, focus, highlight, heat (selection is the user's)."""
+        self.state = state
         self.draw_marks(state.marks)
         self.set_focus(state.focus)
         self.set_highlight(state.highlight)
         self.set_heatmap(state.heat)
+
+    def draw_part(self, part: str, state: PaneState) -> None:
+        """Draw one part of a pane state: marks, focus, highlight or heat (the session's pane event)."""
+        if part == "marks":
+            self.draw_marks(state.marks)
+        elif part == "focus":
+            self.set_focus(state.focus)
+        elif part == "highlight":
+            self.set_highlight(state.highlight)
+        elif part == "heat":
+            self.set_heatmap(state.heat)
 
     def draw_marks(self, marks: Marks) -> int:
         """Draw a pane's candidate marks (fuseview.session.panes.Marks); returns how many boxes wear one."""
@@ -710,7 +717,6 @@ class GraphScene(QGraphicsScene):
             item.focused = False
             item.update()
         self._focused = [self.boxes[k] for k in keys if k in self.boxes]
-        self.state.focus = [it.key for it in self._focused]
         for item in self._focused:
             item.focused = True
             item.update()
@@ -751,8 +757,6 @@ class GraphScene(QGraphicsScene):
             item.heat = None
             item.update()
         self._heated = []
-        drawn = {k: float(v) for k, v in (values or {}).items() if k in self.boxes}
-        self.state.heat = None if values is None else drawn
         top = max(values.values(), default=0.0) if values else 0.0
         for k, v in (values or {}).items():
             item = self.boxes.get(k)

@@ -19,7 +19,7 @@ from fuseview.graph.groups import Expansion, collapsed_expansion, expansion_for
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
-from fuseview.session import Session
+from fuseview.session import ORIGINAL, Session
 from fuseview.session.jobs import JobHandle
 from fuseview.session.panes import nodes_between
 from fuseview.ui import dialogs, trace_view
@@ -55,6 +55,7 @@ class MainWindow(QMainWindow):
         self.recent = RecentFiles(self.settings)
         self.session = Session(qt_job_service(self), expansion_mode)
         self.runner = JobRunner(self, self.session.jobs)
+        self.session.events.pane.connect(self._draw_pane)
         self.layout_: Layout | None = None
         self.scene: GraphScene | None = None
         self.last_error = ""
@@ -111,6 +112,10 @@ class MainWindow(QMainWindow):
     @expansion_mode.setter
     def expansion_mode(self, mode: str) -> None:
         self.session.expansion_mode = mode
+
+    def _draw_pane(self, event) -> None:
+        if event.role == ORIGINAL and self.scene is not None:
+            self.scene.draw_part(event.part, event.state)
 
     # construction ---------------------------------------------------------------------------------
     def _build_status(self) -> None:
@@ -344,7 +349,8 @@ class MainWindow(QMainWindow):
         self.session.expanded = expanded
         self.layout_ = lay
         big = len(lay.boxes) + len(lay.routes) + len(lay.frames) > INCREMENTAL_ITEMS
-        scene = GraphScene(self.doc.graph, lay, self, paths=paths, incremental=big)
+        state = self.session.panes[ORIGINAL]
+        scene = GraphScene(self.doc.graph, lay, self, paths=paths, incremental=big, state=state)
         scene.expand_requested.connect(self.expand_group)
         scene.collapse_requested.connect(self.collapse_group)
         scene.selectionChanged.connect(self._selection_changed)
@@ -593,7 +599,7 @@ class MainWindow(QMainWindow):
         if self.scene is None or self.doc is None:
             return
         if not op_type:
-            self.scene.set_highlight([])
+            self.session.set_highlight(ORIGINAL, [])
             self._update_status()
             return
         graph = self.doc.graph
@@ -611,7 +617,7 @@ class MainWindow(QMainWindow):
                 if scope[:d] in groups:
                     keys.append(groups[scope[:d]])
                     break
-        self.scene.set_highlight(keys)
+        self.session.set_highlight(ORIGINAL, keys)
         shown = len(keys) - hidden if hidden else len(keys)
         msg = f"{op_type}: {shown + hidden} nodes"
         if hidden:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF
 
+from fuseview.session import FUSED
 from fuseview.ui.compare_view import keys_for_names
 from fuseview.ui.graph_scene import BoxItem, GraphScene
 
@@ -123,7 +124,7 @@ class PaneLinks:
         if fscene is not None and self.fused is not None:
             graph = self.fused.doc.graph
             names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
-            fscene.set_highlight(keys_for_names(graph, fscene, names)[0])
+            self.session.set_highlight(FUSED, keys_for_names(graph, fscene, names)[0])
 
     # the viewports in step ------------------------------------------------------------------------
     def _follow(self, src) -> None:

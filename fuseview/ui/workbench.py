@@ -14,7 +14,7 @@ from fuseview.graph.layout import layout_graph
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.runtime.report import fused_pane_title
-from fuseview.session import Decisions, FusedResult, Links, Session
+from fuseview.session import FUSED, ORIGINAL, Decisions, FusedResult, Links, Marks, Session
 from fuseview.session.panes import candidate_marks
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
@@ -74,6 +74,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         events.ort_failed.connect(lambda e: self._ort_failed(e.error))
         events.heat.connect(lambda _e: self._apply_heat())
         events.profiled.connect(lambda e: self._profiled(e.report))
+        events.pane.connect(self._draw_pane)
         win.document_shown.connect(self._shown)
 
     # the session's state, as the views read it ---------------------------------------------------
@@ -265,13 +266,13 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         if scene is None:
             return
         if d is None or not self._on_root():
-            scene.set_marks({})
+            self.session.set_marks(ORIGINAL, Marks())
             self.legend.set_rules([])
             return
         entries = (
             (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
         )
-        scene.draw_marks(candidate_marks(entries))
+        self.session.set_marks(ORIGINAL, candidate_marks(entries))
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
         for name, misses in d.misses_of_node.items():
@@ -281,7 +282,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
                 item.set_extra_tip("\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses))
         cid = self.panel.current_id()
         if cid:
-            scene.set_focus(self.candidate_keys(cid)[0])
+            self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
 
     def _paint_fused(self) -> None:
         scene, d = self.fused_pane.scene, self.decisions
@@ -293,7 +294,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             rule = n.metadata.get(RULE_KEY)
             if rule and rule in d.colors:
                 entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
-        scene.draw_marks(candidate_marks(entries))
+        self.session.set_marks(FUSED, candidate_marks(entries))
         applied = [c for c in d.candidates if c.id in self.fused.applied]
         per: dict[str, int] = {}
         for c in applied:
@@ -336,7 +337,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         if scene is None or self.decisions is None or not self._on_root():
             return
         if not cid:
-            scene.set_focus([])
+            self.session.set_focus(ORIGINAL, [])
             return
         keys, hidden = self.candidate_keys(cid)
         if hidden:
@@ -349,7 +350,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
 
     def _centre_focus(self, cid: str) -> None:
         scene, view = self.win.scene, self.win.view
-        scene.set_focus(self.candidate_keys(cid)[0])
+        self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
         rect = scene.focus_rect()
         if rect.isEmpty():
             return
@@ -429,7 +430,13 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         return "" if self.fused is None else self.fused.validation_text()
 
     def _hook_fused(self, scene: GraphScene) -> None:
+        scene.state = self.session.panes[FUSED]  # the fused pane draws the session's state
         scene.selectionChanged.connect(self._fused_selection)
+
+    def _draw_pane(self, event) -> None:
+        scene = self.fused_pane.scene
+        if event.role == FUSED and scene is not None and scene.state is event.state:
+            scene.draw_part(event.part, event.state)
 
     def _relayout_fused(self) -> None:
         scene = self.fused_pane.relayout(self.win.expanded)
@@ -483,17 +490,17 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         return out
 
     def _apply_heat(self) -> None:
-        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, "original", self.legend)]
+        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, ORIGINAL, self.legend)]
         if self.fused is not None:
-            panes.append((self.fused_pane.scene, self.fused.doc.graph, "fused", self.fused_pane.legend))
+            panes.append((self.fused_pane.scene, self.fused.doc.graph, FUSED, self.fused_pane.legend))
         for scene, graph, role, legend in panes:
             if scene is None or graph is None:
                 continue
             if self.heat is None or not self._on_root():
-                scene.set_heatmap(None)
+                self.session.set_pane_heat(role, None)
                 legend.set_scale(None)
                 continue
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
-            scene.set_heatmap(values)
+            self.session.set_pane_heat(role, values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
