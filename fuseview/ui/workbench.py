@@ -58,7 +58,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.panel.candidate_selected.connect(self.focus_candidate)
         self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
-        self.profile_panel = ProfilePanel(win)
+        self.profile_panel = ProfilePanel(win, self.session.jobs)
         win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
         self.profile_panel.nodeActivated.connect(self.select_node)
         self.profile_panel.opTypeActivated.connect(self.highlight_op)
