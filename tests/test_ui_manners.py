@@ -163,7 +163,7 @@ def test_unsaved_decisions_prompt_on_open_and_quit(qtbot, win, monkeypatch, tmp_
 
     monkeypatch.setattr(dialogs, "ask_unsaved", ask)
     plan = tmp_path / "decisions.plan.json"
-    monkeypatch.setattr(win.workbench, "_save_dialog", lambda title, name, filt: str(plan))
+    monkeypatch.setattr(win.workbench.files, "_save_dialog", lambda title, name, filt: str(plan))
     assert win.request_open(GPT2_12L) is not None  # nothing decided yet: no question
     open_scanned(qtbot, win, GPT2_2L)
     assert asked == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QSplitter, QVBoxLayout, QWidget
@@ -34,7 +36,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
-class Workbench(PaneLinks, WorkbenchFiles, QObject):
+class Workbench(QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
     scanned = Signal()  # the candidates of the opened model are known
@@ -47,7 +49,8 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.win = win
         self.session: Session = win.session
         self._seen_scene: GraphScene | None = None
-        self._syncing = False
+        self.pane_links = PaneLinks(self)
+        self.files = WorkbenchFiles(self)
         self._build_panes()
         self.panel = CandidatesPanel(win)
         # candidates on top, the inspector below them, both on the right
@@ -60,8 +63,8 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.panel.apply_requested.connect(self.apply)
         self.profile_panel = ProfilePanel(win, self.session.jobs)
         win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
-        self.profile_panel.nodeActivated.connect(self.select_node)
-        self.profile_panel.opTypeActivated.connect(self.highlight_op)
+        self.profile_panel.nodeActivated.connect(self.pane_links.select_node)
+        self.profile_panel.opTypeActivated.connect(self.pane_links.highlight_op)
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
         self.profile_panel.profileFinished.connect(self.session.set_profile)
         self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
@@ -138,9 +141,9 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.fused_pane.hide()
         win.setCentralWidget(self.splitter)
         for v, other in ((win.view, self.fused_pane.view), (self.fused_pane.view, win.view)):
-            v.horizontalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
-            v.verticalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
-            v.zoom_changed.connect(lambda _s, v=v: self._follow(v))
+            v.horizontalScrollBar().valueChanged.connect(lambda _v, v=v: self.pane_links._follow(v))
+            v.verticalScrollBar().valueChanged.connect(lambda _v, v=v: self.pane_links._follow(v))
+            v.zoom_changed.connect(lambda _s, v=v: self.pane_links._follow(v))
             del other
 
     def _act(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -163,13 +166,14 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         sub = QMenu("Fusion", file_menu)
         file_menu.insertMenu(quit_act, sub)
         file_menu.insertSeparator(quit_act)
-        self.save_fused_action = self._act(sub, "Save &Fused Model…", self.choose_save_fused, "Ctrl+Shift+S")
-        self._act(sub, "Save &Plan…", self.choose_save_plan)
-        self._act(sub, "&Open Plan…", self.choose_open_plan)
+        files = self.files
+        self.save_fused_action = self._act(sub, "Save &Fused Model…", files.choose_save_fused, "Ctrl+Shift+S")
+        self._act(sub, "Save &Plan…", self.files.choose_save_plan)
+        self._act(sub, "&Open Plan…", self.files.choose_open_plan)
         sub.addSeparator()
-        self._act(sub, "Save Profile &Report…", self.choose_save_report)
-        self._act(sub, "Export Profile P&lots as PNG…", lambda: self.choose_export_plots("png"))
-        self._act(sub, "Export Profile Plots as S&VG…", lambda: self.choose_export_plots("svg"))
+        self._act(sub, "Save Profile &Report…", self.files.choose_save_report)
+        self._act(sub, "Export Profile P&lots as PNG…", lambda: self.files.choose_export_plots("png"))
+        self._act(sub, "Export Profile Plots as S&VG…", lambda: self.files.choose_export_plots("svg"))
         self.file_fusion_menu = sub
 
         fm = QMenu("F&usion", mb)
@@ -204,6 +208,39 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         win.panels_menu.addAction(p.toggleViewAction())
         win.panels_menu.addAction(self.profile_panel.toggleViewAction())
 
+    # files and linked panes (ui.workbench_files, ui.pane_links) ---------------------------------------
+    def save_fused(self, path) -> Path:
+        """Write the fused model atomically (never over the source model)."""
+        return self.session.save_fused(path)
+
+    def save_plan(self, path) -> Path:
+        """Write the decisions as a plan JSON (atomic, never over the source model)."""
+        return self.session.save_plan(path)
+
+    def open_plan(self, path) -> list[str]:
+        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
+        return self.files.open_plan(path)
+
+    def unsaved(self) -> list[str]:
+        """What would be lost now: 'N decisions' not saved as a plan, 'the fused model' not saved."""
+        return self.session.unsaved()
+
+    def save_unsaved(self) -> bool:
+        """Ask where to save each unsaved thing; True when all of it was saved."""
+        return self.files.save_unsaved()
+
+    def select_original(self, names: list[str], reveal: bool = False) -> None:
+        """Select original nodes by name in the left pane (opening the groups that hide them)."""
+        self.pane_links.select_original(names, reveal)
+
+    def select_fused(self, names: list[str]) -> None:
+        """Select fused nodes by name in the right pane and centre on the first."""
+        self.pane_links.select_fused(names)
+
+    def highlight_op(self, op_type: str) -> None:
+        """Highlight every node of an op type in both panes."""
+        self.pane_links.highlight_op(op_type)
+
     # opening and scanning -------------------------------------------------------------------------
     def _root(self) -> ModelDocument | None:
         return self.session.root
@@ -218,9 +255,9 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         scene = self.win.scene
         if scene is not self._seen_scene and scene is not None:
             self._seen_scene = scene
-            scene.selectionChanged.connect(self._original_selection)
+            scene.selectionChanged.connect(self.pane_links._original_selection)
             scene.context_hook = self._context_menu
-            self._paint_original()
+            self.paint_original()
             fused = self.fused
             if fused is not None and self._on_root() and self.win.expanded != fused.expanded:
                 self._relayout_fused()
@@ -238,7 +275,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.root_doc
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.decisions, scopes)
-        self._paint_original()
+        self.paint_original()
         self.win.statusBar().showMessage(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
             f"(scan {seconds * 1000:.0f} ms)",
@@ -261,7 +298,8 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         c = self.decisions.by_id[cid]
         return keys_for_names(self.root_doc.graph, self.win.scene, c.nodes)
 
-    def _paint_original(self) -> None:
+    def paint_original(self) -> None:
+        """Set the original pane's candidate marks, legend, near-miss tips and focus from the decisions."""
         scene, d = self.win.scene, self.decisions
         if scene is None:
             return
@@ -302,7 +340,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.fused_pane.legend.set_rules([(r, d.colors[r], n) for r, n in per.items()])
 
     def _decisions_changed(self) -> None:
-        self._paint_original()
+        self.paint_original()
 
     def _context_menu(self, item: BoxItem, menu: QMenu) -> None:
         d = self.decisions
@@ -404,7 +442,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self._hook_fused(scene)
         self._paint_fused()
         self.panel.refresh()
-        self._paint_original()
+        self.paint_original()
         before = len(self.root_doc.graph.visible_nodes())
         after = len(fdoc.graph.visible_nodes())
         figures = self.validation_text()
@@ -417,7 +455,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
-        self._follow(self.win.view)
+        self.pane_links._follow(self.win.view)
         self.win.statusBar().showMessage(
             f"Applied {len(applied)} fusions: {figures}" + ("; " + "; ".join(notes) if notes else ""), 15000
         )
@@ -431,7 +469,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
 
     def _hook_fused(self, scene: GraphScene) -> None:
         scene.state = self.session.panes[FUSED]  # the fused pane draws the session's state
-        scene.selectionChanged.connect(self._fused_selection)
+        scene.selectionChanged.connect(self.pane_links._fused_selection)
 
     def _draw_pane(self, event) -> None:
         scene = self.fused_pane.scene
@@ -444,8 +482,8 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         if scene is not None:
             self._hook_fused(scene)
             self._paint_fused()
-            self._original_selection()
-            self._follow(self.win.view)
+            self.pane_links._original_selection()
+            self.pane_links._follow(self.win.view)
 
     def _clear_fused(self) -> None:
         self.fused_pane.clear()
