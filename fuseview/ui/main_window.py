@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMenu, QToolBar, QWidget
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QWidget
 
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
@@ -24,7 +24,6 @@ from fuseview.session.jobs import JobHandle
 from fuseview.session.panes import nodes_between
 from fuseview.ui import dialogs, trace_view
 from fuseview.ui.compare_view import keys_for_names
-from fuseview.ui.export import render_scene
 from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
@@ -32,6 +31,7 @@ from fuseview.ui.job_bar import JobBar
 from fuseview.ui.recent_files import RecentFiles
 from fuseview.ui.scene_builder import SceneBuilder
 from fuseview.ui.search import SearchBar, nodes_of_op
+from fuseview.ui.window_menus import build_breadcrumb, build_menus
 from fuseview.ui.workers import JobRunner, qt_job_service
 
 # Graphs with fewer visible nodes are re-laid out on the UI thread: faster than a thread round trip.
@@ -74,13 +74,13 @@ class MainWindow(QMainWindow):
         self.inspector = Inspector(self)
         self.inspector.inner_graph_requested.connect(self.open_inner_graph)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inspector)
-        self._build_breadcrumb()
+        build_breadcrumb(self)
         self.search = SearchBar(self)
         self.search.go_to.connect(self.reveal_node)
         self.search.highlight_op.connect(self.highlight_op)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.search)
         self._build_status()
-        self._build_menus()
+        build_menus(self)
         self._show_placeholder()
         # the fusion workbench: candidates dock, fused pane beside this view, Fusion menu, profile dock
         from fuseview.ui.workbench import Workbench
@@ -127,79 +127,6 @@ class MainWindow(QMainWindow):
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
         self.cancel_button.clicked.connect(lambda: self.cancel_job())
 
-
-    def _build_breadcrumb(self) -> None:
-        # shown only while an inner graph is open: where we are, and the way back
-        self.crumb_bar = QToolBar("Graph path", self)
-        self.crumb_bar.setObjectName("graph_path")
-        self.crumb_label = QLabel("")
-        self.crumb_bar.addWidget(self.crumb_label)
-        up = QAction("▲ Up", self)
-        up.triggered.connect(self.go_up)
-        self.crumb_bar.addAction(up)
-        self.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.crumb_bar)
-        self.crumb_bar.hide()
-
-    def _action(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        act = QAction(text, self)
-        if shortcut is not None:
-            if isinstance(shortcut, (list, tuple)):
-                act.setShortcuts([QKeySequence(s) for s in shortcut])
-            else:
-                act.setShortcut(QKeySequence(shortcut))
-        if tip:
-            act.setStatusTip(tip)
-        act.triggered.connect(slot)
-        menu.addAction(act)
-        self.addAction(act)  # shortcuts work while the menu bar is hidden too
-        return act
-
-    def _build_menus(self) -> None:
-        mb = self.menuBar()
-        file = mb.addMenu("&File")
-        self._action(file, "&Open…", self.choose_file, QKeySequence.StandardKey.Open)
-        self.recent_menu = file.addMenu("Open &Recent")
-        self.recent_menu.aboutToShow.connect(self._fill_recent)
-        self.export_action = self._action(
-            file, "&Export Image…", self.choose_export, "Ctrl+E", "Save the drawing as SVG or PNG"
-        )
-        trace_view.install(self, file)  # File → Compare Traces… (torch.profiler / onnxruntime traces)
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        view = mb.addMenu("&View")
-        self._action(view, "&Find…", self.search.focus, QKeySequence.StandardKey.Find)
-        self._action(view, "Find &Next", self.search.next_hit, "F3")
-        self._action(view, "Find &Previous", self.search.previous_hit, "Shift+F3")
-        view.addSeparator()
-        self._action(view, "&Fit", self.view.fit, "F")
-        self._action(view, "Zoom to &Selection", self.view.zoom_to_selection, "Z")
-        self._action(view, "Zoom &In", lambda: self.view.zoom_by(1.25), ["Ctrl+=", "Ctrl++"])
-        self._action(view, "Zoom &Out", lambda: self.view.zoom_by(0.8), "Ctrl+-")
-        self._action(view, "Actual Si&ze", lambda: self.view.set_zoom(1.0), "Ctrl+0")
-        self._action(view, "&Clear Selection", self.clear_selection, "Esc")
-        self._action(
-            view, "Select &Between", self.select_between, "Ctrl+B",
-            "With two nodes selected: select every node on a path from one to the other",
-        )
-        view.addSeparator()
-        self._action(view, "&Expand All", self.expand_all, "Ctrl+Shift+E", "Flat graph: every node")
-        self._action(view, "&Collapse All", self.collapse_all, "Ctrl+Shift+C", "Group nodes by name scope")
-        self._action(view, "Expand Selected &Group", self.expand_selected, "E")
-        self._action(view, "Collapse &Parent Group", self.collapse_selected, "C")
-        view.addSeparator()
-        self._action(
-            view, "Open &Inner Graph", self.open_selected_inner, "Ctrl+Down",
-            "Open the selected node's If/Loop/Scan body or local function",
-        )
-        self._action(view, "Back to &Outer Graph", self.go_up, "Ctrl+Up")
-        self.functions_menu = view.addMenu("Local &Functions")
-        self.functions_menu.aboutToShow.connect(self._fill_functions)
-        view.addSeparator()
-        view.addAction(self.inspector.toggleViewAction())
-        view.addAction(self.search.toggleViewAction())
-        self.panels_menu = view  # later panels (candidates, profile) add their toggle actions here
 
     def _show_placeholder(self) -> None:
         self.counts_label.setText("Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file here.")
@@ -522,18 +449,8 @@ class MainWindow(QMainWindow):
         self.crumb_bar.setVisible(bool(self.nav_stack))
         self.relayout(expanded, self.view.fit)
 
-    def _fill_functions(self) -> None:
-        self.functions_menu.clear()
-        root = self.session.root
-        keys = sorted(root.functions) if root is not None else []
-        if not keys:
-            self.functions_menu.addAction("(none in this model)").setEnabled(False)
-            return
-        for key in keys:
-            act = self.functions_menu.addAction(key)
-            act.triggered.connect(lambda _=False, key=key: self._open_function(key))
-
-    def _open_function(self, key: str) -> None:
+    def open_function(self, key: str) -> None:
+        """Open a local function of the model (from the main graph)."""
         while self.nav_stack:  # functions belong to the model: open them from the main graph
             self.go_up()
         self.open_inner_graph(-1, f"fn:{key}")
@@ -651,25 +568,6 @@ class MainWindow(QMainWindow):
     def recent_files(self) -> list[str]:
         """Recently opened files, newest first."""
         return self.recent.files()
-
-    def _fill_recent(self) -> None:
-        self.recent.fill_menu(self.recent_menu, self.request_open)
-
-
-    def choose_export(self) -> None:
-        """File → Export Image: the whole drawing as SVG or PNG."""
-        if self.scene is None:
-            return
-        stem = Path(self.doc.path).stem if self.doc and self.doc.path else "graph"
-        path, _ = QFileDialog.getSaveFileName(self, "Export image", f"{stem}.svg", "SVG (*.svg);;PNG (*.png)")
-        if not path:
-            return
-        try:
-            info = render_scene(self.scene, path)
-        except Exception as exc:  # noqa: BLE001
-            self.error("Cannot export", exc)
-            return
-        self.statusBar().showMessage(f"Wrote {path} ({info['width']}×{info['height']})", 8000)
 
     # window events --------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API

@@ -27,6 +27,12 @@ from fuseview.ui import style
 if TYPE_CHECKING:
     from fuseview.ui.graph_scene import GraphScene
 
+def _is_graph_scene(scene: object) -> bool:
+    from fuseview.ui.graph_scene import GraphScene  # here: graph_scene imports this module
+
+    return isinstance(scene, GraphScene)
+
+
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
 # skipping it is what keeps a zoomed-out 10,000-box view smooth.
 _MIN_TEXT_PX = 5.0
@@ -244,7 +250,7 @@ class BoxItem(QGraphicsItem):
 
     def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:  # noqa: N802 - Qt API
         scene = self.scene()
-        if self.box.kind == "group" and isinstance(scene, GraphScene):
+        if self.box.kind == "group" and _is_graph_scene(scene):
             scene.expand_requested.emit(tuple(self.box.scope))
             event.accept()
             return
@@ -252,7 +258,7 @@ class BoxItem(QGraphicsItem):
 
     def contextMenuEvent(self, event: QGraphicsSceneContextMenuEvent) -> None:  # noqa: N802 - Qt API
         scene = self.scene()
-        if not isinstance(scene, GraphScene):
+        if not _is_graph_scene(scene):
             return
         menu = QMenu()
         if scene.context_hook is not None:
@@ -318,13 +324,13 @@ class FrameItem(QGraphicsItem):
 
     def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:  # noqa: N802 - Qt API
         scene = self.scene()
-        if isinstance(scene, GraphScene) and self.frame.scope:
+        if _is_graph_scene(scene) and self.frame.scope:
             scene.collapse_requested.emit(tuple(self.frame.scope))
             event.accept()
 
     def contextMenuEvent(self, event: QGraphicsSceneContextMenuEvent) -> None:  # noqa: N802 - Qt API
         scene = self.scene()
-        if isinstance(scene, GraphScene) and self.frame.scope:
+        if _is_graph_scene(scene) and self.frame.scope:
             menu = QMenu()
             menu.addAction(
                 f"Collapse {self.frame.label}", lambda: scene.collapse_requested.emit(self.frame.scope)

@@ -24,6 +24,7 @@ from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
 from fuseview.ui.profile_panel import ProfilePanel
+from fuseview.ui.window_menus import add_action
 from fuseview.ui.workbench_files import WorkbenchFiles
 
 BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
@@ -146,17 +147,8 @@ class Workbench(QObject):
             v.zoom_changed.connect(lambda _s, v=v: self.pane_links._follow(v))
             del other
 
-    def _act(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        act = QAction(text, self.win)
-        if shortcut is not None:
-            seqs = shortcut if isinstance(shortcut, (list, tuple)) else [shortcut]
-            act.setShortcuts([QKeySequence(s) for s in seqs])
-        if tip:
-            act.setStatusTip(tip)
-        act.triggered.connect(slot)
-        menu.addAction(act)
-        self.win.addAction(act)
-        return act
+    def _add(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        return add_action(self.win, menu, text, slot, shortcut, tip)
 
     def _build_actions(self) -> None:
         win, p = self.win, self.panel
@@ -167,30 +159,30 @@ class Workbench(QObject):
         file_menu.insertMenu(quit_act, sub)
         file_menu.insertSeparator(quit_act)
         files = self.files
-        self.save_fused_action = self._act(sub, "Save &Fused Model…", files.choose_save_fused, "Ctrl+Shift+S")
-        self._act(sub, "Save &Plan…", self.files.choose_save_plan)
-        self._act(sub, "&Open Plan…", self.files.choose_open_plan)
+        self.save_fused_action = self._add(sub, "Save &Fused Model…", files.choose_save_fused, "Ctrl+Shift+S")
+        self._add(sub, "Save &Plan…", self.files.choose_save_plan)
+        self._add(sub, "&Open Plan…", self.files.choose_open_plan)
         sub.addSeparator()
-        self._act(sub, "Save Profile &Report…", self.files.choose_save_report)
-        self._act(sub, "Export Profile P&lots as PNG…", lambda: self.files.choose_export_plots("png"))
-        self._act(sub, "Export Profile Plots as S&VG…", lambda: self.files.choose_export_plots("svg"))
+        self._add(sub, "Save Profile &Report…", self.files.choose_save_report)
+        self._add(sub, "Export Profile P&lots as PNG…", lambda: self.files.choose_export_plots("png"))
+        self._add(sub, "Export Profile Plots as S&VG…", lambda: self.files.choose_export_plots("svg"))
         self.file_fusion_menu = sub
 
         fm = QMenu("F&usion", mb)
         mb.insertMenu(mb.actions()[-1] if len(mb.actions()) > 2 else None, fm)
         self.fusion_menu = fm
-        self._act(fm, "&Next Candidate", lambda: self._step(1), "N")
-        self._act(fm, "&Previous Candidate", lambda: self._step(-1), "P")
-        self._act(fm, "&Accept Candidate", p.accept_current, "A")
-        self._act(fm, "&Reject Candidate", p.reject_current, "R")
-        self._act(fm, "Accept Whole R&ule", lambda: p.accept_rule(), "Shift+A")
-        self._act(fm, "Reject Whole Ru&le", lambda: p.reject_rule(), "Shift+R")
-        self._act(fm, "Accept A&ll Candidates", p.accept_all)
+        self._add(fm, "&Next Candidate", lambda: self._step(1), "N")
+        self._add(fm, "&Previous Candidate", lambda: self._step(-1), "P")
+        self._add(fm, "&Accept Candidate", p.accept_current, "A")
+        self._add(fm, "&Reject Candidate", p.reject_current, "R")
+        self._add(fm, "Accept Whole R&ule", lambda: p.accept_rule(), "Shift+A")
+        self._add(fm, "Reject Whole Ru&le", lambda: p.reject_rule(), "Shift+R")
+        self._add(fm, "Accept A&ll Candidates", p.accept_all)
         fm.addSeparator()
-        self._act(fm, "&Undo Decision", p.undo, QKeySequence.StandardKey.Undo)
-        self._act(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
+        self._add(fm, "&Undo Decision", p.undo, QKeySequence.StandardKey.Undo)
+        self._add(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
         fm.addSeparator()
-        self.apply_action = self._act(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
+        self.apply_action = self._add(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
         fm.addSeparator()
         group = QActionGroup(self)
         self.mode_actions: dict[str, QAction] = {}
@@ -199,7 +191,7 @@ class Workbench(QObject):
             (ORIGINAL_ONLY, "Original Only", "F8"),
             (FUSED_ONLY, "Fused Only", "F9"),
         ):
-            a = self._act(fm, text, lambda _=False, m=mode: self.set_pane_mode(m), key)
+            a = self._add(fm, text, lambda _=False, m=mode: self.set_pane_mode(m), key)
             a.setCheckable(True)
             group.addAction(a)
             self.mode_actions[mode] = a
