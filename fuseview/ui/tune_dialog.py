@@ -125,7 +125,7 @@ class TuneRunner(QObject):
         from fuseview.tuning.run import tune_file
 
         path = self._path()
-        if path is None or (self.job is not None and self.job.isRunning()):
+        if path is None or (self.job is not None and self.job.running):
             return None
         self.last_settings = settings
         self.stop = threading.Event()
@@ -136,9 +136,13 @@ class TuneRunner(QObject):
         dlg.setMinimumDuration(0)
         dlg.canceled.connect(stop.set)
         self.progress_dialog = dlg
-        self.job = self.wb.win.runner.start(
-            lambda progress: tune_file(path, settings, progress, stop), "tune", self._progress, self._done,
-            self._failed, self._cancelled)
+
+        def work(progress):
+            # Stop keeps the best set so far; a cancelled job (the window closing) stops the search too
+            return tune_file(path, settings, progress, lambda: stop.is_set() or progress.cancelled)
+
+        self.job = self.wb.win.runner.start(work, "tune", self._progress, self._done, self._failed,
+                                            self._cancelled, kind="tune")
         return self.job
 
     def cancel(self) -> None:
@@ -183,7 +187,7 @@ class TuneRunner(QObject):
             return
         rep = result.report
         mine = [x for x in rep.decisions if x.candidate in d.by_id]
-        d.set_many({x.candidate: x.decision for x in mine})
+        d.set_many({x.candidate: x.decision for x in mine})  # the session hears it (decisions event)
         self.wb.panel.set_effects({x.candidate: effect_cell(x) for x in mine})
         self.wb.panel.changed.emit()
         f = rep.final
