@@ -182,6 +182,8 @@ class Search:
                                            threshold=self.s.threshold, seed=self.s.seed) for a, b in pairs}
             if all(_decided(e) for e in est.values()) or batch + 1 == batches:
                 break
+            if final and batch == 0:
+                continue  # the guarantee rests on it: a second batch even past the budget (kept aside for it)
             try:
                 self.afford(len(protos), final=final)
             except BudgetSpent:
