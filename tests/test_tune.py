@@ -28,7 +28,8 @@ from .conftest import ASSET_MODELS, ROOT
 
 MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
 CONV = ASSET_MODELS / "convnet_bn_relu_ts17.onnx"
-FAST = dict(runs=15, sessions=3, max_batches=2, warmup=2, seeds=1, ort_optimizer="off")
+# one intra-op thread: on a machine whose cores are shared, a thread pool makes runs bimodal
+FAST = dict(runs=15, sessions=3, max_batches=2, warmup=2, seeds=1, ort_optimizer="off", threads=1)
 
 
 def _rule(name: str) -> Rule:
@@ -77,6 +78,40 @@ def test_a_slower_fusion_is_rejected_and_the_original_kept():
     assert rep.baseline["accept_all"]["effect"]["verdict"] == "slower"
 
 
+def _identity_check(m) -> str | None:
+    w = m.value("w")
+    if w is None or w.ndim != 2 or w.shape[0] != w.shape[1] or not np.array_equal(w, np.eye(len(w))):
+        return "not an identity matrix"
+    return None
+
+
+def drop_identity_rule() -> Rule:
+    """MatMul by an identity matrix -> Identity: the same values without the matrix product (much faster)."""
+    return Rule(name="drop_identity_matmul", description="MatMul(x, I) -> x", fused_op="Identity", domain="",
+                runs_on=("cpu",), patterns=(lambda op, x: op.MatMul(x, op.constant("w")),),
+                check=_identity_check, replace=lambda m: Replacement([m["x"]]))
+
+
+def test_when_accept_all_is_faster_tune_starts_from_it_and_keeps_what_helps(tmp_path):
+    # a model with real waste in it: the detour GELUs of the slower rule, written out as a model
+    from fuseview.fusion.apply import apply_candidates
+    from fuseview.fusion.scan import scan_model
+
+    base = onnx.load(str(MLP))
+    scan = scan_model(base, {}, [slow_gelu_rule()])
+    wasteful = tmp_path / "wasteful.onnx"
+    onnx.save(apply_candidates(base, scan, [c.id for c in scan.candidates]).model, wasteful)
+    res = tune_file(wasteful, TuneSettings(budget_s=90, **FAST), rules=[drop_identity_rule(), *catalogue()])
+    rep = res.report
+    assert rep.baseline["accept_all"]["effect"]["verdict"] == "faster"
+    drops = [d for d in rep.decisions if d.rule == "drop_identity_matmul"]
+    assert len(drops) == 8 and all(d.decision == "accept" for d in drops), [d.reason for d in drops]
+    assert all("accept-all" in d.reason or "its group is faster" in d.reason for d in drops)
+    (group,) = [g for g in rep.groups if g.rule == "drop_identity_matmul"]
+    assert group.outcome == "accept" and group.effect.verdict == "faster" and group.effect.speedup_p50 > 1.5
+    assert rep.final.chosen == "tuned" and rep.final.against_original.verdict == "faster"
+
+
 def test_bisection_finds_the_fusions_that_break_the_tolerance():
     # the catalogue's own GELU rules (and FusedMatMul, which would take the same nodes first) make way
     # for the approximating rule, so accept-all holds its two candidates beside the exact LayerNorm ones
@@ -104,7 +139,8 @@ def test_bisection_finds_the_fusions_that_break_the_tolerance():
 def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
     out, plan, report = tmp_path / "tuned.onnx", tmp_path / "plan.json", tmp_path / "tune.json"
     rc = main(["tune", str(CONV), "-o", str(out), "--budget", "40", "--runs", "8", "--sessions", "2",
-               "--keep-neutral", "--save-plan", str(plan), "--json", str(report), "--quiet"])
+               "--keep-neutral", "--threads", "1", "--save-plan", str(plan), "--json", str(report),
+               "--quiet"])
     assert rc == 0, capsys.readouterr()
     rep = TuneReport.load(report)
     assert rep.output == str(out) and rep.plan == str(plan)

@@ -175,7 +175,10 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
                 baseline["latency_p50_ms"] = search.latency_ms[0]
                 baseline["accept_all"] = {"accepted": len(accept_all), "latency_p50_ms": search.latency_ms[1],
                                           "effect": Effect.of(est, "original").to_json()}
-            search.run_groups(search.rule_groups())
+                if est.verdict == "faster":  # top-down: start from accept-all, take out what slows it
+                    search.start_from(accept_all, Effect.of(est, "original"))
+                    search.prune_groups(search.rule_groups())
+            search.run_groups(search.rule_groups())  # bottom-up, or the candidates accept-all left out
             search.refine()
     except Cancelled:
         stopped = "cancelled"

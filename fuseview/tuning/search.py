@@ -229,12 +229,53 @@ class Search:
         except FuseviewError as exc:
             return str(exc)
 
+    def start_from(self, ids: list[str], effect: Effect) -> None:
+        """Take a set measured faster than the original as the best so far (top-down search)."""
+        self.best = list(self.ordered(ids))
+        for cid in self.best:
+            self.decide(cid, ACCEPT, f"in accept-all, which is faster than the original: {effect.text()}",
+                        "group", effect, self.figures(self.best))
+
+    def prune_groups(self, rules: list[tuple[str, list[str]]]) -> None:
+        """Top-down: each rule's accepted candidates are left out together; a group whose removal is
+        measured faster is rejected, the others stay (the set they are in is measured faster) and go to
+        `pending`, where each member is left out in turn."""
+        for rule, members in rules:
+            inside = [c for c in members if c in self.best]
+            if not inside:
+                continue
+            self.afford(2)
+            rest = [c for c in self.best if c not in inside]
+            group = GroupResult(rule, list(members), inside, "accept", "")
+            self.groups.append(group)
+            est = self.try_ab(rest, self.best, f"leaving out {rule} ({len(inside)})")
+            if isinstance(est, str):
+                group.reason = f"kept: the set cannot be timed without it ({est})"
+                continue
+            eff = group.effect = Effect.of(est, "best set without the group")
+            if est.verdict == "slower":
+                with_it = self.figures(self.best)
+                self.best = rest
+                group.outcome, group.reason = "reject", f"the set is faster without the group: {eff.text()}"
+                for cid in inside:
+                    self.decide(cid, REJECT, f"the set is faster without its rule's group: {eff.text()}",
+                                "group", eff, with_it)
+                continue
+            group.reason = f"kept from accept-all; the group's effect in the set: {eff.text()}"
+            for cid in inside:
+                self.decide(cid, ACCEPT, f"in accept-all (faster than the original); its rule's group in the"
+                            f" set: {eff.text()}", "group", eff, self.figures(self.best))
+            if len(inside) > 1:
+                self.pending.append((group, inside, "winner"))
+
     def run_groups(self, rules: list[tuple[str, list[str]]]) -> None:
         """Phase 1: each rule's free candidates together against the best set; groups to refine one by
         one go to `pending` (group, members, "winner" | "mixed")."""
         refine = self.pending
         for rule, members in rules:
             todo = [c for c in members if c not in self.decisions]
+            if not todo:
+                continue  # decided already (accuracy, or kept or pruned top-down)
             free, blocked = self.free_of_conflicts(todo, self.best)
             for cid, hit in blocked.items():
                 self.decide(cid, REJECT, f"conflicts with accepted {hit}", "conflict")
