@@ -217,7 +217,8 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     check.accepted = len(plan.accepted())
     if not plan.accepted():
         search.notes.append("no fusion made this model measurably faster here: the original is kept")
-    config = {**s.to_json(), "provider_used": search.provider.get("provider"),
+    config = {**s.to_json(), "dims": dict(scan.index.dims_used),  # the dims used, defaults resolved
+              "provider_used": search.provider.get("provider"),
               "seconds": round(search.elapsed(), 3), "validations": search.validations}
     report = TuneReport(path, config, baseline, check, search.groups,
                         [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,

@@ -100,7 +100,8 @@ def summary_text(report: dict) -> str:
     if "profiled_runs" in runs:
         profiled = f", per-node times from {runs['profiled_runs']} profiled runs"
     text += f" · {runs['runs']} runs after {runs['warmup']} warm-up{profiled}"
-    text += f" · ORT opt {runs['ort_opt_level']}"
+    text += f" · latency at ORT opt {runs.get('latency_ort_opt', runs['ort_opt_level'])}, per-node times at"
+    text += f" {runs['ort_opt_level']}"
     if dims:
         text += f" · dims {dims}"
     cmp = report.get("comparison")
@@ -154,8 +155,10 @@ class ProfilePanel(QDockWidget):
         self.dims.setToolTip("values for the model's symbolic input dims, NAME=VALUE separated by spaces")
         self.ort_opt = QComboBox()
         self.ort_opt.addItems(list(OPT_LEVELS))
+        self.ort_opt.setCurrentText("all")  # where models are deployed: onnxruntime's default
         self.ort_opt.setToolTip(
-            "onnxruntime's own graph optimization; 'disabled' shows fuseview's fusions only"
+            "onnxruntime's graph optimization level of the latency and the verdict (all: its default, as"
+            " deployed); per-node times are profiled with it disabled, so the nodes are the model's own"
         )
         for label, w in [
             ("Provider", self.provider),
@@ -299,6 +302,7 @@ class ProfilePanel(QDockWidget):
             warmup=self.warmup.value(),
             dims=parse_dims(self.dims.text()),
             ort_opt=self.ort_opt.currentText(),
+            attribution_opt="disabled",
         )
 
     def start_profile(self) -> None:
