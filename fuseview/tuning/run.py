@@ -70,6 +70,8 @@ def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings) -> tuple[onn
     kind = guess_model_type(model) if s.ort_optimizer == "auto" else s.ort_optimizer
     if kind is None:
         return None, "onnxruntime's transformers optimizer has no model type for this model (bert, gpt2)"
+    if search.elapsed() > 0.8 * s.budget_s:  # a rival, not the guarantee: it gives way to the budget
+        return None, f"not compared: the budget was spent (model type {kind}; --budget more to include it)"
     search.say(f"onnxruntime's optimizer ({kind})")
     try:
         rival = ort_optimized(model, kind)
@@ -154,9 +156,11 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
-    # made first, so its cost comes out of the budget before the search plans its measurements
-    rival, rival_note = _rival(search, model, s)
-    search.final_models += rival is not None
+    # its share of the final check is kept aside; it is made at the end, if the budget still allows
+    from fuseview.tuning.ort_optimizer import guess_model_type
+
+    search.final_models += s.ort_optimizer in ("bert", "gpt2") or (
+        s.ort_optimizer == "auto" and guess_model_type(model) is not None)
     try:
         everything = list(search.ordered(Plan(scan.candidates).accept_all()))
         if everything:
@@ -197,6 +201,8 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
             search.best = search.repair_accuracy([], search.best, "final")
     try:
+        rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
+            _rival(search, model, s)
         check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
     except Cancelled:
         stopped = "cancelled"
