@@ -7,3 +7,19 @@ __version__ = "0.1.0"
 
 # Shipped inside the package (fuseview/data), so a plain or wheel install finds it as well as a checkout.
 DEMO_MODEL = Path(str(resources.files("fuseview") / "data" / "demo_gpt2_2l.onnx"))
+
+
+_API = ("load", "scan", "fuse", "profile", "trace", "tune")  # fuseview.api.__all__
+
+
+def __getattr__(name: str):
+    """Lazy public API: `fuseview.tune` and friends import onnx/onnxruntime only when first called."""
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module("fuseview.api"), name)
+    raise AttributeError(f"module 'fuseview' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

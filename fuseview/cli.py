@@ -66,7 +66,7 @@ def _check_threads(args: argparse.Namespace) -> None:
 
 
 # Commands that run models in onnxruntime in this process.
-_ORT_COMMANDS = frozenset({"fuse", "profile"})
+_ORT_COMMANDS = frozenset({"fuse", "profile", "tune"})
 
 
 def _quiet_onnxruntime(command: str | None) -> None:

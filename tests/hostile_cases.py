@@ -355,6 +355,8 @@ def proto_mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
 
 # -------------------------------------------------------------------------------------------- cases
 PROFILE = ["--runs", "2", "--warmup", "0", "--quiet"]
+TUNE = ["--budget", "5", "--runs", "4", "--sessions", "2", "--seeds", "1", "--ort-optimizer", "off",
+        "--quiet"]
 
 
 def model_commands(
@@ -373,6 +375,8 @@ def model_commands(
             ("out.onnx", "plan.json"),
         ),
         ("profile", ["profile", "m.onnx", *PROFILE, "--json", "rep.json"], codes + (3,), ("rep.json",)),
+        ("tune", ["tune", "m.onnx", "-o", "tuned.onnx", *TUNE, "--json", "tune.json", "--save-plan",
+                  "tp.json"], codes, ("tuned.onnx", "tune.json", "tp.json")),
     ]
     if window:
         cmds.append(("open", ["open", "m.onnx", "--apply", "--screenshot", "shot.png"], codes, ("shot.png",)))
@@ -464,6 +468,11 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
         {**m, "x.onnx": good},
     )
     case("profile --json /dev/full", ["profile", "m.onnx", *PROFILE, "--json", "/dev/full"], m)
+    case("tune -o source", ["tune", "m.onnx", "-o", "m.onnx", *TUNE], m)
+    case("tune --json source", ["tune", "m.onnx", "-o", "t.onnx", *TUNE, "--json", "m.onnx"], m)
+    case("tune --save-plan folder", ["tune", "m.onnx", "-o", "t.onnx", *TUNE, "--save-plan", "sub"],
+         {**m, "sub/keep": "x"})
+    case("tune -o /dev/null", ["tune", "m.onnx", "-o", "/dev/null", *TUNE], m)
     case(
         "fuse -o name with newline",
         ["fuse", "m.onnx", "-o", "a\nb\x1b[2J.onnx"],

@@ -1,6 +1,6 @@
 """Hostile input never loses data, never hangs, never eats the machine (issue 12).
 
-Every command (info, render, scan, fuse, profile, open --screenshot) runs on hand-built bad models, bad
+Every command (info, render, scan, fuse, profile, tune, open --screenshot) runs on hand-built bad models, bad
 outputs, bad plans/reports/npz files and seeded byte-level mutants, each in its own process with a time
 and an address-space limit; see tests/hostile_cases.py for the cases and what is checked.
 """

@@ -288,7 +288,7 @@ def test_open_recent_menu_lists_opened_files(qtbot, win):
     open_and_wait(qtbot, win, GPT2_2L)
     open_and_wait(qtbot, win, RESNET)
     assert win.recent_files()[:2] == [str(RESNET.resolve()), str(GPT2_2L.resolve())]
-    win._fill_recent()
+    win.recent.fill_menu(win.recent_menu, win.request_open)
     texts = [a.text() for a in win.recent_menu.actions()]
     assert any("light_resnet50.onnx" in t for t in texts) and any("gpt2_2l_ts17.onnx" in t for t in texts)
     act = next(a for a in win.recent_menu.actions() if "gpt2_2l_ts17.onnx" in a.text())

@@ -170,16 +170,23 @@ def validate(
     atol: float = ATOL,
     rtol: float = RTOL,
     progress=None,
+    original_outputs: dict[str, list[np.ndarray]] | None = None,
 ) -> Validation:
-    """Run both models on the same input sets; FuseviewError with the --dim/--inputs hint if they cannot."""
+    """Run both models on the same input sets; FuseviewError with the --dim/--inputs hint if they cannot.
+
+    original_outputs, when given, keeps the original's outputs per input set across calls (tune validates
+    many fused variants of one model on the same inputs).
+    """
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
     used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
     names = [o.name for o in original.graph.output]
     dims_text = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
     runs: list[InputSet] = []
     for i, (label, s, feeds) in enumerate(sets):
+        key = f"{label}|{'reference' if reference_only else 'onnxruntime'}"
         try:
-            a = run_model(original, feeds, reference_only)
+            cached = None if original_outputs is None else original_outputs.get(key)
+            a = cached if cached is not None else run_model(original, feeds, reference_only)
         except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
             where = f"the inputs of {label}" if inputs else f"generated inputs (dims {dims_text})"
             raise FuseviewError(
@@ -191,6 +198,8 @@ def validate(
             raise FuseviewError(
                 f"the fused model fails on inputs the original runs on ({label}): {_first_line(exc)}"
             ) from None
+        if original_outputs is not None:
+            original_outputs[key] = a
         runs.append(InputSet(label, s, describe_feeds(feeds), compare_outputs(names, a, b, atol, rtol)))
         if progress:
             progress(i + 1, len(sets))

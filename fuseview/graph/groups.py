@@ -6,6 +6,7 @@ import weakref
 from dataclasses import dataclass
 
 from fuseview.graph.document import GraphDocument
+from fuseview.graph.scopes import common_prefix
 
 Scope = tuple[str, ...]
 
@@ -28,8 +29,8 @@ class ScopeGroup:
 _cache: dict[int, tuple[weakref.ref, dict[str, object]]] = {}
 
 
-def _cached(graph: GraphDocument) -> dict[str, object]:
-    # per-graph memo (the document is not hashable); dropped when the graph is collected
+def graph_memo(graph: GraphDocument) -> dict[str, object]:
+    """A per-graph memo (the document is not hashable) for derived structures; dropped with the graph."""
     gid = id(graph)
     hit = _cache.get(gid)
     if hit is not None and hit[0]() is graph:
@@ -50,7 +51,7 @@ def group_scopes(graph: GraphDocument) -> list[Scope]:
     """The scope each node is grouped under: its own, unless every node it reads from or feeds lies in one
     deeper scope, which it then joins (an exporter's Identity of a shared weight, a module-level Split
     between two ops of the same attention block)."""
-    memo = _cached(graph)
+    memo = graph_memo(graph)
     got = memo.get("group_scopes")
     if got is not None:
         return got  # type: ignore[return-value]
@@ -85,11 +86,8 @@ def group_scopes(graph: GraphDocument) -> list[Scope]:
         for sc in neighbours:
             if common is None:
                 common = sc
-            elif common != sc:
-                k = 0
-                while k < len(common) and k < len(sc) and common[k] == sc[k]:
-                    k += 1
-                common = common[:k]
+            else:
+                common = common_prefix(common, sc)
             if len(common) <= len(mine):
                 break
         if common is not None and len(common) > len(mine) and common[: len(mine)] == mine:
@@ -102,7 +100,7 @@ def scope_tree(graph: GraphDocument) -> dict[Scope, ScopeGroup]:
     """Every name scope of the graph's visible nodes, keyed by path; the root () is always present.
 
     Nodes are placed by group_scopes (unscoped weight readers join their consumers' scope)."""
-    memo = _cached(graph)
+    memo = graph_memo(graph)
     got = memo.get("scope_tree")
     if got is not None:
         return got  # type: ignore[return-value]
@@ -158,3 +156,22 @@ def initial_expansion(graph: GraphDocument, max_boxes: int = 400) -> frozenset[S
         expanded.add(child)
         scope = child
     return frozenset(expanded)
+
+
+# How a newly opened graph starts: grouped when big (auto), every node (flat), or groups closed (collapsed).
+EXPANSION_MODES = ("auto", "flat", "collapsed")
+Expansion = frozenset[Scope] | None  # the open scopes; None: flat, every node drawn
+
+
+def collapsed_expansion(graph: GraphDocument) -> frozenset[Scope]:
+    """'Collapse all': the initial grouping of a big graph, or only the top level of a small one."""
+    return initial_expansion(graph) or frozenset({()})
+
+
+def expansion_for(graph: GraphDocument, mode: str) -> Expansion:
+    """The expansion a newly opened graph starts with: auto, flat or collapsed."""
+    if mode == "flat":
+        return None
+    if mode == "collapsed":
+        return collapsed_expansion(graph)
+    return initial_expansion(graph)

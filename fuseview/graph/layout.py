@@ -23,12 +23,11 @@ from fuseview.graph.geometry import (
     Layout,
     Route,
     group_key,
-    input_key,
-    node_key,
-    output_key,
 )
-from fuseview.graph.groups import Scope, ScopeGroup, _cached, group_scopes, initial_expansion, scope_tree
+from fuseview.graph.groups import Scope, ScopeGroup, graph_memo, group_scopes, initial_expansion, scope_tree
 from fuseview.graph.layering import place_graph
+from fuseview.graph.layout_items import LayoutItems, LayoutOptions, LayoutStats
+from fuseview.graph.scopes import common_prefix
 
 __all__ = [
     "LayoutOptions",
@@ -41,248 +40,22 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class LayoutOptions:
-    """Knobs of the layout; every field has a sensible default."""
-
-    fanout_stub_threshold: int = 8  # edges from a source with >= this many consumers are drawn as stubs
-    node_height: float = 36.0
-    folded_node_height: float = 44.0  # nodes that carry folded weights are a little taller
-    group_height: float = 48.0
-    io_height: float = 30.0
-    char_width: float = 7.0
-    padding: float = 24.0
-    min_width: float = 80.0
-    max_width: float = 360.0
-    layer_gap: float = 30.0
-    node_gap: float = 18.0
-    dummy_width: float = 6.0
-    group_gap: float = 14.0  # extra horizontal gap between items of different groups (room for frames)
-    frame_padding: float = 10.0
-    frame_label_height: float = 16.0
-    stub_length: float = 14.0
-    ordering_sweeps: int = 4  # down+up barycenter sweep pairs
-    placement_passes: int = 4  # down+up coordinate passes
-
-
-@dataclass
-class LayoutStats:
-    """Sizes of the last layout's internals (for the benchmark)."""
-
-    items: int = 0
-    dummies: int = 0
-    layers: int = 0
-    stubs: int = 0
-
-
-last_stats = LayoutStats()
-
-
-def _plural(n: int) -> str:
-    return f"{n} node" if n == 1 else f"{n} nodes"
-
-
 def layout_graph(
     graph: GraphDocument,
     expanded: frozenset[tuple[str, ...]] | None = None,
     options: LayoutOptions | None = None,
+    stats: LayoutStats | None = None,
 ) -> Layout:
-    """Lay out the graph: flat when expanded is None, else with every scope not in expanded collapsed."""
+    """Lay out the graph: flat when expanded is None, else with every scope not in expanded collapsed.
+
+    stats, when given, receives the sizes of the layout's internals (the benchmark reads them).
+    """
     opt = options or LayoutOptions()
-    items = _Items(graph, expanded, opt)
+    items = LayoutItems(graph, expanded, opt)
+    stats = stats if stats is not None else LayoutStats()
     if expanded is None:
-        return _layout_flat(items, opt)
-    return _layout_nested(items, graph, expanded, opt)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Items: what gets a box, and the edges between boxes
-
-
-class _Items:
-    """The shown items and the aggregated edges between them."""
-
-    def __init__(self, graph: GraphDocument, expanded: frozenset[Scope] | None, opt: LayoutOptions):
-        self.graph = graph
-        self.keys: list[str] = []
-        self.kinds: list[str] = []
-        self.labels: list[str] = []
-        self.sublabels: list[str] = []
-        self.node_of: list[int | None] = []
-        self.scopes: list[Scope] = []
-        self.container: list[Scope] = []  # the expanded group whose frame holds the item
-        self.widths: list[float] = []
-        self.heights: list[float] = []
-        self.order_key: list[int] = []  # file order, to break ties and cycles
-        self.frames_on = expanded is not None
-
-        nodes = graph.nodes
-        n_nodes = len(nodes)
-        item_of_node = [-1] * n_nodes
-        cw, pad, mn, mx = opt.char_width, opt.padding, opt.min_width, opt.max_width
-
-        def width_for(text_len: int) -> float:
-            w = text_len * cw + pad
-            return mn if w < mn else (mx if w > mx else w)
-
-        # graph inputs (and, in subgraph bodies, outer-scope values read here) come first
-        tensors = graph.tensors
-        input_names = list(dict.fromkeys(graph.inputs))
-        seen_inputs = set(input_names)
-        for t in tensors.values():
-            if t.producer is None and t.kind == "input" and t.name not in seen_inputs and t.consumers:
-                input_names.append(t.name)
-                seen_inputs.add(t.name)
-        input_item: dict[str, int] = {}
-        for k, name in enumerate(input_names):
-            t = tensors.get(name)
-            input_item[name] = len(self.keys)
-            outer = name not in graph.inputs
-            self._add(
-                input_key(name),
-                "input",
-                name,
-                ("outer scope " if outer else "") + (t.shape_text if t else "?"),
-                None,
-                (),
-                (),
-                width_for(len(name)),
-                opt.io_height,
-                -n_nodes - len(input_names) + k,
-            )
-
-        group_item: dict[Scope, int] = {}
-        node_scopes = group_scopes(graph)
-
-        def add_node(node, scope: Scope, frame: Scope) -> None:
-            item_of_node[node.index] = len(self.keys)
-            self._add(
-                node_key(node.index),
-                "node",
-                node.op_type,
-                node.name,
-                node.index,
-                scope,
-                frame,
-                width_for(len(node.op_type)),
-                opt.folded_node_height if node.folded_inputs else opt.node_height,
-                node.index,
-            )
-
-        if expanded is None:
-            for node in nodes:
-                if node.folded_into is None:
-                    add_node(node, node_scopes[node.index], ())
-        else:
-            tree = scope_tree(graph)
-            shown_in: dict[Scope, Scope | None] = {}  # node scope -> outermost collapsed prefix (None: shown)
-            for node in nodes:
-                if node.folded_into is not None:
-                    continue
-                scope = node_scopes[node.index]
-                collapsed = shown_in.get(scope, ())
-                if collapsed == ():
-                    collapsed = None
-                    for k in range(1, len(scope) + 1):
-                        if scope[:k] not in expanded:
-                            collapsed = scope[:k]
-                            break
-                    shown_in[scope] = collapsed
-                if collapsed is None:
-                    add_node(node, scope, scope)
-                else:
-                    gi = group_item.get(collapsed)
-                    if gi is None:
-                        gi = group_item[collapsed] = len(self.keys)
-                        label = collapsed[-1]
-                        sub = _plural(tree[collapsed].count)
-                        self._add(
-                            group_key(collapsed),
-                            "group",
-                            label,
-                            sub,
-                            None,
-                            collapsed,
-                            collapsed[:-1],
-                            width_for(max(len(label), len(sub))),
-                            opt.group_height,
-                            node.index,
-                        )
-                    item_of_node[node.index] = gi
-
-        output_item: dict[str, int] = {}
-        for k, name in enumerate(dict.fromkeys(graph.outputs)):
-            t = tensors.get(name)
-            output_item[name] = len(self.keys)
-            self._add(
-                output_key(name),
-                "output",
-                name,
-                t.shape_text if t else "?",
-                None,
-                (),
-                (),
-                width_for(len(name)),
-                opt.io_height,
-                n_nodes + k,
-            )
-        self.n = len(self.keys)
-
-        # edges between items: (src item, dst item) -> tensors in order of first appearance
-        pairs: dict[tuple[int, int], list[str]] = {}
-        for e in graph.edges:
-            a = item_of_node[e.src]
-            b = item_of_node[e.dst]
-            if a == b or a < 0 or b < 0:
-                continue
-            lst = pairs.get((a, b))
-            if lst is None:
-                pairs[(a, b)] = [e.tensor]
-            elif e.tensor not in lst:
-                lst.append(e.tensor)
-        for name, a in input_item.items():
-            t = tensors.get(name)
-            if t is None:
-                continue
-            for c in t.consumers:
-                b = item_of_node[c]
-                if b < 0:
-                    continue
-                lst = pairs.get((a, b))
-                if lst is None:
-                    pairs[(a, b)] = [name]
-                elif name not in lst:
-                    lst.append(name)
-        for name, b in output_item.items():
-            t = tensors.get(name)
-            if t is None:
-                continue
-            a = item_of_node[t.producer] if t.producer is not None else input_item.get(name, -1)
-            if a >= 0 and (a, b) not in pairs:
-                pairs[(a, b)] = [name]
-        self.pairs = pairs
-
-    def _add(self, key, kind, label, sublabel, node, scope, container, w, h, order) -> None:
-        self.keys.append(key)
-        self.kinds.append(kind)
-        self.labels.append(label)
-        self.sublabels.append(sublabel)
-        self.node_of.append(node)
-        self.scopes.append(scope)
-        self.container.append(container)
-        self.widths.append(w)
-        self.heights.append(h)
-        self.order_key.append(order)
-
-
-def _common_prefix(a: Scope, b: Scope) -> Scope:
-    if a is b or a == b:
-        return a
-    k = 0
-    m = min(len(a), len(b))
-    while k < m and a[k] == b[k]:
-        k += 1
-    return a[:k]
+        return _layout_flat(items, opt, stats)
+    return _layout_nested(items, graph, expanded, opt, stats)
 
 
 def _engine_args(opt: LayoutOptions) -> dict:
@@ -296,7 +69,7 @@ def _engine_args(opt: LayoutOptions) -> dict:
     }
 
 
-def _emit(routes: list[Route], it: _Items, a: int, b: int, tensors: list[str], pts, stub: bool) -> None:
+def _emit(routes: list[Route], it: LayoutItems, a: int, b: int, tensors: list[str], pts, stub: bool) -> None:
     # edges touching a collapsed group are one route per item pair; node to node, one per tensor
     keys = it.keys
     if it.kinds[a] == "group" or it.kinds[b] == "group":
@@ -307,7 +80,8 @@ def _emit(routes: list[Route], it: _Items, a: int, b: int, tensors: list[str], p
 
 
 def _stub_routes(
-    routes: list[Route], it: _Items, stubs: dict[tuple[int, int], list[str]], box_x, box_y, opt: LayoutOptions
+    routes: list[Route], it: LayoutItems, stubs: dict[tuple[int, int], list[str]], box_x, box_y,
+    opt: LayoutOptions,
 ) -> None:
     """Short ticks above each consumer, spread over its top edge; stubs maps (src, dst) to its tensors."""
     into: dict[int, list[int]] = {}
@@ -322,7 +96,7 @@ def _stub_routes(
             _emit(routes, it, a, b, stubs[(a, b)], ((x, yb - sl), (x, yb)), True)
 
 
-def _boxes(it: _Items, box_x: list[float], box_y: list[float]) -> list[Box]:
+def _boxes(it: LayoutItems, box_x: list[float], box_y: list[float]) -> list[Box]:
     return [
         Box(
             it.keys[v],
@@ -344,7 +118,7 @@ def _boxes(it: _Items, box_x: list[float], box_y: list[float]) -> list[Box]:
 # Flat: one layered drawing of every box
 
 
-def _layout_flat(it: _Items, opt: LayoutOptions) -> Layout:
+def _layout_flat(it: LayoutItems, opt: LayoutOptions, stats: LayoutStats) -> Layout:
     n = it.n
     succ: list[list[int]] = [[] for _ in range(n)]
     for a, b in it.pairs:
@@ -374,8 +148,7 @@ def _layout_flat(it: _Items, opt: LayoutOptions) -> Layout:
     _stub_routes(routes, it, {(a, b): pairs[(a, b)] for a, b in pl.stubs}, box_x, box_y, opt)
     width = max([box_x[v] + widths[v] for v in range(n)] + [cx[v] for v in range(n, nv)], default=0.0)
     height = (pl.layer_top[-1] + pl.layer_h[-1]) if pl.layer_top else 0.0
-    global last_stats
-    last_stats = LayoutStats(n, pl.dummies, len(pl.layer_top), len(pl.stubs))
+    stats.items, stats.dummies, stats.layers, stats.stubs = n, pl.dummies, len(pl.layer_top), len(pl.stubs)
     return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=[], width=width, height=height)
 
 
@@ -401,7 +174,7 @@ class _Block:
 
 
 def _layout_nested(
-    it: _Items, graph: GraphDocument, expanded: frozenset[Scope], opt: LayoutOptions
+    it: LayoutItems, graph: GraphDocument, expanded: frozenset[Scope], opt: LayoutOptions, stats: LayoutStats
 ) -> Layout:
     tree = scope_tree(graph)
     open_scopes = [s for s in tree if all(s[:k] in expanded for k in range(1, len(s) + 1))]
@@ -420,7 +193,7 @@ def _layout_nested(
     paths: dict[tuple[int, int, str], list[tuple[Scope, VKey, VKey]]] = {}
     for (a, b), tensors in it.pairs.items():
         ca, cb = container[a], container[b]
-        lca = _common_prefix(ca, cb)
+        lca = common_prefix(ca, cb)
         for t in tensors:
             path = []
             x = ca
@@ -451,7 +224,7 @@ def _layout_nested(
             if ok < first.get(p, ok + 1):
                 first[p] = ok
 
-    cache: dict = _cached(graph).setdefault("blocks", {})  # type: ignore[assignment]
+    cache: dict = graph_memo(graph).setdefault("blocks", {})  # type: ignore[assignment]
     if len(cache) > 4096:
         cache.clear()
     blocks: dict[Scope, _Block] = {}
@@ -538,16 +311,15 @@ def _layout_nested(
     _stub_routes(routes, it, stub_pairs, box_x, box_y, opt)
 
     root = blocks[()]
-    global last_stats
-    last_stats = LayoutStats(
-        it.n, sum(b.dummies for b in blocks.values()), sum(b.layers for b in blocks.values()), len(stub_pairs)
-    )
+    stats.items, stats.stubs = it.n, len(stub_pairs)
+    stats.dummies = sum(b.dummies for b in blocks.values())
+    stats.layers = sum(b.layers for b in blocks.values())
     return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=frames, width=root.w, height=root.h)
 
 
 def _layout_block(
     scope: Scope,
-    it: _Items,
+    it: LayoutItems,
     tree: dict[Scope, ScopeGroup],
     open_set: set[Scope],
     members: list[int],

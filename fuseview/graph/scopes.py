@@ -47,14 +47,21 @@ def node_scope(node: onnx.NodeProto) -> tuple[str, ...]:
     return ()
 
 
+def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """The longest scope that starts both a and b (the one scope-prefix function of fuseview)."""
+    if a is b or a == b:
+        return a
+    k, m = 0, min(len(a), len(b))
+    while k < m and a[k] == b[k]:
+        k += 1
+    return a[:k]
+
+
 def common_scope(scopes: list[tuple[str, ...]]) -> tuple[str, ...]:
     """The longest scope that starts every one of `scopes` (() when they share none or there are none)."""
     if not scopes:
         return ()
-    common = scopes[0]
+    common = tuple(scopes[0])
     for s in scopes[1:]:
-        k = 0
-        while k < min(len(common), len(s)) and common[k] == s[k]:
-            k += 1
-        common = common[:k]
-    return tuple(common)
+        common = common_prefix(common, tuple(s))
+    return common

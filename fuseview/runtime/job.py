@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +11,7 @@ import onnx
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
+from fuseview.runtime.ab import time_models
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.profiling import (
     Cancel,
@@ -18,13 +19,11 @@ from fuseview.runtime.profiling import (
     calibrate_overhead,
     check_cancel,
     fusion_groups,
-    interleaved_latency,
     load_model_graph,
     profile_model,
-    run_error,
 )
 from fuseview.runtime.report import build_report
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, create_session, ort_fusions
+from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
 # Above this file size a model stays a path (onnxruntime reads it itself; protobuf cannot pass >2 GiB).
@@ -49,7 +48,10 @@ class ProfileRequest:
     dims: dict[str, int] = field(default_factory=dict)
     inputs_npz: str | None = None
     seed: int = 0
-    ort_opt: str = "disabled"
+    ort_opt: str = "disabled"  # the level the plain (A/B) latency runs at: the headline verdict's
+    # the level of the profiled runs (per-node attribution) and the output comparison; None: ort_opt.
+    # "disabled" keeps the nodes the model's own; the CLI's default, while its headline is at "all".
+    attribution_opt: str | None = None
     ort_fusions: bool = False
     atol: float = 1e-4
     rtol: float = 1e-3
@@ -57,6 +59,31 @@ class ProfileRequest:
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
     sessions: int = DEFAULT_SESSIONS  # onnxruntime sessions per model when comparing two (see stats)
+
+    def attribution_level(self) -> str:
+        """The optimization level of the per-node profile and the output comparison."""
+        return self.attribution_opt or self.ort_opt
+
+    def to_json(self) -> dict:
+        """The request as JSON (the models must be paths: a child process reads them)."""
+        for label, m in (("model", self.model), ("against", self.against)):
+            if m is not None and not isinstance(m, (str, Path)):
+                raise FuseviewError(f"{label}: an in-memory model cannot be sent as JSON; save it first")
+        out = asdict(self)
+        out["model"] = str(self.model)
+        out["against"] = None if self.against is None else str(self.against)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> ProfileRequest:
+        """The request to_json wrote (unknown keys refused: a request from another version is an error)."""
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise FuseviewError(f"profile request: unknown fields {', '.join(extra)}")
+        if "model" not in data:
+            raise FuseviewError("profile request: no model")
+        return cls(**data)
 
     def profiled_runs(self) -> int:
         """How many profiled runs the per-node statistics come from."""
@@ -80,6 +107,9 @@ def _check(req: ProfileRequest) -> None:
         raise FuseviewError(f"unknown provider {req.provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
     if req.ort_opt not in OPT_LEVELS:
         raise FuseviewError(f"unknown --ort-opt {req.ort_opt!r}; use one of {', '.join(OPT_LEVELS)}")
+    if req.attribution_opt is not None and req.attribution_opt not in OPT_LEVELS:
+        raise FuseviewError(
+            f"unknown --attribution-opt {req.attribution_opt!r}; use one of {', '.join(OPT_LEVELS)}")
     if req.runs < 1:
         raise FuseviewError("--runs must be at least 1")
     if req.warmup < 0:
@@ -182,26 +212,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
     roles = ["model", "against"][: len(sources)]
     per_model = req.sessions if len(sources) > 1 else 1
-    rounds = -(-req.runs // per_model)  # each model still gets about `runs` plain runs in all
-    # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
-    # here: later ones up to 3 % faster), so neither model may have all the early ones.
-    slots: list[list] = [[] for _ in sources]
-    choices: list[dict | None] = [None for _ in sources]
-    for j in range(per_model):
-        for i in range(len(sources)) if j % 2 == 0 else reversed(range(len(sources))):
-            check_cancel(cancel)
-            sess, choice = create_session(sources[i], req.provider, req.ort_opt, threads=req.threads)
-            slots[i].append(sess)
-            choices[i] = choice.to_dict()
-    sessions = [sess for slot in slots for sess in slot]
-    del slots
-    try:
-        by_session = interleaved_latency(sessions, feeds, rounds, req.warmup, progress, cancel, req.seed)
-    except Exception as exc:  # onnxruntime run-time failure on these inputs
-        raise run_error(exc) from None
-    del sessions
     # one (sessions x rounds) array per model; its runs pooled for the model's own latency figures
-    grouped = [np.array(by_session[i * per_model:(i + 1) * per_model]) for i in range(len(sources))]
+    grouped, choices = time_models(sources, feeds, req.provider, req.ort_opt, req.threads, per_model,
+                                   req.runs, req.warmup, req.seed, progress, cancel)
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
@@ -210,12 +223,14 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
                                           strict=False):
         check_cancel(cancel)
         label = f"{role}: " if len(sources) > 1 else ""
-        prof = profile_model(m, feeds, req.provider, req.ort_opt, req.runs, req.warmup, progress, cancel,
+        prof = profile_model(m, feeds, req.provider, req.attribution_level(), req.runs, req.warmup, progress,
+                             cancel,
                              req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
                              keep_runs=True)
         prof["role"] = role
         prof["path"] = _path(path)
         prof["provider"] = choice
+        prof["latency_ort_opt"] = req.ort_opt
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor
@@ -223,8 +238,8 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     comparison = None
     if len(sources) > 1:
         check_cancel(cancel)
-        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.ort_opt, req.atol,
-                                     req.rtol, progress, cancel)
+        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
+                                     req.atol, req.rtol, progress, cancel)
         times = fusion_times(sources[1], sources[0], models[0], models[1])
         add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
         by_key = {t["key"]: t for t in times}
@@ -237,7 +252,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
             add_fusion_spreads(rev, models[1], models[0], groups, overhead)
             comparison["reverse_fusion_times"] = rev
         est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
-        comparison["latency"] = {"method": "interleaved", **est.to_json()}
+        comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
     _drop_node_runs(models)
     fusions = None
     if req.ort_fusions:

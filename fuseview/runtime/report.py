@@ -229,16 +229,48 @@ def speedup_text(lat: dict) -> str:
             f" threshold {lat['threshold']:.0%})")
 
 
+# An interval wider than this many thresholds either side says nothing about the models.
+UNDECIDABLE_WIDTH = 10
+
+
+def undecidable(lat: dict) -> str | None:
+    """Why a "no difference" interval is too wide to tell anything (wider than ±10x the threshold), or None.
+
+    An interval that excludes 1 says something however wide it is; one that holds 1 and spans more than ten
+    thresholds either side says only that this machine is too noisy now.
+    """
+    from fuseview.stats import runs_needed
+
+    lo, hi = lat["ci"]
+    threshold = lat["threshold"]
+    if lat.get("verdict") != "no difference" or not (lo > 0 and hi > 0 and threshold > 0):
+        return None
+    if (math.log(hi) - math.log(lo)) / 2 <= UNDECIDABLE_WIDTH * math.log1p(threshold):
+        return None
+    noise = lat.get("noise") or {}
+    nan = float("nan")
+    need = runs_needed(noise.get("cv_model") or nan, noise.get("cv_against") or nan, threshold,
+                       lat.get("level", 0.95), noise.get("cv_paired"))
+    how = noise.get("warning") or f"about {need} runs per model (--runs) would be needed"
+    return (f"the interval [{lo:.2f}, {hi:.2f}] is wider than ±{UNDECIDABLE_WIDTH * threshold:.0%}"
+            f" ({UNDECIDABLE_WIDTH}x the {threshold:.0%} threshold): the timings scatter too much here now;"
+            f" {how}")
+
+
 def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:
     """The one verdict line of a comparison, said of the `against` model, with speed-up and interval."""
     lat = latency_verdict(report)
     if lat is None:
         return None
+    level = f", at onnxruntime optimization {lat['ort_opt']}" if lat.get("ort_opt") else ""
+    why = undecidable(lat)
+    if why:
+        return f"verdict: cannot tell on this machine now{level}: {why}"
     if lat["verdict"] == "no difference":
         head = f"no difference between {against} and {model}"
     else:
         head = f"{against} is {lat['verdict']} than {model}"
-    return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}"
+    return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}{level}"
 
 
 TITLE_SEP = " · latency "

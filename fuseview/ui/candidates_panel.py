@@ -24,13 +24,15 @@ from PySide6.QtWidgets import (
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.costs import MeasuredCost, candidate_costs
-from fuseview.ui.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
+from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 
 COLUMNS = (
     "Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share", "ORT does it",
+    "Measured effect",
 )
 MEASURED_COLUMNS = (7, 8)
 ORT_COLUMN = 9
+EFFECT_COLUMN = 10  # filled by Fusion → Tune… (fuseview.ui.tune_dialog): speed-up with it, verdict
 # does onnxruntime's own optimizer (ORT_ENABLE_ALL, CPU) make the same fusion from the unfused model?
 _ORT_WORDS = {True: "yes", False: "no", None: "?"}
 _ORT_TIPS = {
@@ -67,6 +69,7 @@ class CandidatesPanel(QDockWidget):
         self.node_filter: set[str] | None = None  # candidate ids of the selected node
         self.costs: dict[str, MeasuredCost] = {}  # from a profile of the original model
         self.ort_does_it: dict[str, bool | None] = {}  # from fuseview.fusion.ort_compare, once it ran
+        self.effects: dict[str, tuple[str, str]] = {}  # candidate -> (text, tooltip) from the last tune
         self.sort_by_measured = False  # rows by measured time, most first (else scan order)
         self._filling = False
 
@@ -149,6 +152,7 @@ class CandidatesPanel(QDockWidget):
         self._sized = False
         self.scopes = scopes or {}
         self.ort_does_it = {}  # another model's answers would be wrong; the workbench asks again
+        self.effects = {}
         self.node_filter = None
         self.rule_filter.blockSignals(True)
         self.rule_filter.clear()
@@ -187,12 +191,15 @@ class CandidatesPanel(QDockWidget):
                 conflict,
                 *self._cost_cells(cid),
                 _ORT_WORDS[self.ort_does_it[cid]] if cid in self.ort_does_it else "",
+                self.effects[cid][0] if cid in self.effects else "",
             )
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(_ID_ROLE, cid)
                 if col == ORT_COLUMN and cid in self.ort_does_it:
                     item.setToolTip(_ORT_TIPS[self.ort_does_it[cid]])
+                elif col == EFFECT_COLUMN and cid in self.effects:
+                    item.setToolTip(self.effects[cid][1])
                 else:
                     item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
                 if blocked:
@@ -277,6 +284,11 @@ class CandidatesPanel(QDockWidget):
     def set_ort_does_it(self, does_it: dict[str, bool | None] | None) -> None:
         """Per candidate, whether onnxruntime's own optimizer makes that fusion (None clears the column)."""
         self.ort_does_it = dict(does_it or {})
+        self.refresh()
+
+    def set_effects(self, effects: dict[str, tuple[str, str]] | None) -> None:
+        """Per candidate, the tune's measured effect (text, tooltip); None clears the column."""
+        self.effects = dict(effects or {})
         self.refresh()
 
     def _cost_cells(self, cid: str) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout,
 
 from fuseview.atomic import write_atomic
 from fuseview.errors import FuseviewError
+from fuseview.graph.scopes import common_scope
 
 ORIGINAL, FUSED = "original", "fused"
 COLORS = {
@@ -169,10 +170,7 @@ def short_label(name: str, prefix: str = "", chars: int = LABEL_CHARS) -> str:
 
 def strip_common_scope(names: list[str]) -> list[str]:
     """Node names less their shared scope ("/m/transformer/h.0/attn/Softmax" -> "h.0/attn/Softmax")."""
-    scopes = [n.split("/")[:-1] for n in names]
-    common = 0
-    while scopes and all(len(s) > common and s[common] == scopes[0][common] for s in scopes):
-        common += 1
+    common = len(common_scope([tuple(n.split("/")[:-1]) for n in names]))
     return ["/".join(n.split("/")[common:]) for n in names]
 
 

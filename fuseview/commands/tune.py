@@ -1,0 +1,172 @@
+"""`fuseview tune MODEL -o OUT`: keep only the fusions measured faster at the deployment's settings."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from fuseview.dims import parse_dim_args
+from fuseview.errors import FuseviewError
+
+HELP = "decide each fusion by measurement at the deployment's settings and write the fastest correct model"
+PROVIDERS = ("auto", "cpu", "cuda")
+ORT_LEVELS = ("disabled", "basic", "extended", "all")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `fuseview tune`."""
+    p.add_argument("model", help="path to an .onnx file (never modified)")
+    p.add_argument("-o", "--output", required=True, help="where to write the tuned model")
+    p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where it runs (default auto)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="onnxruntime intra-op threads (default 0: what onnxruntime would use)")
+    p.add_argument("--ort-opt", choices=ORT_LEVELS, default="all",
+                   help="onnxruntime's graph optimization level it deploys with (default all, its default)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="an input dim's value (default batch-like 1, sequence-like 128, others 1)")
+    p.add_argument("--inputs", metavar="FILE.npz", help="time and validate on these inputs")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
+                   help="time for the search; it stops early with the best set so far (default 120)")
+    p.add_argument("--runs", type=int, default=30, help="timed runs per model per batch of sessions (30)")
+    p.add_argument("--sessions", type=int, default=3, help="onnxruntime sessions per model per batch (3)")
+    p.add_argument("--threshold", type=float, default=0.02,
+                   help="smallest speed-up (fraction) called faster or slower (default 0.02: 2%%)")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 0.0001)")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")
+    p.add_argument("--seeds", type=int, default=3, help="sets of generated inputs to validate on (3)")
+    p.add_argument("--keep-neutral", action="store_true",
+                   help="keep fusions with no measurable difference (fewer nodes) instead of rejecting them")
+    p.add_argument("--no-write-unchanged", action="store_true",
+                   help="when no fusion helps, write no model (default: write the original unchanged)")
+    p.add_argument("--ort-optimizer", choices=("auto", "off", "bert", "gpt2"), default="auto",
+                   help="also time onnxruntime.transformers.optimizer's model (auto: when the type is known)")
+    p.add_argument("--json", metavar="REPORT", help="write the report (kind fuseview.tune, schema_version 1)")
+    p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions as a plan (fuse --plan)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+class _Progress:
+    """One stderr line per step (redrawn in place on a terminal)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def __call__(self, message: str, fraction: float) -> None:
+        line = f"[{time.monotonic() - self.t0:5.0f} s] {message}"
+        if self.tty:
+            print(f"\r{line[:110]:<110}", end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        """End the redrawn line."""
+        if self.tty:
+            print(file=sys.stderr, flush=True)
+
+
+def _checks(args: argparse.Namespace) -> None:
+    src, out = Path(args.model), Path(args.output)
+    if not src.is_file():
+        raise FuseviewError(f"{src}: no such model file")
+    if out.exists() and out.resolve() == src.resolve():
+        raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")
+    for label, value in (("-o", args.output), ("--json", args.json), ("--save-plan", args.save_plan)):
+        if value and not Path(value).resolve().parent.is_dir():
+            raise FuseviewError(f"{label} {value}: folder does not exist")
+    if args.inputs is not None and not Path(args.inputs).is_file():
+        raise FuseviewError(f"--inputs {args.inputs}: file not found")
+
+
+def print_summary(rep, out=None) -> None:
+    """The readable summary of a tune report: accept-all, groups, decisions, the final check."""
+    w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
+    c = rep.config
+    dims = ", ".join(f"{k}={v}" for k, v in c["dims"].items()) or "defaults"
+    w(f"model      {rep.model}")
+    w(f"settings   {c.get('provider_used') or c['provider']}, onnxruntime optimization {c['ort_opt']},"
+      f" threads {c['threads'] or 'onnxruntime default'}, dims {dims}, budget {c['budget_s']:g} s")
+    b = rep.baseline
+    if "accept_all" in b:
+        e = b["accept_all"]["effect"]
+        w(f"accept-all {b['accept_all']['accepted']} fusions: original/accept-all p50 {e['speedup_p50']:.2f}x"
+          f" [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}] {e['verdict']}")
+    if b.get("over_tolerance"):
+        w(f"accuracy   over tolerance (found by bisection): {', '.join(b['over_tolerance'])}")
+    if rep.groups:
+        w("groups     (time without / time with: >1 is faster with the group)")
+        for g in rep.groups:
+            eff = g.effect.text() if g.effect else "-"
+            w(f"  {g.rule:<24}{len(g.tested):>3} of {len(g.candidates):<3} {g.outcome:<11}{eff}")
+    w(f"decisions  {len(rep.accepted())} of {len(rep.decisions)} accepted")
+    for d in rep.decisions:
+        w(f"  {d.decision:<7} {d.candidate:<34} {d.reason}")
+    f = rep.final
+    w(f"final      chosen {f.chosen.replace('_', '-')}: {f.accepted} fusions, {f.nodes} nodes")
+    for label, e, note in (("original", f.against_original, ""),
+                           ("accept-all", f.against_accept_all, f.accept_all_note),
+                           ("ORT optimizer", f.against_ort_optimizer, f.ort_optimizer_note)):
+        if e is not None:
+            w(f"  {label}/chosen p50 {e.text()} ({e.runs} interleaved runs in {e.sessions} sessions each)")
+        elif note:
+            w(f"  {label}: {note}")
+    if f.max_abs is not None:
+        w(f"validate   max |diff| {f.max_abs:.2g}, max rel {f.max_rel:.2g}"
+          f" (atol {c['atol']:g}, rtol {c['rtol']:g})")
+    for n in rep.notes:
+        w(f"note       {n}")
+    w(f"tune took  {c['seconds']:.1f} s, {rep.measurements} measurements,"
+      f" {c.get('validations', 0)} validations" + (f" (stopped: {rep.stopped})" if rep.stopped else ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
+    from fuseview.tuning.run import tune_file
+    from fuseview.tuning.settings import TuneSettings
+
+    _checks(args)
+    settings = TuneSettings(
+        provider=args.provider, threads=args.threads, ort_opt=args.ort_opt, dims=parse_dim_args(args.dim),
+        inputs=args.inputs, budget_s=args.budget, runs=args.runs, sessions=args.sessions,
+        threshold=args.threshold, atol=args.atol, rtol=args.rtol, seeds=args.seeds,
+        keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer)
+    settings.check()
+    cancel = threading.Event()
+    progress = None if args.quiet else _Progress()
+
+    def on_sigint(_signum, _frame) -> None:
+        if cancel.is_set():  # a second Ctrl+C stops at once
+            raise KeyboardInterrupt
+        cancel.set()
+        print("\nfuseview: stopping: keeping the best set so far (Ctrl+C again to abort)", file=sys.stderr)
+
+    in_main = threading.current_thread() is threading.main_thread()  # signals go to the main thread only
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    try:
+        result = tune_file(args.model, settings, progress, cancel)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if progress:
+            progress.done()
+    rep = result.report
+    write = not (result.unchanged and args.no_write_unchanged)
+    rep.output = args.output if write else None
+    rep.plan = args.save_plan
+    print_summary(rep)
+    if write:
+        result.save_model(args.output)
+        print(f"wrote      {args.output}" + (" (the original, unchanged)" if result.unchanged else ""))
+    else:
+        print("wrote      nothing: no fusion helps (--no-write-unchanged)")
+    if args.save_plan:
+        result.plan.save(args.save_plan)
+        print(f"plan       {args.save_plan}")
+    if args.json:
+        rep.save(args.json)
+        print(f"report     {args.json}")
+    return 130 if rep.stopped == "cancelled" else 0

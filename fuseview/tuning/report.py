@@ -1,0 +1,234 @@
+"""The tune report (kind "fuseview.tune", schema_version 1): typed, written atomically, validated on load."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fuseview.atomic import write_text_atomic
+from fuseview.errors import FuseviewError
+from fuseview.safe_io import load_json
+from fuseview.stats import SpeedupEstimate
+
+KIND = "fuseview.tune"
+SCHEMA_VERSION = 1
+DECISIONS = ("accept", "reject")
+VERDICTS = ("faster", "slower", "no difference")
+CHOICES = ("tuned", "accept_all", "original")
+STOPS = (None, "budget", "cancelled")
+
+
+@dataclass
+class Effect:
+    """A measured speed-up: time without ÷ time with (>1: faster with it), its interval and verdict."""
+
+    speedup_p50: float
+    ci: tuple[float, float]
+    verdict: str
+    runs: int
+    sessions: int
+    against: str  # what the measurement compared with, e.g. "current best (3 accepted)"
+    warning: str | None = None
+
+    @classmethod
+    def of(cls, est: SpeedupEstimate, against: str) -> Effect:
+        """The effect an estimate states (model = without, against = with)."""
+        return cls(est.speedup_p50, (float(est.ci[0]), float(est.ci[1])), est.verdict, est.runs,
+                   est.sessions, against, est.noise.warning)
+
+    def text(self) -> str:
+        """'1.12x [1.05, 1.19] faster' (>1: faster with it)."""
+        return f"{self.speedup_p50:.2f}x [{self.ci[0]:.2f}, {self.ci[1]:.2f}] {self.verdict}"
+
+    def to_json(self) -> dict:
+        """JSON-ready dict (ci as a list)."""
+        d = asdict(self)
+        d["ci"] = [float(self.ci[0]), float(self.ci[1])]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict, where: str) -> Effect:
+        """Read and check one effect object."""
+        _need(d, {"speedup_p50": (int, float), "ci": list, "verdict": str, "runs": int, "sessions": int,
+                  "against": str}, where)
+        if d["verdict"] not in VERDICTS or len(d["ci"]) != 2:
+            raise FuseviewError(f"tune report: {where}: bad verdict or interval")
+        return cls(float(d["speedup_p50"]), (float(d["ci"][0]), float(d["ci"][1])), d["verdict"],
+                   d["runs"], d["sessions"], d["against"], d.get("warning"))
+
+
+class _Measured:
+    """A record with an `effect` (Effect or None): its JSON writes the effect as an object or null."""
+
+    effect: Effect | None
+
+    def to_json(self) -> dict:
+        """JSON-ready dict."""
+        d = asdict(self)  # type: ignore[call-overload]
+        d["effect"] = self.effect.to_json() if self.effect else None
+        return d
+
+
+@dataclass
+class Decision(_Measured):
+    """What tune decided for one candidate, why, and the figures it decided on."""
+
+    candidate: str
+    rule: str
+    decision: str  # "accept" | "reject"
+    reason: str
+    stage: str  # "group" | "candidate" | "accuracy" | "conflict" | "budget" | "final" | "apply"
+    effect: Effect | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+
+@dataclass
+class GroupResult(_Measured):
+    """The A/B of one rule's candidates together against the best set so far."""
+
+    rule: str
+    candidates: list[str]
+    tested: list[str]
+    outcome: str  # "accept" | "reject" | "mixed" (members tested one by one) | "not tested"
+    reason: str
+    effect: Effect | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+
+@dataclass
+class FinalCheck:
+    """The closing interleaved A/B of the chosen model against the original, accept-all, ORT's optimizer."""
+
+    chosen: str  # "tuned" | "accept_all" | "original"
+    accepted: int
+    nodes: int
+    against_original: Effect | None
+    against_accept_all: Effect | None
+    against_ort_optimizer: Effect | None
+    accept_all_note: str = ""
+    ort_optimizer_note: str = ""
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+    def to_json(self) -> dict:
+        """JSON-ready dict; speedup_p50/ci/verdict at the top are those against the original."""
+        o = self.against_original
+        return {
+            "chosen": self.chosen, "accepted": self.accepted, "nodes": self.nodes,
+            "speedup_p50": o.speedup_p50 if o else None, "ci": [o.ci[0], o.ci[1]] if o else None,
+            "verdict": o.verdict if o else None,
+            "against_original": o.to_json() if o else None,
+            "against_accept_all": self.against_accept_all.to_json() if self.against_accept_all else None,
+            "against_ort_optimizer": (self.against_ort_optimizer.to_json()
+                                      if self.against_ort_optimizer else None),
+            "accept_all_note": self.accept_all_note, "ort_optimizer_note": self.ort_optimizer_note,
+            "max_abs": self.max_abs, "max_rel": self.max_rel,
+        }
+
+
+@dataclass
+class TuneReport:
+    """Everything `fuseview tune` measured and decided; `to_json` is the documented file format."""
+
+    model: str | None
+    config: dict
+    baseline: dict
+    final: FinalCheck
+    groups: list[GroupResult] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    stopped: str | None = None  # None (finished), "budget" or "cancelled"
+    measurements: int = 0
+    notes: list[str] = field(default_factory=list)
+    output: str | None = None
+    plan: str | None = None
+
+    def accepted(self) -> list[str]:
+        """The accepted candidate ids."""
+        return [d.candidate for d in self.decisions if d.decision == "accept"]
+
+    def to_json(self) -> dict:
+        """The report object (kind fuseview.tune, schema_version 1)."""
+        from fuseview import __version__
+
+        return {
+            "kind": KIND, "schema_version": SCHEMA_VERSION, "fuseview_version": __version__,
+            "model": self.model, "output": self.output, "plan": self.plan, "config": dict(self.config),
+            "baseline": dict(self.baseline), "final": self.final.to_json(),
+            "groups": [g.to_json() for g in self.groups],
+            "decisions": [d.to_json() for d in self.decisions],
+            "stopped": self.stopped, "measurements": self.measurements, "notes": list(self.notes),
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the report as JSON, atomically."""
+        return write_text_atomic(Path(path), json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n")
+
+    @classmethod
+    def from_json(cls, d: object) -> TuneReport:
+        """Read a report object, checking every field it relies on (FuseviewError names the first bad one)."""
+        if not isinstance(d, dict) or d.get("kind") != KIND:
+            raise FuseviewError(f'not a fuseview tune report (missing "kind": "{KIND}")')
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise FuseviewError(
+                f"tune report: schema_version {d.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        _need(d, {"config": dict, "baseline": dict, "final": dict, "groups": list, "decisions": list,
+                  "measurements": int, "notes": list}, "report")
+        if d.get("stopped") not in STOPS:
+            raise FuseviewError(f"tune report: stopped {d.get('stopped')!r} is not one of {STOPS}")
+        _need(d["config"], {"provider": str, "ort_opt": str, "threads": int, "dims": dict,
+                            "budget_s": (int, float), "seconds": (int, float)}, "config")
+        f = d["final"]
+        _need(f, {"chosen": str, "accepted": int, "nodes": int}, "final")
+        if f["chosen"] not in CHOICES:
+            raise FuseviewError(f"tune report: final.chosen {f['chosen']!r} is not one of {CHOICES}")
+        final = FinalCheck(
+            f["chosen"], f["accepted"], f["nodes"], *(_effect(f.get(k), f"final.{k}") for k in (
+                "against_original", "against_accept_all", "against_ort_optimizer")),
+            str(f.get("accept_all_note", "")), str(f.get("ort_optimizer_note", "")), f.get("max_abs"),
+            f.get("max_rel"))
+        groups = []
+        for i, g in enumerate(d["groups"]):
+            _need(g, {"rule": str, "candidates": list, "tested": list, "outcome": str, "reason": str},
+                  f"groups[{i}]")
+            groups.append(GroupResult(g["rule"], list(g["candidates"]), list(g["tested"]), g["outcome"],
+                                      g["reason"], _effect(g.get("effect"), f"groups[{i}].effect"),
+                                      g.get("max_abs"), g.get("max_rel")))
+        decisions = []
+        for i, x in enumerate(d["decisions"]):
+            _need(x, {"candidate": str, "rule": str, "decision": str, "reason": str, "stage": str},
+                  f"decisions[{i}]")
+            if x["decision"] not in DECISIONS:
+                raise FuseviewError(
+                    f"tune report: decisions[{i}].decision {x['decision']!r} is not accept/reject")
+            decisions.append(Decision(x["candidate"], x["rule"], x["decision"], x["reason"], x["stage"],
+                                      _effect(x.get("effect"), f"decisions[{i}].effect"), x.get("max_abs"),
+                                      x.get("max_rel")))
+        return cls(d.get("model"), d["config"], d["baseline"], final, groups, decisions, d.get("stopped"),
+                   d["measurements"], [str(n) for n in d["notes"]], d.get("output"), d.get("plan"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TuneReport:
+        """Read a report file (bounded, regular file only); FuseviewError on bad input."""
+        return cls.from_json(load_json(Path(path), "report", "JSON tune report"))
+
+
+def _effect(d: object, where: str) -> Effect | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise FuseviewError(f"tune report: {where} must be an object or null")
+    return Effect.from_json(d, where)
+
+
+def _need(d: object, spec: dict, where: str) -> None:
+    if not isinstance(d, dict):
+        raise FuseviewError(f"tune report: {where} must be an object")
+    for key, kind in spec.items():
+        if key not in d:
+            raise FuseviewError(f"tune report: {where} has no {key!r}")
+        if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is not bool:
+            raise FuseviewError(f"tune report: {where}.{key} has the wrong type ({type(d[key]).__name__})")

@@ -1,0 +1,246 @@
+"""One tune from a model to a TuneResult: the search (tuning.search), the guarantee check, the final build."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from fuseview.atomic import save_model_atomic
+from fuseview.errors import FuseviewError
+from fuseview.fusion.pipeline import (
+    FuseOptions,
+    FuseOutcome,
+    build_fused,
+    dims_for,
+    load_for_fusion,
+    scan_for_fusion,
+    with_weights,
+)
+from fuseview.fusion.plan import ACCEPT, REJECT, Plan
+from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.runtime.profiling import Cancel, Cancelled
+from fuseview.stats import SpeedupEstimate
+from fuseview.tuning.report import Effect, FinalCheck, TuneReport
+from fuseview.tuning.search import FINAL_LABEL, BudgetSpent, Progress, Search
+from fuseview.tuning.settings import TuneSettings
+
+PREFERENCE = ("tuned", "original", "accept_all")  # ties go to fewer unproven changes
+
+
+@dataclass
+class TuneResult:
+    """What a tune chose: the report, the plan (every candidate decided), the models and the final build."""
+
+    report: TuneReport
+    plan: Plan
+    original: onnx.ModelProto
+    outcome: FuseOutcome | None  # the fused build of the accepted set; None when nothing is accepted
+
+    @property
+    def unchanged(self) -> bool:
+        """True when no fusion is kept (the model to write is the original)."""
+        return self.outcome is None
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The chosen model: the fused build, or the original when nothing helped."""
+        return self.outcome.model if self.outcome is not None else self.original
+
+    def save_model(self, path: str | os.PathLike) -> Path:
+        """Write the chosen model atomically."""
+        return save_model_atomic(self.model, path)
+
+
+def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
+    from fuseview.runtime.inputs import load_feeds, make_feeds
+
+    return load_feeds(s.inputs, model) if s.inputs else make_feeds(model, s.dims, s.seed)
+
+
+def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings) -> tuple[onnx.ModelProto | None, str]:
+    """onnxruntime.transformers.optimizer's model where it supports the type, else None and why."""
+    from fuseview.runtime.compare import check_same_signature
+    from fuseview.tuning.ort_optimizer import guess_model_type, ort_optimized
+
+    if s.ort_optimizer == "off":
+        return None, "not asked (--ort-optimizer off)"
+    kind = guess_model_type(model) if s.ort_optimizer == "auto" else s.ort_optimizer
+    if kind is None:
+        return None, "onnxruntime's transformers optimizer has no model type for this model (bert, gpt2)"
+    if search.elapsed() > 0.8 * s.budget_s:  # a rival, not the guarantee: it gives way to the budget
+        return None, f"not compared: the budget was spent (model type {kind}; --budget more to include it)"
+    search.say(f"onnxruntime's optimizer ({kind})")
+    try:
+        rival = ort_optimized(model, kind)
+        check_same_signature(model, rival)
+    except FuseviewError as exc:
+        return None, str(exc)
+    return rival, f"onnxruntime.transformers.optimizer, model type {kind}, opt_level 0"
+
+
+def _final(search: Search, accept_all: list[str], stopped: str | None,
+           rival: onnx.ModelProto | None, rival_note: str) -> tuple[FinalCheck, str]:
+    """The closing A/B of tuned, accept-all and the original (and ORT's optimizer): keep the fastest."""
+    tuned = list(search.best)
+    sets = {"original": [], "tuned": tuned, "accept_all": list(accept_all)}
+    names = ["original"] + (["tuned"] if tuned else [])
+    if accept_all and list(search.ordered(accept_all)) != list(search.ordered(tuned)):
+        names.append("accept_all")
+    note_all = "the tuned set is accept-all" if tuned and "accept_all" not in names else ""
+    if stopped == "cancelled" or len(names) == 1:
+        why = "cancelled: not measured" if stopped == "cancelled" else "no candidates to measure"
+        return FinalCheck("tuned" if tuned else "original", len(tuned), 0, None, None, None,
+                          note_all or why, why), ("tuned" if tuned else "original")
+    models: list = [search.ordered(sets[n]) for n in names] + ([rival] if rival is not None else [])
+    labels = names + (["ort_optimizer"] if rival is not None else [])
+    pairs = [(i, j) for i in range(len(models)) for j in range(len(models)) if i != j]
+    try:
+        est = search.measure(models, pairs, FINAL_LABEL)
+    except Cancelled:
+        raise
+    except FuseviewError as exc:  # onnxruntime refuses the rival: measure without it
+        if rival is None:
+            raise
+        rival, rival_note = None, f"cannot be timed: {exc}"
+        models, labels = models[:-1], labels[:-1]
+        pairs = [(i, j) for i in range(len(models)) for j in range(len(models)) if i != j]
+        est = search.measure(models, pairs, FINAL_LABEL)
+    at = {n: i for i, n in enumerate(labels)}
+
+    def e(x: str, y: str) -> SpeedupEstimate:  # speed-up of y over x
+        return est[(at[x], at[y])]
+
+    def beaten(x: str) -> bool:
+        return any(e(x, y).verdict == "faster" for y in names if y != x)
+
+    prefs = [n for n in PREFERENCE if n in names]
+    chosen = next((n for n in prefs if not beaten(n)),
+                  min(prefs, key=lambda n: search.latency_ms[at[n]]))
+    eff = lambda x: Effect.of(e(x, chosen), x.replace("_", "-"))  # noqa: E731
+    check = FinalCheck(
+        chosen, len(sets[chosen]), 0,
+        eff("original") if chosen != "original" else None,
+        eff("accept_all") if "accept_all" in names and chosen != "accept_all" else None,
+        eff("ort_optimizer") if rival is not None else None,
+        note_all or ("the chosen set is accept-all" if chosen == "accept_all" else ""), rival_note)
+    if chosen != "tuned" and tuned:
+        beat = next(y for y in names if y != "tuned" and e("tuned", y).verdict == "faster")
+        measured = Effect.of(e("tuned", beat), "tuned").text()
+        why = f"final check: {beat.replace('_', '-')} measured faster than the tuned set ({measured})"
+        search.best = list(search.ordered(sets[chosen]))
+        for cid in tuned:
+            if cid not in search.best:
+                search.decide(cid, REJECT, why, "final")
+        for cid in search.best:
+            search.decide(cid, ACCEPT, why, "final")
+    elif chosen == "accept_all":
+        why = f"final check: accept-all measured faster than the original ({check.against_original.text()})"
+        search.best = list(search.ordered(accept_all))
+        for cid in search.best:
+            search.decide(cid, ACCEPT, why, "final")
+    return check, chosen
+
+
+def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings | None = None,
+               path: str | None = None, base_dir: str | os.PathLike | None = None,
+               progress: Progress | None = None, cancel: Cancel = None) -> TuneResult:
+    """Decide every candidate of the scan by measurement; the result is never measured slower than the
+    original nor than accept-all (unless cancelled, when the best set so far is kept unchecked)."""
+    s = settings or TuneSettings()
+    s.check()
+    model = with_weights(model, base_dir)
+    search = Search(model, scan, s, _feeds(model, s), progress, cancel)
+    stopped = None
+    accept_all: list[str] = []
+    baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
+    # its share of the final check is kept aside; it is made at the end, if the budget still allows
+    from fuseview.tuning.ort_optimizer import guess_model_type
+
+    search.final_models += s.ort_optimizer in ("bert", "gpt2") or (
+        s.ort_optimizer == "auto" and guess_model_type(model) is not None)
+    try:
+        everything = list(search.ordered(Plan(scan.candidates).accept_all()))
+        if everything:
+            search.say("validating accept-all")
+            accept_all = everything
+            if not search.passes(everything):
+                v = search.figures(everything)
+                accept_all = search.repair_accuracy([], everything, "accuracy")
+                search.notes.append(
+                    f"accept-all breaks the tolerance ({v if isinstance(v, str) else v.figures()}): bisection"
+                    f" found {len(everything) - len(accept_all)} candidate(s) responsible in"
+                    f" {search.validations} validations")
+            baseline["over_tolerance"] = [c for c in everything if c not in accept_all]
+            if accept_all:
+                est = search.ab([], accept_all, "timing accept-all against the original")
+                baseline["latency_p50_ms"] = search.latency_ms[0]
+                baseline["accept_all"] = {"accepted": len(accept_all), "latency_p50_ms": search.latency_ms[1],
+                                          "effect": Effect.of(est, "original").to_json()}
+                if est.verdict == "faster":  # top-down: start from accept-all, take out what slows it
+                    search.start_from(accept_all, Effect.of(est, "original"))
+                    search.prune_groups(search.rule_groups())
+            search.run_groups(search.rule_groups())  # bottom-up, or the candidates accept-all left out
+            search.refine()
+    except Cancelled:
+        stopped = "cancelled"
+    except BudgetSpent:
+        stopped = "budget"
+    if stopped:
+        search.notes.append(
+            f"stopped early ({stopped}) after {search.elapsed():.0f} s: the best set so far is kept")
+        why = f"not measured: {'cancelled' if stopped == 'cancelled' else 'budget spent'}"
+        search.reject_undecided(why)
+        for g in search.groups:
+            if g.outcome == "not tested" and not g.reason:
+                g.reason = why
+    if search.best:
+        v = search.figures(search.best)
+        if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
+            search.best = search.repair_accuracy([], search.best, "final")
+    try:
+        rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
+            _rival(search, model, s)
+        check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
+    except Cancelled:
+        stopped = "cancelled"
+        check = FinalCheck("tuned" if search.best else "original", len(search.best), 0, None, None, None,
+                           "cancelled: not measured", "cancelled: not measured")
+    for c in scan.candidates:  # anything accepted is in the best set, and everything is decided
+        if c.id not in search.decisions:
+            search.decide(c.id, REJECT, "not measured", "budget")
+    plan = search.plan(path)
+    outcome = None
+    if plan.accepted():
+        options = FuseOptions(dims=dict(s.dims), inputs=s.inputs, seeds=s.seeds, seed=s.seed, atol=s.atol,
+                              rtol=s.rtol, validate=True, strict=True)
+        outcome = build_fused(model, scan, plan.accepted(), options)
+        v = outcome.validation
+        check.max_abs, check.max_rel = (v.max_abs, v.max_rel) if v else (None, None)
+    check.nodes = len((outcome.model if outcome else model).graph.node)
+    check.accepted = len(plan.accepted())
+    if not plan.accepted():
+        search.notes.append("no fusion made this model measurably faster here: the original is kept")
+    config = {**s.to_json(), "dims": dict(scan.index.dims_used),  # the dims used, defaults resolved
+              "provider_used": search.provider.get("provider"),
+              "seconds": round(search.elapsed(), 3), "validations": search.validations}
+    report = TuneReport(path, config, baseline, check, search.groups,
+                        [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,
+                        search.notes)
+    return TuneResult(report, plan, model, outcome)
+
+
+def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, progress: Progress | None = None,
+              cancel: Cancel = None, rules=None) -> TuneResult:
+    """Load, scan (with the settings' dims) and tune a model file; `rules` replaces the rule catalogue."""
+    s = settings or TuneSettings()
+    p = Path(path)
+    model = load_for_fusion(p)
+    dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
+    if rules is None:
+        scan = scan_for_fusion(model, dims, p)
+    else:
+        scan = scan_model(model, dims, rules, base_dir=p.parent, path=str(p))
+    return tune_model(model, scan, s, str(p), p.parent, progress, cancel)

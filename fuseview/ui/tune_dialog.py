@@ -1,0 +1,198 @@
+"""Fusion → Tune…: the settings dialog, the tune as a background job with progress and stop, and its results
+set as the candidates' decisions and measured effects (the user can still override every one)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QProgressDialog,
+    QSpinBox,
+    QWidget,
+)
+
+from fuseview.tuning.settings import TuneSettings
+
+PROVIDERS = ("auto", "cpu", "cuda")
+ORT_LEVELS = ("all", "extended", "basic", "disabled")
+
+
+class TuneDialog(QDialog):
+    """Where the model is deployed (provider, threads, onnxruntime level) and how long tune may search."""
+
+    def __init__(self, parent: QWidget | None = None, settings: TuneSettings | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Tune fusions by measurement")
+        s = settings or TuneSettings()
+        form = QFormLayout(self)
+        self.provider = QComboBox()
+        self.provider.addItems(PROVIDERS)
+        self.provider.setCurrentText(s.provider)
+        self.threads = QSpinBox()
+        self.threads.setRange(0, os.cpu_count() or 1)
+        self.threads.setValue(s.threads)
+        self.threads.setSpecialValueText("onnxruntime's default")
+        self.ort_opt = QComboBox()
+        self.ort_opt.addItems(ORT_LEVELS)
+        self.ort_opt.setCurrentText(s.ort_opt)
+        self.ort_opt.setToolTip("onnxruntime's graph optimization level the model is deployed with"
+                                " (all is onnxruntime's default)")
+        self.budget = QSpinBox()
+        self.budget.setRange(5, 3600)
+        self.budget.setSuffix(" s")
+        self.budget.setValue(int(s.budget_s))
+        self.keep_neutral = QCheckBox("Keep fusions with no measurable difference (fewer nodes)")
+        self.keep_neutral.setChecked(s.keep_neutral)
+        for label, w in (("Provider", self.provider), ("Threads", self.threads),
+                         ("ORT optimization", self.ort_opt), ("Budget", self.budget),
+                         ("", self.keep_neutral)):
+            form.addRow(label, w)
+        ok, cancel = QDialogButtonBox.StandardButton.Ok, QDialogButtonBox.StandardButton.Cancel
+        buttons = QDialogButtonBox(ok | cancel)
+        buttons.button(ok).setText("Tune")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def settings(self, dims: dict[str, int] | None = None) -> TuneSettings:
+        """The TuneSettings the dialog shows."""
+        return TuneSettings(provider=self.provider.currentText(), threads=self.threads.value(),
+                            ort_opt=self.ort_opt.currentText(), budget_s=float(self.budget.value()),
+                            keep_neutral=self.keep_neutral.isChecked(), dims=dict(dims or {}))
+
+
+def effect_cell(decision) -> tuple[str, str]:
+    """The candidates dock's 'Measured effect' text and tooltip for one tune decision."""
+    e = decision.effect
+    text = "-" if e is None else f"{e.speedup_p50:.2f}x {e.verdict}"
+    tip = [f"tune: {decision.decision} — {decision.reason}"]
+    if e is not None:
+        tip.append(f"time without ÷ time with: {e.text()} (95% CI, {e.runs} runs in {e.sessions} sessions,"
+                   f" against {e.against})")
+    if decision.max_abs is not None:
+        tip.append(f"max |diff| {decision.max_abs:.2g}, max rel {decision.max_rel:.2g}")
+    return text, "\n".join(tip)
+
+
+class TuneRunner(QObject):
+    """Runs `fuseview tune` for the workbench's model in the background and applies what it decided."""
+
+    finished = Signal(object)  # the TuneResult, after its decisions were set
+    failed = Signal(str)
+
+    def __init__(self, workbench) -> None:
+        super().__init__(workbench)
+        self.wb = workbench
+        self.job = None
+        self.stop = threading.Event()
+        self.progress_dialog: QProgressDialog | None = None
+        self.last_settings = TuneSettings()
+        self.result = None
+
+    def install(self, menu) -> None:
+        """Add Fusion → Tune… to a menu."""
+        act = menu.addAction("&Tune…")
+        act.setToolTip("Decide every candidate by measurement at the deployment's settings (fuseview tune)")
+        act.triggered.connect(self.ask)
+        self.action = act
+
+    def _path(self):
+        doc = self.wb.root_doc
+        return doc.path if doc is not None and self.wb.decisions is not None else None
+
+    def ask(self) -> None:
+        """Show the settings dialog and start the tune."""
+        if self._path() is None:
+            self.wb.win.statusBar().showMessage("Open a model and wait for its scan before tuning.", 6000)
+            return
+        dialog = TuneDialog(self.wb.win, self.last_settings)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.start(dialog.settings(self._dims()))
+
+    def _dims(self) -> dict[str, int]:
+        scan = self.wb.decisions.scan if self.wb.decisions is not None else None
+        return dict(scan.index.dims_used) if scan is not None else {}
+
+    def start(self, settings: TuneSettings):
+        """Tune in a worker thread with a progress dialog; Stop keeps the best set so far."""
+        from fuseview.tuning.run import tune_file
+
+        path = self._path()
+        if path is None or (self.job is not None and self.job.running):
+            return None
+        self.last_settings = settings
+        self.stop = threading.Event()
+        stop = self.stop
+        dlg = QProgressDialog("Tuning…", "Stop (keep the best so far)", 0, 1000, self.wb.win)
+        dlg.setWindowTitle("Tune")
+        dlg.setWindowModality(Qt.WindowModality.WindowModal)
+        dlg.setMinimumDuration(0)
+        dlg.canceled.connect(stop.set)
+        self.progress_dialog = dlg
+
+        def work(progress):
+            # Stop keeps the best set so far; a cancelled job (the window closing) stops the search too
+            return tune_file(path, settings, progress, lambda: stop.is_set() or progress.cancelled)
+
+        self.job = self.wb.win.runner.start(work, "tune", self._progress, self._done, self._failed,
+                                            self._cancelled, kind="tune")
+        return self.job
+
+    def cancel(self) -> None:
+        """Stop the search; the result (the best set so far) still arrives."""
+        self.stop.set()
+
+    def _close_progress(self) -> None:
+        if self.progress_dialog is not None:
+            self.progress_dialog.canceled.disconnect()
+            self.progress_dialog.close()
+            self.progress_dialog.deleteLater()
+            self.progress_dialog = None
+
+    def _progress(self, job, message: str, fraction: float) -> None:
+        if job is self.job and self.progress_dialog is not None:
+            self.progress_dialog.setLabelText(message)
+            self.progress_dialog.setValue(int(1000 * min(max(fraction, 0.0), 0.999)))
+
+    def _done(self, job, result) -> None:
+        if job is not self.job:
+            return
+        self._close_progress()
+        self.result = result
+        self.apply(result)
+        self.finished.emit(result)
+
+    def _failed(self, job, exc) -> None:
+        if job is not self.job:
+            return
+        self._close_progress()
+        self.wb.win.statusBar().showMessage(f"Tune failed: {exc}", 15000)
+        self.failed.emit(str(exc))
+
+    def _cancelled(self, job) -> None:  # the window closed under it
+        if job is self.job:
+            self._close_progress()
+
+    def apply(self, result) -> None:
+        """Set the tune's decisions (one undoable step) and show each candidate's measured effect."""
+        d = self.wb.decisions
+        if d is None:
+            return
+        rep = result.report
+        mine = [x for x in rep.decisions if x.candidate in d.by_id]
+        d.set_many({x.candidate: x.decision for x in mine})  # the session hears it (decisions event)
+        self.wb.panel.set_effects({x.candidate: effect_cell(x) for x in mine})
+        self.wb.panel.changed.emit()
+        f = rep.final
+        vs = f" · chosen/original {f.against_original.text()}" if f.against_original else ""
+        stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
+        self.wb.win.statusBar().showMessage(
+            f"Tune kept {len(rep.accepted())} of {len(rep.decisions)} fusions ({f.chosen}){vs}{stopped};"
+            " Apply builds it", 30000)

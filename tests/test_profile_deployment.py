@@ -1,0 +1,53 @@
+"""The profile headline is measured at the deployment's onnxruntime level (default all); the per-node
+profile keeps onnxruntime's optimizations off; an interval too wide to say anything says so."""
+
+from __future__ import annotations
+
+import onnx
+
+from fuseview.cli import main
+from fuseview.runtime import samples
+from fuseview.runtime.report import load_report, undecidable, verdict_line
+
+from .test_ab_verdict import with_noop_chain
+
+
+def test_default_headline_is_at_ort_all_and_attribution_at_disabled(tmp_path, capsys):
+    base = samples.gelu_original(hidden=16, inner=32)
+    a, slow, out = tmp_path / "a.onnx", tmp_path / "slow.onnx", tmp_path / "r.json"
+    onnx.save(base, a)
+    onnx.save(with_noop_chain(base, 400), slow)
+    rc = main(["profile", str(a), "--against", str(slow), "--runs", "40", "--threads", "1", "--profile-runs",
+               "3", "--dim", "seq=8", "--json", str(out), "--quiet", "--threshold", "0.05"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    (line,) = [ln for ln in cap.out.splitlines() if ln.startswith("verdict: ")]
+    assert line.endswith("at onnxruntime optimization all"), line
+    # onnxruntime's own optimizer drops the 400 Identity nodes: where it deploys, they cost nothing
+    assert "slower" not in line.split(":")[1], line
+    assert "latency at ort optimization all, per-node times at disabled (optimizations off" in cap.out
+    rep = load_report(out)
+    assert rep["comparison"]["latency"]["ort_opt"] == "all"
+    assert [m["ort_opt_level"] for m in rep["models"]] == ["disabled", "disabled"]
+    assert [m["latency_ort_opt"] for m in rep["models"]] == ["all", "all"]
+    # the per-node profile still has the model's own nodes: the padded one shows its Identity chain
+    slow_ops = {o["op_type"]: o["nodes"] for o in rep["models"][1]["op_types"]}
+    assert slow_ops.get("Identity") == 400
+
+
+def _lat(lo: float, hi: float, threshold: float = 0.02) -> dict:
+    return {"ci": [lo, hi], "threshold": threshold, "level": 0.95, "speedup_p50": (lo * hi) ** 0.5,
+            "verdict": "no difference", "runs": 30, "method": "interleaved", "ort_opt": "all",
+            "noise": {"cv_model": 0.3, "cv_against": 0.3, "warning": None, "cv_paired": 0.4}}
+
+
+def test_an_interval_wider_than_ten_thresholds_cannot_tell():
+    wide = _lat(0.6, 1.7)
+    why = undecidable(wide)
+    assert why is not None and "±20%" in why and "runs per model" in why
+    assert undecidable({**wide, "verdict": "faster", "ci": [1.3, 2.2]}) is None  # excludes 1: it tells
+    line = verdict_line({"comparison": {"latency": wide}})
+    assert line.startswith("verdict: cannot tell on this machine now, at onnxruntime optimization all:")
+    assert "0.6" in line and "1.7" in line  # the interval, not a bare point estimate
+    assert undecidable(_lat(0.9, 1.1)) is None
+    assert verdict_line({"comparison": {"latency": _lat(0.9, 1.1)}}).startswith("verdict: no difference")

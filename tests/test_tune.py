@@ -1,0 +1,256 @@
+"""`fuseview tune`: real onnxruntime timings decide; a slower fusion is rejected, a wrong one is found by
+bisection, the saved plan re-applies to the same bytes, and a cancelled tune keeps a valid best-so-far."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from fuseview.cli import main
+from fuseview.errors import FuseviewError
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules import catalogue
+from fuseview.tuning.report import TuneReport
+from fuseview.tuning.run import tune_file
+from fuseview.tuning.settings import TuneSettings
+
+from .conftest import ASSET_MODELS, ROOT
+
+MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
+CONV = ASSET_MODELS / "convnet_bn_relu_ts17.onnx"
+# one intra-op thread: on a machine whose cores are shared, a thread pool makes runs bimodal
+FAST = dict(runs=15, sessions=3, max_batches=2, warmup=2, seeds=1, ort_optimizer="off", threads=1)
+
+
+def _rule(name: str) -> Rule:
+    return next(r for r in catalogue() if r.name == name)
+
+
+def _detour_replace(m, repeats: int = 4) -> list[Replacement]:
+    """Gelu, then MatMuls by the identity: the same values, several wide matrix products more to compute
+    (each about twice the model's own work at these widths), so the slowdown shows on a loaded machine."""
+    width = int(m.shape("x")[-1])
+    out = m.outputs[0]
+    eye = f"{out}_identity"
+    steps = [f"{out}_gelu"] + [f"{out}_eye{i}" for i in range(1, repeats)] + [out]
+    reps = [Replacement([m["x"]], op="Gelu", domain=MS_DOMAIN, outputs=[steps[0]],
+                        initializers={eye: np.eye(width, dtype=np.float32)})]
+    reps += [Replacement([a, eye], op="MatMul", domain="", outputs=[b])
+             for a, b in zip(steps, steps[1:], strict=False)]
+    return reps
+
+
+def slow_gelu_rule() -> Rule:
+    """erf-GELU -> Gelu followed by an identity MatMul: a real "fusion" that is genuinely slower."""
+    g = _rule("gelu_erf")
+    return Rule(name="gelu_detour", description="erf-GELU -> Gelu + identity MatMul (slower on purpose)",
+                fused_op="Gelu", domain=MS_DOMAIN, runs_on=("cpu",), patterns=g.patterns, check=g.check,
+                replace=_detour_replace)
+
+
+def tanh_gelu_rule() -> Rule:
+    """erf-GELU -> FastGelu (the tanh approximation): off by up to ~1e-3, a real numeric error."""
+    g = _rule("gelu_erf")
+    return Rule(name="gelu_as_tanh", description="erf-GELU -> FastGelu (an approximation)",
+                fused_op="FastGelu", domain=MS_DOMAIN, runs_on=("cpu",), patterns=g.patterns, check=g.check,
+                replace=lambda m: Replacement([m["x"]]))
+
+
+def test_a_slower_fusion_is_rejected_and_the_original_kept():
+    res = tune_file(MLP, TuneSettings(budget_s=60, **{**FAST, "max_batches": 3}), rules=[slow_gelu_rule()])
+    rep = res.report
+    assert len(rep.decisions) == 2 and all(d.rule == "gelu_detour" for d in rep.decisions)
+    assert all(d.decision == "reject" for d in rep.decisions)
+    (group,) = rep.groups
+    assert group.effect is not None and group.effect.verdict == "slower", group.reason
+    assert group.effect.speedup_p50 < 0.7  # time without / time with: well below 1
+    assert rep.final.chosen == "original" and res.unchanged and res.plan.accepted() == []
+    assert rep.baseline["accept_all"]["effect"]["verdict"] == "slower"
+
+
+def _identity_check(m) -> str | None:
+    w = m.value("w")
+    if w is None or w.ndim != 2 or w.shape[0] != w.shape[1] or not np.array_equal(w, np.eye(len(w))):
+        return "not an identity matrix"
+    return None
+
+
+def drop_identity_rule() -> Rule:
+    """MatMul by an identity matrix -> Identity: the same values without the matrix product (much faster)."""
+    return Rule(name="drop_identity_matmul", description="MatMul(x, I) -> x", fused_op="Identity", domain="",
+                runs_on=("cpu",), patterns=(lambda op, x: op.MatMul(x, op.constant("w")),),
+                check=_identity_check, replace=lambda m: Replacement([m["x"]]))
+
+
+def test_when_accept_all_is_faster_tune_starts_from_it_and_keeps_what_helps(tmp_path):
+    # a model with real waste in it: the detour GELUs of the slower rule, written out as a model
+    from fuseview.fusion.apply import apply_candidates
+    from fuseview.fusion.scan import scan_model
+
+    base = onnx.load(str(MLP))
+    scan = scan_model(base, {}, [slow_gelu_rule()])
+    wasteful = tmp_path / "wasteful.onnx"
+    onnx.save(apply_candidates(base, scan, [c.id for c in scan.candidates]).model, wasteful)
+    res = tune_file(wasteful, TuneSettings(budget_s=90, **FAST), rules=[drop_identity_rule(), *catalogue()])
+    rep = res.report
+    assert rep.baseline["accept_all"]["effect"]["verdict"] == "faster"
+    drops = [d for d in rep.decisions if d.rule == "drop_identity_matmul"]
+    assert len(drops) == 8 and all(d.decision == "accept" for d in drops), [d.reason for d in drops]
+    assert all("accept-all" in d.reason or "its group is faster" in d.reason for d in drops)
+    (group,) = [g for g in rep.groups if g.rule == "drop_identity_matmul"]
+    assert group.outcome == "accept" and group.effect.verdict == "faster" and group.effect.speedup_p50 > 1.5
+    assert rep.final.chosen == "tuned" and rep.final.against_original.verdict == "faster"
+
+
+def test_bisection_finds_the_fusions_that_break_the_tolerance():
+    # the catalogue's own GELU rules (and FusedMatMul, which would take the same nodes first) make way
+    # for the approximating rule, so accept-all holds its two candidates beside the exact LayerNorm ones
+    skip = ("gelu_erf", "bias_gelu_erf", "fused_matmul")
+    rules = [r for r in catalogue() if r.name not in skip] + [tanh_gelu_rule()]
+    settings = TuneSettings(budget_s=60, atol=1e-5, rtol=1e-4, **FAST)
+    res = tune_file(MLP, settings, rules=rules)
+    rep = res.report
+    wrong = {d.candidate for d in rep.decisions if d.rule == "gelu_as_tanh"}
+    assert len(wrong) == 2
+    assert set(rep.baseline["over_tolerance"]) == wrong
+    assert rep.baseline["accept_all"]["accepted"] == len(rep.decisions) - 2 - 2  # minus the conflicting
+    for d in rep.decisions:
+        if d.candidate in wrong:
+            assert d.decision == "reject" and d.stage == "accuracy" and d.reason.startswith("accuracy: over")
+            assert d.max_abs is not None and d.max_abs > 1e-5
+        else:
+            assert d.stage != "accuracy", d
+    assert any("bisection found 2 candidate(s)" in n for n in rep.notes)
+    # the accepted set, whatever the timings chose, is within the tight tolerance
+    if res.outcome is not None:
+        assert res.outcome.validation is not None and res.outcome.validation.ok
+
+
+def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
+    out, plan, report = tmp_path / "tuned.onnx", tmp_path / "plan.json", tmp_path / "tune.json"
+    rc = main(["tune", str(CONV), "-o", str(out), "--budget", "40", "--runs", "8", "--sessions", "2",
+               "--keep-neutral", "--threads", "1", "--save-plan", str(plan), "--json", str(report),
+               "--quiet"])
+    assert rc == 0, capsys.readouterr()
+    rep = TuneReport.load(report)
+    assert rep.output == str(out) and rep.plan == str(plan)
+    saved = json.loads(plan.read_text())
+    assert {d["id"] for d in saved["decisions"]} == {d.candidate for d in rep.decisions}
+    refused = tmp_path / "fused.onnx"
+    assert main(["fuse", str(CONV), "--plan", str(plan), "-o", str(refused)]) == 0
+    assert out.read_bytes() == refused.read_bytes()
+    accepted = [d["id"] for d in saved["decisions"] if d["decision"] == "accept"]
+    assert accepted == rep.accepted()
+    assert len(onnx.load(str(out)).graph.node) == rep.final.nodes
+
+
+def test_cancel_keeps_a_valid_best_so_far():
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def progress(message: str, _fraction: float) -> None:
+        seen.append(message)
+        if sum(m.startswith("timing") for m in seen) >= 3:  # after the first group's measurement
+            cancel.set()
+
+    res = tune_file(MLP, TuneSettings(budget_s=120, **FAST), progress=progress, cancel=cancel)
+    rep = res.report
+    assert rep.stopped == "cancelled"
+    assert len(rep.decisions) == 10 and {d.decision for d in rep.decisions} <= {"accept", "reject"}
+    assert any(d.reason == "not measured: cancelled" for d in rep.decisions)
+    assert res.plan.accepted() == rep.accepted()
+    for d in rep.decisions:
+        if d.decision == "accept":
+            assert d.effect is not None and d.effect.verdict in ("faster", "no difference")
+    if res.outcome is not None:
+        assert res.outcome.validation.ok
+    TuneReport.from_json(json.loads(json.dumps(rep.to_json())))
+
+
+def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
+    out, report = tmp_path / "tuned.onnx", tmp_path / "tune.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fuseview", "tune", str(MLP), "-o", str(out), "--budget", "300",
+         "--json", str(report), "--runs", "8", "--sessions", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # wait until the search is under way
+        if "timing" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "keeping the best set so far" in stderr
+    rep = TuneReport.load(report)
+    assert rep.stopped == "cancelled"
+    onnx.checker.check_model(onnx.load(str(out)))
+    assert "wrote" in stdout
+
+
+def test_report_round_trip_and_bad_reports(tmp_path):
+    res = tune_file(CONV, TuneSettings(budget_s=20, **FAST))
+    d = res.report.to_json()
+    assert d["kind"] == "fuseview.tune" and d["schema_version"] == 1
+    for key in ("provider", "ort_opt", "threads", "dims", "budget_s", "seconds"):
+        assert key in d["config"]
+    assert d["config"]["ort_opt"] == "all"
+    back = TuneReport.from_json(json.loads(json.dumps(d)))
+    assert back.to_json() | {"fuseview_version": None} == d | {"fuseview_version": None}
+    for bad in ({**d, "kind": "x"}, {**d, "schema_version": 2}, {**d, "decisions": [{"candidate": 1}]},
+                {**d, "final": {**d["final"], "chosen": "mine"}}):
+        with pytest.raises(FuseviewError):
+            TuneReport.from_json(bad)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tune", "missing.onnx", "-o", "x.onnx"], "no such model file"),
+    (["tune", str(CONV), "-o", "out.onnx", "--budget", "0"], "--budget"),
+    (["tune", str(CONV), "-o", str(CONV)], "refusing to overwrite"),
+    (["tune", str(CONV), "-o", "nodir/out.onnx"], "folder does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, words, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fuseview: error:") and words in err[0], err
+
+
+def test_python_api_tunes_a_model_in_memory():
+    import fuseview
+
+    model = onnx.load(str(CONV))
+    res = fuseview.tune(model, budget_s=20, **FAST)
+    assert res.report.model is None and len(res.report.decisions) == len(fuseview.scan(CONV).candidates)
+    assert res.report.final.chosen in ("tuned", "original", "accept_all")
+    with pytest.raises(TypeError):
+        fuseview.tune(CONV, no_such_setting=1)
+
+
+def test_settings_defaults_are_the_pipelines():
+    from fuseview.fusion import validate
+    from fuseview.tuning import settings
+
+    assert (settings.ATOL, settings.RTOL, settings.DEFAULT_SEEDS) == (validate.ATOL, validate.RTOL,
+                                                                      validate.DEFAULT_SEEDS)
+    s = TuneSettings()
+    assert s.ort_opt == "all" and s.budget_s == 120 and s.threads == 0
+
+
+def test_importing_fuseview_stays_cheap_and_tune_is_lazy():
+    code = ("import sys, fuseview; assert 'onnxruntime' not in sys.modules; f = fuseview.tune;"
+            " assert callable(f) and 'onnxruntime' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert out.stdout.strip() == "ok"
+    assert Path(MLP).is_file()

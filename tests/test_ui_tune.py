@@ -1,0 +1,75 @@
+"""Fusion → Tune… in the real window (offscreen): a background tune with a real onnxruntime measurement sets
+the decisions and fills the candidates dock's measured-effect column; Stop keeps the best set so far."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuseview.tuning.settings import TuneSettings
+from fuseview.ui.candidates_panel import COLUMNS, EFFECT_COLUMN
+from fuseview.ui.main_window import MainWindow
+from fuseview.ui.tune_dialog import TuneDialog
+
+from .conftest import ASSET_MODELS
+from .test_ui_workbench import open_scanned, win  # noqa: F401 - the window fixture
+
+MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
+MS = 120_000
+FAST = dict(runs=15, sessions=3, max_batches=1, warmup=2, seeds=1, ort_optimizer="off", budget_s=60)
+
+
+@pytest.fixture
+def tuned_win(win, qtbot) -> MainWindow:  # noqa: F811 - the imported fixture
+    open_scanned(qtbot, win, MLP)
+    return win
+
+
+def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(tuned_win, qtbot):
+    texts = [a.text() for a in tuned_win.workbench.fusion_menu.actions()]
+    assert "&Tune…" in texts
+    dialog = TuneDialog(tuned_win, TuneSettings())
+    qtbot.addWidget(dialog)
+    dialog.threads.setValue(1)
+    dialog.budget.setValue(30)
+    s = dialog.settings({"seq": 16})
+    assert (s.ort_opt, s.threads, s.budget_s, s.dims) == ("all", 1, 30.0, {"seq": 16})
+    assert COLUMNS[EFFECT_COLUMN] == "Measured effect"
+
+
+def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot):
+    wb = tuned_win.workbench
+    with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
+        assert wb.tuner.start(TuneSettings(threads=1, **FAST)) is not None
+    rep = sig.args[0].report
+    d = wb.decisions
+    assert sorted(d.accepted()) == sorted(rep.accepted())
+    for x in rep.decisions:
+        assert d.plan.state(x.candidate) == x.decision
+    table = wb.panel.table
+    shown = {}
+    for row in range(table.rowCount()):
+        cid = table.item(row, 0).data(256)
+        shown[cid] = (table.item(row, EFFECT_COLUMN).text(), table.item(row, EFFECT_COLUMN).toolTip())
+    measured = [x for x in rep.decisions if x.effect is not None]
+    assert measured
+    for x in measured:
+        text, tip = shown[x.candidate]
+        assert text == f"{x.effect.speedup_p50:.2f}x {x.effect.verdict}" and x.reason in tip
+    # the user overrides a decision: one undoable step on top of the tune's
+    some = rep.decisions[0].candidate
+    wb.panel.select_id(some)
+    (wb.panel.reject_current if d.plan.state(some) == "accept" else wb.panel.accept_current)()
+    assert d.plan.state(some) != rep.decisions[0].decision
+    wb.panel.undo()
+    assert d.plan.state(some) == rep.decisions[0].decision
+
+
+def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
+    wb = tuned_win.workbench
+    with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
+        wb.tuner.start(TuneSettings(threads=1, **FAST))
+        wb.tuner.cancel()
+    rep = sig.args[0].report
+    assert rep.stopped == "cancelled"
+    assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
+    assert "stopped: cancelled" in tuned_win.statusBar().currentMessage()
