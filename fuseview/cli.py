@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import pkgutil
 import sys
@@ -12,7 +13,7 @@ from types import ModuleType
 import fuseview.commands
 from fuseview.atomic import check_output, clear_inputs, register_input
 from fuseview.errors import FuseviewError, user_error_message
-from fuseview.textsafe import EscapingStream, one_line
+from fuseview.textsafe import EscapingStream, one_line, shorten
 
 # A first argument that is not a subcommand is a model or an option of `open` (`fuseview model.onnx`,
 # `fuseview --screenshot demo.png`).
@@ -50,12 +51,37 @@ def _register_inputs(args: argparse.Namespace) -> None:
                 register_input(v)
 
 
+# Output arguments that take `-` for stdout (the report printed instead of written, as `scan --json`).
+STDOUT_ARGS = frozenset({"json"})
+_FLAGS = {"output": "-o", "save_plan": "--save-plan", "screenshot": "--screenshot", "json": "--json",
+          "export": "--export"}
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
-    # fail before any work: an output that is an input, a device, a FIFO or a folder
-    for name in OUTPUT_ARGS:
+    # fail before any work: an output that is an input, a link, a device, a FIFO, a folder, or empty
+    seen: list[tuple[str, str]] = []
+    for name in sorted(OUTPUT_ARGS):
         value = getattr(args, name, None)
-        if isinstance(value, str) and value:
-            check_output(value)
+        if not isinstance(value, str):
+            continue
+        flag = _FLAGS.get(name, f"--{name}")
+        if value == "":
+            hint = ", or - for stdout" if name in STDOUT_ARGS else ""
+            raise FuseviewError(f"{flag} '': an empty file name (give a path{hint})")
+        if value == "-" and name in STDOUT_ARGS:
+            continue
+        check_output(value)
+        for other_flag, other in seen:
+            if _same_file(value, other):
+                raise FuseviewError(f"{flag} {value}: the same file as {other_flag} {other}; give two paths")
+        seen.append((flag, value))
 
 
 def _check_threads(args: argparse.Namespace) -> None:
@@ -63,6 +89,36 @@ def _check_threads(args: argparse.Namespace) -> None:
     cpus = os.cpu_count() or 1
     if isinstance(threads, int) and not 0 <= threads <= cpus:
         raise FuseviewError(f"--threads {threads}: must be 0 (onnxruntime chooses) to {cpus} (the CPUs)")
+
+
+# dest -> (flag, lowest, highest): counts past these cost hours or gigabytes and say nothing more
+NUMBER_BOUNDS: dict[str, tuple[str, float, float]] = {
+    "runs": ("--runs", 1, 100_000),
+    "warmup": ("--warmup", 0, 10_000),
+    "profile_runs": ("--profile-runs", 1, 1_000),
+    "sessions": ("--sessions", 1, 100),
+    "seeds": ("--seeds", 1, 1_000),
+    "seed": ("--seed", 0, 2**32 - 1),  # numpy's seeds are unsigned
+    "steps": ("--steps", 1, 10**9),
+    "top": ("--top", 0, 100_000),
+    "scale": ("--scale", 1e-3, 64.0),
+    "threshold": ("--threshold", 0.0, 10.0),
+    "atol": ("--atol", 0.0, 1e30),
+    "rtol": ("--rtol", 0.0, 1e30),
+}
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    for name, (flag, lo, hi) in NUMBER_BOUNDS.items():
+        value = getattr(args, name, None)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise FuseviewError(f"{flag} {shorten(str(value), 40)}: must be from {_num(lo)} to {_num(hi)}")
 
 
 # Commands that run models in onnxruntime in this process.
@@ -123,6 +179,7 @@ def _main(argv: list[str]) -> int:
         _register_inputs(args)
         _check_outputs(args)
         _check_threads(args)
+        _check_numbers(args)
         _quiet_onnxruntime(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:

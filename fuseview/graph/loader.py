@@ -244,7 +244,11 @@ def dtype_name(elem_type: int) -> str:
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError, TypeError):
+        pass
+    try:
         return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:  # a number onnx does not define (a hostile or future model)
+        return f"undefined type {elem_type}"
 
 
 def _norm_domain(domain: str) -> str:

@@ -108,10 +108,15 @@ def validate_report(rep) -> dict:
     return rep
 
 
+def report_text(rep: dict) -> str:
+    """The validated report as JSON text."""
+    validate_report(rep)
+    return json.dumps(rep, indent=1, allow_nan=False) + "\n"
+
+
 def save_report(rep: dict, path: str | os.PathLike) -> Path:
     """Validate and write the report atomically."""
-    validate_report(rep)
-    return write_text_atomic(path, json.dumps(rep, indent=1, allow_nan=False) + "\n")
+    return write_text_atomic(path, report_text(rep))
 
 
 def load_report(path: str | os.PathLike) -> dict:
