@@ -77,6 +77,7 @@ def run_case(case: dict, timeout_s: float, mem_bytes: int, err_path: str) -> dic
         "stderr": stderr,
         "stdout": stdout,
         "seconds": round(wall, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),  # unlike wall time, not inflated by load
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "timed_out": timed_out,
     }
