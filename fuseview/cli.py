@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 import os
 import pkgutil
+import signal
 import sys
+import threading
+from pathlib import Path
 from types import ModuleType
 
 import fuseview.commands
@@ -159,10 +163,46 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = EscapingStream(out, keep="\n\t", json_style=True)  # --json output stays valid JSON
     sys.stderr = EscapingStream(err, keep="\n\t\r")
     clear_inputs()  # one call is one run
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # a file name may hold a newline, bidi marks or bytes that are not UTF-8: printed escaped, whole
+    sys.stdout.escape_literally(_spellings(argv))
+    previous = signal.getsignal(signal.SIGTERM)
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(argv)
+        sys.stdout.flush()  # a reader that went away is silenced here too, not reported at exit
+        return code
     finally:
         sys.stdout, sys.stderr = out, err
+        if threading.current_thread() is threading.main_thread() and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _spellings(argv: list[str]) -> list[str]:
+    """Each argument as a command may print it: as given, the value of --opt=value, as a Path, absolute."""
+    out = []
+    for a in argv:
+        if not isinstance(a, str):
+            continue
+        value = a.split("=", 1)[1] if a.startswith("--") and "=" in a else a
+        out.append(value)
+        with contextlib.suppress(OSError, ValueError):
+            out.extend((str(Path(value)), os.path.abspath(value)))
+    return sorted(set(out), key=len, reverse=True)  # the longest first: a name inside a path stays whole
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every `with` and `finally` cleans up as for Ctrl-C."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the clean-up finish
+    raise Terminated()
+
+
+def _unwind_on_sigterm(command: str | None) -> None:
+    """Make SIGTERM unwind like Ctrl-C, so temp folders and files are removed (the window has its own)."""
+    if command != "open" and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _main(argv: list[str]) -> int:
@@ -181,10 +221,14 @@ def _main(argv: list[str]) -> int:
         _check_threads(args)
         _check_numbers(args)
         _quiet_onnxruntime(args.command)
+        _unwind_on_sigterm(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:
         print(f"fuseview: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("fuseview: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("fuseview: interrupted", file=sys.stderr)
         return 130
