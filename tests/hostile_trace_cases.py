@@ -13,7 +13,7 @@ import os
 import random
 from pathlib import Path
 
-from tests.hostile_cases import ANY, FAIL, ROOT, Case, snapshot
+from tests.hostile_cases import ANY, BYTE_MUTATIONS, FAIL, ROOT, Case, mlp, mutate_bytes, snapshot
 
 TRACES = ROOT / "tests" / "data" / "traces"
 MiB = 1 << 20
@@ -120,14 +120,8 @@ def mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
     for k in range(count):
         data = bytearray(base)
         how = rng.choice(["flip", "truncate", "splice", "value", "delete"])
-        if how == "flip":
-            for _ in range(rng.randint(1, 8)):
-                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-        elif how == "truncate":
-            data = data[: rng.randrange(1, len(data))]
-        elif how == "splice":
-            a, b = sorted(rng.randrange(len(data)) for _ in range(2))
-            data[a:a] = data[a:b]
+        if how in BYTE_MUTATIONS:
+            data = mutate_bytes(rng, data, how)
         elif how == "delete":
             a = rng.randrange(len(data))
             del data[a:a + rng.randint(1, 64)]
@@ -157,14 +151,18 @@ def _write(folder: Path, files: dict[str, object]) -> None:
             p.write_bytes(data)  # type: ignore[arg-type]
 
 
-def build_cases(root: Path, seed: int = 0, mutant_count: int = 10, hand_made: bool = True) -> list[Case]:
-    """The trace cases, each in its own folder under root (hand-made ones unless hand_made is False)."""
+def build_cases(root: Path, seed: int = 0, mutant_count: int = 10, hand_made: bool = True,
+                fresh: bool = True) -> list[Case]:
+    """The trace cases, each in its own folder under root (hand-made ones unless hand_made is False).
+
+    fresh: each runs `python -m fuseview` in a new interpreter; else in a forked warm one (for fuzzing).
+    """
     cases: list[Case] = []
 
     def case(name, argv, files, codes=FAIL, outputs=(), max_rss_mib=None, max_seconds=None):
         folder = root / f"t{len(cases):03d}"
         _write(folder, files)
-        c = Case(name, argv, folder, codes, tuple(outputs), exec=True, max_rss_mib=max_rss_mib)
+        c = Case(name, argv, folder, codes, tuple(outputs), exec=fresh, max_rss_mib=max_rss_mib)
         c.max_seconds = max_seconds  # type: ignore[attr-defined] - where the cost itself is the attack
         c.before = snapshot(folder)
         cases.append(c)
@@ -178,6 +176,15 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 10, hand_made: bo
     for name, (data, codes) in hostile_traces().items():
         case(name, ["trace", "t.json"], {"t.json": data}, codes, max_rss_mib=400)
     good = _kineto(_steps(3))
+    t = {"t.json": _kineto([_x(cat="kernel", name="k")])}
+    case("trace of /dev/zero", ["trace", "/dev/zero"], {})
+    case("trace of a 2.5 GiB sparse file", ["trace", "t.json"], {"t.json": ("sparse", b"", 5 * GiB // 2)})
+    case("trace nested 100000 deep", ["trace", "t.json"], {"t.json": "[" * 100_000 + "]" * 100_000}, ANY)
+    case("trace not JSON", ["trace", "t.json"], {"t.json": b"\xff\xfe garbage"})
+    case("trace of a model", ["trace", "m.onnx"], {"m.onnx": mlp().SerializeToString()})
+    case("trace --json onto its input", ["trace", "t.json", "--json", "t.json"], t)
+    case("trace --json onto a device", ["trace", "t.json", "--json", "/dev/full"], t)
+    case("trace --json output", ["trace", "t.json", "--json", "r.json"], t, (0,), ("r.json",))
     case("compare zero-length steps", ["trace", "b.json", "a.json"],
          {"b.json": _kineto(_steps(5, 0.0)), "a.json": good})
     case("compare negative steps", ["trace", "b.json", "a.json"],
@@ -205,6 +212,8 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 10, hand_made: bo
 
 def strict_problems(case: Case, result: dict) -> list[str]:
     """What check() lets through for fresh-interpreter cases but a trace refusal must not do: more lines."""
+    if case.argv[:1] != ["trace"]:
+        return []
     lines = [ln for ln in result["stderr"].splitlines() if ln.strip()]
     bound = getattr(case, "max_seconds", None)
     if bound is not None and result["cpu_s"] > bound:
