@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import math
 import os
@@ -59,6 +60,26 @@ def _register_inputs(args: argparse.Namespace) -> None:
 STDOUT_ARGS = frozenset({"json"})
 _FLAGS = {"output": "-o", "save_plan": "--save-plan", "screenshot": "--screenshot", "json": "--json",
           "export": "--export"}
+
+
+# Arguments that name files (read or written): a name the system cannot look up is one line, not an OSError.
+PATH_ARGS = OUTPUT_ARGS | {"model", "against", "inputs", "plan", "before", "after", "profile"}
+
+
+def _check_path_names(args: argparse.Namespace) -> None:
+    for name in sorted(PATH_ARGS):
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or value in ("", "-"):
+            continue
+        try:
+            os.lstat(value)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL):
+                raise FuseviewError(f"{value}: {exc.strerror}") from None
+        except ValueError:  # an embedded NUL
+            raise FuseviewError(f"{value!r}: not a file name (it holds a NUL character)") from None
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -216,6 +237,7 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     try:
+        _check_path_names(args)
         _register_inputs(args)
         _check_outputs(args)
         _check_threads(args)

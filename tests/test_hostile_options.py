@@ -149,3 +149,17 @@ def test_declared_float_vectors_of_2p24_elements_cost_no_gigabytes(tmp_path: Pat
     run = run_cli(argv, tmp_path, timeout_s=60, mem_bytes=8 * hc.GiB)
     assert run.code in (0, 2) and "Traceback" not in run.stderr and "internal error" not in run.stderr
     assert run.peak_rss_mib < 900 and run.seconds < 60, (run.peak_rss_mib, run.seconds)
+
+
+LONG = "x" * 5000
+
+
+@pytest.mark.parametrize("argv", [
+    ["info", LONG + ".onnx"], ["scan", LONG + ".onnx"], ["render", LONG + ".onnx", "-o", "r.svg"],
+    ["fuse", LONG + ".onnx", "-o", "f.onnx"], ["profile", LONG + ".onnx"], ["open", LONG + ".onnx"],
+    [LONG + ".onnx"], ["trace", LONG + ".json", "--json", "r.json"], ["fuse", "m.onnx", "-o", LONG + ".onnx"],
+    ["scan", "m.onnx", "--profile", LONG + ".json"], ["fuse", "m.onnx", "-o", "f.onnx", "--plan", LONG],
+])
+def test_a_file_name_of_5000_characters_is_one_line(folder: Path, argv) -> None:
+    run = refuse(argv, folder, match="too long")
+    assert len(run.stderr) < 700

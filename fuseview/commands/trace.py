@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         if not out.resolve().parent.is_dir():
             raise FuseviewError(f"--json {args.json}: folder does not exist")
         for p in (args.before, args.after):
-            if p is not None and Path(p).exists() and out.resolve() == Path(p).resolve():
+            if p is not None and os.path.exists(p) and out.resolve() == Path(p).resolve():
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
