@@ -80,8 +80,10 @@ def parse_dim_args(items: list[str] | None, label: str = "--dim") -> dict[str, i
         if len(value.strip()) > 12:  # int() of a 100,000-digit string is itself slow
             raise FuseviewError(f"{label} {shorten(item, 60)!r}: VALUE must be at most {MAX_DIM}")
         v = int(value)
-        if not 1 <= v <= MAX_DIM:
-            raise FuseviewError(f"{label} {item!r}: VALUE must be from 1 to {MAX_DIM}")
+        if v < 1:
+            raise FuseviewError(f"{label} {item!r}: VALUE must be at least 1")
+        if v > MAX_DIM:
+            raise FuseviewError(f"{label} {item!r}: VALUE must be at most {MAX_DIM}")
         out[key] = v
     return out
 
