@@ -7,7 +7,6 @@ traceback, nothing written, no input changed and no link replaced (the folder's 
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -54,15 +53,15 @@ def run_cli(
     stdout: a file object to give the process as its stdout (default: captured).
     """
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
-
+    # a small interpreter sets the limit and execs fuseview: no preexec_fn, so the child is spawned without
+    # a copy of this (large) test process, whose RSS would otherwise count in the child's peak
+    launcher = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]),) * 2);"
+                " os.execv(sys.executable, [sys.executable, '-m', 'fuseview', *sys.argv[2:]])")
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         start = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fuseview", *argv], cwd=cwd, env=env(**(extra_env or {})),
+            [sys.executable, "-c", launcher, str(mem_bytes), *argv], cwd=cwd, env=env(**(extra_env or {})),
             stdin=subprocess.DEVNULL, stdout=out_f if stdout is None else stdout, stderr=err_f,
-            preexec_fn=limit,
         )
         timed_out = False
         while True:  # wait4, not wait: the peak RSS of this process alone

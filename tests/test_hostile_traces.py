@@ -70,17 +70,17 @@ def test_a_trace_that_grows_while_read_is_refused_not_followed(tmp_path: Path, c
 
 
 def test_an_onnxruntime_profile_on_one_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
-    events = htc.ort_events(nodes=50, runs=4000)  # 200,000 events, ~36 MB on one line
+    events = htc.ort_events(nodes=50, runs=8000)  # 400,000 events, ~72 MB on one line
     p = tmp_path / "ort.json"
     p.write_text(json.dumps(events))
-    assert p.stat().st_size > 30 << 20
+    assert p.stat().st_size > 60 << 20
     run = run_cli(["trace", "ort.json", "--json", "r.json"], tmp_path, timeout_s=TIMEOUT_S)
     assert run.code == 0, run.stderr
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["traces"][0]["source"] == "onnxruntime" and rep["traces"][0]["steps"] == 4000
-    assert rep["traces"][0]["events"][0]["count"] == 4000
-    # json.loads of the whole file took ~9x its size; read as a stream it is the window and the rows
-    assert run.peak_rss_mib < 260, run.peak_rss_mib
+    assert rep["traces"][0]["source"] == "onnxruntime" and rep["traces"][0]["steps"] == 8000
+    assert rep["traces"][0]["events"][0]["count"] == 8000
+    # json.loads of the whole file took ~9x its size (~590 MiB here); as a stream it is the window and the rows
+    assert run.peak_rss_mib < 560, run.peak_rss_mib  # ~440 here, ~760 before, as this harness counts
 
 
 def test_a_real_onnxruntime_profile_still_reads(tmp_path: Path) -> None:

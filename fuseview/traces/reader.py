@@ -309,6 +309,7 @@ _ORT_CATS = ("Session", "Node", "Kernel")
 def _ort_events(first: list, batches, path, seen: dict):
     """onnxruntime's events, checked, as the small dicts split_runs reads (seen["kernel"]: any Kernel)."""
     args_of: dict[tuple, dict] = {}  # one args dict per (op_name, provider): a node repeats every run
+    names: dict[str, str] = {}
     count = 0
     for batch in itertools.chain((first,), batches):
         for ev in batch:
@@ -321,6 +322,7 @@ def _ort_events(first: list, batches, path, seen: dict):
             if count > MAX_EVENTS:
                 raise _bad(path, f"more than {MAX_EVENTS} timed events")
             name = _text_field(ev, "name", path)
+            name = names.setdefault(name, name) if len(names) < MAX_NAMES else name  # one copy per name
             ts, dur = _time_field(ev, "ts", path), _time_field(ev, "dur", path)
             args = ev.get("args") or {}
             if not isinstance(args, dict):
