@@ -79,7 +79,7 @@ def test_an_onnxruntime_profile_on_one_line_is_read_in_bounded_memory(tmp_path: 
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["traces"][0]["source"] == "onnxruntime" and rep["traces"][0]["steps"] == 8000
     assert rep["traces"][0]["events"][0]["count"] == 8000
-    # json.loads of the whole file took ~9x its size (~590 MiB here); as a stream it is the window and the rows
+    # json.loads of the whole file took ~9x its size (590 MiB); as a stream: the window and the rows
     assert run.peak_rss_mib < 560, run.peak_rss_mib  # ~440 here, ~760 before, as this harness counts
 
 
