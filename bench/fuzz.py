@@ -1,10 +1,14 @@
 """Hostile-input fuzzing over many seeds: every command, each case in its own limited process.
 
-    python bench/fuzz.py --seeds 0-9 --mutants 20 [--workers 2] [--timeout 120] [--mem-gib 4] [--no-window]
+    python bench/fuzz.py --seeds 0-9 --mutants 20 --trace-mutants 20 [--workers 2] [--timeout 120]
+                         [--mem-gib 4] [--no-window] [--no-models] [--no-traces]
 
 Each seed builds the hand-made cases (tests/hostile_cases.py) plus `--mutants` seeded byte-level mutants
-of a small MLP model, runs them, and prints the cases, failures, the longest run and the peak RSS.
-Exit 1 when any case broke the promise (wrong exit code, not one line, a file written or changed, a hang).
+of a small MLP model, and the hand-made hostile traces (tests/hostile_trace_cases.py) plus
+`--trace-mutants` seeded mutants of a real torch.profiler trace (each read alone and compared with the
+eager trace), runs them, and prints the cases, failures, the longest run, the most CPU time and the peak
+RSS. Exit 1 when any case broke the promise (wrong exit code, not one line, a file written or changed,
+a hang, over its memory or CPU bound).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import hostile_cases as hc  # noqa: E402
+from tests import hostile_trace_cases as htc  # noqa: E402
 
 
 def _seeds(text: str) -> list[int]:
@@ -37,21 +42,30 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120, help="seconds per case (default 120)")
     ap.add_argument("--mem-gib", type=float, default=4, help="address-space limit per case (default 4)")
     ap.add_argument("--no-window", action="store_true", help="skip the open --screenshot cases")
+    ap.add_argument("--trace-mutants", type=int, default=20, help="trace mutants per seed (default 20)")
+    ap.add_argument("--no-models", action="store_true", help="skip the model cases")
+    ap.add_argument("--no-traces", action="store_true", help="skip the trace cases")
     args = ap.parse_args()
-    total, broken, slowest, biggest = 0, 0, None, None
+    total, broken, slowest, biggest, busiest = 0, 0, None, None, None
     t0 = time.monotonic()
     for seed in _seeds(args.seeds):
         with tempfile.TemporaryDirectory(prefix="fuseview-fuzz-") as tmp:
             # the hand-made cases are the same for every seed: run them once
             first = seed == _seeds(args.seeds)[0]
-            cases = hc.build_cases(Path(tmp), seed=seed, mutant_count=args.mutants, window=not args.no_window)
-            if not first:
-                cases = [c for c in cases if c.name.startswith(("mutant_", "proto_"))]
+            cases = []
+            if not args.no_models:
+                cases = hc.build_cases(Path(tmp) / "models", seed=seed, mutant_count=args.mutants,
+                                       window=not args.no_window)
+                if not first:
+                    cases = [c for c in cases if c.name.startswith(("mutant_", "proto_"))]
+            if not args.no_traces:
+                cases += htc.build_cases(Path(tmp) / "traces", seed=seed, mutant_count=args.trace_mutants,
+                                         hand_made=first, fresh=False)
             results = hc.run_cases(cases, workers=args.workers, timeout_s=args.timeout,
-                                   mem_bytes=int(args.mem_gib * (1 << 30)))
+                                   mem_bytes=int(args.mem_gib * (1 << 30)), scratch=Path(tmp))
             for case, res in zip(cases, results, strict=True):
                 total += 1
-                problems = hc.check(case, res)
+                problems = hc.check(case, res) + htc.strict_problems(case, res)
                 if problems:
                     broken += 1
                     print(f"BROKEN seed {seed} {case.name}: {'; '.join(problems)} | {res['stderr'][:200]!r}")
@@ -59,10 +73,13 @@ def main() -> int:
                     slowest = res
                 if biggest is None or res["peak_rss_mib"] > biggest["peak_rss_mib"]:
                     biggest = res
+                if busiest is None or res["cpu_s"] > busiest["cpu_s"]:
+                    busiest = res
         print(f"seed {seed}: {len(cases)} cases, {broken} broken so far", flush=True)
     print(f"cases {total}  broken {broken}  wall {time.monotonic() - t0:.1f} s")
-    if slowest and biggest:
+    if slowest and biggest and busiest:
         print(f"longest  {slowest['seconds']} s  ({slowest['name']})")
+        print(f"most CPU {busiest['cpu_s']} s  ({busiest['name']})")
         print(f"peak RSS {biggest['peak_rss_mib']} MiB  ({biggest['name']})")
     return 1 if broken else 0
 

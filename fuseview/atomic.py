@@ -4,6 +4,12 @@ A write never lands on an input of the same run (by resolved path and by inode),
 socket or folder, and never shows half a file: it goes to a temp file beside the target (prefix
 `.fuseview-tmp-<pid>-`), is flushed to disk, then renamed over a regular file or onto nothing. A run
 killed mid-write leaves only its temp file, which the next write into that folder removes.
+
+Links: an output path that is a symbolic link is refused, whatever it points to. Renaming over a link
+replaces the link itself (`--json /dev/stdout`, a link to /proc/self/fd/1, became a regular file), and
+writing through it would write wherever the link's owner chose; the user names the target instead. The
+check and the write look at the same object: lstat, never stat, before and again just before the rename,
+and a target that did not exist is created with link(2), which fails rather than replace what appeared.
 """
 
 from __future__ import annotations
@@ -78,15 +84,22 @@ def _kind(mode: int) -> str:
 
 
 def check_output(path: str | os.PathLike) -> Path:
-    """Refuse an output path that is an input of this run, a device, FIFO, socket or folder (one line)."""
+    """Refuse an output path that is an input of this run, a link, a device, FIFO, socket or folder."""
     out = Path(path)
+    if str(path) == "":
+        raise FuseviewError("an empty output file name")
     try:
-        st = os.stat(out)
+        st = os.lstat(out)  # the path itself: a link is judged as a link, not by what it points to
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise FuseviewError(f"{out}: cannot write there ({exc.strerror or exc})") from None
     if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise FuseviewError(
+                f"{out}: is a symbolic link; fuseview never replaces or writes through a link"
+                " (name the file it points to)"
+            )
         if not stat.S_ISREG(st.st_mode):
             raise FuseviewError(f"{out}: is {_kind(st.st_mode)}; fuseview writes only regular files")
         if (st.st_dev, st.st_ino, st.st_ctime_ns) in _input_ids:
@@ -98,6 +111,30 @@ def check_output(path: str | os.PathLike) -> Path:
     if not folder.is_dir():
         raise FuseviewError(f"{out}: folder does not exist ({folder})")
     return out
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _publish(tmp: str, out: Path) -> None:
+    """Move the finished temp file to out: replace a regular file, or create out without replacing."""
+    check_output(out)  # again: the target may have changed while we wrote
+    if _exists(out):
+        os.replace(tmp, out)
+        return
+    try:
+        os.link(tmp, out)  # fails if anything (a link, a FIFO) appeared at out since the check
+    except FileExistsError:
+        raise FuseviewError(f"{out}: appeared while fuseview was writing it; not replaced") from None
+    except OSError:
+        os.replace(tmp, out)  # a file system without hard links (vfat): out was checked just above
+        return
+    os.unlink(tmp)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -166,8 +203,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
             raise FuseviewError(f"{out}: nothing was written")
         os.chmod(tmp, _new_file_mode())  # mkstemp makes 0600; the result is as readable as any new file
         _fsync(tmp)
-        check_output(out)  # again: the target may have changed while we wrote
-        os.replace(tmp, out)
+        _publish(tmp, out)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

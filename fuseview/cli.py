@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import math
 import os
 import pkgutil
+import signal
 import sys
+import threading
+from pathlib import Path
 from types import ModuleType
 
 import fuseview.commands
 from fuseview.atomic import check_output, clear_inputs, register_input
 from fuseview.errors import FuseviewError, user_error_message
-from fuseview.textsafe import EscapingStream, one_line
+from fuseview.textsafe import EscapingStream, one_line, shorten
 
 # A first argument that is not a subcommand is a model or an option of `open` (`fuseview model.onnx`,
 # `fuseview --screenshot demo.png`).
@@ -50,12 +56,57 @@ def _register_inputs(args: argparse.Namespace) -> None:
                 register_input(v)
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    # fail before any work: an output that is an input, a device, a FIFO or a folder
-    for name in OUTPUT_ARGS:
+# Output arguments that take `-` for stdout (the report printed instead of written, as `scan --json`).
+STDOUT_ARGS = frozenset({"json"})
+_FLAGS = {"output": "-o", "save_plan": "--save-plan", "screenshot": "--screenshot", "json": "--json",
+          "export": "--export"}
+
+
+# Arguments that name files (read or written): a name the system cannot look up is one line, not an OSError.
+PATH_ARGS = OUTPUT_ARGS | {"model", "against", "inputs", "plan", "before", "after", "profile"}
+
+
+def _check_path_names(args: argparse.Namespace) -> None:
+    for name in sorted(PATH_ARGS):
         value = getattr(args, name, None)
-        if isinstance(value, str) and value:
-            check_output(value)
+        if not isinstance(value, str) or value in ("", "-"):
+            continue
+        try:
+            os.lstat(value)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL):
+                raise FuseviewError(f"{value}: {exc.strerror}") from None
+        except ValueError:  # an embedded NUL
+            raise FuseviewError(f"{value!r}: not a file name (it holds a NUL character)") from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    # fail before any work: an output that is an input, a link, a device, a FIFO, a folder, or empty
+    seen: list[tuple[str, str]] = []
+    for name in sorted(OUTPUT_ARGS):
+        value = getattr(args, name, None)
+        if not isinstance(value, str):
+            continue
+        flag = _FLAGS.get(name, f"--{name}")
+        if value == "":
+            hint = ", or - for stdout" if name in STDOUT_ARGS else ""
+            raise FuseviewError(f"{flag} '': an empty file name (give a path{hint})")
+        if value == "-" and name in STDOUT_ARGS:
+            continue
+        check_output(value)
+        for other_flag, other in seen:
+            if _same_file(value, other):
+                raise FuseviewError(f"{flag} {value}: the same file as {other_flag} {other}; give two paths")
+        seen.append((flag, value))
 
 
 def _check_threads(args: argparse.Namespace) -> None:
@@ -63,6 +114,36 @@ def _check_threads(args: argparse.Namespace) -> None:
     cpus = os.cpu_count() or 1
     if isinstance(threads, int) and not 0 <= threads <= cpus:
         raise FuseviewError(f"--threads {threads}: must be 0 (onnxruntime chooses) to {cpus} (the CPUs)")
+
+
+# dest -> (flag, lowest, highest): counts past these cost hours or gigabytes and say nothing more
+NUMBER_BOUNDS: dict[str, tuple[str, float, float]] = {
+    "runs": ("--runs", 1, 100_000),
+    "warmup": ("--warmup", 0, 10_000),
+    "profile_runs": ("--profile-runs", 1, 1_000),
+    "sessions": ("--sessions", 1, 100),
+    "seeds": ("--seeds", 1, 1_000),
+    "seed": ("--seed", 0, 2**32 - 1),  # numpy's seeds are unsigned
+    "steps": ("--steps", 1, 10**9),
+    "top": ("--top", 0, 100_000),
+    "scale": ("--scale", 1e-3, 64.0),
+    "threshold": ("--threshold", 0.0, 10.0),
+    "atol": ("--atol", 0.0, 1e30),
+    "rtol": ("--rtol", 0.0, 1e30),
+}
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    for name, (flag, lo, hi) in NUMBER_BOUNDS.items():
+        value = getattr(args, name, None)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise FuseviewError(f"{flag} {shorten(str(value), 40)}: must be from {_num(lo)} to {_num(hi)}")
 
 
 # Commands that run models in onnxruntime in this process.
@@ -103,10 +184,46 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = EscapingStream(out, keep="\n\t", json_style=True)  # --json output stays valid JSON
     sys.stderr = EscapingStream(err, keep="\n\t\r")
     clear_inputs()  # one call is one run
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # a file name may hold a newline, bidi marks or bytes that are not UTF-8: printed escaped, whole
+    sys.stdout.escape_literally(_spellings(argv))
+    previous = signal.getsignal(signal.SIGTERM)
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(argv)
+        sys.stdout.flush()  # a reader that went away is silenced here too, not reported at exit
+        return code
     finally:
         sys.stdout, sys.stderr = out, err
+        if threading.current_thread() is threading.main_thread() and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _spellings(argv: list[str]) -> list[str]:
+    """Each argument as a command may print it: as given, the value of --opt=value, as a Path, absolute."""
+    out = []
+    for a in argv:
+        if not isinstance(a, str):
+            continue
+        value = a.split("=", 1)[1] if a.startswith("--") and "=" in a else a
+        out.append(value)
+        with contextlib.suppress(OSError, ValueError):
+            out.extend((str(Path(value)), os.path.abspath(value)))
+    return sorted(set(out), key=len, reverse=True)  # the longest first: a name inside a path stays whole
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every `with` and `finally` cleans up as for Ctrl-C."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the clean-up finish
+    raise Terminated()
+
+
+def _unwind_on_sigterm(command: str | None) -> None:
+    """Make SIGTERM unwind like Ctrl-C, so temp folders and files are removed (the window has its own)."""
+    if command != "open" and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _main(argv: list[str]) -> int:
@@ -120,14 +237,20 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     try:
+        _check_path_names(args)
         _register_inputs(args)
         _check_outputs(args)
         _check_threads(args)
+        _check_numbers(args)
         _quiet_onnxruntime(args.command)
+        _unwind_on_sigterm(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:
         print(f"fuseview: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("fuseview: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("fuseview: interrupted", file=sys.stderr)
         return 130

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 import onnx
 
 from fuseview.errors import FuseviewError
+from fuseview.textsafe import shorten
 
 BATCH_DEFAULT = 1
 SEQUENCE_DEFAULT = 128
 OTHER_DEFAULT = 1
+MAX_DIM = 2**31 - 1  # onnxruntime's dims are int64, but no tensor is longer than this on one axis
 
 Dim = int | str | None  # a fixed size, a symbol's name, or unknown
 
@@ -75,9 +77,13 @@ def parse_dim_args(items: list[str] | None, label: str = "--dim") -> dict[str, i
             )
         if not re.fullmatch(r"\s*\+?\d+\s*", value):
             raise FuseviewError(f"{label} {item!r}: VALUE must be a whole number of at least 1")
+        if len(value.strip()) > 12:  # int() of a 100,000-digit string is itself slow
+            raise FuseviewError(f"{label} {shorten(item, 60)!r}: VALUE must be at most {MAX_DIM}")
         v = int(value)
         if v < 1:
             raise FuseviewError(f"{label} {item!r}: VALUE must be at least 1")
+        if v > MAX_DIM:
+            raise FuseviewError(f"{label} {item!r}: VALUE must be at most {MAX_DIM}")
         out[key] = v
     return out
 

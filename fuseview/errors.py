@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from fuseview.textsafe import one_line
+from fuseview.textsafe import one_line, shorten
+
+# The longest message an error keeps: a value quoted from a hostile file (a 200 MB `kind`) is cut in the
+# middle, so library callers, logs and dialogs get a bounded message, not only the CLI's line.
+MAX_MESSAGE_CHARS = 2000
 
 
 class FuseviewError(Exception):
     """A problem with the user's input, described in one line they can act on."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        if isinstance(message, str) and len(message) > MAX_MESSAGE_CHARS:
+            message = shorten(message, MAX_MESSAGE_CHARS)
+        super().__init__(message, *args)
 
 
 class Cancelled(FuseviewError):

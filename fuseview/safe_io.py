@@ -32,6 +32,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "json": (256 * MiB, "FUSEVIEW_MAX_JSON_BYTES"),
 }
 MAX_JSON_DEPTH = 64
+MAX_LIMIT = 1 << 40  # 1 TiB: no limit a variable sets may exceed it
 
 
 def limit(kind: str) -> int:
@@ -41,8 +42,10 @@ def limit(kind: str) -> int:
     if raw:
         try:
             value = int(float(raw))
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: 1e400 is inf
             raise FuseviewError(f"{env}={shorten(raw, 40)}: not a number of bytes") from None
+        if value > MAX_LIMIT:
+            raise FuseviewError(f"{env}={shorten(raw, 40)}: over {_human(MAX_LIMIT)}, the most allowed")
         if value > 0:
             return value
     return default

@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 import re
 
-# C0 and C1 controls, DEL, and the bidi overrides that reorder what a terminal shows.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, DEL, the bidi marks, embeddings, overrides and isolates that reorder what a terminal
+# shows (LRM, RLM, ALM, LRE..RLO, LRI..PDI), characters that show nothing or break lines where no newline is
+# seen (soft hyphen, zero-width space/joiners, line and paragraph separators, word joiner, BOM), and lone
+# surrogates: the bytes of a file name that is not UTF-8 (Python's surrogateescape), shown as \xNN.
+_CONTROLS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
 # Characters XML 1.0 forbids anywhere in a document (even as character references).
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _XML_INVALID_REFS = re.compile(rb"&#(?:x0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F])|0*(?:[0-8]|1[124-9]|2[0-9]|3[01]));")
@@ -14,6 +19,8 @@ _XML_INVALID_REFS = re.compile(rb"&#(?:x0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F])|0*(?:[0
 
 def _escape(m: re.Match) -> str:
     c = ord(m.group(0))
+    if 0xDC80 <= c <= 0xDCFF:  # a byte that was not UTF-8, as Python decodes file names
+        return f"\\x{c - 0xDC00:02x}"
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
@@ -61,17 +68,55 @@ def sanitize_svg_file(path: str | os.PathLike) -> None:
 
 
 class EscapingStream:
-    """A text stream wrapper that escapes control characters (except keep) in everything written."""
+    """A text stream wrapper that escapes control characters (except keep) in everything written.
+
+    When the reader of a pipe goes away (`fuseview fuse ... | head -1`), the rest of the output goes to
+    /dev/null and the work goes on: the file being made is still written, and no BrokenPipeError shows.
+    """
 
     def __init__(self, stream, keep: str = "\n\t", json_style: bool = False) -> None:
         self._stream = stream
         self._keep = keep
         self._json_style = json_style
+        self.broken_pipe = False
+        self._literals: dict[str, str] = {}
+
+    def escape_literally(self, texts) -> None:
+        """Print these strings (file names given by the user) with every control escaped, newlines too."""
+        for t in texts:
+            if isinstance(t, str) and t and escape_controls(t, keep="") != t:
+                self._literals[t] = escape_controls(t, keep="", json_style=self._json_style)
 
     def write(self, s: str) -> int:
-        """Write s with its control characters escaped."""
-        self._stream.write(escape_controls(s, self._keep, self._json_style))
+        """Write s with its control characters escaped (nothing, once the reader has gone)."""
+        if not self.broken_pipe:
+            text = s
+            for raw, escaped in self._literals.items():
+                if raw in text:
+                    text = text.replace(raw, escaped)
+            try:
+                self._stream.write(escape_controls(text, self._keep, self._json_style))
+            except BrokenPipeError:
+                self._silence()
         return len(s)
+
+    def flush(self) -> None:
+        """Flush the stream (nothing, once the reader has gone)."""
+        if not self.broken_pipe:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self.broken_pipe = True
+        try:
+            fd = self._stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+        except (OSError, ValueError, AttributeError):
+            return
+        os.dup2(devnull, fd)  # what is still buffered, and the flush at exit, go nowhere
+        os.close(devnull)
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)

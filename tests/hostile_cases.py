@@ -8,14 +8,9 @@ nothing was written on failure, and no input changed. Used by tests/test_hostile
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import random
-import shutil
 import struct
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -266,92 +261,8 @@ def hostile_models() -> dict[str, tuple[bytes, tuple[int, ...]]]:
     return m
 
 
-def mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
-    """Seeded byte-level mutations of the MLP model: flips, truncations, insertions, splices."""
-    rng = random.Random(seed)
-    base = mlp(seed).SerializeToString()
-    out = []
-    for k in range(count):
-        data = bytearray(base)
-        how = rng.choice(["flip", "truncate", "insert", "splice", "varint"])
-        if how == "flip":
-            for _ in range(rng.randint(1, 8)):
-                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-        elif how == "truncate":
-            data = data[: rng.randrange(1, len(data))]
-        elif how == "insert":
-            pos = rng.randrange(len(data))
-            data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
-        elif how == "splice":
-            a, b = sorted(rng.randrange(len(data)) for _ in range(2))
-            data[a:a] = data[a:b]
-        else:  # a huge length prefix
-            pos = rng.randrange(len(data))
-            data[pos : pos + 1] = b"\xff\xff\xff\xff\x0f"
-        out.append((f"mutant_{seed}_{k}_{how}", bytes(data)))
-    return out
-
-
-_OPS = [
-    "Relu",
-    "Add",
-    "MatMul",
-    "Gemm",
-    "Softmax",
-    "Reshape",
-    "Gather",
-    "Concat",
-    "Conv",
-    "If",
-    "Loop",
-    "LayerNormalization",
-    "Expand",
-    "Tile",
-    "Range",
-    "Identity",
-    "Split",
-    "NoSuchOp",
-]
-
-
-def proto_mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
-    """Seeded structural mutations of the MLP model that still parse: ops, wiring, dims, types, opsets."""
-    rng = random.Random(seed * 7919 + 1)
-    out = []
-    for k in range(count):
-        m = mlp(seed)
-        g = m.graph
-        how = rng.choice(["op", "input", "rename", "dim", "dup", "drop", "opset", "dtype", "raw", "attr"])
-        node = g.node[rng.randrange(len(g.node))]
-        if how == "op":
-            node.op_type = rng.choice(_OPS)
-        elif how == "input" and node.input:
-            del node.input[rng.randrange(len(node.input))]
-        elif how == "rename":
-            node.output[0] = rng.choice(["x", "w1", "y", "", "h1", "r1"])
-        elif how == "dim":
-            vi = rng.choice([g.input[0], g.output[0]])
-            vi.type.tensor_type.shape.dim[rng.randrange(2)].dim_value = rng.choice([0, 1 << 31, 7, 1 << 40])
-        elif how == "dup":
-            g.node.append(node)
-        elif how == "drop":
-            g.node.remove(node)
-        elif how == "opset":
-            m.opset_import[0].version = rng.choice([1, 6, 12, 25, 100])
-        elif how == "dtype":
-            g.initializer[rng.randrange(len(g.initializer))].data_type = rng.choice([0, 2, 7, 8, 16, 99])
-        elif how == "raw":
-            t = g.initializer[rng.randrange(len(g.initializer))]
-            t.raw_data = t.raw_data[: rng.randrange(len(t.raw_data) or 1)]
-        else:
-            node.attribute.append(
-                helper.make_attribute(
-                    rng.choice(["axis", "alpha", "transA"]), rng.choice([5, -9, 1e30, "s", [1, 2]])
-                )
-            )
-        out.append((f"proto_{seed}_{k}_{how}", m.SerializeToString()))
-    return out
-
+from tests.hostile_mutants import BYTE_MUTATIONS, mutants, mutate_bytes, proto_mutants  # noqa: E402, F401
+from tests.hostile_runner import cleanup, run_cases  # noqa: E402, F401 - the cases' runner, used with them
 
 # -------------------------------------------------------------------------------------------- cases
 PROFILE = ["--runs", "2", "--warmup", "0", "--quiet"]
@@ -578,20 +489,6 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 8, window: bool =
         m,
     )
     case("model name with newline and ESC", ["info", "a\nb\x1b[2J.onnx"], {"a\nb\x1b[2J.onnx": b"junk"})
-    if importlib.util.find_spec("fuseview.commands.trace") is not None:
-        trace = json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2,
-                                             "pid": 1, "tid": 1}]})
-        t = {"t.json": trace}
-        case("trace of a fifo", ["trace", "t.json"], {"t.json": "fifo"})
-        case("trace of /dev/zero", ["trace", "/dev/zero"], {})
-        case("trace of a 2.5 GiB sparse file", ["trace", "t.json"], {"t.json": f"sparse:{5 * GiB // 2}"})
-        case("trace nested 100000 deep", ["trace", "t.json"], {"t.json": "[" * 100_000 + "]" * 100_000}, ANY)
-        case("trace with NaN", ["trace", "t.json"], {"t.json": trace.replace("2", "NaN")}, ANY)
-        case("trace not JSON", ["trace", "t.json"], {"t.json": b"\xff\xfe garbage"})
-        case("trace of a model", ["trace", "m.onnx"], m)
-        case("trace --json onto its input", ["trace", "t.json", "--json", "t.json"], t)
-        case("trace --json onto a device", ["trace", "t.json", "--json", "/dev/full"], t)
-        case("trace --json output", ["trace", "t.json", "--json", "r.json"], t, ANY, ("r.json",))
     if window:
         case(
             "open --screenshot onto folder",
@@ -625,53 +522,3 @@ def _external_model(location: str, n: int = 4) -> bytes:
         e.key, e.value = k, v
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"])]
     return _model(nodes, [_vi("x", [1, n])], [_vi("y", [1, n])], [w]).SerializeToString()
-
-
-def run_cases(
-    cases: list[Case],
-    workers: int = 2,
-    timeout_s: float = 60,
-    mem_bytes: int = 4 * GiB,
-    scratch: Path | None = None,
-) -> list[dict]:
-    """Run the cases in `workers` runner processes (tests/hostile_runner.py); results in case order."""
-    import concurrent.futures
-
-    scratch = scratch or cases[0].cwd.parent
-    # the window cases are slow (a fresh interpreter and Qt): spread them evenly
-    order = sorted(range(len(cases)), key=lambda i: (not cases[i].exec, i))
-    batches = [order[k::workers] for k in range(workers)]
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    env.pop("FUSEVIEW_DEBUG", None)
-
-    def one(batch: list[int]) -> list[dict]:
-        spec = {
-            "cases": [cases[i].spec() for i in batch],
-            "timeout_s": timeout_s,
-            "mem_bytes": mem_bytes,
-            "scratch": str(scratch),
-        }
-        proc = subprocess.run(
-            [sys.executable, "-m", "tests.hostile_runner"],
-            input=json.dumps(spec),
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"runner failed: {proc.stderr[-2000:]}")
-        return json.loads(proc.stdout)
-
-    results: list[dict | None] = [None] * len(cases)
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        for batch, got in zip(batches, pool.map(one, batches), strict=True):
-            for i, r in zip(batch, got, strict=True):
-                results[i] = r
-    return results  # type: ignore[return-value]
-
-
-def cleanup(root: Path) -> None:
-    """Remove a case tree (FIFOs and sparse files included)."""
-    shutil.rmtree(root, ignore_errors=True)

@@ -48,9 +48,11 @@ def _check_openable(path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the window on a model: at once, loading with a progress bar (unattended runs load first)."""
     from fuseview import DEMO_MODEL
+    from fuseview.qt_libs import check_qt_platform
 
     path = Path(args.model) if args.model else DEMO_MODEL
     _check_openable(path)
+    check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
     if not (args.plan or args.apply or args.profile or args.screenshot):
         from fuseview.ui.app import run_app
 

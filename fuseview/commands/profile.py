@@ -10,7 +10,7 @@ from pathlib import Path
 from fuseview.errors import FuseviewError
 from fuseview.runtime.inputs import parse_dim_args
 from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
-from fuseview.runtime.report import save_report, verdict_line
+from fuseview.runtime.report import report_text, save_report, verdict_line
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ort-fusions", action="store_true",
                    help="also show what onnxruntime itself fuses (at --ort-opt, or extended when disabled)")
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
-    p.add_argument("--json", metavar="OUT", help="write the report (JSON, schema_version 2) to OUT")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the report (JSON, schema_version 2) to OUT (- prints it instead of the table)")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -178,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
             raise FuseviewError(f"{label} {path}: file not found")
-    if args.json and not Path(args.json).resolve().parent.is_dir():
+    to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the table
+    if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
         raise FuseviewError(f"--json {args.json}: folder does not exist")
     req = ProfileRequest(
         model=args.model, against=args.against, provider=args.provider, runs=args.runs, warmup=args.warmup,
@@ -188,8 +190,11 @@ def run(args: argparse.Namespace) -> int:
         sessions=args.sessions,
     )
     rep = run_profile(req, None if args.quiet else _StderrProgress())
-    print_report(rep)
-    if args.json:
+    if to_stdout:
+        print(report_text(rep))
+    else:
+        print_report(rep)
+    if args.json and not to_stdout:
         path = save_report(rep, args.json)
         print(f"\nreport written to {path}")
     cmp = rep.get("comparison")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
-from fuseview.traces.report import build_report, save_report
+from fuseview.traces.report import build_report, report_text, save_report
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -17,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `fuseview trace`."""
     p.add_argument("before", help="Chrome-trace JSON (torch.profiler export_chrome_trace, or onnxruntime)")
     p.add_argument("after", nargs="?", help="the same workload after torch.compile (or another change)")
-    p.add_argument("--json", metavar="OUT", help="write the report (fuseview.trace_compare, v1) to OUT")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the report (fuseview.trace_compare, v1) to OUT (-: print it, not the summary)")
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
@@ -94,16 +96,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise FuseviewError(f"--steps {args.steps}: must be at least 1")
-    if args.json:
+    to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the summary
+    if args.json and not to_stdout:
         out = Path(args.json)
         if not out.resolve().parent.is_dir():
             raise FuseviewError(f"--json {args.json}: folder does not exist")
         for p in (args.before, args.after):
-            if p is not None and Path(p).exists() and out.resolve() == Path(p).resolve():
+            if p is not None and os.path.exists(p) and out.resolve() == Path(p).resolve():
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
     rep = build_report(before, after)
+    if to_stdout:
+        print(report_text(rep), end="")
+        return 0
     print_report(rep, args.top)
     if args.json:
         path = save_report(rep, args.json)

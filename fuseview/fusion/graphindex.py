@@ -211,12 +211,12 @@ class GraphIndex:
         for t in ext:
             if t.name not in self.graph_inputs:
                 mg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-        # onnx's data propagation materialises the values of declared 1-D integer tensors: a 200-byte model
-        # declaring two int64[2^24] inputs cost 3.6 GiB. Past a shape-like length it has nothing to give.
-        data_prop = not _declares_long_int_vector(list(mg.input) + list(g.value_info) + list(g.output))
+        # onnx's data propagation materialises the values of declared 1-D tensors, integer or float: a
+        # 200-byte model declaring two [2^24] inputs cost 3.6 GiB. Past a shape-like length it gives nothing.
+        data_prop = not _declares_long_vector(list(mg.input) + list(g.value_info) + list(g.output))
         if not data_prop:
             self.notes.append(
-                f"data propagation skipped: a 1-D integer tensor is declared longer than {_MAX_PROP_LENGTH}"
+                f"data propagation skipped: a 1-D tensor is declared longer than {_MAX_PROP_LENGTH}"
             )
         try:
             inferred = onnx.shape_inference.infer_shapes(m, data_prop=data_prop)
@@ -301,18 +301,14 @@ def _declared_bytes(t: onnx.TensorProto) -> int:
     return n * size
 
 
-# Longest 1-D integer tensor whose values onnx's data propagation may compute (shapes are far shorter).
+# Longest 1-D tensor whose values onnx's data propagation may compute (shapes are far shorter).
 _MAX_PROP_LENGTH = 4096
-_INT_TYPES = {
-    onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
-    onnx.TensorProto.UINT64, onnx.TensorProto.UINT32, onnx.TensorProto.UINT16, onnx.TensorProto.UINT8,
-}
 
 
-def _declares_long_int_vector(infos: list[onnx.ValueInfoProto]) -> bool:
+def _declares_long_vector(infos: list[onnx.ValueInfoProto]) -> bool:
     for vi in infos:
         tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or tt.elem_type not in _INT_TYPES or not tt.HasField("shape"):
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
             continue
         dims = tt.shape.dim
         if len(dims) <= 1 and any(d.HasField("dim_value") and d.dim_value > _MAX_PROP_LENGTH for d in dims):

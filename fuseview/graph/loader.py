@@ -43,7 +43,7 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
         raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
-    _check_external_data(model, p.parent, p)
+    check_external_data(model, p.parent, p)
     if check:
         check_structure(model, str(p))
     return model
@@ -244,14 +244,20 @@ def dtype_name(elem_type: int) -> str:
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError, TypeError):
+        pass
+    try:
         return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:  # a number onnx does not define (a hostile or future model)
+        return f"undefined type {elem_type}"
 
 
 def _norm_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
+def check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
+    """FuseviewError unless every external weight is a regular file in the model's folder, reached without
+    a link; each is registered as an input (the one rule of every command)."""
     for t in _all_initializers(model.graph):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -263,11 +269,27 @@ def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None
             raise FuseviewError(
                 f"{path}: external data {location!r} of tensor {t.name!r} is outside the model's folder"
             )
+        if _through_link(base, Path(location)):
+            # onnx refuses to read weights through a link (fuse, profile); looking at the model does too
+            raise FuseviewError(
+                f"{path}: external data {location!r} of tensor {t.name!r} is reached through a symbolic"
+                " link; fuseview reads weights only from regular files in the model's folder"
+            )
         if not data.is_file():
             raise FuseviewError(
                 f"{path}: external data file {location!r} for tensor {t.name!r} not found beside the model"
             )
         register_input(data)
+
+
+def _through_link(base: Path, location: Path) -> bool:
+    """Whether base/location, or a folder on the way from base to it, is a symbolic link."""
+    p = base
+    for part in location.parts:
+        p = p / part
+        if p.is_symlink():
+            return True
+    return False
 
 
 def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:

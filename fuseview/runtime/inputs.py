@@ -54,7 +54,12 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type") or not tt.elem_type:
             raise FuseviewError(f"input {vi.name!r} is not a tensor with a known element type")
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, ValueError, TypeError):
+            raise FuseviewError(
+                f"input {vi.name!r} has element type {tt.elem_type}, which onnx does not define"
+            ) from None
         shape = None
         if tt.HasField("shape"):
             shape = tuple(declared_dim(d) for d in tt.shape.dim)

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
+from fuseview.graph.loader import check_external_data
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.ab import time_models
@@ -141,7 +142,11 @@ def _load_once(m: ModelSource) -> ModelSource:
         if path.stat().st_size > _LOAD_LIMIT:
             return m
         try:
-            proto = onnx.load(str(path))
+            proto = onnx.load(str(path), load_external_data=False)
+            check_external_data(proto, path.parent, path)  # the loader's rule: no weights through a link
+            onnx.load_external_data_for_model(proto, str(path.parent))
+        except FuseviewError:
+            raise
         except Exception as exc:  # protobuf's DecodeError, a missing external-data file, ...
             raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
     names = unique_node_names(proto.graph.node)

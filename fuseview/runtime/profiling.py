@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import Cancelled, FuseviewError
-from fuseview.graph.loader import check_structure
+from fuseview.graph.loader import check_external_data, check_structure
 from fuseview.naming import unique_node_names
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
@@ -62,6 +62,7 @@ def load_model_graph(model: ModelSource) -> onnx.ModelProto:
     except Exception as exc:  # protobuf's DecodeError and friends
         raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
     check_structure(proto, str(path))
+    check_external_data(proto, path.parent, path)  # the loader's rule: no weights through a link
     return proto
 
 

@@ -120,11 +120,16 @@ def _clean(obj):
     return obj
 
 
+def report_text(report: dict, src: str = "report") -> str:
+    """The report as validated JSON text (NaN/inf as null)."""
+    report = _clean(report)
+    validate(report, src)
+    return json.dumps(report, indent=1, allow_nan=False)
+
+
 def save_report(report: dict, path: str | os.PathLike) -> Path:
     """Validate and write the report atomically (temp file in the same folder, then os.replace)."""
-    report = _clean(report)
-    validate(report, str(path))
-    return write_text_atomic(path, json.dumps(report, indent=1, allow_nan=False))
+    return write_text_atomic(path, report_text(report, str(path)))
 
 
 def _check(obj: dict, spec: dict, where: str, src: str) -> None:

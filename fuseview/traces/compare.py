@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fuseview.errors import FuseviewError
 from fuseview.stats import compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
 from fuseview.traces.stats import TraceStats
@@ -9,6 +10,9 @@ from fuseview.traces.stats import TraceStats
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     """before/after ratio of median step times with its interval (steps are independent, not paired)."""
+    for t in (before, after):
+        if min(t.step_us) <= 0:
+            raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} us; step times must be positive")
     est = compare_timings(before.step_us, after.step_us, paired=False)
     return est.to_json() | {"summary": est.summary()}
 

@@ -7,6 +7,7 @@ has (`_softmax`, `masked_fill`), not split on "_".
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from functools import cache
 
@@ -45,27 +46,66 @@ def fused_part(kernel: str) -> str | None:
     return m.group(1) if m else None
 
 
+# Op names of more "_"-separated pieces than this are not looked for inside kernel names (real ones have
+# at most five: native_layer_norm_backward); with it, segmenting costs a few lookups per piece.
+MAX_OP_PIECES = 8
+
+
+@cache
+def _pieces(known: frozenset[str]) -> int:
+    """The most "_"-separated pieces a known name takes (at most MAX_OP_PIECES); once per set of names."""
+    return min(MAX_OP_PIECES, 1 + max((k.count("_") for k in known), default=0))
+
+
 def segment(part: str, known: frozenset[str]) -> list[str]:
     """Split a fused op list into known op names, fewest unknown pieces first, then fewest pieces."""
+    n = len(part)
+    cuts = [j for j, ch in enumerate(part) if ch == "_"] + [n]
+    span = _pieces(known)
+    # best[i]: (unknown pieces, pieces, end of the first piece) of part[i:]; right to left, no recursion
+    best: dict[int, tuple[int, int, int]] = {n: (0, 0, n)}
 
-    @cache
-    def best(i: int) -> tuple[int, int, tuple[str, ...]]:
-        if i >= len(part):
-            return 0, 0, ()
-        options = []
-        for k in known:
-            j = i + len(k)
-            if part.startswith(k, i) and (j == len(part) or part[j] == "_"):
-                u, n, rest = best(j + 1)
-                options.append((u, n + 1, (k, *rest)))
-        # an unknown piece: up to the next "_" (a leading "_" belongs to the piece)
-        j = part.find("_", i + 1)
-        j = len(part) if j < 0 else j
-        u, n, rest = best(j + 1)
-        options.append((u + 1, n + 1, (part[i:j], *rest)))
-        return min(options)
+    def after(j: int) -> tuple[int, int, int]:
+        return best[j + 1] if j + 1 < n else (0, 0, n)
 
-    return list(best(0)[2])
+    for i in sorted({0, *(j + 1 for j in cuts[:-1] if j + 1 < n)}, reverse=True):
+        q0 = bisect.bisect_right(cuts, i)  # an unknown piece runs to the next "_" (a leading one is its own)
+        u, c, _ = after(cuts[q0])
+        choice = (u + 1, c + 1, cuts[q0])
+        for q in range(q0, min(len(cuts), q0 + span)):
+            j = cuts[q]
+            if part[i:j] in known:
+                u, c, _ = after(j)
+                if (u, c + 1) < choice[:2]:
+                    choice = (u, c + 1, j)
+        best[i] = choice
+    out, i = [], 0
+    while i < n:
+        j = best[i][2]
+        out.append(part[i:j])
+        i = j + 1
+    return out
+
+
+def _outermost_hit_above(parent: np.ndarray, hit: np.ndarray, queries: list[int]) -> dict[int, int]:
+    """For each query event, the outermost event enclosing it (not itself) with hit set, -1 when none.
+
+    Each enclosing event is visited once for all queries (memoised), so 20,000 nested ops cost 20,000
+    steps, not one walk up the nesting per event.
+    """
+    top: dict[int, int] = {-1: -1}  # event -> outermost hit among it and its ancestors
+    out: dict[int, int] = {}
+    for i in queries:
+        path = []
+        p = int(parent[i])
+        while p not in top:
+            path.append(p)
+            p = int(parent[p])
+        for q in reversed(path):  # from the outermost down
+            t = top[int(parent[q])]
+            top[q] = t if t >= 0 else (q if hit[q] else -1)
+        out[i] = top[int(parent[i])]
+    return out
 
 
 def _replaced_per_step(before: TraceStats, names: set[str]) -> dict[str, float]:
@@ -77,14 +117,12 @@ def _replaced_per_step(before: TraceStats, names: set[str]) -> dict[str, float]:
     name_id = np.frombuffer(raw.name_id, dtype=np.int32)
     dur = np.frombuffer(raw.dur, dtype=np.float64)
     hit = np.isin(name_id, list(ids)) & before.in_step
+    hits = np.nonzero(hit)[0].tolist()
+    above = _outermost_hit_above(before.parent, hit, hits)
     out: dict[str, float] = {}
-    parent = before.parent
     steps = max(before.steps, 1)
-    for i in np.nonzero(hit)[0].tolist():
-        p = int(parent[i])
-        while p >= 0 and not hit[p]:
-            p = int(parent[p])
-        if p < 0:
+    for i in hits:
+        if above[i] < 0:
             n = ids[int(name_id[i])]
             out[n] = out.get(n, 0.0) + float(dur[i]) / steps
     return out
@@ -119,14 +157,9 @@ def _device_replaced_per_step(before: TraceStats, names: set[str], device: dict[
     launches = np.nonzero((corr >= 0) & host & before.in_step)[0].tolist()
     out: dict[str, float] = {}
     steps = max(before.steps, 1)
-    parent = before.parent
+    tops = _outermost_hit_above(before.parent, hit, launches)
     for i in launches:
-        top = -1
-        p = int(parent[i])
-        while p >= 0:
-            if hit[p]:
-                top = p
-            p = int(parent[p])
+        top = tops[i]
         if top >= 0:
             n = ids[int(name_id[top])]
             out[n] = out.get(n, 0.0) + device.get(int(corr[i]), 0.0) / steps
@@ -153,13 +186,18 @@ def attribute(before: TraceStats, after: TraceStats) -> list[FusedKernel]:
             claims[m] = claims.get(m, 0) + 1
     device = _device_by_correlation(before)
     out = []
+    done: dict[tuple, dict[str, float]] = {}
     for e, ops, matched in found:
         # a GPU kernel is compared with the GPU kernels its ops launched, not with their host-side time
         on_device = bool(device) and e.on_device
-        if on_device:
-            times = _device_replaced_per_step(before, set(matched), device)
-        else:
-            times = _replaced_per_step(before, set(matched))
+        key = (on_device, frozenset(matched))
+        times = done.get(key)
+        if times is None:  # kernels naming the same ops (one per layer) share the work
+            if on_device:
+                times = _device_replaced_per_step(before, set(matched), device)
+            else:
+                times = _replaced_per_step(before, set(matched))
+            done[key] = times
         # an op named by several kernels (view, clone) has its time shared evenly among them
         replaced = sum(t / claims[n] for n, t in times.items())
         out.append(FusedKernel(e.name, ops, matched, e.per_step_us, replaced,

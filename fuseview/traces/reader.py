@@ -2,7 +2,12 @@
 
 The traceEvents array is decoded one event at a time with json's raw_decode over a sliding text window,
 so a 100 MB trace never exists as a list of dicts. onnxruntime's profile (a top-level array of Session and
-Node events) is handed to fuseview.runtime.trace, which already knows that format.
+Node events) is read the same way and split into runs by fuseview.runtime.trace.
+
+Every trace is hostile until checked: only the bytes the file had when it was opened are read (a file that
+grows is refused, not followed), one event may take at most MAX_EVENT_CHARS of text, names and categories
+are strings, pid/tid numbers or strings, ts/dur finite numbers and dur not negative; at most MAX_EVENTS
+timed events and MAX_NAMES distinct names (memory stays near 200 bytes per event whatever the file holds).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import json
+import math
 import os
 import re
 from array import array
@@ -17,12 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
-from fuseview.runtime.trace import node_time, read_runs
+from fuseview.runtime.trace import node_time, split_runs
 from fuseview.safe_io import check_regular
+from fuseview.textsafe import shorten
 
 PYTORCH = "pytorch"
 ONNXRUNTIME = "onnxruntime"
 CHUNK = 4 << 20
+MAX_EVENT_CHARS = 16 << 20  # one event's JSON text; a longer one is malformed (or a NUL-byte flood)
+MAX_EVENTS = 5_000_000  # timed events (about 1.5 GB of Kineto JSON)
+MAX_NAMES = 200_000  # distinct event names (a real profile has a few thousand)
+MAX_THREADS = 100_000
+MAX_TIME_US = 1e18  # |ts| and dur: Kineto's epoch microseconds are near 2e15
 _SPACE = re.compile(r"[\s,]*")
 _KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 _ONNX_MAGIC = (b"\x08", b"\x0a")  # ONNX protobuf files start with field 1 (ir_version) or a graph field
@@ -52,13 +64,16 @@ class RawTrace:
 
 
 class _Interner:
-    def __init__(self, out: list[str]):
+    def __init__(self, out: list[str], path, what: str = "names", most: int = MAX_NAMES):
         self.ids: dict = {}
         self.out = out
+        self.path, self.what, self.most = path, what, most
 
     def __call__(self, key) -> int:
         i = self.ids.get(key)
         if i is None:
+            if len(self.out) >= self.most:
+                raise _bad(self.path, f"more than {self.most} distinct event {self.what}")
             i = self.ids[key] = len(self.out)
             self.out.append(key if isinstance(key, str) else str(key))
         return i
@@ -69,9 +84,9 @@ def _bad(path, why: str) -> FuseviewError:
 
 
 class _Window:
-    """A sliding window of decoded text over a file read in chunks."""
+    """A sliding window of decoded text over a file read in chunks, never past the size it had when opened."""
 
-    def __init__(self, f, path):
+    def __init__(self, f, path, size: int):
         self.f = f
         self.path = path
         self.dec = codecs.getincrementaldecoder("utf-8")()
@@ -79,11 +94,18 @@ class _Window:
         self.pos = 0
         self.eof = False
         self.bare = False
+        self.left = size  # bytes still to read
 
     def more(self) -> bool:
         if self.eof:
             return False
-        data = self.f.read(CHUNK)
+        try:
+            data = self.f.read(min(CHUNK, self.left)) if self.left > 0 else b""
+            if not data and self.f.read(1):  # a writer is still appending: refuse, don't follow it
+                raise _bad(self.path, "the file grew while being read")
+        except OSError as exc:
+            raise _bad(self.path, f"cannot read: {exc.strerror or exc}") from None
+        self.left -= len(data)
         try:
             s = self.dec.decode(data, final=not data)
         except UnicodeDecodeError:
@@ -151,7 +173,7 @@ def _events(w: _Window):
             try:
                 # a "}, {" inside an event's args would make a bad cut: then the slow path below
                 batch = loads("[" + w.text[w.pos:cut] + "]")
-            except ValueError:
+            except (ValueError, RecursionError):
                 batch = None
             if batch is not None:
                 w.pos = cut
@@ -160,10 +182,16 @@ def _events(w: _Window):
         try:
             ev, end = decode(w.text, w.pos)
         except json.JSONDecodeError:
-            # most often an event cut by the end of the window: read on and retry
+            # most often an event cut by the end of the window: read on and retry, up to one event's size
+            if len(w.text) - w.pos > MAX_EVENT_CHARS:
+                raise _bad(w.path, f"malformed, or one event over {MAX_EVENT_CHARS >> 20} MiB") from None
             if not w.more():
                 raise _bad(w.path, "truncated or malformed event") from None
             continue
+        except RecursionError:
+            raise _bad(w.path, "an event nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise _bad(w.path, f"malformed event: {shorten(str(exc), 80)}") from None
         w.pos = end
         yield [ev]
 
@@ -188,9 +216,8 @@ def _looks_like_onnx(path) -> bool:
 def read_trace(path: str | os.PathLike) -> RawTrace:
     """The complete events of a torch.profiler or onnxruntime trace (FuseviewError when it is not one)."""
     p = Path(path)
-    if not p.exists():
-        raise FuseviewError(f"{path}: file not found")
-    check_regular(p, "trace", "profiler trace")  # no FIFO or device, and within FUSEVIEW_MAX_TRACE_BYTES
+    # a regular file (no FIFO, device, or overlong name) within FUSEVIEW_MAX_TRACE_BYTES
+    st = check_regular(p, "trace", "profiler trace")
     if _looks_like_onnx(p):
         raise FuseviewError(f"{path}: an ONNX model, not a profiler trace (open it with `fuseview open`)")
     try:
@@ -198,12 +225,12 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
     except OSError as exc:
         raise FuseviewError(f"{path}: cannot read ({exc.strerror})") from None
     with f:
-        w = _Window(f, path)
+        w = _Window(f, path, st.st_size)
         bare = w.bare = _skip_to_events(w)
         batches = _events(w)
         first = next(batches, [])
         if bare and first and isinstance(first[0], dict) and first[0].get("cat") in ("Session", "Node"):
-            return _read_onnxruntime(p)
+            return _read_onnxruntime(p, first, batches)
         raw = RawTrace(str(path), PYTORCH)
         _collect(raw, first, batches, path)
     if len(raw) == 0:
@@ -211,45 +238,113 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
     return raw
 
 
+def _text_field(ev: dict, key: str, path) -> str:
+    v = ev.get(key)
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    raise _bad(path, f"an event's {key} is a {type(v).__name__}, not a string")
+
+
+def _time_field(ev: dict, key: str, path) -> float:
+    v = ev.get(key, 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise _bad(path, f"an event's {key} is a {type(v).__name__}, not numeric")
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):
+        raise _bad(path, f"an event's {key} is not numeric ({shorten(str(v), 40)})") from None
+    if not math.isfinite(x) or abs(x) > MAX_TIME_US:
+        raise _bad(path, f"an event's {key} is {shorten(str(v), 40)}, not a finite time")
+    if key == "dur" and x < 0:
+        raise _bad(path, f"an event's dur is negative ({shorten(str(v), 40)})")
+    return x
+
+
+def _thread_key(ev: dict, path) -> tuple:
+    key = (ev.get("pid"), ev.get("tid"))
+    for v in key:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str, float))):
+            raise _bad(path, f"an event's pid or tid is a {type(v).__name__}")
+    return key
+
+
+def _correlation(args) -> int:
+    c = args.get("correlation", -1) if isinstance(args, dict) else -1
+    return c if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < (1 << 63) else -1
+
+
 def _collect(raw: RawTrace, first: list, batches, path) -> None:
-    name_of = _Interner(raw.names)
-    cat_of = _Interner(raw.cats)
-    threads: dict = {}
+    name_of = _Interner(raw.names, path)
+    cat_of = _Interner(raw.cats, path, "categories")
+    thread_of = _Interner([], path, "threads", MAX_THREADS)
     add_name, add_cat, add_thread = raw.name_id.append, raw.cat_id.append, raw.thread.append
     add_ts, add_dur, add_corr = raw.ts.append, raw.dur.append, raw.corr.append
     for batch in itertools.chain((first,), batches):
         for ev in batch:
-            try:
-                ph = ev.get("ph")
-            except AttributeError:
-                raise _bad(path, "an event is not an object") from None
+            if not isinstance(ev, dict):
+                raise _bad(path, "an event is not an object")
+            ph = ev.get("ph")
             if ph == "X":
-                try:
-                    ts = float(ev["ts"])
-                    dur = float(ev.get("dur", 0.0))
-                except (KeyError, TypeError, ValueError):
-                    raise _bad(path, "an event without a numeric ts/dur") from None
-                key = (ev.get("pid"), ev.get("tid"))
-                t = threads.get(key)
-                if t is None:
-                    t = threads[key] = len(threads)
-                add_name(name_of(ev.get("name", "")))
-                add_cat(cat_of(ev.get("cat") or ""))
-                add_thread(t)
+                if "ts" not in ev:
+                    raise _bad(path, "an event without a numeric ts/dur")
+                ts = _time_field(ev, "ts", path)
+                dur = _time_field(ev, "dur", path)
+                add_thread(thread_of(_thread_key(ev, path)))
+                add_name(name_of(_text_field(ev, "name", path)))
+                add_cat(cat_of(_text_field(ev, "cat", path)))
                 add_ts(ts)
                 add_dur(dur)
-                args = ev.get("args")
-                c = args.get("correlation", -1) if isinstance(args, dict) else -1
-                add_corr(c if isinstance(c, int) and not isinstance(c, bool) else -1)
+                add_corr(_correlation(ev.get("args")))
+                if len(raw.ts) > MAX_EVENTS:
+                    raise _bad(path, f"more than {MAX_EVENTS} timed events")
             elif ph in ("s", "f", "t"):
                 raw.flows += 1
 
 
-def _read_onnxruntime(p: Path) -> RawTrace:
-    runs, kernels = read_runs(p)
+_ORT_CATS = ("Session", "Node", "Kernel")
+
+
+def _ort_events(first: list, batches, path, seen: dict):
+    """onnxruntime's events, checked, as the small dicts split_runs reads (seen["kernel"]: any Kernel)."""
+    args_of: dict[tuple, dict] = {}  # one args dict per (op_name, provider): a node repeats every run
+    names: dict[str, str] = {}
+    count = 0
+    for batch in itertools.chain((first,), batches):
+        for ev in batch:
+            if not isinstance(ev, dict):
+                raise _bad(path, "an event is not an object")
+            cat = _text_field(ev, "cat", path)
+            if cat not in _ORT_CATS:
+                continue
+            count += 1
+            if count > MAX_EVENTS:
+                raise _bad(path, f"more than {MAX_EVENTS} timed events")
+            name = _text_field(ev, "name", path)
+            name = names.setdefault(name, name) if len(names) < MAX_NAMES else name  # one copy per name
+            ts, dur = _time_field(ev, "ts", path), _time_field(ev, "dur", path)
+            args = ev.get("args") or {}
+            if not isinstance(args, dict):
+                raise _bad(path, "an event's args is not an object")
+            key = (_text_field(args, "op_name", path) or "?", _text_field(args, "provider", path) or "?")
+            a = args_of.get(key)
+            if a is None:
+                if len(args_of) >= MAX_NAMES:
+                    raise _bad(path, f"more than {MAX_NAMES} distinct node kinds")
+                a = args_of[key] = {"op_name": key[0], "provider": key[1]}
+            if cat == "Kernel":
+                seen["kernel"] = True
+            yield {"cat": cat, "name": name, "ts": ts, "dur": dur, "args": a}
+
+
+def _read_onnxruntime(p: Path, first: list, batches) -> RawTrace:
+    seen = {"kernel": False}
+    runs = split_runs(_ort_events(first, batches, p, seen))
+    kernels = seen["kernel"]
     raw = RawTrace(str(p), ONNXRUNTIME)
-    name_of = _Interner(raw.names)
-    cat_of = _Interner(raw.cats)
+    name_of = _Interner(raw.names, p)
+    cat_of = _Interner(raw.cats, p, "categories")
     node_cat = cat_of("Node")
     for run in runs:
         raw.runs.append((run.ts, run.dur_us))

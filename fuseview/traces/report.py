@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
+from fuseview.safe_io import load_json
 from fuseview.traces.categories import CATEGORIES
 from fuseview.traces.compare import diff
 from fuseview.traces.stats import TraceStats
@@ -108,19 +109,19 @@ def validate_report(rep) -> dict:
     return rep
 
 
+def report_text(rep: dict) -> str:
+    """The validated report as JSON text."""
+    validate_report(rep)
+    return json.dumps(rep, indent=1, allow_nan=False) + "\n"
+
+
 def save_report(rep: dict, path: str | os.PathLike) -> Path:
     """Validate and write the report atomically."""
-    validate_report(rep)
-    return write_text_atomic(path, json.dumps(rep, indent=1, allow_nan=False) + "\n")
+    return write_text_atomic(path, report_text(rep))
 
 
 def load_report(path: str | os.PathLike) -> dict:
-    """Read and validate a report file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            rep = json.load(f)
-    except FileNotFoundError:
-        raise FuseviewError(f"{path}: file not found") from None
-    except (OSError, ValueError) as exc:
-        raise FuseviewError(f"{path}: not a readable trace report ({exc})") from None
-    return validate_report(rep)
+    """Read and validate a report file (a regular file within FUSEVIEW_MAX_REPORT_BYTES, depth-bounded)."""
+    if not os.path.lexists(path):
+        raise FuseviewError(f"{path}: file not found")
+    return validate_report(load_json(path, "report", "readable trace report"))
