@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise FuseviewError("--atol and --rtol must be 0 or more")
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
-        validate=not args.no_validate, strict=True,
+        validate=not args.no_validate, strict=True, weights_on_disk=True,
     )
     model = load_for_fusion(src)
     scan = scan_for_fusion(model, dims_for(model, options), src)
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
-    save_model_atomic(result.model, out)
+    save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
     print(f"wrote      {out}")
     if args.save_plan:  # last, with the model: a run that fails writes nothing
         plan.save(args.save_plan)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate, Replacement
 from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.fusion.subgraphs import write_back
+from fuseview.graph.lazy_weights import has_disk_weights, stage_for_checker
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 
 # onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
@@ -405,7 +407,7 @@ def _convert_opset(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], old:
         imports = [o for o in converted.opset_import if o.domain != _HIDDEN]
         del converted.opset_import[:]
         converted.opset_import.extend(imports)
-        onnx.checker.check_model(converted, full_check=True)
+        check_model_where_weights_are(converted, full_check=True)
     except Exception:  # noqa: BLE001 - no adapter, or the result does not check: keep the old opset
         return False
     meta = list(model.metadata_props)
@@ -426,11 +428,24 @@ def apply_plan(
     return apply_candidates(model, scan, accepted)
 
 
-def check_fused(model: onnx.ModelProto) -> list[str]:
+def check_model_where_weights_are(
+    model: onnx.ModelProto, base_dir: str | Path | None = None, full_check: bool = False
+) -> None:
+    """onnx.checker on the model; one with weights on disk is checked as a file whose weights point at an
+    empty stand-in (the checker resolves external data against a model's folder, which an in-memory model
+    lacks, and refuses hard links; the graph is what is checked, the weights' bytes were checked on read)."""
+    if not has_disk_weights(model):
+        onnx.checker.check_model(model, full_check=full_check)
+        return
+    with tempfile.TemporaryDirectory(prefix="fuseview-check-") as tmp:
+        onnx.checker.check_model(str(stage_for_checker(model, tmp)), full_check=full_check)
+
+
+def check_fused(model: onnx.ModelProto, base_dir: str | Path | None = None) -> list[str]:
     """Run onnx.checker; notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
     notes: list[str] = []
     try:
-        onnx.checker.check_model(model)
+        check_model_where_weights_are(model, base_dir)
         return notes
     except onnx.checker.ValidationError as exc:
         msg = str(exc)
@@ -445,5 +460,5 @@ def check_fused(model: onnx.ModelProto) -> list[str]:
             notes.append(f"{n.name}: {n.op_type} at this opset is an onnxruntime contrib op (not in ONNX)")
             n.op_type, n.domain = n.op_type, "com.microsoft.fuseview_probe"
     probe.opset_import.append(onnx.helper.make_opsetid("com.microsoft.fuseview_probe", 1))
-    onnx.checker.check_model(probe)
+    check_model_where_weights_are(probe, base_dir)
     return notes

@@ -214,6 +214,14 @@ def has_disk_weights(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
+def stored_size(model: onnx.ModelProto, base_dir: str | os.PathLike | None = None) -> int:
+    """Bytes the model takes with every weight embedded (those on disk counted, not read)."""
+    graph_rest = _without(model.graph, {"initializer"})
+    sizes = [_tensor_size(t, base_dir) for t in model.graph.initializer]
+    body = graph_rest.ByteSize() + sum(len(_key(_INITIALIZER, 2)) + len(_encode_varint(s)) + s for s in sizes)
+    return _without(model, {"graph"}).ByteSize() + len(_key(_GRAPH, 2)) + len(_encode_varint(body)) + body
+
+
 def write_streaming(model: onnx.ModelProto, path: str | os.PathLike,
                     base_dir: str | os.PathLike | None = None) -> None:
     """Write the model with every weight embedded, streaming those on disk instead of loading them
@@ -231,3 +239,81 @@ def write_streaming(model: onnx.ModelProto, path: str | os.PathLike,
             out.write(_key(_INITIALIZER, 2) + _encode_varint(s))
             for piece in _tensor_frames(t, base_dir):
                 out.write(piece)
+
+
+def stage_for_runtime(model: onnx.ModelProto, folder: str | os.PathLike,
+                      base_dir: str | os.PathLike | None = None) -> Path:
+    """A file in `folder` that a runtime can load with the model's on-disk weights, none of them read here.
+
+    Each weight file is hard-linked into the folder (onnxruntime refuses external data outside the model's
+    folder, symlinks included) and the staged graph points into the links; where a link cannot be made
+    (another file system), the weights are streamed into one embedded file instead.
+    """
+    folder = Path(folder)
+    staged = _without(model, {"graph"})
+    staged.graph.CopyFrom(_without(model.graph, {"initializer"}))
+    links: dict[Path, str] = {}
+    try:
+        for t in model.graph.initializer:
+            copy = staged.graph.initializer.add()
+            if t.data_location != onnx.TensorProto.EXTERNAL:
+                copy.CopyFrom(t)
+                continue
+            src, offset, length = external_location(t, base_dir)
+            src = src.resolve()
+            if src not in links:
+                links[src] = f"weights{len(links)}.bin"
+                os.link(src, folder / links[src])
+            copy.CopyFrom(_without(t, {"external_data"}))
+            for k, v in (("location", links[src]), ("offset", str(offset)), ("length", str(length or ""))):
+                if v:
+                    e = copy.external_data.add()
+                    e.key, e.value = k, v
+    except OSError:
+        out = folder / "embedded.onnx"
+        write_streaming(model, out, base_dir)
+        return out
+    out = folder / "staged.onnx"
+    with open(out, "wb") as f:
+        f.write(staged.SerializeToString())
+    return out
+
+
+def materialized(model: onnx.ModelProto, base_dir: str | os.PathLike | None) -> onnx.ModelProto:
+    """The model with its on-disk weights read into memory (a copy; the model itself when it has none)."""
+    if not has_disk_weights(model):
+        return model
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    for t in full.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        src, offset, length = external_location(t, base_dir)
+        with open(src, "rb") as f:
+            f.seek(offset)
+            data = f.read() if length is None else f.read(length)
+        if length is not None and len(data) != length:
+            raise OSError(f"external data of {t.name!r} ends early in {src.name}")
+        t.raw_data = data
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
+    return full
+
+
+def stage_for_checker(model: onnx.ModelProto, folder: str | os.PathLike) -> Path:
+    """A file in `folder` for onnx's checker: the graph, its on-disk weights pointing at one empty file."""
+    folder = Path(folder)
+    (folder / "weights.bin").write_bytes(b"")
+    staged = _without(model, {"graph"})
+    staged.graph.CopyFrom(_without(model.graph, {"initializer"}))
+    for t in model.graph.initializer:
+        copy = staged.graph.initializer.add()
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            copy.CopyFrom(t)
+            continue
+        copy.CopyFrom(_without(t, {"external_data"}))
+        e = copy.external_data.add()
+        e.key, e.value = "location", "weights.bin"
+    out = folder / "staged.onnx"
+    out.write_bytes(staged.SerializeToString())
+    return out
