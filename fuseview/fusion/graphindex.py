@@ -174,8 +174,8 @@ class GraphIndex:
     # ------------------------------------------------------------------------------------------ shapes
     def _dim_value(self, key: str, used: dict[str, int]) -> int:
         v = used[key] if key in used else default_dim(key)
-        if key not in self._dims and dim_kind(key) in ("other", "unnamed"):
-            self.notes.append(f"symbolic dim {key!r} set to 1 (use --dim {key}=VALUE)")
+        if key not in self._dims and dim_kind(key) in ("other", "unnamed") and v == default_dim(key):
+            self.notes.append(f"symbolic dim {key!r} set to {v} (use --dim {key}=VALUE)")
         self.dims_used[key] = v
         return v
 

@@ -40,6 +40,7 @@ class FuseOptions:
     # leave the fused model's weights where the source keeps them (the CLI streams them into its output);
     # otherwise the fused model holds them in memory, as a model the window can hand anywhere
     weights_on_disk: bool = False
+    target_opset: int | None = None  # None keeps the source's ONNX opset (--target-opset N converts)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def build_fused(
     options = options or FuseOptions()
     report = progress or (lambda _stage, _fraction: None)
     report("applying", 0.05)
-    result = apply_candidates(model, scan, list(accepted))
+    result = apply_candidates(model, scan, list(accepted), options.target_opset)
     keep_stand_in_names(model, result.model)
     notes = list(result.notes)
     report("checking", 0.3)
