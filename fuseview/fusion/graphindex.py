@@ -12,6 +12,7 @@ from onnx import numpy_helper
 
 from fuseview.dims import default_dim, dim_kind, parse_dim_args, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
+from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.naming import unique_node_names
 
 
@@ -156,6 +157,9 @@ class GraphIndex:
             return None  # rules read small constants; a huge weight stays on disk (or in the proto) unread
         try:
             if t.data_location == onnx.TensorProto.EXTERNAL:
+                mapped = mapped_weight(t, self.base_dir)
+                if mapped is not None:
+                    return mapped
                 return numpy_helper.to_array(t, base_dir=self.base_dir or "")
             return numpy_helper.to_array(t)
         except Exception:  # noqa: BLE001 - unreadable weights just make a rule not apply

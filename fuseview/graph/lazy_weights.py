@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 # Files from this size up are read lazily (smaller ones parse in well under a second either way).
@@ -317,3 +319,28 @@ def stage_for_checker(model: onnx.ModelProto, folder: str | os.PathLike) -> Path
     out = folder / "staged.onnx"
     out.write_bytes(staged.SerializeToString())
     return out
+
+
+# Element types whose bytes on disk are a numpy array as they are (little-endian, one element per item).
+_MAPPABLE = {getattr(onnx.TensorProto, n) for n in ("FLOAT", "DOUBLE", "FLOAT16", "INT64", "INT32", "INT16",
+                                                    "INT8", "UINT8", "UINT16", "UINT32", "UINT64", "BOOL")}
+
+
+def mapped_weight(t: onnx.TensorProto, base_dir: str | os.PathLike | None) -> np.ndarray | None:
+    """A read-only memory map of an on-disk weight (nothing read until a value is used), or None when its
+    bytes are not a plain array (another element type, a big-endian host, a length that does not fit)."""
+    if t.data_type not in _MAPPABLE or sys.byteorder != "little":
+        return None
+    src, offset, length = external_location(t, base_dir)
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+    count = 1
+    for d in t.dims:
+        count *= int(d)
+    if length is not None and length != count * dtype.itemsize:
+        return None
+    if count == 0:
+        return np.zeros([int(d) for d in t.dims], dtype)
+    try:
+        return np.memmap(src, dtype=dtype, mode="r", offset=offset, shape=tuple(int(d) for d in t.dims))
+    except (OSError, ValueError):
+        return None
