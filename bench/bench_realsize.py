@@ -31,8 +31,9 @@ OUT = ROOT / "build" / "realsize-out"
 ORT_MODEL_TYPE = {"gpt2": "gpt2", "bert": "bert", "t5": "t5"}
 
 
-def run_timed(args: list[str]) -> tuple[float, int, int, str, str]:
-    """(wall s, peak RSS bytes, exit code, stdout, stderr) of one fuseview command in its own process."""
+def run_timed(args: list[str]) -> tuple[float, float, int, int, str, str]:
+    """(wall s, CPU s, peak RSS bytes, exit code, stdout, stderr) of one fuseview command in its own
+    process (CPU time, user + system, is what a loaded machine inflates least)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "fuseview", *args], stdout=subprocess.PIPE,
@@ -53,7 +54,8 @@ def run_timed(args: list[str]) -> tuple[float, int, int, str, str]:
     for t in threads:
         t.join()
     p.returncode = os.waitstatus_to_exitcode(status)
-    return (wall, usage.ru_maxrss * 1024, p.returncode, chunks["out"].decode(errors="replace"),
+    cpu = usage.ru_utime + usage.ru_stime
+    return (wall, cpu, usage.ru_maxrss * 1024, p.returncode, chunks["out"].decode(errors="replace"),
             chunks["err"].decode(errors="replace"))
 
 
@@ -152,7 +154,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start "
           "(shared: compare ratios within this run)")
-    heads = " ".join(f"{h + ' s/MB':>12}" for h in ("info", "render", "scan", "fuse"))
+    heads = " ".join(f"{h + ' wall/cpu s, MB':>20}" for h in ("info", "render", "scan", "fuse"))
     print(f"{'model':<28} {'MB':>6}  {heads}  RSS/file (worst)")
     results = []
     for path in files:
@@ -165,15 +167,13 @@ def main() -> None:
             "fuse": ["fuse", str(path), "-o", str(fused)],
         }
         measured = {}
-        for name, cmd in steps.items():
-            wall, rss, rc, out, err = run_timed(cmd)
-            measured[name] = (wall, rss, rc, out, err)
         cells = []
-        for name in steps:
-            wall, rss, rc, _out, err = measured[name]
-            cells.append(f"{wall:5.1f}/{rss / 2**20:5.0f}" if rc == 0 else f"{'exit ' + str(rc):>11}")
+        for name, cmd in steps.items():
+            wall, cpu, rss, rc, out, err = run_timed(cmd)
+            measured[name] = (wall, rss, rc, out, err)
+            cells.append(f"{wall:5.1f}/{cpu:5.1f}, {rss / 2**20:5.0f}" if rc == 0 else f"exit {rc}")
         worst = max(m[1] for m in measured.values()) / size
-        row = " ".join(f"{c:>12}" for c in cells)
+        row = " ".join(f"{c:>20}" for c in cells)
         print(f"{path.stem:<28} {size / 2**20:6.0f}  {row}  {worst:.2f}x")
         for name, (_w, _r, rc, _o, err) in measured.items():
             if rc != 0:
