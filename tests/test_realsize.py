@@ -239,6 +239,8 @@ def test_big_weights_stay_on_disk_and_stream_out(tmp_path, monkeypatch):
     model = load_for_fusion(path)
     assert has_disk_weights(model)
     scan = scan_for_fusion(model, {"sequence": 4}, path)
+    read = scan.index.const_value("w")  # a rule reading the weight gets a map of the file, not a copy
+    assert isinstance(read, np.memmap) and np.array_equal(read, w)
     outcome = build_fused(model, scan, [c.id for c in scan.candidates],
                           FuseOptions(dims={"sequence": 4}, weights_on_disk=True), path.parent)
     assert outcome.validation is not None and outcome.validation.ok
