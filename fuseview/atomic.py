@@ -218,9 +218,20 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def save_model_atomic(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
-    """Write a model atomically (its weights to `<name>.data` beside it when it is over 2 GB)."""
+def save_model_atomic(
+    model: onnx.ModelProto, path: str | os.PathLike, base_dir: str | os.PathLike | None = None
+) -> Path:
+    """Write a model atomically (its weights to `<name>.data` beside it when it is over 2 GB).
+
+    Weights the model keeps on disk (read lazily, or external data relative to base_dir) are streamed
+    into the file, never held in memory all at once."""
+    from fuseview.graph.lazy_weights import has_disk_weights, materialized, stored_size, write_streaming
+
     out = Path(path)
+    if has_disk_weights(model):
+        if stored_size(model, base_dir) <= _MAX_PROTO_BYTES:
+            return write_atomic(out, lambda tmp: write_streaming(model, tmp, base_dir))
+        model = materialized(model, base_dir)
     if model.ByteSize() > _MAX_PROTO_BYTES:
         data = out.name + ".data"
         check_output(out.parent / data)

@@ -1,10 +1,17 @@
 """The one dims policy of scan, fuse, profile and the window: what a declared input dim is, and its value.
 
-A declared dim is a number (fixed), a named symbol (`seq`), or unknown: no name, or a value of -1 or 0
-(as PaddlePaddle and some converters write "any size"). Every non-fixed dim has a key: its symbol's name,
-or `INPUT:AXIS` when it has none. The user sets dims with one syntax everywhere, `--dim KEY=VALUE`
-(`--dim seq=64`, `--dim image:0=2`); dims left unset take a default by what their name looks like
-(batch-like 1, sequence-like 128, anything else 1). An unknown key is an error that lists the valid ones.
+A declared dim is a number (fixed), a named symbol (`seq`), or unknown: no name, a name that says nothing
+(`?`, blanks, onnx's own `unk__N`), or a value of -1 or 0 (as PaddlePaddle and some converters write "any
+size"); each unknown is its own dim, so `[-1, 3, "?", "?"]` has three. Every non-fixed dim has a key: its
+symbol's name, or `INPUT:AXIS` when it has none. The user sets dims with one syntax everywhere,
+`--dim KEY=VALUE` (`--dim seq=64`, `--dim image:0=2`), and only for the model's top-level inputs (If/Loop/Scan
+bodies take their shapes from the outer graph); dims left unset take a default by what their name looks like
+(batch-like 1, sequence-like 128, a KV cache's past length 1, anything else 1). An unknown key is an error
+that lists the valid ones.
+
+A decoder with a KV cache runs with no --dim at all: every past tensor's length is one value (even when the
+exporter gave each its own symbol) and the attention mask's length, when it has a symbol of its own, is
+past + new tokens.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from fuseview.textsafe import shorten
 
 BATCH_DEFAULT = 1
 SEQUENCE_DEFAULT = 128
+PAST_DEFAULT = 1  # one cached token: the past inputs and the Concat with them are exercised
 OTHER_DEFAULT = 1
 MAX_DIM = 2**31 - 1  # onnxruntime's dims are int64, but no tensor is longer than this on one axis
 
@@ -28,15 +36,18 @@ _BATCH_WORDS = ("batch",)
 _BATCH_NAMES = {"n", "b", "bs", "num_batches"}
 _SEQUENCE_WORDS = ("seq", "len", "token", "time", "step")
 _SEQUENCE_NAMES = {"s", "t", "l"}
+_PAST_WORDS = ("past", "cache")
+_PAST_INPUT_WORDS = ("past", "cache", "pkv")
+_UNKNOWN_NAME = re.compile(r"\?*|unk__\d+")
 
 
 def declared_dim(d: onnx.TensorShapeProto.Dimension) -> Dim:
     """A declared dim as fuseview reads it: a positive number, a symbol's name, or None (unknown)."""
     if d.HasField("dim_value") and d.dim_value > 0:
         return int(d.dim_value)
-    if d.HasField("dim_param") and d.dim_param.strip():
+    if d.HasField("dim_param") and not _UNKNOWN_NAME.fullmatch(d.dim_param.strip()):
         return d.dim_param
-    return None  # unnamed, or -1 / 0 ("any size" in some exporters)
+    return None  # unnamed, "?", unk__N, or -1 / 0 ("any size" in some exporters)
 
 
 def dim_key(input_name: str, axis: int, dim: Dim) -> str:
@@ -45,23 +56,26 @@ def dim_key(input_name: str, axis: int, dim: Dim) -> str:
 
 
 def dim_kind(key: str) -> str:
-    """What a dim's key says it is: "batch", "sequence", "unnamed" (INPUT:AXIS) or "other"."""
+    """What a dim's key says it is: "batch", "past", "sequence", "unnamed" (INPUT:AXIS) or "other"."""
     if re.fullmatch(r".+:\d+", key):
         return "unnamed"
     low = key.lower()
     if any(w in low for w in _BATCH_WORDS) or low in _BATCH_NAMES:
         return "batch"
+    if any(w in low for w in _PAST_WORDS):
+        return "past"
     if any(w in low for w in _SEQUENCE_WORDS) or low in _SEQUENCE_NAMES:
         return "sequence"
     return "other"
 
 
 def default_dim(key: str) -> int:
-    """The value a dim gets when the user does not set it (batch-like 1, sequence-like 128, else 1).
+    """The value a dim gets when the user does not set it (batch-like 1, sequence-like 128, past 1, else 1).
 
     An unnamed dim (key INPUT:AXIS) says nothing about what it is, so it gets 1.
     """
-    return {"batch": BATCH_DEFAULT, "sequence": SEQUENCE_DEFAULT}.get(dim_kind(key), OTHER_DEFAULT)
+    defaults = {"batch": BATCH_DEFAULT, "sequence": SEQUENCE_DEFAULT, "past": PAST_DEFAULT}
+    return defaults.get(dim_kind(key), OTHER_DEFAULT)
 
 
 def parse_dim_args(items: list[str] | None, label: str = "--dim") -> dict[str, int]:
@@ -133,8 +147,48 @@ def check_dim_names(model: onnx.ModelProto, dims: dict[str, int] | None) -> None
         raise FuseviewError(f"--dim {unknown[0]}: the model has no such input dim (valid: {valid})")
 
 
+@dataclass(frozen=True)
+class CacheDims:
+    """The dims a KV-cache decoder ties together: the past lengths (one value), the new-token dim, and the
+    total lengths (past + new) of masks that carry a symbol of their own."""
+
+    past: tuple[str, ...]
+    new: str | None
+    total: tuple[str, ...]
+
+
+def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
+    """The KV-cache relations of a decoder's inputs, or None for a model without past inputs."""
+    slots = dim_slots(model)
+    past = [s.key for s in slots if any(w in s.input.lower() for w in _PAST_INPUT_WORDS)
+            and dim_kind(s.key) != "batch"]
+    if not past:
+        return None
+    past_set = set(past)
+    ids = [s for s in slots if s.key not in past_set and dim_kind(s.key) != "batch"
+           and "mask" not in s.input.lower() and "position" not in s.input.lower()]
+    new = next((s.key for s in ids if "ids" in s.input.lower() or "embeds" in s.input.lower()),
+               ids[0].key if ids else None)
+    total = [s.key for s in slots if s.key not in past_set and s.key != new and dim_kind(s.key) != "batch"
+             and ("mask" in s.input.lower() or "total" in s.key.lower())]
+    return CacheDims(tuple(dict.fromkeys(past)), new, tuple(dict.fromkeys(total)))
+
+
 def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:
-    """Every non-fixed input dim's key with the value used: the user's, else the default."""
+    """Every non-fixed input dim's key with the value used: the user's, else the default (for a KV-cache
+    decoder: one past length for every past input, masks of their own length at past + new)."""
     dims = dict(dims or {})
     check_dim_names(model, dims)
-    return {k: int(dims[k]) if k in dims else default_dim(k) for k in dim_keys(model)}
+    used = {k: int(dims[k]) if k in dims else default_dim(k) for k in dim_keys(model)}
+    cache = cache_dims(model)
+    if cache is None:
+        return used
+    given = [dims[k] for k in cache.past if k in dims]
+    past = int(given[0]) if given else PAST_DEFAULT
+    for k in cache.past:
+        used[k] = int(dims.get(k, past))
+    new = used[cache.new] if cache.new else 0
+    for k in cache.total:
+        if k not in dims:
+            used[k] = past + new
+    return used

@@ -121,13 +121,13 @@ def scan(m, *rules):
     return scan_model(m, rules=[rule_by_name(r) for r in rules])
 
 
-def fuse_and_validate(m, *rules, dims=None):
+def fuse_and_validate(m, *rules, dims=None, target_opset=None):
     """Apply every candidate of the rules, check the model, compare outputs; returns the fused model."""
     r = scan(m, *rules)
     assert r.candidates, [n.reason for n in r.near_misses]
     plan = Plan(r.candidates)
     plan.accept_all()
-    res = apply_candidates(m, r, plan.accepted())
+    res = apply_candidates(m, r, plan.accepted(), target_opset)
     check_fused(res.model)
     v = validate(m, res.model, bool(res.reference_only_ops), dims)
     assert v.ok, v.to_json()
@@ -238,8 +238,12 @@ def _rms(recip="reciprocal"):
 
 @pytest.mark.parametrize("recip", ["reciprocal", "div_one"])
 def test_rms_norm(recip):
+    # the model keeps opset 17: onnxruntime's SimplifiedLayerNormalization, as the scan labels it
     fused = fuse_and_validate(_rms(recip), "rms_norm")
-    # opset 17 raised to 23: the standard RMSNormalization, not onnxruntime's ONNX-domain contrib op
+    assert ops(fused) == ["SimplifiedLayerNormalization"] and fused.opset_import[0].version == 17
+    assert scan(_rms(recip), "rms_norm").candidates[0].fused_op == "SimplifiedLayerNormalization"
+    # asked for opset 23: converted, and the standard RMSNormalization passes onnx's full checker
+    fused = fuse_and_validate(_rms(recip), "rms_norm", target_opset=23)
     assert ops(fused) == ["RMSNormalization"] and fused.opset_import[0].version == 23
     onnx.checker.check_model(fused, full_check=True)
 
@@ -444,12 +448,17 @@ def test_constants_seen_through_identity():
     assert "BiasGelu" in ops(fuse_and_validate(m, "bias_gelu_erf"))
 
 
-def test_layer_norm_on_opset_13_raises_opset_for_the_checker():
+def test_layer_norm_on_opset_13_keeps_the_opset_unless_asked():
     nodes, inits = layer_norm_nodes()
     m = model(nodes, [("x", [2, 5, 8])], [("y", [2, 5, 8])], inits, opset=13)
     r = scan(m, "layer_norm")
     res = apply_candidates(m, r, [c.id for c in r.candidates])
-    assert res.model.opset_import[0].version == 17 and any("opset raised" in n for n in res.notes)
+    # opset 13 kept: LayerNormalization runs as onnxruntime's ONNX-domain contrib op there
+    assert res.model.opset_import[0].version == 13 and ops(res.model) == ["LayerNormalization"]
+    assert any("contrib op" in n for n in check_fused(res.model))
+    assert validate(m, res.model, False).ok
+    res = apply_candidates(m, r, [c.id for c in r.candidates], target_opset=17)
+    assert res.model.opset_import[0].version == 17 and any("converted 13 -> 17" in n for n in res.notes)
     onnx.checker.check_model(res.model, full_check=True)
     assert m.opset_import[0].version == 13
 

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
     p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
+    p.add_argument("--target-opset", type=int, metavar="N",
+                   help="convert the fused model to ONNX opset N (default: keep the source's opset; fused ops"
+                   " the opset lacks are onnxruntime contrib ops); says what the conversion rewrote")
 
 
 def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
@@ -62,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
         raise FuseviewError(f"--inputs {args.inputs}: file not found")
     if args.seeds < 1:
         raise FuseviewError("--seeds must be at least 1")
+    if args.target_opset is not None and not 1 <= args.target_opset <= 99:
+        raise FuseviewError(f"--target-opset {args.target_opset}: not an ONNX opset")
     if args.atol < 0 or args.rtol < 0:
         raise FuseviewError("--atol and --rtol must be 0 or more")
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
-        validate=not args.no_validate, strict=True,
+        validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
     )
     model = load_for_fusion(src)
     scan = scan_for_fusion(model, dims_for(model, options), src)
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
-    save_model_atomic(result.model, out)
+    save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
     print(f"wrote      {out}")
     if args.save_plan:  # last, with the model: a run that fails writes nothing
         plan.save(args.save_plan)

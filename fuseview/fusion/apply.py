@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +18,14 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import Candidate, Replacement
 from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.fusion.subgraphs import write_back
+from fuseview.graph.lazy_weights import has_disk_weights, stage_for_checker
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
 
 # onnxruntime registers these in the ONNX domain for every opset (contrib kernels) although the ONNX
 # schema set has no such op at that opset; the checker's "No Op registered" for them is expected.
 ORT_ONNX_DOMAIN_CONTRIB = frozenset({"SimplifiedLayerNormalization", "LayerNormalization"})
-# ONNX-standard equivalents of those (same inputs and attributes, one output): emitted instead when the
-# model's opset can be raised to them, so the fused model passes onnx's full checker.
+# ONNX-standard equivalents of those (same inputs and attributes, one output): emitted instead only when the
+# user asks for an opset that has them (--target-opset), so the fused model passes onnx's full checker.
 ONNX_STANDARD_FORM = {"SimplifiedLayerNormalization": "RMSNormalization"}
 
 
@@ -89,11 +91,17 @@ def _attr_value(v):
     return v
 
 
-def apply_candidates(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
-    """New model with the accepted candidates (ids from a scan of this model) fused; input untouched."""
+def apply_candidates(
+    model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str], target_opset: int | None = None
+) -> ApplyResult:
+    """New model with the accepted candidates (ids from a scan of this model) fused; input untouched.
+
+    The fused model keeps the source's ONNX opset (fused ops are onnxruntime contrib ops where the opset
+    lacks a standard one); target_opset N converts the model to opset N (onnx's version converter where an
+    op's meaning changes) and writes the standard forms N has, e.g. RMSNormalization from 23."""
     accepted = list(accepted)
     inner_ids = {c.id for _inner, sub in scan.inner for c in sub.candidates}
-    res = _apply_main(model, scan, [cid for cid in accepted if cid not in inner_ids])
+    res = _apply_main(model, scan, [cid for cid in accepted if cid not in inner_ids], target_opset)
     chosen_inner = [cid for cid in accepted if cid in inner_ids]
     if chosen_inner:
         _apply_inner(res, scan, set(chosen_inner))
@@ -119,7 +127,9 @@ def _apply_inner(res: ApplyResult, scan: ScanResult, accepted: set[str]) -> None
             )
 
 
-def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str]) -> ApplyResult:
+def _apply_main(
+    model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str], target_opset: int | None = None
+) -> ApplyResult:
     by_id = scan.by_id()
     chosen: list[Candidate] = []
     used: dict[str, str] = {}
@@ -143,11 +153,20 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
     ref_ops: set[str] = set()
     taken = {n.name for n in index.nodes if n.name} | {t.name for t in model.graph.initializer}
     notes: list[str] = []
+    opset = target_opset or next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    skipped: set[str] = set()
     for c in chosen:
         m = c.match
         rule = m.rule
         reps = rule.replace(m)
         reps = reps if isinstance(reps, list) else [reps]
+        lacking = _lacking_ops(rule, reps, opset)
+        if lacking:  # offered only with --target-opset: the model keeps its opset unless asked
+            first = _first_opset(lacking)
+            notes.append(f"{c.id}: not applied, {', '.join(lacking)} needs ONNX opset {first} and the model"
+                         f" keeps opset {opset} (--target-opset {first} applies it)")
+            skipped.add(c.id)
+            continue
         matched = m.node_list
         root_pos = index.position(matched[-1])
         remove.update(id(n) for n in matched)
@@ -183,6 +202,7 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
                 ref_ops.add(f"{domain}:{op}")
             new_nodes_at.setdefault(root_pos, []).append(node)
             del k
+    chosen = [c for c in chosen if c.id not in skipped]
     keep_ids = {id(n) for ns in new_nodes_at.values() for n in ns}
     # Nodes that were already dead in the source stay: removing them is not what the user accepted.
     src_used = {i for n in index.nodes for i in n.input} | {o.name for o in model.graph.output}
@@ -250,26 +270,21 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
         if d not in have:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
     fused_nodes = [n for ns in new_nodes_at.values() for n in ns]
-    renamed = {
-        n.name: n.op_type
-        for n in fused_nodes
-        if n.domain in ("", "ai.onnx") and n.op_type in ONNX_STANDARD_FORM and len(n.output) == 1
-    }
-    for n in [*fused_nodes, *out.graph.node]:
-        if n.name in renamed:
-            n.op_type = ONNX_STANDARD_FORM[renamed[n.name]]
     before = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
-    _raise_opset_if_safe(out, fused_nodes, notes)
-    after = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if renamed and not _defined_at(ONNX_STANDARD_FORM[next(iter(renamed.values()))], after):
-        # the opset could not be raised: back to onnxruntime's own ONNX-domain op
-        for n in out.graph.node:
+    if target_opset is not None and target_opset != before:
+        if target_opset < before:
+            raise FuseviewError(f"--target-opset {target_opset}: the model is already at opset {before}")
+        renamed = {
+            n.name: n.op_type
+            for n in fused_nodes
+            if n.domain in ("", "ai.onnx") and n.op_type in ONNX_STANDARD_FORM and len(n.output) == 1
+            and _defined_at(ONNX_STANDARD_FORM[n.op_type], target_opset)
+        }
+        for n in [*fused_nodes, *out.graph.node]:
             if n.name in renamed:
-                n.op_type = renamed[n.name]
-        notes[:] = [x for x in notes if not x.startswith("kept opset")] + [
-            f"kept opset {before}: {', '.join(sorted(set(renamed.values())))} stays onnxruntime's "
-            "ONNX-domain contrib op (onnx's full checker does not know it)"
-        ]
+                n.op_type = ONNX_STANDARD_FORM[renamed[n.name]]
+        _convert_to_opset(out, fused_nodes, target_opset, notes)
+    after = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
     missing = sorted(
         {
             n.op_type
@@ -281,10 +296,10 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
         }
     )
     if missing:
-        why = next((n.split(";")[0] for n in notes if n.startswith("kept opset")), f"kept opset {after}")
+        first = _first_opset(missing)
         raise FuseviewError(
-            f"the fused {', '.join(missing)} needs a newer ONNX opset than {after} and the model cannot be "
-            f"raised to it ({why}): reject those candidates"
+            f"the fused {', '.join(missing)} needs ONNX opset {first} and the model keeps opset {after}:"
+            f" reject those candidates, or convert the model with --target-opset {first}"
         )
     if ref_ops:
         notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
@@ -327,6 +342,26 @@ _COMPATIBLE_UPGRADES = frozenset(
 )
 
 
+def _lacking_ops(rule, reps: list[Replacement], opset: int) -> list[str]:  # noqa: ANN001 - a Rule
+    """The ONNX-domain ops a candidate would write that the opset lacks (onnxruntime's ONNX-domain contrib
+    ops do not count: onnxruntime runs them at every opset)."""
+    out = []
+    for rep in reps:
+        op = rule.fused_op if rep.op is None else rep.op
+        domain = rule.domain if rep.domain is None else rep.domain
+        standard = domain in ("", "ai.onnx") and op not in ORT_ONNX_DOMAIN_CONTRIB
+        if op and standard and not _defined_at(op, opset):
+            out.append(op)
+    return sorted(set(out))
+
+
+def _first_opset(ops: Iterable[str]) -> int:
+    """The first ONNX opset that defines every op (this onnx's latest when none does)."""
+    latest = onnx.defs.onnx_opset_version()
+    ops = list(ops)
+    return next((v for v in range(1, latest + 1) if all(_defined_at(op, v) for op in ops)), latest)
+
+
 def _defined_at(op_type: str, version: int) -> bool:
     try:
         onnx.defs.get_schema(op_type, version)
@@ -335,22 +370,17 @@ def _defined_at(op_type: str, version: int) -> bool:
         return False
 
 
-def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], notes: list[str]) -> None:
-    """Raise the ONNX opset when a fused ONNX-domain op needs a newer one and nothing else changes meaning."""
+def _convert_to_opset(
+    model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], need: int, notes: list[str]
+) -> None:
+    """Convert the model to ONNX opset ``need`` (--target-opset): a version bump where no op changes meaning,
+    onnx's version converter where one does; FuseviewError when that fails. Notes say what changed."""
     imp = next((o for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if imp is None:
-        return
-    need = imp.version
+        raise FuseviewError("--target-opset: the model imports no ONNX opset to convert")
     latest = onnx.defs.onnx_opset_version()
-    for n in new_nodes:
-        if n.domain not in ("", "ai.onnx") or _defined_at(n.op_type, imp.version):
-            continue
-        # the first opset that defines the op (ops onnx does not know are onnxruntime contrib ops)
-        first = next((v for v in range(imp.version + 1, latest + 1) if _defined_at(n.op_type, v)), None)
-        if first is not None:
-            need = max(need, first)
-    if need <= imp.version:
-        return
+    if need > latest:
+        raise FuseviewError(f"--target-opset {need}: this onnx knows opsets up to {latest}")
     blockers = set()
     fused = {(n.name, n.op_type) for n in new_nodes}
     for n in model.graph.node:
@@ -369,18 +399,18 @@ def _raise_opset_if_safe(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto]
         if old != new:
             blockers.add(n.op_type)
     if blockers:
-        if _convert_opset(model, new_nodes, imp.version, need):
+        old = imp.version
+        if _convert_opset(model, new_nodes, old, need):
             notes.append(
-                f"ONNX opset raised {imp.version} -> {need} for the fused ops; onnx's version converter "
+                f"ONNX opset converted {old} -> {need} (--target-opset); onnx's version converter "
                 f"rewrote {', '.join(sorted(blockers))} for the new opset"
             )
             return
-        notes.append(
-            f"kept opset {imp.version}: raising it to {need} would change {', '.join(sorted(blockers))};"
-            " the fused ops run as onnxruntime contrib ops"
+        raise FuseviewError(
+            f"--target-opset {need}: onnx's version converter cannot take the model from opset {old}"
+            f" (ops whose meaning changes: {', '.join(sorted(blockers))})"
         )
-        return
-    notes.append(f"ONNX opset raised {imp.version} -> {need} for the fused ops (no other op changes meaning)")
+    notes.append(f"ONNX opset converted {imp.version} -> {need} (--target-opset; no op changes meaning)")
     imp.version = need
 
 
@@ -405,7 +435,7 @@ def _convert_opset(model: onnx.ModelProto, new_nodes: list[onnx.NodeProto], old:
         imports = [o for o in converted.opset_import if o.domain != _HIDDEN]
         del converted.opset_import[:]
         converted.opset_import.extend(imports)
-        onnx.checker.check_model(converted, full_check=True)
+        check_model_where_weights_are(converted, full_check=True)
     except Exception:  # noqa: BLE001 - no adapter, or the result does not check: keep the old opset
         return False
     meta = list(model.metadata_props)
@@ -426,11 +456,24 @@ def apply_plan(
     return apply_candidates(model, scan, accepted)
 
 
-def check_fused(model: onnx.ModelProto) -> list[str]:
+def check_model_where_weights_are(
+    model: onnx.ModelProto, base_dir: str | Path | None = None, full_check: bool = False
+) -> None:
+    """onnx.checker on the model; one with weights on disk is checked as a file whose weights point at an
+    empty stand-in (the checker resolves external data against a model's folder, which an in-memory model
+    lacks, and refuses hard links; the graph is what is checked, the weights' bytes were checked on read)."""
+    if not has_disk_weights(model):
+        onnx.checker.check_model(model, full_check=full_check)
+        return
+    with tempfile.TemporaryDirectory(prefix="fuseview-check-") as tmp:
+        onnx.checker.check_model(str(stage_for_checker(model, tmp)), full_check=full_check)
+
+
+def check_fused(model: onnx.ModelProto, base_dir: str | Path | None = None) -> list[str]:
     """Run onnx.checker; notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
     notes: list[str] = []
     try:
-        onnx.checker.check_model(model)
+        check_model_where_weights_are(model, base_dir)
         return notes
     except onnx.checker.ValidationError as exc:
         msg = str(exc)
@@ -445,5 +488,5 @@ def check_fused(model: onnx.ModelProto) -> list[str]:
             notes.append(f"{n.name}: {n.op_type} at this opset is an onnxruntime contrib op (not in ONNX)")
             n.op_type, n.domain = n.op_type, "com.microsoft.fuseview_probe"
     probe.opset_import.append(onnx.helper.make_opsetid("com.microsoft.fuseview_probe", 1))
-    onnx.checker.check_model(probe)
+    check_model_where_weights_are(probe, base_dir)
     return notes

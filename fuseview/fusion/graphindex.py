@@ -10,7 +10,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fuseview.dims import declared_dim, default_dim, dim_key, dim_kind, parse_dim_args, resolve_dims
+from fuseview.dims import default_dim, dim_kind, parse_dim_args, resolve_dims
+from fuseview.graph.inference import shared_inference, substitute
+from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.naming import unique_node_names
 
 
@@ -155,6 +157,9 @@ class GraphIndex:
             return None  # rules read small constants; a huge weight stays on disk (or in the proto) unread
         try:
             if t.data_location == onnx.TensorProto.EXTERNAL:
+                mapped = mapped_weight(t, self.base_dir)
+                if mapped is not None:
+                    return mapped
                 return numpy_helper.to_array(t, base_dir=self.base_dir or "")
             return numpy_helper.to_array(t)
         except Exception:  # noqa: BLE001 - unreadable weights just make a rule not apply
@@ -173,68 +178,25 @@ class GraphIndex:
     # ------------------------------------------------------------------------------------------ shapes
     def _dim_value(self, key: str, used: dict[str, int]) -> int:
         v = used[key] if key in used else default_dim(key)
-        if key not in self._dims and dim_kind(key) in ("other", "unnamed"):
-            self.notes.append(f"symbolic dim {key!r} set to 1 (use --dim {key}=VALUE)")
+        if key not in self._dims and dim_kind(key) in ("other", "unnamed") and v == default_dim(key):
+            self.notes.append(f"symbolic dim {key!r} set to {v} (use --dim {key}=VALUE)")
         self.dims_used[key] = v
         return v
 
     def _infer_shapes(self) -> None:
-        g = self.graph
-        m = onnx.ModelProto()
-        m.ir_version = self.model.ir_version
-        m.opset_import.extend(self.model.opset_import)
-        m.functions.extend(self.model.functions)
-        mg = m.graph
-        # Constant nodes become initializers: symbolic inference then has half the nodes to visit in
-        # TorchScript exports, which are ~40 % Constant nodes.
-        for n in g.node:
-            if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
-                t = mg.initializer.add()
-                t.CopyFrom(n.attribute[0].t)
-                t.name = n.output[0]
-            else:
-                mg.node.append(n)
-        mg.output.extend(g.output)
-        mg.initializer.extend(t for t in g.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
-        # External weights: declare their shapes as inputs so inference still sees them without reading them.
-        ext = [t for t in g.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+        """Shapes under the chosen dims: the model's one shared inference (fuseview.graph.inference, on a
+        weightless copy) with its input symbols set to the dims' values, then fuseview's concrete
+        propagation (shapes.py) over what onnx left symbolic."""
         used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
-        for vi in g.input:
-            new = mg.input.add()
-            new.CopyFrom(vi)
-            tt = new.type.tensor_type
-            if new.type.HasField("tensor_type") and tt.HasField("shape"):
-                for axis, d in enumerate(tt.shape.dim):
-                    dim = declared_dim(d)
-                    if not isinstance(dim, int):
-                        d.dim_value = self._dim_value(dim_key(vi.name, axis, dim), used)
-        for t in ext:
-            if t.name not in self.graph_inputs:
-                mg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-        # onnx's data propagation materialises the values of declared 1-D tensors, integer or float: a
-        # 200-byte model declaring two [2^24] inputs cost 3.6 GiB. Past a shape-like length it gives nothing.
-        data_prop = not _declares_long_vector(list(mg.input) + list(g.value_info) + list(g.output))
-        if not data_prop:
-            self.notes.append(
-                f"data propagation skipped: a 1-D tensor is declared longer than {_MAX_PROP_LENGTH}"
-            )
-        try:
-            inferred = onnx.shape_inference.infer_shapes(m, data_prop=data_prop)
-        except Exception as exc:  # noqa: BLE001 - sizes become unknown, matching still works
-            self.notes.append(f"shape inference failed: {exc}")
-            inferred = m
-        for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-            if not vi.type.HasField("tensor_type"):
-                continue
-            tt = vi.type.tensor_type
-            if not tt.HasField("shape"):
-                self._shapes[vi.name] = (None, tt.elem_type)
-                continue
-            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
-            self._shapes[vi.name] = (dims, tt.elem_type)
-        for t in list(g.initializer) + list(mg.initializer):  # mg's include the former Constant nodes
+        for key in used:
+            self._dim_value(key, used)
+        inference = shared_inference(self.model)
+        self.notes.extend(inference.notes)
+        for name, (dims, elem) in inference.shapes.items():
+            self._shapes[name] = (substitute(dims, used), elem)
+        for t in self.graph.initializer:
             self._shapes.setdefault(t.name, (list(t.dims), t.data_type))
-        self._propagate(mg)
+        self._propagate(inference.model.graph)
 
     def _propagate(self, mg: onnx.GraphProto) -> None:
         """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
@@ -245,12 +207,24 @@ class GraphIndex:
             for k, v in self._shapes.items()
             if v[0] is not None and all(isinstance(d, int) for d in v[0])
         }
-        inputs = {k: v for k, v in known.items() if k in {i.name for i in mg.input}}
+        inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
         small: dict[str, np.ndarray] = {}
         for t in mg.initializer:
             inputs[t.name] = list(t.dims)
-            if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(np.prod(t.dims)) <= 64:
-                small[t.name] = numpy_helper.to_array(t)
+            if _small_int(t):
+                _read_into(small, t.name, t)
+        for n in mg.node:  # Constant nodes: propagate skips them, so their values go in as constants
+            if n.op_type == "Constant" and n.output and n.attribute:
+                a = n.attribute[0]
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    inputs[n.output[0]] = list(a.t.dims)
+                    if _small_int(a.t):
+                        _read_into(small, n.output[0], a.t)
+                elif a.name in ("value_int", "value_ints", "value_float", "value_floats"):
+                    value = np.array(onnx.helper.get_attribute_value(a))
+                    inputs[n.output[0]] = list(value.shape)
+                    if a.name.startswith("value_int"):
+                        small[n.output[0]] = value.astype(np.int64)
         shapes = propagate(mg, inputs, small, known)
         for name, s in shapes.items():
             old = self._shapes.get(name)
@@ -301,16 +275,14 @@ def _declared_bytes(t: onnx.TensorProto) -> int:
     return n * size
 
 
-# Longest 1-D tensor whose values onnx's data propagation may compute (shapes are far shorter).
-_MAX_PROP_LENGTH = 4096
+def _small_int(t: onnx.TensorProto) -> bool:
+    """An inline integer constant short enough to be shape arithmetic."""
+    return (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(np.prod(t.dims)) <= 64
+            and t.data_location != onnx.TensorProto.EXTERNAL)
 
 
-def _declares_long_vector(infos: list[onnx.ValueInfoProto]) -> bool:
-    for vi in infos:
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        dims = tt.shape.dim
-        if len(dims) <= 1 and any(d.HasField("dim_value") and d.dim_value > _MAX_PROP_LENGTH for d in dims):
-            return True
-    return False
+def _read_into(values: dict[str, np.ndarray], name: str, t: onnx.TensorProto) -> None:
+    try:
+        values[name] = numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
+        pass

@@ -18,6 +18,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import ApplyResult, apply_candidates, check_fused
 from fuseview.fusion.scan import ScanResult, load_model, scan_model
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
+from fuseview.graph.lazy_weights import has_disk_weights, materialized
 from fuseview.naming import unique_node_names
 
 # progress(stage, fraction of the whole pipeline)
@@ -36,6 +37,10 @@ class FuseOptions:
     rtol: float = RTOL
     validate: bool = True
     strict: bool = True  # raise FuseviewError on the first problem (CLI); else keep it as a note (window)
+    # leave the fused model's weights where the source keeps them (the CLI streams them into its output);
+    # otherwise the fused model holds them in memory, as a model the window can hand anywhere
+    weights_on_disk: bool = False
+    target_opset: int | None = None  # None keeps the source's ONNX opset (--target-opset N converts)
 
 
 @dataclass
@@ -59,29 +64,25 @@ class FuseOutcome:
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
-    """True when some initializer of the main graph keeps its bytes in a side file."""
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    """True when some initializer of the main graph keeps its bytes on disk (a side file, or left in the
+    model file by the loader)."""
+    return has_disk_weights(model)
 
 
 def with_weights(model: onnx.ModelProto, base_dir: str | os.PathLike | None) -> onnx.ModelProto:
-    """The model with external weights read into memory (a copy; the model itself when it has none)."""
+    """The model with its on-disk weights read into memory (a copy; the model itself when it has none)."""
     if not has_external_data(model):
         return model
-    if base_dir is None:
-        raise FuseviewError("the model keeps its weights in external files and its folder is unknown")
-    full = onnx.ModelProto()
-    full.CopyFrom(model)
     try:
-        onnx.load_external_data_for_model(full, str(base_dir))
+        return materialized(model, base_dir)
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"cannot read the model's external weights: {exc}") from None
-    return full
 
 
 def load_for_fusion(path: str | os.PathLike) -> onnx.ModelProto:
-    """Read an ONNX file with its external weights (FuseviewError on bad input)."""
-    p = Path(path)
-    return with_weights(load_model(p), p.parent)
+    """Read an ONNX file for fusion, its big weights left on disk until something must hold them
+    (FuseviewError on bad input); build_fused reads them as it needs."""
+    return load_model(Path(path))
 
 
 def dims_for(model: onnx.ModelProto, options: FuseOptions) -> dict[str, int]:
@@ -135,15 +136,13 @@ def build_fused(
     """Apply the accepted candidates, check the result (onnx checker, onnxruntime load) and validate it."""
     options = options or FuseOptions()
     report = progress or (lambda _stage, _fraction: None)
-    report("reading weights", 0.02)
-    model = with_weights(model, base_dir)
     report("applying", 0.05)
-    result = apply_candidates(model, scan, list(accepted))
+    result = apply_candidates(model, scan, list(accepted), options.target_opset)
     keep_stand_in_names(model, result.model)
     notes = list(result.notes)
     report("checking", 0.3)
     try:
-        notes += check_fused(result.model)
+        notes += check_fused(result.model, base_dir)
     except Exception as exc:  # noqa: BLE001 - onnx's checker raises several types
         _problem(options, notes, f"fused model fails onnx's checker: {str(exc).strip().splitlines()[0]}")
     validation = None
@@ -154,22 +153,28 @@ def build_fused(
                 model, result.model, bool(result.reference_only_ops), options.dims, seed=options.seed,
                 seeds=options.seeds, inputs=options.inputs, atol=options.atol, rtol=options.rtol,
                 progress=lambda done, total: report("validating", 0.4 + 0.3 * done / total),
+                base_dir=base_dir,
             )
         except FuseviewError as exc:
             if options.strict:
                 raise
             notes.append(f"not validated: {exc}")
     elif not result.reference_only_ops:
-        _check_loads(result.model, options, notes)
+        _check_loads(result.model, options, notes, base_dir)
+    if not options.weights_on_disk:
+        report("reading weights", 0.75)
+        result.model = with_weights(result.model, base_dir)
     return FuseOutcome(result, validation, notes)
 
 
-def _check_loads(model: onnx.ModelProto, options: FuseOptions, notes: list[str]) -> None:
+def _check_loads(
+    model: onnx.ModelProto, options: FuseOptions, notes: list[str], base_dir: str | os.PathLike | None
+) -> None:
     """Without validation, at least prove onnxruntime accepts the fused graph."""
     from fuseview.runtime.sessions import create_session
 
     try:
-        create_session(model, "cpu", "disabled")
+        create_session(model, "cpu", "disabled", base_dir=base_dir)
     except FuseviewError as exc:
         _problem(options, notes, f"fused model does not load in onnxruntime: {exc}")
 

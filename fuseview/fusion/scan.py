@@ -102,21 +102,22 @@ def scan_model(
     cands = _drop_submatches(cands)
     link_conflicts(cands)
     result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
-    _scan_inner(result, dims, rules, base_dir, functions)
+    _scan_inner(result, rules, base_dir, functions)
     return result
 
 
 def _scan_inner(
     result: ScanResult,
-    dims: dict[str, int] | None,
     rules: list[Rule],
     base_dir: str | os.PathLike | None,
     functions: bool,
 ) -> None:
     """Scan each inner graph as its own model; its candidates join the result with a scope and scoped ids."""
     for inner in inner_models(result.index.model, result.index, functions):
-        # an inner model carries the model's functions (for inference): they are scanned once, at the top
-        sub = scan_model(inner.model, dims, rules, base_dir=base_dir, functions=False)
+        # an inner model carries the model's functions (for inference): they are scanned once, at the top.
+        # --dim names the model's top-level inputs only: a body's inputs are typed from the outer graph's
+        # shapes under those dims already (passing them on refused every body: the silero-vad regression)
+        sub = scan_model(inner.model, None, rules, base_dir=base_dir, functions=False)
         label = inner.where.label
         for c in sub.candidates:
             c.scope = label + (f" ▸ {c.scope}" if c.scope else "")

@@ -9,6 +9,8 @@ give the same max abs / max rel everywhere. onnxruntime runs on CPU with its own
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +18,7 @@ import onnx
 
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
+from fuseview.graph.lazy_weights import materialized
 from fuseview.runtime.compare import tensor_diff
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds, resolve_dims
 
@@ -109,19 +112,31 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: bool) -> list[np.ndarray]:
-    """Outputs of a model: onnxruntime CPU with its graph optimizations off, or the reference evaluator."""
+Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def model_runner(
+    model: onnx.ModelProto, reference: bool, base_dir: str | os.PathLike | None = None
+) -> Runner:
+    """One engine for a model, reused for every input set: onnxruntime CPU with its graph optimizations off
+    (one session), or the reference evaluator (weights read into memory for it)."""
     if reference:
         from onnx.reference import ReferenceEvaluator
 
-        return [np.asarray(x) for x in ReferenceEvaluator(model, new_ops=REFERENCE_OPS).run(None, feeds)]
+        evaluator = ReferenceEvaluator(materialized(model, base_dir), new_ops=REFERENCE_OPS)
+        return lambda feeds: [np.asarray(x) for x in evaluator.run(None, feeds)]
     import onnxruntime as ort
 
     from fuseview.runtime.sessions import create_session
 
     ort.set_default_logger_severity(4)  # fatal only: onnxruntime's own lines would print raw and coloured
-    sess, _choice = create_session(model, "cpu", "disabled")
-    return [np.asarray(x) for x in sess.run(None, feeds)]
+    sess, _choice = create_session(model, "cpu", "disabled", base_dir=base_dir)
+    return lambda feeds: [np.asarray(x) for x in sess.run(None, feeds)]
+
+
+def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: bool) -> list[np.ndarray]:
+    """Outputs of a model on one input set (model_runner for several)."""
+    return model_runner(model, reference)(feeds)
 
 
 def compare_outputs(
@@ -171,37 +186,54 @@ def validate(
     rtol: float = RTOL,
     progress=None,
     original_outputs: dict[str, list[np.ndarray]] | None = None,
+    base_dir: str | os.PathLike | None = None,
 ) -> Validation:
     """Run both models on the same input sets; FuseviewError with the --dim/--inputs hint if they cannot.
 
-    original_outputs, when given, keeps the original's outputs per input set across calls (tune validates
-    many fused variants of one model on the same inputs).
-    """
+    One engine per model, reused for every input set; the original's engine is released before the fused
+    one is made, so a big model's weights are held by one session at a time. original_outputs, when given,
+    keeps the original's outputs per input set across calls (tune validates many fused variants of one
+    model on the same inputs)."""
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
     used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
     names = [o.name for o in original.graph.output]
     dims_text = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
+    engine_key = "reference" if reference_only else "onnxruntime"
+    keys = [f"{label}|{engine_key}" for label, _s, _f in sets]
+    cache = original_outputs if original_outputs is not None else {}
+    expected: list[list[np.ndarray]] = []
+    run = None
+    try:
+        for key, (_label, _s, feeds) in zip(keys, sets, strict=True):
+            cached = cache.get(key)
+            if cached is None:
+                if run is None:
+                    run = model_runner(original, reference_only, base_dir)
+                cached = run(feeds)
+                cache[key] = cached
+            expected.append(cached)
+            if progress:
+                progress(len(expected), 2 * len(sets))
+    except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
+        label = sets[len(expected)][0] if len(expected) < len(sets) else sets[0][0]
+        where = f"the inputs of {label}" if inputs else f"generated inputs (dims {dims_text})"
+        raise FuseviewError(
+            f"the original model does not run on {where}: {_first_line(exc)}; {HINT}"
+        ) from None
+    finally:
+        run = None  # release the original's session before the fused one is made
     runs: list[InputSet] = []
-    for i, (label, s, feeds) in enumerate(sets):
-        key = f"{label}|{'reference' if reference_only else 'onnxruntime'}"
-        try:
-            cached = None if original_outputs is None else original_outputs.get(key)
-            a = cached if cached is not None else run_model(original, feeds, reference_only)
-        except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
-            where = f"the inputs of {label}" if inputs else f"generated inputs (dims {dims_text})"
-            raise FuseviewError(
-                f"the original model does not run on {where}: {_first_line(exc)}; {HINT}"
-            ) from None
-        try:
-            b = run_model(fused, feeds, reference_only)
-        except Exception as exc:  # noqa: BLE001
-            raise FuseviewError(
-                f"the fused model fails on inputs the original runs on ({label}): {_first_line(exc)}"
-            ) from None
-        if original_outputs is not None:
-            original_outputs[key] = a
-        runs.append(InputSet(label, s, describe_feeds(feeds), compare_outputs(names, a, b, atol, rtol)))
-        if progress:
-            progress(i + 1, len(sets))
+    label = sets[0][0]
+    try:
+        run = model_runner(fused, reference_only, base_dir)
+        for (label, s, feeds), a in zip(sets, expected, strict=True):
+            b = run(feeds)
+            runs.append(InputSet(label, s, describe_feeds(feeds), compare_outputs(names, a, b, atol, rtol)))
+            if progress:
+                progress(len(sets) + len(runs), 2 * len(sets))
+    except Exception as exc:  # noqa: BLE001
+        raise FuseviewError(
+            f"the fused model fails on inputs the original runs on ({label}): {_first_line(exc)}"
+        ) from None
     engine = "reference" if reference_only else "onnxruntime"
     return Validation(engine, _worst(names, runs), runs, dict(used), atol, rtol)

@@ -12,12 +12,11 @@ from google.protobuf.message import DecodeError
 from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
+from fuseview.graph.inference import shared_inference
+from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily
 from fuseview.graph.scopes import node_scope
 from fuseview.naming import unique_node_names
 from fuseview.safe_io import check_regular, read_bytes
-
-# Shape inference serialises the model; past this size protobuf refuses, so we skip it and say so.
-_MAX_INFER_BYTES = 1_900_000_000
 
 Progress = Callable[[str, float], None]
 
@@ -35,10 +34,15 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     """Parse an ONNX file without its external weights, checking that they exist and (with check) the
     graph's structure (see check_structure); FuseviewError if bad."""
     p = Path(path)
-    if check_regular(p, "model", "ONNX model").st_size == 0:
+    size = check_regular(p, "model", "ONNX model").st_size
+    if size == 0:
         raise FuseviewError(f"{p}: file is empty")
+    # a big file's large weights stay on disk (lazy_weights); a file it cannot walk is parsed whole below
+    lazy = read_lazily(p) if size >= LAZY_FILE_BYTES else None
     try:
-        model = onnx.load_model_from_string(read_bytes(p, "model", "ONNX model"))
+        model = lazy
+        if model is None:
+            model = onnx.load_model_from_string(read_bytes(p, "model", "ONNX model"))
     except DecodeError as exc:
         raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
     except (OSError, ValueError) as exc:
@@ -217,11 +221,14 @@ def document_from_model(
         raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
     warnings: list[str] = []
     report("inferring shapes", 0.2)
-    inferred = _infer_shapes(model, warnings)
+    inference = shared_inference(model)  # weightless, shared with the scan of this model
+    warnings.extend(inference.notes)
     opsets = {o.domain or "": o.version for o in model.opset_import}
     known_domains = {_norm_domain(d) for d in opsets} | {_norm_domain(f.domain) for f in model.functions}
     report("building graph", 0.5)
-    graph = _build_graph(inferred.graph, where, known_domains, outer=frozenset())
+    # inputs as the file declares them (the inferred copy names each unknown dim by its --dim key)
+    declared = {vi.name: _type_info(vi.type) for vi in model.graph.input}
+    graph = _build_graph(inference.model.graph, where, known_domains, outer=frozenset(), declared=declared)
     functions = {}
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
@@ -303,17 +310,6 @@ def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
                     yield from _all_initializers(g)
 
 
-def _infer_shapes(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelProto:
-    if model.ByteSize() > _MAX_INFER_BYTES:
-        warnings.append("shape inference skipped: model larger than 1.9 GB in memory")
-        return model
-    try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
-    except Exception as exc:  # noqa: BLE001 - any failure here only costs us shapes
-        warnings.append(f"shape inference failed, shapes shown where the file states them: {exc}")
-        return model
-
-
 def _type_info(t: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
     which = t.WhichOneof("value")
     if which != "tensor_type" and which != "sparse_tensor_type":
@@ -351,11 +347,13 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
 
 
 def _build_graph(
-    g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str]
+    g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str],
+    declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
 ) -> GraphDocument:
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         types[vi.name] = _type_info(vi.type)
+    types.update(declared or {})
     init_names = {t.name for t in g.initializer}
     for t in g.initializer:
         types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))

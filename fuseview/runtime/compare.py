@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 
@@ -36,31 +38,73 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
     if not (np.issubdtype(ref.dtype, np.number) or ref.dtype == np.bool_):
         same = bool(np.array_equal(ref, got))
         return {**out, "passed": same, "max_abs": None, "max_rel": None, "mean_abs": None, "cosine": None}
-    a = ref.astype(np.float64)
-    b = got.astype(np.float64)
-    fin_a, fin_b = np.isfinite(a), np.isfinite(b)
-    # NaN must meet NaN and an infinity the same infinity; only finite pairs are measured
-    same_nonfinite = (np.isnan(a) & np.isnan(b)) | (a == b)
-    nan_mismatch = bool(((~fin_a | ~fin_b) & ~same_nonfinite).any())
-    ok = fin_a & fin_b
-    a, b = a[ok], b[ok]
-    if a.size == 0:
+    # in chunks: a 128 x 50257 logits output in float64 is 51 MB a copy, and the measures take several
+    acc = _DiffSums()
+    flat_ref, flat_got = ref.reshape(-1), got.reshape(-1)
+    for start in range(0, max(flat_ref.size, 1), _DIFF_CHUNK):
+        acc.add(flat_ref[start:start + _DIFF_CHUNK], flat_got[start:start + _DIFF_CHUNK], atol, rtol)
+    nan_mismatch = acc.nan_mismatch
+    if acc.count == 0:
         return {**out, "passed": not nan_mismatch, "max_abs": 0.0, "max_rel": 0.0, "mean_abs": 0.0,
                 "cosine": 1.0, "nan_mismatch": nan_mismatch}
-    with np.errstate(over="ignore", invalid="ignore"):  # huge finite values may overflow to inf here
-        d = np.abs(a - b)
-        # Relative to |ref|, but never to less than atol: below it the pass test is absolute, and a
-        # reference of 1e-9 would turn a harmless 3e-7 difference into "max rel 300".
-        rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
-        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-        cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        na, nb = math.sqrt(acc.aa), math.sqrt(acc.bb)
+        cosine = 1.0 if na == 0 and nb == 0 else (acc.ab / (na * nb) if na and nb else 0.0)
     if not np.isfinite(cosine):
         cosine = None
-    passed = (not nan_mismatch) and bool(np.all(d <= atol + rtol * np.abs(a)))
-    worst = int(np.argmax(d))
-    return {**out, "passed": passed, "max_abs": float(d.max()), "max_rel": float(rel.max()),
-            "mean_abs": float(d.mean()), "cosine": cosine, "worst_ref": float(a[worst]),
-            "worst_got": float(b[worst]), "nan_mismatch": nan_mismatch, "abs_diff_hist": diff_histogram(d)}
+    passed = (not nan_mismatch) and acc.within
+    hist = {"zero": acc.zero, "edges": list(HIST_EDGES), "counts": [int(c) for c in acc.counts]}
+    return {**out, "passed": passed, "max_abs": acc.max_abs, "max_rel": acc.max_rel,
+            "mean_abs": acc.sum_abs / acc.count, "cosine": cosine, "worst_ref": acc.worst[0],
+            "worst_got": acc.worst[1], "nan_mismatch": nan_mismatch, "abs_diff_hist": hist}
+
+
+_DIFF_CHUNK = 1 << 20
+
+
+class _DiffSums:
+    """Running measures of tensor_diff over chunks of the two tensors (float64, finite pairs only)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.nan_mismatch = False
+        self.within = True
+        self.max_abs = self.max_rel = -math.inf
+        self.worst = (0.0, 0.0)
+        self.sum_abs = self.aa = self.bb = self.ab = 0.0
+        self.zero = 0
+        self.counts = np.zeros(len(HIST_EDGES) - 1, np.int64)
+
+    def add(self, ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> None:
+        """Fold one chunk in."""
+        a = ref.astype(np.float64)
+        b = got.astype(np.float64)
+        fin_a, fin_b = np.isfinite(a), np.isfinite(b)
+        # NaN must meet NaN and an infinity the same infinity; only finite pairs are measured
+        same_nonfinite = (np.isnan(a) & np.isnan(b)) | (a == b)
+        self.nan_mismatch |= bool(((~fin_a | ~fin_b) & ~same_nonfinite).any())
+        ok = fin_a & fin_b
+        a, b = a[ok], b[ok]
+        if a.size == 0:
+            return
+        self.count += a.size
+        with np.errstate(over="ignore", invalid="ignore"):  # huge finite values may overflow to inf here
+            d = np.abs(a - b)
+            # Relative to |ref|, but never to less than atol: below it the pass test is absolute, and a
+            # reference of 1e-9 would turn a harmless 3e-7 difference into "max rel 300".
+            rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
+            self.aa += float(a @ a)
+            self.bb += float(b @ b)
+            self.ab += float(a @ b)
+        self.within = self.within and bool(np.all(d <= atol + rtol * np.abs(a)))
+        k = int(np.argmax(d))
+        if d[k] > self.max_abs:
+            self.max_abs, self.worst = float(d[k]), (float(a[k]), float(b[k]))
+        self.max_rel = max(self.max_rel, float(rel.max()))
+        self.sum_abs += float(d.sum())
+        h = diff_histogram(d)
+        self.zero += h["zero"]
+        self.counts += np.asarray(h["counts"], np.int64)
 
 
 def _signature(model: onnx.ModelProto) -> tuple[list[str], list[str]]:

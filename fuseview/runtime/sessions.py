@@ -12,6 +12,7 @@ import onnx
 import onnxruntime as ort
 
 from fuseview.errors import FuseviewError
+from fuseview.graph.lazy_weights import has_disk_weights, stage_for_runtime
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -85,8 +86,18 @@ def _model_arg(model: ModelSource) -> str | bytes:
     return str(model)
 
 
-def _create(model: ModelSource, so: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+def _create(
+    model: ModelSource,
+    so: ort.SessionOptions,
+    providers: list[str],
+    base_dir: str | os.PathLike | None = None,
+) -> ort.InferenceSession:
     try:
+        if isinstance(model, onnx.ModelProto) and has_disk_weights(model):
+            # weights left on disk (lazy_weights) reach onnxruntime through links, never through memory
+            with tempfile.TemporaryDirectory(prefix="fuseview-session-") as tmp:
+                staged = stage_for_runtime(model, tmp, base_dir)
+                return ort.InferenceSession(str(staged), so, providers=providers)
         return ort.InferenceSession(_model_arg(model), so, providers=providers)
     except FuseviewError:
         raise
@@ -103,22 +114,26 @@ def create_session(
     optimized_model_path: str | None = None,
     threads: int = 0,
     cpu_mem_arena: bool = True,
+    base_dir: str | os.PathLike | None = None,
 ) -> tuple[ort.InferenceSession, ProviderChoice]:
-    """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU."""
+    """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU.
+
+    base_dir: the folder external data of an in-memory model is relative to (a model read by fuseview's
+    loader records it in each weight it left on disk)."""
     if provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
     so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
     avail = available_providers()
     if provider == "cpu":
-        return _create(model, so, [CPU]), ProviderChoice("cpu", CPU, "asked for cpu")
+        return _create(model, so, [CPU], base_dir), ProviderChoice("cpu", CPU, "asked for cpu")
     if CUDA not in avail:
         reason = "onnxruntime build has no CUDAExecutionProvider"
         if provider == "cuda":
             raise FuseviewError(
                 f"--provider cuda: this {reason} (onnxruntime {ort.__version__}); {CUDA_HINT}"
             )
-        return _create(model, so, [CPU]), ProviderChoice("auto", CPU, reason)
-    sess = _create(model, so, [CUDA, CPU])
+        return _create(model, so, [CPU], base_dir), ProviderChoice("auto", CPU, reason)
+    sess = _create(model, so, [CUDA, CPU], base_dir)
     if CUDA in sess.get_providers():
         return sess, ProviderChoice(provider, CUDA, "CUDAExecutionProvider available and active")
     # The build has CUDA but the session fell back: no GPU, or a driver/CUDA/cuDNN library is missing.
@@ -131,7 +146,7 @@ def create_session(
         )
     if profile_prefix or optimized_model_path:
         so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
-        sess = _create(model, so, [CPU])
+        sess = _create(model, so, [CPU], base_dir)
     return sess, ProviderChoice("auto", CPU, reason)
 
 
