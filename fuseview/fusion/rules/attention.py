@@ -650,6 +650,44 @@ class _Matcher:
             return None
         return [isnan, where]
 
+    def identity_reshape_after(self, t: str, shape_nodes: set) -> onnx.NodeProto | None:
+        """The Reshape reading t whose target is provably t's own shape (TorchScript's SDPA writes
+        [B, -1, S, D] after P.V); t's other readers may only be the Shape nodes computing that target."""
+        users = self.ix.consumers.get(t, ())
+        rest = [u for u in users if u.op_type != "Shape"]
+        if len(rest) != 1 or t in self.ix.graph_outputs:
+            return None
+        n = rest[0]
+        local: set[int] = set()
+        if not self.identity_reshape(n, local):
+            return None
+        if any(u.op_type == "Shape" and id(u) not in local for u in users):
+            return None
+        shape_nodes |= local
+        return n
+
+    def identity_reshape(self, n: onnx.NodeProto, shape_nodes: set) -> bool:
+        """True when n is a Reshape whose target is provably its input's own shape: every element is
+        the input's dim, 0 (copied) or one -1."""
+        if n.op_type != "Reshape" or n.domain not in ("", "ai.onnx") or len(n.input) < 2:
+            return False
+        x = n.input[0]
+        local: set[int] = set()
+        vec = self.d.vec(n.input[1], local)
+        if vec is None or self.d.rank(x) != len(vec):
+            return False
+        allow0 = not self.ix.attr(n, "allowzero", 0)
+        free = 0
+        for j, e in enumerate(vec):
+            if e == -1:
+                free += 1
+            elif not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
+                return False
+        if free > 1:
+            return False
+        shape_nodes |= local
+        return True
+
     def kt_through_3d(self, t: str, core: list, shape_nodes: set) -> str | None:
         """kh when t = Reshape(Transpose(Reshape(kh, [-1, S, D]), (0, 2, 1)), [B, H, D, S]): kh^T per head
         written over a flattened batch*heads axis (the dynamo exporter's SDPA decomposition)."""
@@ -704,6 +742,10 @@ class _Matcher:
         mm_v = nxt
         core.append(mm_v)
         tr_o = _single(ix, mm_v.output[0])
+        same = self.identity_reshape_after(mm_v.output[0], shape_nodes)
+        if same is not None:
+            core.append(same)
+            tr_o = _single(ix, same.output[0])
         if tr_o is None or tr_o.op_type != "Transpose" or self.perm(tr_o) != [0, 2, 1, 3]:
             raise Miss(f"{mm_v.name}: output is not transposed back to [batch, seq, heads, head]")
         core.append(tr_o)
