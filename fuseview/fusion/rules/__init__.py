@@ -9,7 +9,7 @@ from fuseview.fusion.rule import Rule
 
 # One module per family; order here is the catalogue order (bigger fusions come first within a scan anyway).
 RULE_MODULES = (
-    "attention",
+    "attention_mha",
     "attention_packed",
     "embedding",
     "norms",
