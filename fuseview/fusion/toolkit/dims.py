@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 # ops whose output dim i is the input's dim i (same rank, elementwise)
 UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
@@ -263,7 +264,14 @@ class SymbolicDims:
             return self.dim(n.input[0], i, d) if r is not None and self._reduce_keeps(n, i, r) else None
         if op == "Concat" and r is not None:
             axis = int(self.ix.attr(n, "axis", 0)) % r
-            return self.dim(n.input[0], i, d) if i != axis else None
+            if i != axis:
+                return self.dim(n.input[0], i, d)
+            parts = [self.dim(x, i, d) for x in n.input if x]
+            total = parts[0]
+            for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
+                both = isinstance(total, int) and isinstance(p, int)
+                total = total + p if both else ("expr", "Add", total, p)
+            return total
         return None
 
     def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
@@ -319,6 +327,8 @@ class SymbolicDims:
         """Canonical form of a vector element."""
         if isinstance(e, tuple) and e[0] == "dim":
             return self.dim(e[1], e[2], depth + 1)
+        if isinstance(e, tuple) and e[0] == "expr" and depth < 50:
+            return ("expr", e[1], self.canon(e[2], depth + 1), self.canon(e[3], depth + 1))
         return e
 
     def vec(self, t: str, visited: set[int], depth: int = 0) -> list[Dim] | None:
@@ -382,6 +392,8 @@ class SymbolicDims:
             step = int(np.ravel(cs[3])[0]) if len(cs) > 3 and cs[3] is not None else 1
             start, end = int(np.ravel(cs[0])[0]), int(np.ravel(cs[1])[0])
             return data[slice(start, min(end, 2**62), step)]
+        if op == "Where":
+            return self._where_vec(n, visited, d)
         if op in ("Mul", "Add", "Sub") and len(n.input) == 2:
             a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
             if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
@@ -392,6 +404,38 @@ class SymbolicDims:
             # an expression of dims: equal only to the same expression (never a number it may happen to be)
             return [py(x, y) if isinstance(x, int) and isinstance(y, int) else ("expr", op, x, y)
                     for x, y in zip(a, b, strict=True)]
+        return None
+
+    def _where_vec(self, n: onnx.NodeProto, visited: set[int], depth: int) -> list[Dim] | None:
+        """Where(Equal(v, -1), ones, v), torch's expand(-1) handling: v itself when no element of v can
+        be -1 (every element a dim or a non-negative number)."""
+        eq = self.producer(n.input[0])
+        v = n.input[2]
+        if eq is None or eq.op_type != "Equal" or v not in eq.input:
+            return None
+        other = eq.input[1] if eq.input[0] == v else eq.input[0]
+        if self._fill_value(other) != -1:
+            return None
+        vec = self.vec(v, visited, depth)
+        if vec is None or any(isinstance(e, int) and e < 0 for e in vec):
+            return None
+        return vec
+
+    def _fill_value(self, t: str) -> float | None:
+        """The one value every element of t holds: a constant, ConstantOfShape(value) or its scalar Mul."""
+        c = self.const(t)
+        if c is not None:
+            flat = np.ravel(c)
+            return float(flat[0]) if flat.size and np.all(flat == flat[0]) else None
+        n = self.producer(t)
+        if n is None:
+            return None
+        if n.op_type == "ConstantOfShape":
+            value = self.ix.attr(n, "value")
+            return 0.0 if value is None else float(np.ravel(numpy_helper.to_array(value))[0])
+        if n.op_type == "Mul" and len(n.input) == 2:
+            a, b = self._fill_value(n.input[0]), self._fill_value(n.input[1])
+            return None if a is None or b is None else a * b
         return None
 
     def _flat(self, n: onnx.NodeProto) -> bool:
