@@ -12,7 +12,9 @@ import pytest
 
 from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
+from fuseview.fusion.validate import compare_outputs, run_model
 from fuseview.fusion.validate_cache import cache_dims, has_kv_cache, validate_cache_lengths
+from fuseview.runtime.inputs import make_feeds
 
 from .conftest import ASSET_MODELS
 
@@ -79,3 +81,38 @@ def test_t5_relative_bias_goes_in_as_attention_bias() -> None:
         assert len(n.input) >= 6 and n.input[5]  # attention_bias: position bias + mask
     by_rule = Counter(c.rule for c in scan.candidates)
     assert by_rule["attention_mha"] == 2
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(INDEX) if INDEX[n]["kv_heads"] < INDEX[n]["heads"]])
+def test_grouped_kv_heads_become_group_query_attention(name: str) -> None:
+    """Llama's repeat_kv goes into GroupQueryAttention (causal=0, the model's mask as attention_bias, so any
+    mask keeps the original's numbers); with a cache it writes the model's present key and value."""
+    model, fused, _scan = _fuse(name)
+    info = INDEX[name]
+    gqas = [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqas) == info["layers"]
+    for n in gqas:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        want = (info["heads"], info["kv_heads"], 0)
+        assert (attrs["num_heads"], attrs["kv_num_heads"], attrs["causal"]) == want
+        assert n.input[10]  # attention_bias
+    if info["has_kv_cache"]:
+        presents = sorted(o for n in gqas for o in n.output[1:])
+        assert presents == sorted(o.name for o in fused.graph.output if o.name.startswith("present"))
+
+
+@pytest.mark.parametrize("name", sorted(INDEX))
+@pytest.mark.parametrize("past", [0, 4])
+def test_left_padded_mask_stays_exact(name: str, past: int) -> None:
+    """Rows the mask hides entirely (left padding without a cache): the sdpa exports zero them through a
+    Where(IsNaN) guard; the fused model gets the mask clamped and zeroes those rows, instead of the NaN the
+    fused kernels would write (and every later layer would spread)."""
+    model, fused, _scan = _fuse(name)
+    if past and not has_kv_cache(model):
+        pytest.skip("no KV cache")
+    feeds = make_feeds(model, cache_dims(model, past, 8), seed=1)
+    feeds["attention_mask"][:, :3] = 0
+    a = run_model(model, feeds, reference=False)
+    b = run_model(fused, feeds, reference=False)
+    diffs = compare_outputs([o.name for o in model.graph.output], a, b)
+    assert all(d["passed"] and d["max_abs"] <= MAX_ABS for d in diffs.values()), diffs

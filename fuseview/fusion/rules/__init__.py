@@ -11,6 +11,7 @@ from fuseview.fusion.rule import Rule
 RULE_MODULES = (
     "attention_mha",
     "attention_packed",
+    "attention_gqa",
     "embedding",
     "norms",
     "activations",

@@ -44,6 +44,7 @@ class SdpaCore:
     where_mask: tuple[str, float, bool] | None
     pv: onnx.NodeProto  # MatMul(probs, v)
     output: str  # [B,H,S,D] result (after an identity Reshape when there is one)
+    guarded: bool = False  # probabilities pass Where(IsNaN(p), 0, p): fully masked rows give 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -231,11 +232,12 @@ def match_core(s: Structure, sm: onnx.NodeProto) -> SdpaCore:
     shape_nodes: set[int] = set()
     _softmax_axis(s, sm)
     pv, out = _probs_times_v(s, sm, core, shape_nodes)
+    guarded = any(n.op_type == "IsNaN" for n in core)
     mm_qk, scale, bias, where = _scores(s, sm, core)
     qa, fq = s.scale_mul(mm_qk.input[0], core)
     kh, k_split, tr_k, fk = _key(s, mm_qk, core, shape_nodes)
     return SdpaCore(sm, core, shape_nodes, qa, kh, k_split, tr_k, pv.input[1], scale * fq * fk, bias,
-                    where, pv, out)
+                    where, pv, out, guarded)
 
 
 def _find_cores(ctx: ScanContext) -> tuple[dict[str, SdpaCore], list[tuple[list[str], str]]]:

@@ -54,6 +54,10 @@ class AttentionMatch:
     notes: list[str] = field(default_factory=list)
     # KV cache: (past key, past value, present key, present value), all [B,H,*,D]
     cache: tuple[str, str, str, str] | None = None
+    # the core zeroes fully masked rows (NaN guard) and the mask may hold -inf: the fused op gets the mask
+    # clamped to float32's lowest and its output is zeroed on the rows the mask hides entirely
+    guard: bool = False
+    opset: int = 17
 
 
 def _past_concat(s: Structure, t: str) -> tuple[onnx.NodeProto, str, tuple] | None:
@@ -163,12 +167,29 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     else:
         q_ref = q3
     out_t, reshape_out = _merge_heads(s, tr_o, q_ref, hq * dq, core, shape_nodes)
+    guard = _needs_row_guard(s, c)
     _keep_shared_splits(ix, core, {x for x in (q3, k3, v3) if x})
     matched = s.absorb(core, shape_nodes)
     present = set(cache[2][2:]) if cache else set()
     s.check_contained(core, matched, {out_t} | present)
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
-                          q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None)
+                          q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
+                          guard=guard, opset=int(ix.opsets.get("", 17)))
+
+
+def _needs_row_guard(s: Structure, c: SdpaCore) -> bool:
+    """Whether the replacement must reproduce the NaN guard: an additive mask may hide a whole row with
+    -inf, where the fused kernels would write NaN (which then spreads through every later layer)."""
+    if not c.guarded or (c.bias is None and c.where_mask is None):
+        return False
+    if c.where_mask is not None:
+        if not np.isfinite(c.where_mask[1]):
+            raise Miss(f"{c.softmax.name}: NaN guard over a mask filled with -inf")
+        return False  # a finite fill never hides a row with -inf
+    shape = s.ix.shape(c.bias)
+    if s.d.canon(("dim", c.bias, 1)) != 1 and not (shape is not None and len(shape) == 4 and shape[1] == 1):
+        raise Miss(f"{c.softmax.name}: NaN guard over a per-head mask (rows cannot be zeroed after the op)")
+    return True
 
 
 def find_attention(ctx: ScanContext) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
@@ -189,8 +210,49 @@ def near_misses(ctx: ScanContext) -> list[tuple[list[str], str]]:
     return find_attention(ctx)[1]
 
 
+def _row_guard(a: AttentionMatch) -> tuple[list[Replacement], str]:
+    """The mask clamped to float32's lowest, and [B|1, S, 1] = 1 where a row keeps some key, else 0."""
+    b, base = a.bias, a.output + "_guard"
+    lowest, axes, shape = base + "_lowest", base + "_axes", base + "_rows_shape"
+    reduce = Replacement(inputs=[b], attrs={"keepdims": 1}, op="ReduceMax", domain="",
+                         outputs=[base + "_max"])
+    if a.opset >= 18:
+        reduce.inputs.append(axes)
+        reduce.initializers[axes] = np.array([-1], np.int64)
+    else:
+        reduce.attrs["axes"] = [-1]
+    return [
+        Replacement(inputs=[b, lowest], op="Max", domain="", outputs=[base + "_bias"],
+                    initializers={lowest: np.array(np.finfo(np.float32).min, np.float32)}),
+        reduce,
+        Replacement(inputs=[base + "_max"], attrs={"detect_positive": 0}, op="IsInf", domain="",
+                    outputs=[base + "_hidden"]),
+        Replacement(inputs=[base + "_hidden"], op="Not", domain="", outputs=[base + "_kept"]),
+        Replacement(inputs=[base + "_kept"], attrs={"to": onnx.TensorProto.FLOAT}, op="Cast", domain="",
+                    outputs=[base + "_kept_f"]),
+        Replacement(inputs=[base + "_kept_f", shape], op="Reshape", domain="", outputs=[base + "_rows"],
+                    initializers={shape: np.array([0, -1, 1], np.int64)}),
+    ], base + "_bias"
+
+
+def guard_output(a: AttentionMatch, reps: list[Replacement]) -> list[Replacement]:
+    """With a row guard: the fused op's output renamed, then zeroed on the rows the mask hides."""
+    if not a.guard:
+        return reps
+    # [B, S, hidden]: the block's output, or what the kept 2-D merge Reshape (the last node) reads
+    main = a.output if a.reshape_out is None else reps[-1].inputs[0]
+    raw = main + "_unguarded"
+    for r in reps:
+        if r.outputs and main in r.outputs:
+            r.outputs = [raw if o == main else o for o in r.outputs]
+    mul = Replacement(inputs=[raw, a.output + "_guard_rows"], op="Mul", domain="", outputs=[main])
+    return reps + [mul] if a.reshape_out is None else reps[:-1] + [mul, reps[-1]]
+
+
 def mask_bias(a: AttentionMatch) -> tuple[list[Replacement], str | None]:
     """The additive mask the fused op takes, and the node computing it from a boolean one if needed."""
+    if a.guard:
+        return _row_guard(a)
     if a.where_mask is None:
         return [], a.bias
     cond, fill, fill_if = a.where_mask
@@ -222,8 +284,8 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
         inputs += [a.cache[0], a.cache[1]]
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
-        return pre + [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
-                                  outputs=fused_outputs(a, a.output))]
+        return guard_output(a, pre + [Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention",
+                                                  domain=MS_DOMAIN, outputs=fused_outputs(a, a.output))])
     mid = a.output + "_mha"
     return pre + [
         Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
-from fuseview.fusion.rules.attention_mha import AttentionMatch, mask_bias
+from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias
 from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
 
 
@@ -172,7 +172,7 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     inputs = [p.x, w_name, b_name] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
-        return pre + [
+        return guard_output(a, pre + [
             Replacement(
                 inputs=inputs,
                 attrs=attrs,
@@ -181,7 +181,7 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
                 outputs=[a.output],
                 initializers=inits,
             )
-        ]
+        ])
     mid = a.output + "_attention"
     return pre + [
         Replacement(

@@ -19,7 +19,8 @@ from onnx import numpy_helper
 UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "LayerNormalization", "Neg",
               "Sigmoid", "Gelu", "FastGelu", "Dropout", "SimplifiedLayerNormalization", "Exp", "Abs",
               "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Reciprocal", "Not", "CumSum",
-              "IsNaN", "Floor", "Ceil", "Round", "Sign", "Log", "RMSNormalization", "BiasGelu", "QuickGelu"}
+              "IsNaN", "Floor", "Ceil", "Round", "Sign", "Log", "RMSNormalization", "BiasGelu", "QuickGelu",
+              "Cos", "Sin"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less",
           "Greater", "LessOrEqual", "GreaterOrEqual"}
 
@@ -226,8 +227,17 @@ class SymbolicDims:
                     return e
                 if e == 0 and not self.ix.attr(n, "allowzero", 0):
                     return self.dim(n.input[0], i, d)
-                return None
+                return self._reshape_free(n, vec, i, d) if e == -1 else None
             return None if e is None else self.canon(e, d)
+        if op == "Unsqueeze" and r is not None:
+            axes = self.ix.attr(n, "axes")
+            if axes is None and len(n.input) > 1 and n.input[1]:
+                c = self.const(n.input[1])
+                axes = None if c is None else np.ravel(c).tolist()
+            if axes is None:
+                return None
+            axes_l = sorted(int(a) % r for a in axes)
+            return 1 if i in axes_l else self.dim(n.input[0], i - sum(a < i for a in axes_l), d)
         if op == "Split":
             rin = self.rank(n.input[0])
             if rin is None:
@@ -273,6 +283,28 @@ class SymbolicDims:
                 total = total + p if both else ("expr", "Add", total, p)
             return total
         return None
+
+    def _reshape_free(self, n: onnx.NodeProto, vec: list[Dim], i: int, d: int) -> Dim:
+        """The -1 element of a Reshape target: the input's one symbolic dim when every other element and
+        input dim is a number whose products agree (the element count leaves no other value)."""
+        rin = self.rank(n.input[0])
+        if rin is None or vec.count(-1) != 1:
+            return None
+        allow0 = not self.ix.attr(n, "allowzero", 0)
+        known = 1
+        for j, e in enumerate(vec):
+            if j == i:
+                continue
+            e = self.dim(n.input[0], j, d) if e == 0 and allow0 else self.canon(e, d)
+            if not isinstance(e, int) or e <= 0:
+                return None
+            known *= e
+        ins = [self.dim(n.input[0], j, d) for j in range(rin)]
+        free = [x for x in ins if not isinstance(x, int)]
+        if len(free) != 1 or free[0] is None:
+            return None
+        rest = int(np.prod([x for x in ins if isinstance(x, int)], dtype=np.int64))
+        return free[0] if rest == known else None
 
     def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
         """Dim i of a Slice: the input's dim when axis i is not sliced or is sliced whole."""
