@@ -17,15 +17,14 @@ exports compute at run time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
-from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias
-from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
 
 INT32 = onnx.TensorProto.INT32
 
@@ -210,16 +209,9 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     return guard_output(a, reps)
 
 
-def _find_gqa(ctx: ScanContext) -> Iterator[Match | NearMiss]:
-    for a in ctx.result("attention_mha"):
-        name = ctx.index.name(a.softmax)
-        try:
-            g = match_gqa(ctx.structure, a)
-        except Miss as exc:
-            yield NearMiss(RULES[0].name, (name,), str(exc))
-            continue
-        outs = [a.output, *(g.present or ())]
-        yield Match.custom(RULES[0], ctx.index, g.nodes, outs, bindings={"softmax_node": name}, payload=g)
+def _gqa(s: Structure, a: AttentionMatch) -> tuple:
+    g = match_gqa(s, a)
+    return g, g.nodes, [a.output, *(g.present or ())]
 
 
 RULES = [
@@ -229,7 +221,7 @@ RULES = [
         fused_op="GroupQueryAttention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=_find_gqa,
+        find=lambda ctx: widen(ctx, RULES[0], _gqa),
         replace=lambda m: gqa_replacement(m.payload),
         requires=("attention_mha",),
         priority=105,

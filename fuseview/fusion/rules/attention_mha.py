@@ -21,7 +21,7 @@ stays in the graph. Anything else is a near miss with a reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -291,6 +291,20 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
         Replacement(inputs=inputs, attrs=attrs, op="MultiHeadAttention", domain=MS_DOMAIN,
                     outputs=fused_outputs(a, mid)),
         Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
+
+
+def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple]
+          ) -> Iterator[Match | NearMiss]:
+    """The matches of a rule built over each attention_mha block: build(structure, block) returns
+    (payload, nodes, outputs) or raises Miss (then a near miss at the block's Softmax)."""
+    for a in ctx.result("attention_mha"):
+        name = ctx.index.name(a.softmax)
+        try:
+            payload, nodes, outputs = build(ctx.structure, a)
+        except Miss as exc:
+            yield NearMiss(rule.name, (name,), str(exc))
+            continue
+        yield Match.custom(rule, ctx.index, nodes, outputs, bindings={"softmax_node": name}, payload=payload)
 
 
 def _find_matches(ctx: ScanContext) -> Iterator[Match | NearMiss]:

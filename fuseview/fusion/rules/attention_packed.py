@@ -9,15 +9,14 @@ Reshape shape chains go with the match. Built on the matches of ``attention`` (s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
-from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias
-from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
 
 
 @dataclass
@@ -191,16 +190,9 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     ]
 
 
-def _find_packed(ctx: ScanContext) -> Iterator[Match | NearMiss]:
-    for a in ctx.result("attention_mha"):
-        name = ctx.index.name(a.softmax)
-        try:
-            p = packed_projection(ctx.structure, a)
-        except Miss as exc:
-            yield NearMiss(RULES[0].name, (name,), str(exc))
-            continue
-        yield Match.custom(RULES[0], ctx.index, p.nodes, [a.output], bindings={"softmax_node": name},
-                           payload=p)
+def _packed(s: Structure, a: AttentionMatch) -> tuple:
+    p = packed_projection(s, a)
+    return p, p.nodes, [a.output]
 
 
 RULES = [
@@ -210,7 +202,7 @@ RULES = [
         fused_op="Attention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=_find_packed,
+        find=lambda ctx: widen(ctx, RULES[0], _packed),
         replace=lambda m: packed_replacement(m.payload),
         requires=("attention_mha",),
         priority=110,
