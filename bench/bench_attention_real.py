@@ -28,7 +28,7 @@ from fuseview.runtime.inputs import make_feeds
 from fuseview.runtime.sessions import create_session
 from fuseview.stats import compare_timings
 
-ATTENTION = ("attention_mha", "attention_packed")
+ATTENTION = ("attention_mha", "attention_packed", "attention_gqa")
 
 
 def latency(original, fused, feeds: dict, args: argparse.Namespace) -> str:
