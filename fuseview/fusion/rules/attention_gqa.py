@@ -52,6 +52,13 @@ def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
     return None if ax is None else [int(a) for a in ax]
 
 
+def _repeats(s: Structure, t: str) -> bool:
+    """t looks like repeat_kv (Reshape of an Expand of an Unsqueeze), proven or not."""
+    r = s.prod(t, "Reshape")
+    e = s.prod(r.input[0], "Expand") if r is not None else None
+    return e is not None and s.prod(e.input[0], "Unsqueeze") is not None
+
+
 def unrepeat(
     s: Structure, t: str, heads: int, head_size: int, nodes: list, shape_ids: set
 ) -> tuple[str, int]:
@@ -209,7 +216,9 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     return guard_output(a, reps)
 
 
-def _gqa(s: Structure, a: AttentionMatch) -> tuple:
+def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
+    if a.cache is not None or not _repeats(s, a.k):
+        return None  # full key/value heads: MultiHeadAttention's block, not a grouped one
     g = match_gqa(s, a)
     return g, g.nodes, [a.output, *(g.present or ())]
 

@@ -296,14 +296,18 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
 def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple]
           ) -> Iterator[Match | NearMiss]:
     """The matches of a rule built over each attention_mha block: build(structure, block) returns
-    (payload, nodes, outputs) or raises Miss (then a near miss at the block's Softmax)."""
+    (payload, nodes, outputs), None when the block is not of its kind at all (no near miss), or raises
+    Miss (then a near miss at the block's Softmax)."""
     for a in ctx.result("attention_mha"):
         name = ctx.index.name(a.softmax)
         try:
-            payload, nodes, outputs = build(ctx.structure, a)
+            built = build(ctx.structure, a)
         except Miss as exc:
             yield NearMiss(rule.name, (name,), str(exc))
             continue
+        if built is None:
+            continue
+        payload, nodes, outputs = built
         yield Match.custom(rule, ctx.index, nodes, outputs, bindings={"softmax_node": name}, payload=payload)
 
 
