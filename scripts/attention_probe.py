@@ -22,7 +22,8 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuseview.fusion.graphindex import GraphIndex  # noqa: E402
-from fuseview.fusion.rules.attention import find_attention, replacement_nodes  # noqa: E402
+from fuseview.fusion.rules.attention_mha import find_attention, replacement_nodes  # noqa: E402
+from fuseview.fusion.toolkit import ScanContext  # noqa: E402
 
 DEFAULT = [
     "/work/shared/models/gpt2_12l_ts13.onnx", "/work/shared/models/gpt2_12l_ts17.onnx",
@@ -124,7 +125,7 @@ def main(paths: list[str], do_bench: bool = False) -> None:
         t0 = time.perf_counter()
         index = GraphIndex(model)
         t1 = time.perf_counter()
-        found, misses = find_attention(index)
+        found, misses = find_attention(ScanContext(index))
         t2 = time.perf_counter()
         print(f"{Path(p).name}: {len(found)} attention matches, {len(misses)} near misses "
               f"(index {1000 * (t1 - t0):.0f} ms, match {1000 * (t2 - t1):.1f} ms)")

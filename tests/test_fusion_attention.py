@@ -12,13 +12,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.fusion.apply import apply_candidates, check_fused
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.rules import attention, embedding
-from fuseview.fusion.rules.attention import find_attention, near_misses
+from fuseview.fusion.rules import attention_mha, embedding
+from fuseview.fusion.rules.attention_mha import find_attention, near_misses
 from fuseview.fusion.scan import scan_model
+from fuseview.fusion.toolkit import ScanContext
 
 from .conftest import GPT2_MODELS, ROOT
 
-RULE = attention.RULES[0]
+RULE = attention_mha.RULES[0]
 ASSETS = ROOT / "assets" / "models"
 
 # model path, attention layers
@@ -98,7 +99,7 @@ def test_gpt2_left_padding_also_exact() -> None:
 
 def test_fused_node_attributes_from_the_graph() -> None:
     model = onnx.load(str(GPT2_MODELS / "gpt2_12l_dynamo.onnx"))
-    found, misses = find_attention(GraphIndex(model))
+    found, misses = find_attention(ScanContext(GraphIndex(model)))
     assert not misses
     a = found[0]
     assert (a.num_heads, a.head_size, a.scale) == (4, 16, 0.25)
@@ -166,7 +167,7 @@ def _qkv_feeds() -> dict[str, np.ndarray]:
 
 
 def _reasons(model: onnx.ModelProto) -> list[str]:
-    return [r for _n, r in near_misses(GraphIndex(model))]
+    return [r for _n, r in near_misses(ScanContext(GraphIndex(model)))]
 
 
 def test_hand_built_match_is_exact() -> None:
@@ -195,7 +196,7 @@ def test_transposed_k_form_and_custom_scale() -> None:
     kt.attribute.append(helper.make_attribute("perm", [0, 2, 1, 3]))
     idx = list(g.node).index(kt)
     g.node.insert(idx + 1, helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2], name="k_tt"))
-    (a,), _ = find_attention(GraphIndex(model))
+    (a,), _ = find_attention(ScanContext(GraphIndex(model)))
     assert a.scale == pytest.approx(0.3)
     _scan, fused = _fuse_all(model)
     assert _max_diff(model, fused, _qkv_feeds()) <= 1e-5
@@ -335,7 +336,7 @@ def test_embedding_positions_not_arange_is_a_near_miss() -> None:
     assert scan_model(model, rules=[EMBED_RULE]).candidates == []
     from fuseview.fusion.rules.embedding import find_embeddings
 
-    _found, misses = find_embeddings(GraphIndex(model))
+    _found, misses = find_embeddings(ScanContext(GraphIndex(model)))
     assert len(misses) == 1 and "position indices" in misses[0][1]
 
 

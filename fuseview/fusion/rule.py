@@ -56,8 +56,12 @@ Tiny example (erf-GELU -> com.microsoft Gelu)::
         replace=lambda m: Replacement(inputs=[m["x"]]),
     )]
 
-Rules whose matches are not a fixed shape (constant folding) may instead give ``find(index)``, a function
-yielding :class:`Match` objects built with :meth:`Match.custom`.
+Rules whose matches are not a fixed shape (attention, constant folding) may instead give ``find(ctx)``, a
+function of the scan's :class:`fuseview.fusion.toolkit.ScanContext` yielding :class:`Match` objects built with
+:meth:`Match.custom` (what ``replace`` needs goes in ``payload``) and :class:`NearMiss` reasons. A rule that
+reads another rule's matches (``ctx.result(name)``: their payloads) names it in ``requires``; the scan runs
+rules in an order that honours every ``requires``, whatever the catalogue order. A rule that raises on a
+graph it did not expect yields a near miss saying so; the scan goes on.
 """
 
 from __future__ import annotations
@@ -290,6 +294,7 @@ class Match:
     outputs: list[str]  # the tensors the fused node(s) must produce (root outputs + used exposed outputs)
     exposed: dict[str, str] = field(default_factory=dict)  # label -> exposed tensor that is used outside
     pattern: str = ""
+    payload: Any = None  # what a find() rule's replace needs (its own match object)
 
     @classmethod
     def custom(
@@ -299,6 +304,7 @@ class Match:
         nodes: Sequence[Any],
         outputs: Sequence[str],
         bindings: dict[str, str] | None = None,
+        payload: Any = None,
     ) -> Match:
         """A match found by a rule's own ``find`` (labels are the node positions)."""
         return cls(
@@ -308,6 +314,7 @@ class Match:
             dict(bindings or {}),
             list(outputs),
             pattern="find",
+            payload=payload,
         )
 
     def __getitem__(self, var: str) -> str:
@@ -379,7 +386,8 @@ class Rule:
     patterns: tuple[PatternFn, ...] = ()
     replace: Callable[[Match], Replacement | list[Replacement]] | None = None
     check: Callable[[Match], str | None] | None = None
-    find: Callable[[Any], Iterable[Match]] | None = None
+    find: Callable[[Any], Iterable[Match | NearMiss]] | None = None  # find(ctx: ScanContext)
+    requires: tuple[str, ...] = ()  # rules whose results find() reads (ctx.result), run before this one
     # True for a structural match that belongs to another rule (e.g. the RMS tail of a LayerNorm):
     # dropped silently instead of being reported as a near miss.
     exclude: Callable[[Match], bool] | None = None

@@ -13,9 +13,10 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_rule
-from fuseview.fusion.rule import Candidate, NearMiss, Rule
+from fuseview.fusion.rule import Candidate, Match, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.fusion.subgraphs import InnerModel, inner_models
+from fuseview.fusion.toolkit import ScanContext
 from fuseview.graph.loader import read_model
 
 
@@ -68,12 +69,17 @@ def scan_model(
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
     and its local functions."""
     index = GraphIndex(model, dims, base_dir=base_dir)
+    ctx = ScanContext(index)
     rules = list(catalogue() if rules is None else rules)
+    wanted = {id(r) for r in rules}
     found: list[tuple[int, int, Candidate]] = []
     misses: list[NearMiss] = []
-    for _order, rule in enumerate(rules):
+    for rule in run_order(rules):
         if rule.find is not None:
-            matches = list(rule.find(index))
+            matches = _find_guarded(ctx, rule)
+            ctx.record(rule.name, [m.payload for m in matches if isinstance(m, Match)])
+            if id(rule) not in wanted:
+                continue  # run only because a chosen rule requires its results
             for m in matches:
                 if isinstance(m, NearMiss):  # find() rules report their near misses in the same stream
                     misses.append(m)
@@ -85,7 +91,11 @@ def scan_model(
             {id(n): n for op in rule.op_types for n in index.by_op.get(op, ())}.values(), key=index.position
         )
         for node in anchors:
-            m, failure = match_rule(index, rule, node)
+            try:
+                m, failure = match_rule(index, rule, node)
+            except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
+                misses.append(NearMiss(rule.name, (index.name(node),), _rule_error(exc)))
+                continue
             if m is not None:
                 c = make_candidate(index, m)
                 found.append((-rule.priority, index.position(node), c))
@@ -104,6 +114,42 @@ def scan_model(
     result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
     _scan_inner(result, rules, base_dir, functions)
     return result
+
+
+def run_order(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules in catalogue order, each after the rules it requires (those added from the catalogue)."""
+    known = {r.name: r for r in catalogue()} | {r.name: r for r in rules}
+    order: list[Rule] = []
+    placed: set[str] = set()
+
+    def place(rule: Rule, chain: tuple[str, ...]) -> None:
+        if rule.name in placed:
+            return
+        if rule.name in chain:
+            raise ValueError(f"rule requires form a cycle: {' -> '.join((*chain, rule.name))}")
+        for name in rule.requires:
+            if name not in known:
+                raise ValueError(f"rule {rule.name} requires {name!r}, which is no rule")
+            place(known[name], (*chain, rule.name))
+        placed.add(rule.name)
+        order.append(rule)
+
+    for r in rules:
+        place(r, ())
+    return order
+
+
+def _rule_error(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"rule failed on this graph ({type(exc).__name__}{': ' + text if text else ''})"
+
+
+def _find_guarded(ctx: ScanContext, rule: Rule) -> list[Match | NearMiss]:
+    """A find() rule's matches and near misses; if it raises, one near miss saying so instead."""
+    try:
+        return list(rule.find(ctx))
+    except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
+        return [NearMiss(rule.name, (), _rule_error(exc))]
 
 
 def _scan_inner(

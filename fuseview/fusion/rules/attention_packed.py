@@ -9,24 +9,14 @@ Reshape shape chains go with the match. Built on the matches of ``attention`` (s
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
-from fuseview.fusion.rules.attention import (
-    AttentionMatch,
-    Miss,
-    _Matcher,
-    attention_matches,
-    mask_bias,
-    matcher_for,
-    shape_inputs_walk,
-)
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
 
 
 @dataclass
@@ -40,11 +30,13 @@ class PackedMatch:
     bias: np.ndarray  # [3 * hidden]
 
 
-def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
+def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
     """The match widened to one QKV projection (Split of x @ W + b), or Miss saying why not."""
     ix = m.ix
     if a.q_bnsh:
         raise Miss("Q is only seen per head (rotary or similar): no packed projection")
+    if a.cache:
+        raise Miss("KV cache: contrib Attention takes one packed past, the model has a key and a value")
     sp = m.prod(a.q, "Split")
     if sp is None:
         return _three_projections(m, a)
@@ -120,7 +112,7 @@ def packed_projection(m: _Matcher, a: AttentionMatch) -> PackedMatch:
     return PackedMatch(a, nodes, x, w, bias)
 
 
-def _linear(m: _Matcher, t: str) -> tuple[str, np.ndarray, np.ndarray | None, list] | None:
+def _linear(m: Structure, t: str) -> tuple[str, np.ndarray, np.ndarray | None, list] | None:
     """(x, W, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
     nodes = []
     bias = None
@@ -144,7 +136,7 @@ def _linear(m: _Matcher, t: str) -> tuple[str, np.ndarray, np.ndarray | None, li
     return mm.input[0], w, bias, nodes + [mm]
 
 
-def _three_projections(m: _Matcher, a: AttentionMatch) -> PackedMatch:
+def _three_projections(m: Structure, a: AttentionMatch) -> PackedMatch:
     """Q, K, V each x @ Wi + bi of the same x: one [K, 3 x hidden] projection."""
     parts = [_linear(m, t) for t in (a.q, a.k, a.v)]
     if any(p is None for p in parts):
@@ -179,7 +171,7 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     inputs = [p.x, w_name, b_name] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
     if a.reshape_out is None:
-        return pre + [
+        return guard_output(a, pre + [
             Replacement(
                 inputs=inputs,
                 attrs=attrs,
@@ -188,7 +180,7 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
                 outputs=[a.output],
                 initializers=inits,
             )
-        ]
+        ])
     mid = a.output + "_attention"
     return pre + [
         Replacement(
@@ -198,30 +190,9 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     ]
 
 
-_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _find_packed(index: Any) -> Iterator[Match | NearMiss]:
-    m = matcher_for(index)
-    found = attention_matches(index)
-    _PACKED[index] = {}
-    for name, a in found.items():
-        try:
-            p = packed_projection(m, a)
-        except Miss as exc:
-            yield NearMiss(RULES[0].name, (name,), str(exc))
-            continue
-        _PACKED[index][name] = p
-        yield Match.custom(RULES[0], index, p.nodes, [a.output], bindings={"softmax_node": name})
-
-
-def _replace_packed(m: Match) -> list[Replacement]:
-    if m.index not in _PACKED:
-        list(_find_packed(m.index))
-    p = _PACKED[m.index].get(m.bindings["softmax_node"])
-    if p is None:
-        raise ValueError(f"packed attention match at {m.bindings['softmax_node']} is gone")
-    return packed_replacement(p)
+def _packed(s: Structure, a: AttentionMatch) -> tuple:
+    p = packed_projection(s, a)
+    return p, p.nodes, [a.output]
 
 
 RULES = [
@@ -231,8 +202,9 @@ RULES = [
         fused_op="Attention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=_find_packed,
-        replace=_replace_packed,
+        find=lambda ctx: widen(ctx, RULES[0], _packed),
+        replace=lambda m: packed_replacement(m.payload),
+        requires=("attention_mha",),
         priority=110,
     ),
 ]

@@ -3,7 +3,6 @@ and Reshape targets computed at run time (Shape -> Gather -> Unsqueeze -> Concat
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import ONNX_DOMAIN, Match, NearMiss, Replacement, Rule
+from fuseview.fusion.toolkit import Miss, ScanContext, shape_inputs_walk
 
 # Ops that are pure functions of their inputs and cheap to evaluate once at fuse time. Not DequantizeLinear:
 # folding int8 weights back to float undoes the quantization (and the QDQ -> QLinear* fusions).
@@ -53,7 +53,8 @@ FOLD_LIMIT_BYTES = 64 << 20
 MIN_WEIGHT_ELEMENTS = 64
 
 
-def _find(index) -> Iterator[Match]:
+def _find(ctx: ScanContext) -> Iterator[Match | NearMiss]:
+    index = ctx.index
     const: set[str] = {t for t in index.initializers if t not in index.graph_inputs}
     weight_derived: set[str] = set()
     for n in index.nodes:
@@ -175,9 +176,6 @@ def _replace(m: Match) -> Replacement:
 
 
 # ------------------------------------------------------------------------------------- shape chains
-_TARGETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[int] | None:
     """A constant Reshape target equal to the computed one for every input shape, or None.
 
@@ -209,18 +207,10 @@ def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[i
     return target if free <= 1 else None
 
 
-def _find_shape_chains(index) -> Iterator[Match]:
-    from fuseview.fusion.rules.attention import (
-        Miss,
-        attention_matches,
-        matcher_for,
-        shape_inputs_walk,
-    )
-
-    m = matcher_for(index)
+def _find_shape_chains(ctx: ScanContext) -> Iterator[Match]:
+    index, m = ctx.index, ctx.structure
     # Reshapes inside an attention match go with it (and skipping them keeps big scans fast).
-    in_attention = {id(n) for a in attention_matches(index).values() for n in a.nodes}
-    found: dict[str, list[int]] = {}
+    in_attention = {id(n) for a in ctx.result("attention_mha") for n in a.nodes}
     for r in index.by_op.get("Reshape", ()):
         if r.domain not in ("", "ai.onnx") or len(r.input) < 2 or index.is_const(r.input[1]):
             continue
@@ -239,18 +229,13 @@ def _find_shape_chains(index) -> Iterator[Match]:
             m.check_contained(nodes, matched, {r.output[0]})
         except Miss:
             continue
-        found[index.name(r)] = target
-        yield Match.custom(RULES[1], index, nodes, [r.output[0]], bindings={"reshape_node": index.name(r)})
-    _TARGETS[index] = found
+        yield Match.custom(RULES[1], index, nodes, [r.output[0]], bindings={"reshape_node": index.name(r)},
+                           payload=(index.name(r), target))
 
 
 def _replace_shape_chain(m: Match) -> Replacement:
-    index = m.index
-    if index not in _TARGETS:
-        list(_find_shape_chains(index))
-    name = m.bindings["reshape_node"]
-    target = _TARGETS[index][name]
-    r = next(n for n in m.node_list if n.op_type == "Reshape" and index.name(n) == name)
+    name, target = m.payload
+    r = next(n for n in m.node_list if n.op_type == "Reshape" and m.index.name(n) == name)
     const = r.output[0] + "_target"
     return Replacement(
         [r.input[0], const],
@@ -280,6 +265,7 @@ RULES = [
         runs_on=("cpu", "cuda", "reference"),
         find=_find_shape_chains,
         replace=_replace_shape_chain,
+        requires=("attention_mha",),
         priority=1,
     ),
 ]

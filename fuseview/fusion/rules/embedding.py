@@ -13,7 +13,6 @@ LayerNormalization must be the fused op (the decomposed form is left to the norm
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +21,9 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
-from fuseview.fusion.rules.attention import _Matcher
+from fuseview.fusion.toolkit import Miss, ScanContext, Structure
 
 _INT_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-
-
-class Miss(Exception):
-    pass
 
 
 @dataclass
@@ -52,7 +47,7 @@ class EmbeddingMatch:
     position_ids: str | None = None  # computed position indices (else the kernel's own 0..S-1)
 
 
-class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and producer lookup
+class _Finder(Structure):  # the scan's symbolic dims and producer lookup
 
     def table(self, t: str) -> tuple[int, int] | None:
         init = self.ix.initializers.get(t)
@@ -278,9 +273,10 @@ class _Finder(_Matcher):  # shares the attention matcher's symbolic shapes and p
         return g, v
 
 
-def find_embeddings(index: Any) -> tuple[list[EmbeddingMatch], list[tuple[list[str], str]]]:
+def find_embeddings(ctx: ScanContext) -> tuple[list[EmbeddingMatch], list[tuple[list[str], str]]]:
     """Exact embedding blocks and near misses of a GraphIndex (only LayerNormalizations fed by an Add)."""
-    f = _Finder(index)
+    index = ctx.index
+    f = _Finder(index, ctx.dims)
     found, misses = [], []
     for ln in index.by_op.get("LayerNormalization", ()):
         if ln.domain not in ("", "ai.onnx") or not f.looks_like_embedding(ln.input[0]):
@@ -329,31 +325,14 @@ def replacement_nodes(e: EmbeddingMatch, index: Any = None) -> list[Replacement]
     return reps
 
 
-_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def attention_matches(index: Any) -> dict[str, EmbeddingMatch]:
-    if index not in _FOUND:
-        found, _ = find_embeddings(index)
-        _FOUND[index] = {index.name(e.ln): e for e in found}
-    return _FOUND[index]
-
-
-def _find_matches(index: Any) -> Iterator[Match | NearMiss]:
-    found, misses = find_embeddings(index)
-    _FOUND[index] = {index.name(e.ln): e for e in found}
-    for name, e in _FOUND[index].items():
+def _find_matches(ctx: ScanContext) -> Iterator[Match | NearMiss]:
+    found, misses = find_embeddings(ctx)
+    for e in found:
         outs = [e.output] + ([e.embedding_sum] if e.embedding_sum else [])
-        yield Match.custom(RULES[0], index, e.nodes, outs, bindings={"layernorm_node": name})
+        yield Match.custom(RULES[0], ctx.index, e.nodes, outs,
+                           bindings={"layernorm_node": ctx.index.name(e.ln)}, payload=e)
     for nodes, reason in misses:
         yield NearMiss(RULES[0].name, tuple(nodes), reason)
-
-
-def _replace(m: Match) -> list[Replacement]:
-    e = attention_matches(m.index).get(m.bindings["layernorm_node"])
-    if e is None:
-        raise ValueError(f"embedding match at {m.bindings['layernorm_node']} is gone")
-    return replacement_nodes(e, m.index)
 
 
 RULES = [
@@ -364,7 +343,7 @@ RULES = [
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
         find=_find_matches,
-        replace=_replace,
+        replace=lambda m: replacement_nodes(m.payload, m.index),
         priority=90,
     ),
 ]

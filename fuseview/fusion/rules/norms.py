@@ -18,61 +18,54 @@ from fuseview.fusion.shapes import same_shape
 # ---------------------------------------------------------------------------------------- pattern pieces
 
 
-def _ln_body(op, x, square_pow: bool, div: bool, beta: bool):
+def _square(op, t):
+    """t squared: Pow(t, 2) or Mul(t, t)."""
+    return op.Or(op.Pow(t, op.const(2.0), _label="square"), op.Mul(t, t, _label="square"))
+
+
+def _ln_body(op, x):
+    """(x - mean) / sqrt(var + eps) * gamma [+ beta], the division also written as a Reciprocal."""
     mean = op.ReduceMean(x, _label="mean", _extra_inputs=True)
     d = op.Sub(x, mean, _label="sub")
-    sq = op.Pow(d, op.const(2.0), _label="square") if square_pow else op.Mul(d, d, _label="square")
-    var = op.ReduceMean(sq, _label="var", _extra_inputs=True)
+    var = op.ReduceMean(_square(op, d), _label="var", _extra_inputs=True)
     std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
-    normed = op.Div(d, std, _label="div") if div else op.Mul(d, op.Reciprocal(std), _label="div")
+    normed = op.Or(op.Div(d, std, _label="div"), op.Mul(d, op.Reciprocal(std), _label="div"))
     scaled = op.Mul(normed, op.constant("gamma"), _label="scale")
-    return op.Add(scaled, op.constant("beta"), _label="shift") if beta else scaled
+    return op.Optional(op.Add(scaled, op.constant("beta"), _label="shift"), scaled)
 
 
-def _rms_body(op, x, square_pow: bool, recip: str, cast_out: bool):
-    sq = op.Pow(x, op.const(2.0), _label="square") if square_pow else op.Mul(x, x, _label="square")
-    var = op.ReduceMean(sq, _label="var", _extra_inputs=True)
+def _rms_body(op, x, skip: str):
+    """x / sqrt(mean(x^2) + eps) * gamma; 1/std as Div, Reciprocal or Div(1, .) (TorchScript's rsqrt);
+    optional float32 Casts around it (hidden.to(input_dtype), float32 -> float32 is a no-op)."""
+    if skip:
+        x = op.Optional(op.Cast(x, _label="cast_in", _attrs={"to": 1}, _expose=True), x)
+    var = op.ReduceMean(_square(op, x), _label="var", _extra_inputs=True)
     std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
-    if recip == "div":
-        normed = op.Div(x, std, _label="div")
-    elif recip == "reciprocal":
-        normed = op.Mul(x, op.Reciprocal(std, _label="recip"), _label="div")
-    else:  # 1 / std written as a Div, as TorchScript exports torch.rsqrt
-        normed = op.Mul(x, op.Div(op.const(1.0), std, _label="recip"), _label="div")
-    if cast_out:  # hidden.to(input_dtype) between normalising and scaling; float32 -> float32 is a no-op
-        normed = op.Cast(normed, _label="cast_out", _attrs={"to": 1})
+    normed = op.Or(
+        op.Div(x, std, _label="div"),
+        op.Mul(x, op.Reciprocal(std, _label="recip"), _label="div"),
+        op.Mul(x, op.Div(op.const(1.0), std, _label="recip"), _label="div"),
+    )
+    normed = op.Optional(op.Cast(normed, _label="cast_out", _attrs={"to": 1}), normed)
     return op.Mul(normed, op.constant("gamma"), _label="scale")
 
 
 def _ln_variants(skip: str):
-    """LayerNorm patterns; skip: "" plain, "add" residual Add, "bias" bias Add then residual, "gemm"."""
-    fns = []
-    for square_pow in (True, False):
-        for div in (True, False):
-            for beta in (True, False):
+    """The LayerNorm pattern; skip: "" plain, "add" residual Add, "bias" bias Add then residual, "gemm"."""
 
-                def fn(op, a, b, c=None, square_pow=square_pow, div=div, beta=beta):
-                    return _ln_body(op, _input(op, a, b, c, skip), square_pow, div, beta)
+    def fn(op, a, b, c=None):
+        return _ln_body(op, _input(op, a, b, c, skip))
 
-                fns.append(_sig(fn, skip, f"ln_{int(square_pow)}{int(div)}{int(beta)}"))
-    return fns
+    return [_sig(fn, skip, "ln")]
 
 
 def _rms_variants(skip: str):
-    fns = []
-    casts = ((False, False), (False, True), (True, True)) if skip else ((False, False), (False, True))
-    for square_pow in (True, False):
-        for recip in ("div", "reciprocal", "div_one"):
-            for cast in casts:
+    """The RMSNorm pattern for one skip kind (as _ln_variants)."""
 
-                def fn(op, a, b, c=None, square_pow=square_pow, recip=recip, cast=cast):
-                    x = _input(op, a, b, c, skip)
-                    if cast[0]:
-                        x = op.Cast(x, _label="cast_in", _attrs={"to": 1}, _expose=True)
-                    return _rms_body(op, x, square_pow, recip, cast[1])
+    def fn(op, a, b, c=None):
+        return _rms_body(op, _input(op, a, b, c, skip), skip)
 
-                fns.append(_sig(fn, skip, f"rms_{int(square_pow)}{recip}{int(cast[0])}{int(cast[1])}"))
-    return fns
+    return [_sig(fn, skip, "rms")]
 
 
 def _input(op, a, b, c, skip):

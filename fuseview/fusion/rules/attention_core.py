@@ -1,0 +1,259 @@
+"""Stage 1 of attention: the scaled-dot-product core every attention rule builds on.
+
+Anchored on Softmax, the core is
+
+    MatMul(q [* c1], K^T [* c2]) [* c | / c] [+ mask | Where(keep, ., fill)] -> Softmax(-1)
+        [-> Where(IsNaN(p), 0, p)] [-> Cast float] -> MatMul(p, v) [-> Reshape to its own shape]
+
+with K^T written as ``Transpose(0,2,3,1)`` of a [B,S,H,D] head split, ``Transpose(0,1,3,2)`` of a [B,H,S,D]
+tensor, or the dynamo exporter's flattened ``Reshape(Transpose(Reshape(k, [-1,S,D]), (0,2,1)), [B,H,D,S])``.
+Every scalar factor on Q, K or the scores multiplies into one ``scale``; the additive mask (or a boolean one
+selected by Where) and its shape are checked against the ``attention_bias`` contract of onnxruntime's
+attention ops. The cores of a scan are found once (``attention_cores(ctx)``, memoised in the ScanContext);
+the MHA, packed Attention and KV-cache rules then read the layout around each core. A Softmax that is no
+core is a near miss with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.toolkit import Miss, ScanContext, Structure, scalar, single_reader
+
+FLOAT = onnx.TensorProto.FLOAT
+
+
+@dataclass
+class SdpaCore:
+    """One scaled-dot-product block: its nodes and what it computes from which tensors."""
+
+    softmax: onnx.NodeProto
+    nodes: list[onnx.NodeProto]
+    shape_nodes: set[int]
+    q: str  # [B,H,S,D] query after its scale factor
+    k_bnsh: str | None  # [B,H,T,D] key when K^T is taken per head (else None: k_split)
+    k_split: tuple | None  # heads_of() of the [B,S,H,D] key under Transpose(0,2,3,1), or split3d of k_bnsh
+    k_transpose: onnx.NodeProto  # the node transposing K (named in near misses)
+    v: str  # [B,H,T,D] value
+    scale: float
+    bias: str | None  # additive mask [B|1,H|1,S,T]
+    # (boolean condition, fill, whether the fill goes where it is true) of a Where-selected mask
+    where_mask: tuple[str, float, bool] | None
+    pv: onnx.NodeProto  # MatMul(probs, v)
+    output: str  # [B,H,S,D] result (after an identity Reshape when there is one)
+    guarded: bool = False  # probabilities pass Where(IsNaN(p), 0, p): fully masked rows give 0
+    notes: list[str] = field(default_factory=list)
+
+
+def where_mask(s: Structure, w: onnx.NodeProto, core: list) -> tuple[onnx.NodeProto, float, tuple]:
+    """Scores masked by select: Where(keep, scaled Q.K^T, fill) with a boolean keep and a very negative
+    fill. The same after Softmax as adding Where(keep, 0, fill): exp of the filled places is 0 either
+    way. Returns (QK MatMul, scale factor, (condition, fill, whether the fill goes where it is true))."""
+    cond, x, y = w.input
+    fill_if = False  # Where(keep, scores, fill); or Where(drop, fill, scores): fill where cond is true
+    fill = scalar(s.d, y)
+    if fill is None and scalar(s.d, x) is not None:
+        fill, x, fill_if = scalar(s.d, x), y, True
+    keep = cond
+    if fill is None or not fill <= -1e4:
+        raise Miss(f"{w.name}: mask fill is not a constant of -1e4 or below")
+    if s.ix.const_dtype(keep) not in (onnx.TensorProto.BOOL, None):
+        raise Miss(f"{w.name}: mask condition is not boolean")
+    r = s.d.rank(keep)
+    if r is None or r > 4 or (r == 4 and s.d.canon(("dim", keep, 2)) == 1) or r < 2:
+        raise Miss(f"{w.name}: boolean mask is not [B|1, H|1, S, T] with the query axis")
+    probe: list = []
+    inner, f = s.scale_mul(x, probe)
+    mm = s.prod(inner, "MatMul")
+    if mm is None:
+        raise Miss(f"{w.name}: the selected scores are not the scaled Q.K^T MatMul")
+    core.extend([w] + probe)
+    return mm, f, (keep, fill, fill_if)
+
+
+def nan_guard(s: Structure, t: str) -> list[onnx.NodeProto] | None:
+    """[IsNaN, Where] when t is only read by Where(IsNaN(t), 0, t): SDPA's guard for fully masked rows."""
+    users = s.ix.consumers.get(t, ())
+    if len(users) != 2 or t in s.ix.graph_outputs:
+        return None
+    isnan = next((u for u in users if u.op_type == "IsNaN"), None)
+    where = next((u for u in users if u.op_type == "Where"), None)
+    if isnan is None or where is None or list(where.input[::2]) != [isnan.output[0], t]:
+        return None
+    zero = s.d.const(where.input[1])
+    if zero is None or zero.size != 1 or float(np.ravel(zero)[0]) != 0.0:
+        return None
+    if s.ix.consumers.get(isnan.output[0], ()) != [where]:
+        return None
+    return [isnan, where]
+
+
+def kt_through_3d(s: Structure, t: str, core: list, shape_nodes: set) -> str | None:
+    """kh when t = Reshape(Transpose(Reshape(kh, [-1, S, D]), (0, 2, 1)), [B, H, D, S]): kh^T per head
+    written over a flattened batch*heads axis (the dynamo exporter's SDPA decomposition)."""
+    outer = s.prod(t, "Reshape")
+    tr = s.prod(outer.input[0], "Transpose") if outer is not None else None
+    inner = s.prod(tr.input[0], "Reshape") if tr is not None else None
+    if inner is None or s.perm(tr) != [0, 2, 1]:
+        return None
+    kh = inner.input[0]
+    local: set[int] = set()
+    vin, vout = s.d.vec(inner.input[1], local), s.d.vec(outer.input[1], local)
+    if s.d.rank(kh) != 4 or vin is None or vout is None or len(vin) != 3 or len(vout) != 4:
+        return None
+    dims = [("dim", kh, j) for j in range(4)]
+    if not (s.d.same(vin[1], dims[2]) and s.d.same(vin[2], dims[3])):
+        return None
+    if not all(s.d.same(vout[j], dims[k]) for j, k in ((0, 0), (1, 1), (2, 3), (3, 2))):
+        return None
+    core.extend([outer, tr, inner])  # check_contained() later rejects intermediates read elsewhere
+    shape_nodes |= local
+    return kh
+
+
+def _softmax_axis(s: Structure, sm: onnx.NodeProto) -> None:
+    ix = s.ix
+    r_sm = s.d.rank(sm.input[0])
+    axis = int(ix.attr(sm, "axis", -1 if ix.opsets.get("", 13) >= 13 else 1))
+    if r_sm is not None and axis % r_sm != r_sm - 1 or r_sm is None and axis != -1:
+        raise Miss(f"{sm.name}: Softmax over axis {axis}, not the key axis")
+    if r_sm not in (4, None):
+        raise Miss(f"{sm.name}: scores are not 4-D [batch, heads, seq, seq]")
+    if ix.opsets.get("", 13) < 13 and axis % 4 != 3:
+        raise Miss(f"{sm.name}: opset<13 Softmax flattens from axis {axis}")
+
+
+def _probs_times_v(s: Structure, sm: onnx.NodeProto, core: list, shape_nodes: set) -> tuple:
+    """Forward from Softmax: [NaN guard] [Cast] MatMul(p, v) [identity Reshape]; (MatMul, output)."""
+    ix = s.ix
+    t = sm.output[0]
+    guard = nan_guard(s, t)
+    if guard is not None:
+        core.extend(guard)
+        t = guard[-1].output[0]
+    nxt = single_reader(ix, t)
+    while nxt is not None and nxt.op_type == "Cast":
+        if ix.attr(nxt, "to") != FLOAT or ix.const_dtype(t) not in (FLOAT, None):
+            raise Miss(f"{nxt.name}: Cast after Softmax changes the type")
+        core.append(nxt)
+        t = nxt.output[0]
+        nxt = single_reader(ix, t)
+    if nxt is None or nxt.op_type != "MatMul" or nxt.input[0] != t:
+        if t in ix.graph_outputs:
+            raise Miss(f"intermediate {t} is a graph output")
+        raise Miss(f"{sm.name}: probabilities are not used only by MatMul(probs, V)")
+    core.append(nxt)
+    out = nxt.output[0]
+    same = s.identity_reshape_after(out, shape_nodes)
+    if same is not None:
+        core.append(same)
+        out = same.output[0]
+    return nxt, out
+
+
+def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
+    """Back from Softmax: [Add mask | Where mask] [scale] MatMul; (QK MatMul, scale, bias, where mask)."""
+    d, ix = s.d, s.ix
+    s_in = sm.input[0]
+    bias = None
+    where = None
+    add = s.prod(s_in, "Add")
+    mm_qk = s.prod(s_in, "MatMul")
+    scale = 1.0
+    if add is not None:
+        core.append(add)
+        a, b = add.input[0], add.input[1]
+        # the scores side is the one leading to the QK MatMul
+        for sc, other in ((a, b), (b, a)):
+            inner, f = s.scale_mul(sc, probe := [])
+            if s.prod(inner, "MatMul") is not None:
+                core.extend(probe)
+                scale *= f
+                mm_qk = s.prod(inner, "MatMul")
+                bias = other
+                break
+        else:
+            for sc in (a, b):
+                n = s.prod(sc, "Mul", "Div")
+                if n is not None and any(s.prod(x, "MatMul") is not None for x in n.input):
+                    raise Miss(f"{n.name}: scores scaled by a tensor that is not a scalar constant")
+            raise Miss(f"{add.name}: neither operand is the scaled Q.K^T MatMul")
+    elif mm_qk is None:
+        inner, f = s.scale_mul(s_in, core)
+        mm_qk = s.prod(inner, "MatMul")
+        scale *= f
+        if mm_qk is None:
+            w = s.prod(s_in, "Where")
+            if w is None:
+                raise Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
+            mm_qk, f, where = where_mask(s, w, core)
+            scale *= f
+    if bias is not None:
+        if d.rank(bias) not in (4, None):
+            raise Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
+        if d.rank(bias) is None:
+            raise Miss(f"{add.name}: mask rank unknown")
+        if d.canon(("dim", bias, 2)) == 1:
+            raise Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
+        if ix.const_dtype(bias) not in (FLOAT, None):
+            raise Miss(f"{add.name}: mask is not float32")
+    core.append(mm_qk)
+    return mm_qk, scale, bias, where
+
+
+def _key(s: Structure, mm_qk: onnx.NodeProto, core: list, shape_nodes: set) -> tuple:
+    """K^T of the scores MatMul; (k_bnsh or None, k_split or None, transpose node, factor)."""
+    ka, fk = s.scale_mul(mm_qk.input[1], core)
+    flat_kt = kt_through_3d(s, ka, core, shape_nodes)
+    tr_k = s.prod(ka, "Transpose") if flat_kt is None else None
+    if tr_k is None and flat_kt is None:
+        raise Miss(f"{mm_qk.name}: K is not transposed")
+    if tr_k is not None:
+        core.append(tr_k)
+    if flat_kt is not None:
+        kh, fk2 = s.scale_mul(flat_kt, core)
+        return kh, s.split3d(kh), s.d.producer(ka), fk * fk2
+    if s.perm(tr_k) == [0, 2, 3, 1]:
+        k_split = s.heads_of(tr_k.input[0], [tr_k], "K")
+        core.remove(tr_k)
+        return None, k_split, tr_k, fk
+    if s.perm(tr_k) == [0, 1, 3, 2]:
+        kh, fk2 = s.scale_mul(tr_k.input[0], core)
+        return kh, s.split3d(kh), tr_k, fk * fk2
+    raise Miss(f"{tr_k.name}: K transpose perm {s.perm(tr_k)} is not K^T per head")
+
+
+def match_core(s: Structure, sm: onnx.NodeProto) -> SdpaCore:
+    """The core around one Softmax, or Miss with the reason."""
+    core: list[onnx.NodeProto] = [sm]
+    shape_nodes: set[int] = set()
+    _softmax_axis(s, sm)
+    pv, out = _probs_times_v(s, sm, core, shape_nodes)
+    guarded = any(n.op_type == "IsNaN" for n in core)
+    mm_qk, scale, bias, where = _scores(s, sm, core)
+    qa, fq = s.scale_mul(mm_qk.input[0], core)
+    kh, k_split, tr_k, fk = _key(s, mm_qk, core, shape_nodes)
+    return SdpaCore(sm, core, shape_nodes, qa, kh, k_split, tr_k, pv.input[1], scale * fq * fk, bias,
+                    where, pv, out, guarded)
+
+
+def _find_cores(ctx: ScanContext) -> tuple[dict[str, SdpaCore], list[tuple[list[str], str]]]:
+    index, s = ctx.index, ctx.structure
+    found: dict[str, SdpaCore] = {}
+    misses: list[tuple[list[str], str]] = []
+    for sm in index.by_op.get("Softmax", ()):
+        if sm.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            found[index.name(sm)] = match_core(s, sm)
+        except Miss as exc:
+            misses.append(([index.name(sm)], str(exc)))
+    return found, misses
+
+
+def attention_cores(ctx: ScanContext) -> tuple[dict[str, SdpaCore], list[tuple[list[str], str]]]:
+    """The scan's cores by Softmax name and the near misses (node names, reason); found once per scan."""
+    return ctx.memo(attention_cores, _find_cores)

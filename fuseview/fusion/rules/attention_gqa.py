@@ -1,0 +1,238 @@
+"""Stage 3 of attention: grouped-query attention (Llama, Qwen, Mistral) -> com.microsoft GroupQueryAttention.
+
+Over an ``attention_mha`` block whose key and value are ``repeat_kv`` of fewer heads,
+
+    kv [B, KVH, T, D] -> Unsqueeze(2) -> Expand [B, KVH, R, T, D] -> Reshape [B, KVH*R, T, D]
+
+(kv being ``Concat(past, new, axis=2)`` with a KV cache, the Concat's output the present tensor) the block
+becomes ``GroupQueryAttention(query, key, value, past_key, past_value, seqlens_k, total_sequence_length,
+attention_bias=mask, num_heads=H, kv_num_heads=KVH, scale=c, causal=0)``: the key/value heads are shared
+by the kernel instead of being copied, and with a cache it writes the present key/value. ``causal=0`` with
+the model's own additive mask as ``attention_bias`` keeps the model's arithmetic for every mask (causal,
+right or left padding); ``seqlens_k`` is then total length - 1 for every row (onnxruntime's contract for
+unpadded rows). The rotary embedding stays in the graph: the key is taken after it, transposed back to
+[B, S, KVH*D]; onnxruntime's own rotary (``do_rotary``) reads position-indexed cos/sin caches that these
+exports compute at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
+
+INT32 = onnx.TensorProto.INT32
+
+
+@dataclass
+class GqaMatch:
+    """An attention block with shared key/value heads: what GroupQueryAttention needs."""
+
+    mha: AttentionMatch
+    nodes: list[onnx.NodeProto]
+    kv_heads: int
+    key: str  # [B, KVH, S, D] new key heads (after rotary), or the [B, S, KVH*D] split input
+    key_3d: bool
+    value: str
+    value_3d: bool
+    past: tuple[str, str] | None  # past key, past value [B, KVH, P, D]
+    present: tuple[str, str] | None  # the model's present key and value (the fused op writes them)
+
+
+def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
+    ax = s.ix.attr(n, "axes")
+    if ax is None and len(n.input) > 1 and n.input[1]:
+        v = s.d.const(n.input[1])
+        ax = None if v is None else np.ravel(v).tolist()
+    return None if ax is None else [int(a) for a in ax]
+
+
+def _repeats(s: Structure, t: str) -> bool:
+    """t looks like repeat_kv (Reshape of an Expand of an Unsqueeze), proven or not."""
+    r = s.prod(t, "Reshape")
+    e = s.prod(r.input[0], "Expand") if r is not None else None
+    return e is not None and s.prod(e.input[0], "Unsqueeze") is not None
+
+
+def unrepeat(
+    s: Structure, t: str, heads: int, head_size: int, nodes: list, shape_ids: set
+) -> tuple[str, int]:
+    """(kv, KVH) when t = Reshape(Expand(Unsqueeze(kv, 2), [B, KVH, R, T, D]), [B, KVH*R, T, D])."""
+    r = s.prod(t, "Reshape")
+    e = s.prod(r.input[0], "Expand") if r is not None else None
+    u = s.prod(e.input[0], "Unsqueeze") if e is not None else None
+    if u is None or _axes(s, u) != [2]:
+        raise Miss(f"{t}: key/value heads are not repeat_kv (Unsqueeze(2), Expand, Reshape)")
+    kv = u.input[0]
+    shape = s.ix.shape(kv)
+    if shape is None or len(shape) != 4 or not isinstance(shape[1], int):
+        raise Miss(f"{u.name}: key/value heads [B, KVH, T, D] unknown")
+    kvh = shape[1]
+    if kvh <= 0 or heads % kvh or kvh == heads:
+        raise Miss(f"{u.name}: {kvh} key/value heads for {heads} query heads is no grouping")
+    local: set[int] = set()
+    ev, rv = s.d.vec(e.input[1], local), s.d.vec(r.input[1], local)
+    if ev is None or rv is None or len(ev) != 5 or len(rv) != 4:
+        raise Miss(f"{e.name}: repeat_kv shapes are not known vectors")
+    rep = heads // kvh
+    own = [("dim", kv, j) for j in range(4)]
+    sizes = [None, kvh, None, head_size]  # what the inferred shapes say the head axes hold
+    for j, got in enumerate(ev):
+        if j == 2:
+            ok = s.d.same(got, rep)
+        else:
+            k = j if j < 2 else j - 1
+            ok = got in (1, -1) or s.d.same(got, own[k]) or (sizes[k] is not None and s.d.same(got, sizes[k]))
+        if not ok:
+            raise Miss(f"{e.name}: Expand element {j} is not the key/value's own dim (repeat_kv)")
+    merged = {heads, ("expr", "Mul", s.d.canon(own[1]), rep), ("expr", "Mul", rep, s.d.canon(own[1]))}
+    free = [j for j, got in enumerate(rv) if got == -1]
+    for j, got in enumerate(rv):
+        if j == 1:
+            ok = s.d.canon(got) in merged
+        else:
+            ok = s.d.same(got, own[j]) or (j == 3 and s.d.same(got, head_size))
+        if not (ok or (got == -1 and len(free) == 1)):
+            raise Miss(f"{r.name}: reshape element {j} does not merge the repeated heads")
+    nodes.extend([r, e, u])
+    walked: set[int] = set()  # a fresh walk: vec() records nodes without their inputs
+    for n in (e, r):
+        shape_inputs_walk(s, n.input[1], walked)
+    shape_ids |= local | walked
+    return kv, kvh
+
+
+def _new_heads(s: Structure, kv: str, nodes: list) -> tuple[str, str | None, str | None]:
+    """(new-token heads, past, present) of kv: Concat(past, new, axis=2) with a cache, else kv itself."""
+    cat = s.prod(kv, "Concat")
+    if cat is not None and len(cat.input) == 2 and int(s.ix.attr(cat, "axis", 0)) in (2, -2):
+        nodes.append(cat)
+        return cat.input[1], cat.input[0], cat.output[0]
+    return kv, None, None
+
+
+def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
+    """The GroupQueryAttention block over an attention_mha match, or Miss with the reason."""
+    nodes = list(a.nodes)
+    shape_ids: set[int] = set()
+    if a.cache is not None:
+        raise Miss("key/value are full heads with a cache: MultiHeadAttention takes them")
+    kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
+    kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
+    if kvh != kvh_v:
+        raise Miss(f"{a.softmax.name}: key has {kvh} heads, value {kvh_v}")
+    k_new, past_k, present_k = _new_heads(s, kv_k, nodes)
+    v_new, past_v, present_v = _new_heads(s, kv_v, nodes)
+    if (past_k is None) != (past_v is None):
+        raise Miss(f"{a.softmax.name}: only one of key and value has a cache")
+    for x in (past_k, past_v):
+        if x is not None and s.d.rank(x) != 4:
+            raise Miss(f"{x}: past is not [B, KVH, P, D]")
+    k_split, v_split = s.split3d(k_new), s.split3d(v_new)
+    for split in (k_split, v_split):
+        if split is not None:
+            nodes.extend(split[1])
+            shape_ids |= split[4]
+    key, value = (k_split[0] if k_split else k_new), (v_split[0] if v_split else v_new)
+    for n in list(nodes):
+        if n.op_type == "Reshape":
+            shape_inputs_walk(s, n.input[1], shape_ids)
+    matched = s.absorb(nodes, shape_ids)
+    present = {x for x in (present_k, present_v) if x}
+    s.check_contained(nodes, matched, {a.output} | present)
+    return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
+                    (past_k, past_v) if past_k else None, (present_k, present_v) if present_k else None)
+
+
+def _to_bsh(t: str, out: str) -> list[Replacement]:
+    """[B, N, S, D] -> [B, S, N*D]."""
+    shape = out + "_shape"
+    return [Replacement(inputs=[t], attrs={"perm": [0, 2, 1, 3]}, op="Transpose", domain="",
+                        outputs=[out + "_bsnh"]),
+            Replacement(inputs=[out + "_bsnh", shape], op="Reshape", domain="", outputs=[out],
+                        initializers={shape: np.array([0, 0, -1], np.int64)})]
+
+
+def _lengths(g: GqaMatch, query: str, base: str) -> list[Replacement]:
+    """seqlens_k ([B] int32, total - 1 per row) and total_sequence_length (int32 scalar) from the shapes."""
+    def shape(x: str, start: int, out: str) -> Replacement:
+        return Replacement(inputs=[x], attrs={"start": start, "end": start + 1}, op="Shape", domain="",
+                           outputs=[out])
+
+    reps = [shape(query, 1, base + "_new_len"), shape(query, 0, base + "_batch")]
+    total = base + "_new_len"
+    if g.past is not None:
+        reps += [shape(g.past[0], 2, base + "_past_len"),
+                 Replacement(inputs=[base + "_past_len", base + "_new_len"], op="Add", domain="",
+                             outputs=[base + "_total_len"])]
+        total = base + "_total_len"
+    one, scalar = base + "_one", base + "_scalar_shape"
+    reps += [
+        Replacement(inputs=[total], attrs={"to": INT32}, op="Cast", domain="", outputs=[base + "_total32"]),
+        Replacement(inputs=[base + "_total32", one], op="Sub", domain="", outputs=[base + "_last"],
+                    initializers={one: np.array([1], np.int32)}),
+        Replacement(inputs=[base + "_last", base + "_batch"], op="Expand", domain="",
+                    outputs=[base + "_seqlens_k"]),
+        Replacement(inputs=[base + "_total32", scalar], op="Reshape", domain="",
+                    outputs=[base + "_total_sequence_length"],
+                    initializers={scalar: np.array([], np.int64)}),
+    ]
+    return reps
+
+
+def gqa_replacement(g: GqaMatch) -> list[Replacement]:
+    """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
+    a = g.mha
+    base = a.output + "_gqa"
+    pre, bias = mask_bias(a)
+    query = a.q
+    if a.q_bnsh:
+        query = base + "_query"
+        pre += _to_bsh(a.q, query)
+    key, value = g.key, g.value
+    if not g.key_3d:
+        key = base + "_key"
+        pre += _to_bsh(g.key, key)
+    if not g.value_3d:
+        value = base + "_value"
+        pre += _to_bsh(g.value, value)
+    pre += _lengths(g, query, base)
+    past = list(g.past) if g.past else ["", ""]
+    inputs = [query, key, value, *past, base + "_seqlens_k", base + "_total_sequence_length",
+              "", "", "", bias or ""]
+    present = list(g.present) if g.present else [base + "_present_key", base + "_present_value"]
+    attrs = {"num_heads": a.num_heads, "kv_num_heads": g.kv_heads, "scale": float(np.float32(a.scale)),
+             "causal": 0}
+    main = a.output if a.reshape_out is None else base + "_out"
+    reps = pre + [Replacement(inputs=inputs, attrs=attrs, op="GroupQueryAttention", domain=MS_DOMAIN,
+                              outputs=[main, *present])]
+    if a.reshape_out is not None:
+        reps.append(Replacement(inputs=[main, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output]))
+    return guard_output(a, reps)
+
+
+def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
+    if a.cache is not None or not _repeats(s, a.k):
+        return None  # full key/value heads: MultiHeadAttention's block, not a grouped one
+    g = match_gqa(s, a)
+    return g, g.nodes, [a.output, *(g.present or ())]
+
+
+RULES = [
+    Rule(
+        name="attention_gqa",
+        description="attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
+        fused_op="GroupQueryAttention",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        find=lambda ctx: widen(ctx, RULES[0], _gqa),
+        replace=lambda m: gqa_replacement(m.payload),
+        requires=("attention_mha",),
+        priority=105,
+    ),
+]

@@ -1,0 +1,240 @@
+"""Structural matching helpers shared by the imperative rules (attention, embeddings, shape chains).
+
+A rule whose match is not a fixed pattern (attention: several layouts, scales, masks and shape subgraphs)
+walks the graph with a :class:`Structure`: producers of a given op, Transpose perms, scalar factors, head
+splits ``Reshape(x, [B, S, H, D])`` proven with the scan's :class:`SymbolicDims`, and the two checks every
+such match needs: ``absorb`` (take in the shape subgraphs only the match reads) and ``check_contained``
+(no intermediate is read outside the match). A failed step raises :class:`Miss` with the near-miss reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import onnx
+
+from fuseview.fusion.toolkit.dims import SymbolicDims
+
+
+class Miss(Exception):
+    """A near miss: the one-line reason why a structure is not an exact match."""
+
+
+def scalar(dims: SymbolicDims, t: str) -> float | None:
+    """The value of a one-element numeric constant tensor, else None."""
+    v = dims.const(t)
+    if v is None or v.size != 1 or v.dtype.kind not in "fiu":
+        return None
+    return float(np.ravel(v)[0])
+
+
+def single_reader(ix: Any, t: str) -> onnx.NodeProto | None:
+    """The one node reading t (None when t has several readers or is a graph output)."""
+    users = ix.consumers.get(t, ())
+    return users[0] if len(users) == 1 and t not in ix.graph_outputs else None
+
+
+def shape_inputs_walk(m: Structure, t: str, out: set[int], depth: int = 0) -> None:
+    """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
+    n = m.d.producer(t)
+    if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
+        return  # Constant nodes are not work: apply drops the ones left unread
+    out.add(id(n))
+    if n.op_type == "Shape":
+        return
+    for i in n.input:
+        if i:
+            shape_inputs_walk(m, i, out, depth + 1)
+
+
+class Structure:
+    """Graph-walking helpers over one GraphIndex and the scan's SymbolicDims."""
+
+    def __init__(self, ix: Any, dims: SymbolicDims | None = None) -> None:
+        self.ix = ix
+        self.d = dims if dims is not None else SymbolicDims(ix)
+        self.by_id = {id(n): n for n in ix.nodes}
+
+    def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
+        """The ONNX-domain producer of t when its op is one of ops, else None."""
+        n = self.d.producer(t)
+        return n if n is not None and n.op_type in ops and n.domain in ("", "ai.onnx") else None
+
+    def perm(self, n: onnx.NodeProto) -> list[int]:
+        """A Transpose node's perm as ints ([] when absent)."""
+        return [int(p) for p in self.ix.attr(n, "perm", [])]
+
+    def absorb(self, core: list[onnx.NodeProto], extra_ids: Iterable[int]) -> set[int]:
+        """Add to core the extra nodes (shape computations) whose outputs only the match reads."""
+        ix = self.ix
+        matched = {id(n) for n in core}
+        changed = True
+        while changed:
+            changed = False
+            for nid in extra_ids:
+                if nid in matched:
+                    continue
+                n = self.by_id[nid]
+                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
+                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output if o):
+                    matched.add(nid)
+                    core.append(n)
+                    changed = True
+        return matched
+
+    def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
+        """Raise Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
+        ix = self.ix
+        for n in core:
+            for o in n.output:
+                if not o or o in keep:
+                    continue
+                if o in ix.graph_outputs:
+                    raise Miss(f"intermediate {o} is a graph output")
+                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
+                if outside:
+                    raise Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+
+    def scale_mul(self, t: str, core: list) -> tuple[str, float]:
+        """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
+        n = self.prod(t, "Mul", "Div")
+        if n is None:
+            return t, 1.0
+        a, b = n.input[0], n.input[1]
+        cb = scalar(self.d, b)
+        ca = scalar(self.d, a) if n.op_type == "Mul" else None
+        if cb is not None:
+            if n.op_type == "Div":
+                if cb == 0:
+                    raise Miss(f"{n.name}: division by zero")
+                cb = 1.0 / cb
+            core.append(n)
+            return a, cb
+        if ca is not None:
+            core.append(n)
+            return b, ca
+        return t, 1.0
+
+    def heads(self, t: str, core: list, shape_nodes: set, which: str) -> tuple[str, int, int | None]:
+        """Match Reshape(x3, [B,S,H|-1,D]); returns (x3, D, H or None)."""
+        r = self.prod(t, "Reshape")
+        if r is None:
+            raise Miss(f"{which}: no head-split Reshape before the Transpose")
+        core.append(r)
+        x = r.input[0]
+        vec = self.d.vec(r.input[1], shape_nodes)
+        if vec is None or len(vec) != 4:
+            raise Miss(f"{r.name}: head-split shape is not a known 4-element vector")
+        if self.d.rank(x) not in (3, None):
+            raise Miss(f"{r.name}: input is not [batch, seq, hidden]")
+        allow0 = not self.ix.attr(r, "allowzero", 0)
+        hd, dsz = vec[2], vec[3]
+        # One -1 in the batch or sequence slot is that dim when every other element is pinned down
+        # (dynamo writes [-1, S, H, D] once S is static): the element count then leaves no other value.
+        free = [j for j in (0, 1) if vec[j] == -1]
+        pinned = isinstance(hd, int) and hd > 0 and isinstance(dsz, int) and dsz > 0 \
+            and self.d.canon(("dim", x, 2)) == hd * dsz
+        for j in (0, 1):
+            e = vec[j]
+            if len(free) == 1 and j == free[0] and pinned:
+                continue
+            if not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
+                raise Miss(f"{r.name}: shape element {j} is not dim {j} of its input")
+        if not isinstance(dsz, int) or dsz <= 0:
+            raise Miss(f"{r.name}: head size is not a constant")
+        hidden = self.d.canon(("dim", x, 2))
+        if hd == -1:
+            if not isinstance(hidden, int):
+                raise Miss(f"{r.name}: hidden size unknown, cannot derive the head count")
+            if hidden % dsz:
+                raise Miss(f"{r.name}: hidden {hidden} not divisible by head size {dsz}")
+            h = hidden // dsz
+        elif isinstance(hd, int) and hd > 0:
+            h = hd
+            if isinstance(hidden, int) and hidden != h * dsz:
+                raise Miss(f"{r.name}: {h} heads x {dsz} != hidden {hidden}")
+        else:
+            raise Miss(f"{r.name}: head count is not a constant")
+        return x, dsz, h
+
+    def heads_of(self, t: str, nodes: list, which: str) -> tuple:
+        """heads() on a [B,S,H,D] tensor, collecting its own nodes and shape nodes."""
+        local = list(nodes)
+        sn: set[int] = set()
+        x3, dsz, h = self.heads(t, local, sn, which)
+        return x3, local, dsz, h, sn
+
+    def split3d(self, t4: str) -> tuple | None:
+        """(x3, nodes, D, H, shape nodes) when t4 = Transpose(0,2,1,3)(Reshape(x3, [B,S,H,D])), else None."""
+        tr = self.prod(t4, "Transpose")
+        if tr is None or self.perm(tr) != [0, 2, 1, 3] or self.prod(tr.input[0], "Reshape") is None:
+            return None
+        try:
+            return self.heads_of(tr.input[0], [tr], "split")
+        except Miss:
+            return None
+
+    def bnsh_heads(self, t: str, what: str) -> tuple[int, int]:
+        """(H, D) of a [B,H,S,D] tensor from its inferred shape."""
+        s = self.ix.shape(t)
+        if s is None or len(s) != 4 or not isinstance(s[1], int) or not isinstance(s[3], int):
+            raise Miss(f"{what}: [batch, heads, seq, head] shape of {t} unknown")
+        return s[1], s[3]
+
+    def find_split_back(self, t: str) -> tuple | None:
+        """The nearest head split behind elementwise / rotary ops (used as the batch/seq reference)."""
+        seen = {t}
+        queue = [t]
+        while queue and len(seen) < 64:
+            x = queue.pop(0)
+            res = self.split3d(x)
+            if res is not None:
+                return res
+            n = self.d.producer(x)
+            if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Cast"):
+                continue
+            for i in n.input:
+                if i and i not in seen and self.d.const(i) is None:
+                    seen.add(i)
+                    queue.append(i)
+        return None
+
+    def identity_reshape_after(self, t: str, shape_nodes: set) -> onnx.NodeProto | None:
+        """The Reshape reading t whose target is provably t's own shape (TorchScript's SDPA writes
+        [B, -1, S, D] after P.V); t's other readers may only be the Shape nodes computing that target."""
+        users = self.ix.consumers.get(t, ())
+        rest = [u for u in users if u.op_type != "Shape"]
+        if len(rest) != 1 or t in self.ix.graph_outputs:
+            return None
+        n = rest[0]
+        local: set[int] = set()
+        if not self.identity_reshape(n, local):
+            return None
+        if any(u.op_type == "Shape" and id(u) not in local for u in users):
+            return None
+        shape_nodes |= local
+        return n
+
+    def identity_reshape(self, n: onnx.NodeProto, shape_nodes: set) -> bool:
+        """True when n is a Reshape whose target is provably its input's own shape: every element is
+        the input's dim, 0 (copied) or one -1."""
+        if n.op_type != "Reshape" or n.domain not in ("", "ai.onnx") or len(n.input) < 2:
+            return False
+        x = n.input[0]
+        local: set[int] = set()
+        vec = self.d.vec(n.input[1], local)
+        if vec is None or self.d.rank(x) != len(vec):
+            return False
+        allow0 = not self.ix.attr(n, "allowzero", 0)
+        free = 0
+        for j, e in enumerate(vec):
+            if e == -1:
+                free += 1
+            elif not ((e == 0 and allow0) or self.d.same(e, ("dim", x, j))):
+                return False
+        if free > 1:
+            return False
+        shape_nodes |= local
+        return True

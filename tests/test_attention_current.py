@@ -1,0 +1,118 @@
+"""Attention in the exports people make today (transformers 5.x, default sdpa attention, both exporters,
+with and without a KV cache, T5's relative-bias attention): every layer fuses, and every fused model
+matches the original in onnxruntime CPU at past length 0/1/64 and 1/16 new tokens."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import onnx
+import pytest
+
+from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
+from fuseview.fusion.plan import Plan
+from fuseview.fusion.validate import compare_outputs, run_model
+from fuseview.fusion.validate_cache import cache_dims, has_kv_cache, validate_cache_lengths
+from fuseview.runtime.inputs import make_feeds
+
+from .conftest import ASSET_MODELS
+
+CURRENT = ASSET_MODELS / "current"
+INDEX = json.loads((CURRENT / "INDEX.json").read_text())["models"]
+ATTENTION_OPS = ("MultiHeadAttention", "Attention", "GroupQueryAttention")
+MAX_ABS = 1e-4  # observed <= 1.2e-6 on every model and length
+
+
+def _fuse(name: str) -> tuple[onnx.ModelProto, onnx.ModelProto, object]:
+    model = load_for_fusion(CURRENT / f"{name}.onnx")
+    scan = scan_for_fusion(model)
+    plan = Plan(scan.candidates)
+    plan.accept_all()
+    out = build_fused(model, scan, plan.accepted(), FuseOptions(validate=False))
+    return model, out.model, scan
+
+
+@pytest.mark.parametrize("name", sorted(INDEX))
+def test_every_attention_layer_fuses_and_validates(name: str) -> None:
+    info = INDEX[name]
+    model, fused, scan = _fuse(name)
+    ops = Counter(n.op_type for n in fused.graph.node)
+    assert sum(ops[o] for o in ATTENTION_OPS) == info["layers"], ops
+    assert ops["Softmax"] == 0  # no attention layer left unfused
+    assert not [m for m in scan.near_misses if m.rule == "attention_mha"]
+    runs = validate_cache_lengths(model, fused)
+    assert len(runs) == (6 if info["has_kv_cache"] else 2)
+    for past, new, v in runs:
+        assert v.ok and v.max_abs <= MAX_ABS, (past, new, v.figures())
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(INDEX) if INDEX[n]["has_kv_cache"]])
+def test_kv_cache_dims_follow_the_graph(name: str) -> None:
+    model = load_for_fusion(CURRENT / f"{name}.onnx")
+    assert has_kv_cache(model)
+    dims = cache_dims(model, 64, 16)
+    shapes = {vi.name: [d.dim_param for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
+    assert dims[shapes["past_key_values.0.key"][2]] == 64
+    assert dims[shapes["attention_mask"][1]] == 80
+    assert dims[shapes["input_ids"][1]] == 16
+
+
+@pytest.mark.parametrize("name", ["gpt2_2l_sdpa_past_ts17", "gpt2_2l_sdpa_past_dynamo"])
+def test_gpt2_cache_goes_into_multihead_attention(name: str) -> None:
+    """K = Concat(past, new) per head: the Concats join the match; the fused op reads past, writes present."""
+    _model, fused, _scan = _fuse(name)
+    mhas = [n for n in fused.graph.node if n.op_type == "MultiHeadAttention"]
+    assert len(mhas) == INDEX[name]["layers"]
+    presents = sorted(o for n in mhas for o in n.output[1:])
+    assert presents == sorted(o.name for o in fused.graph.output if o.name.startswith("present"))
+    assert all(len(n.input) == 8 and n.input[7] for n in mhas)  # past_key, past_value given
+    assert not [n for n in fused.graph.node if n.op_type == "Concat" and n.output[0] in presents]
+
+
+def test_t5_relative_bias_goes_in_as_attention_bias() -> None:
+    """T5: unscaled scores plus a relative-position bias; the key split stays where the bias reads it."""
+    _model, fused, scan = _fuse("t5_2l_sdpa_ts17")
+    fused_ops = [n for n in fused.graph.node if n.op_type in ATTENTION_OPS]
+    assert len(fused_ops) == 2
+    for n in fused_ops:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["scale"] == pytest.approx(1.0)
+        assert len(n.input) >= 6 and n.input[5]  # attention_bias: position bias + mask
+    by_rule = Counter(c.rule for c in scan.candidates)
+    assert by_rule["attention_mha"] == 2
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(INDEX) if INDEX[n]["kv_heads"] < INDEX[n]["heads"]])
+def test_grouped_kv_heads_become_group_query_attention(name: str) -> None:
+    """Llama's repeat_kv goes into GroupQueryAttention (causal=0, the model's mask as attention_bias, so any
+    mask keeps the original's numbers); with a cache it writes the model's present key and value."""
+    model, fused, _scan = _fuse(name)
+    info = INDEX[name]
+    gqas = [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqas) == info["layers"]
+    for n in gqas:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        want = (info["heads"], info["kv_heads"], 0)
+        assert (attrs["num_heads"], attrs["kv_num_heads"], attrs["causal"]) == want
+        assert n.input[10]  # attention_bias
+    if info["has_kv_cache"]:
+        presents = sorted(o for n in gqas for o in n.output[1:])
+        assert presents == sorted(o.name for o in fused.graph.output if o.name.startswith("present"))
+
+
+@pytest.mark.parametrize("name", sorted(INDEX))
+@pytest.mark.parametrize("past", [0, 4])
+def test_left_padded_mask_stays_exact(name: str, past: int) -> None:
+    """Rows the mask hides entirely (left padding without a cache): the sdpa exports zero them through a
+    Where(IsNaN) guard; the fused model gets the mask clamped and zeroes those rows, instead of the NaN the
+    fused kernels would write (and every later layer would spread)."""
+    model, fused, _scan = _fuse(name)
+    if past and not has_kv_cache(model):
+        pytest.skip("no KV cache")
+    feeds = make_feeds(model, cache_dims(model, past, 8), seed=1)
+    feeds["attention_mask"][:, :3] = 0
+    a = run_model(model, feeds, reference=False)
+    b = run_model(fused, feeds, reference=False)
+    diffs = compare_outputs([o.name for o in model.graph.output], a, b)
+    assert all(d["passed"] and d["max_abs"] <= MAX_ABS for d in diffs.values()), diffs

@@ -1,0 +1,93 @@
+"""The rule toolkit: one ScanContext per scan, declared rule dependencies, rule failures as near misses."""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+
+import onnx
+import pytest
+
+from fuseview.fusion.graphindex import GraphIndex
+from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules import RULE_MODULES, catalogue, rule_by_name
+from fuseview.fusion.scan import run_order, scan_model
+from fuseview.fusion.toolkit import ScanContext
+
+from .conftest import ASSET_MODELS
+
+BERT = ASSET_MODELS / "current" / "bert_2l_sdpa_ts17.onnx"
+
+
+@pytest.fixture(scope="module")
+def bert() -> onnx.ModelProto:
+    return onnx.load(str(BERT))
+
+
+def test_requires_orders_the_rules_whatever_the_list_order(bert: onnx.ModelProto) -> None:
+    forward = scan_model(bert)
+    backward = scan_model(bert, rules=list(reversed(catalogue())))
+    assert sorted(c.id for c in forward.candidates) == sorted(c.id for c in backward.candidates)
+    order = [r.name for r in run_order(list(reversed(catalogue())))]
+    assert order.index("attention_mha") < order.index("attention_packed")
+    assert order.index("attention_mha") < order.index("shape_chain")
+
+
+def test_a_rule_alone_gets_the_results_it_requires(bert: onnx.ModelProto) -> None:
+    only = scan_model(bert, rules=[rule_by_name("attention_packed")])
+    assert [c.rule for c in only.candidates] == ["attention_packed", "attention_packed"]
+
+
+def test_a_cycle_in_requires_is_refused() -> None:
+    a = Rule("cyc_a", "a", "X", MS_DOMAIN, ("cpu",), find=lambda ctx: [], replace=lambda m: [],
+             requires=("cyc_b",))
+    b = Rule("cyc_b", "b", "X", MS_DOMAIN, ("cpu",), find=lambda ctx: [], replace=lambda m: [],
+             requires=("cyc_a",))
+    with pytest.raises(ValueError, match="cycle"):
+        run_order([a, b])
+
+
+def test_a_find_rule_that_raises_is_a_near_miss(bert: onnx.ModelProto) -> None:
+    def broken(ctx: ScanContext):
+        yield from ()
+        raise IndexError("list index out of range")
+
+    rule = Rule("broken_find", "raises", "X", MS_DOMAIN, ("cpu",), find=broken, replace=lambda m: [])
+    result = scan_model(bert, rules=[rule, rule_by_name("attention_mha")])
+    (miss,) = [m for m in result.near_misses if m.rule == "broken_find"]
+    assert miss.reason == "rule failed on this graph (IndexError: list index out of range)"
+    assert [c.rule for c in result.candidates] == ["attention_mha", "attention_mha"]
+
+
+def test_a_check_that_raises_is_a_near_miss_at_its_node(bert: onnx.ModelProto) -> None:
+    def softmax(op, x):
+        return op.Softmax(x)
+
+    def check(m):
+        raise KeyError("gamma")
+
+    rule = Rule("broken_check", "raises", "Y", MS_DOMAIN, ("cpu",), patterns=(softmax,), check=check,
+                replace=lambda m: Replacement([m["x"]]))
+    result = scan_model(bert, rules=[rule])
+    misses = [m for m in result.near_misses if m.rule == "broken_check"]
+    assert len(misses) == sum(n.op_type == "Softmax" for n in bert.graph.node) == 2
+    assert all(m.reason == "rule failed on this graph (KeyError: 'gamma')" for m in misses)
+
+
+def test_scan_context_memo_and_results(bert: onnx.ModelProto) -> None:
+    ctx = ScanContext(GraphIndex(bert))
+    calls = []
+    assert ctx.memo("stage", lambda c: calls.append(1) or 7) == 7
+    assert ctx.memo("stage", lambda c: calls.append(1) or 8) == 7
+    assert calls == [1]
+    assert ctx.dims is ctx.structure.d  # one dims engine per scan
+    with pytest.raises(LookupError, match="requires"):
+        ctx.result("attention_mha")
+
+
+def test_rule_modules_keep_no_per_graph_caches() -> None:
+    for name in RULE_MODULES:
+        mod = importlib.import_module(f"fuseview.fusion.rules.{name}")
+        weak = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)
+        caches = [k for k, v in vars(mod).items() if isinstance(v, weak)]
+        assert not caches, (name, caches)
