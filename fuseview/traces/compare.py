@@ -5,12 +5,22 @@ from __future__ import annotations
 from fuseview.stats import compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
 from fuseview.traces.stats import TraceStats
+from fuseview.traces.torch_log import CompileLog
 
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     """before/after ratio of median step times with its interval (steps are independent, not paired)."""
     est = compare_timings(before.step_us, after.step_us, paired=False)
     return est.to_json() | {"summary": est.summary()}
+
+
+def ratio_phrase(kernel_us: float, replaced_us: float) -> str:
+    """Which way the kernel/replaced-ops ratio reads, spelled out ("kernel 1.6x slower than ...")."""
+    if kernel_us <= 0 or replaced_us <= 0:
+        return "no time to compare"
+    if replaced_us >= kernel_us:
+        return f"kernel {replaced_us / kernel_us:.1f}x faster than the ops it replaced"
+    return f"kernel {kernel_us / replaced_us:.1f}x slower than the ops it replaced"
 
 
 def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:
@@ -27,7 +37,21 @@ def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:
     return None
 
 
-def diff(before: TraceStats, after: TraceStats) -> dict:
+def kernel_entries(before: TraceStats, after: TraceStats, log: CompileLog | None,
+                   by_name: list[FusedKernel]) -> list[dict]:
+    """fused_kernels of the report: by provenance where the log accounts for a kernel, else by its name."""
+    exact = []
+    if log is not None:
+        from fuseview.traces.attribution import attribute_provenance
+
+        exact = [k.to_json() for k in attribute_provenance(before, after, log)]
+    done = {k["name"] for k in exact}
+    guessed = [k.to_json() | {"attribution": "name", "kind": "fused", "provenance": None}
+               for k in by_name if k.name not in done]
+    return exact + guessed
+
+
+def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -> dict:
     """The report's diff section."""
     b, a = before.by_name(), after.by_name()
     changed = []
@@ -41,6 +65,6 @@ def diff(before: TraceStats, after: TraceStats) -> dict:
         "added": sorted(set(a) - set(b), key=lambda n: -a[n].total_us),
         "removed": sorted(set(b) - set(a), key=lambda n: -b[n].total_us),
         "changed": changed,
-        "fused_kernels": [k.to_json() for k in kernels],
+        "fused_kernels": kernel_entries(before, after, log, kernels),
         "note": fusion_note(after, kernels),
     }
