@@ -1,4 +1,4 @@
-"""fuseview.capture.compare_compile on a real function (needs torch; run by .ci/run with the [torch] extra)."""
+"""fuseview.capture.compare_compile on a real function (needs torch: .ci/run installs the [torch] extra)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
+from fuseview.traces.torch_log import COMPILED, EAGER
+from fuseview.traces.torch_log import LOG_DIR as TORCH_TRACE
 
-EAGER, COMPILED, TORCH_TRACE, CAPTURE = "eager.json", "compiled.json", "torch_trace", "capture.json"
+CAPTURE = "capture.json"
 # args of profiler events that fuseview reads (the rest, e.g. shapes, only make the file bigger)
 KEEP_ARGS = frozenset({"correlation", "External id", "kernel_file", "kernel_backend", "grid", "stream"})
 

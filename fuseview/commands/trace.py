@@ -88,7 +88,7 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
         w("compiled kernels GUESSED FROM THEIR NAMES" + (" (not in the provenance log)" if exact else
           " (no --provenance log: a guess)") + " (time per step; replaced: the before-trace ops named"
           " by the kernel, their GPU kernels' time when the kernel ran on a GPU)")
-        w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'ratio':>8}  fused ops -> matched in before")
+        w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'repl/k':>8}  fused ops -> matched in before")
         for k in guessed:
             ok = k["time_us"] > 0 and k["replaced_us"]
             ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
@@ -133,26 +133,10 @@ def _print_provenance(kernels: list[dict], w) -> None:
         w(f"    post-grad nodes: {_clip(', '.join(p['post_grad']), 100)}")
 
 
-def resolve_inputs(before: str, after: str | None,
-                   provenance: str | None) -> tuple[str, str | None, str | None]:
-    """(before, after, provenance folder) from the command line; a capture folder stands for all three."""
-    b = Path(before)
-    if not b.is_dir():
-        return before, after, provenance
-    if after is not None:
-        raise FuseviewError(f"{before}: a capture folder stands for both traces; give no AFTER trace")
-    missing = [n for n in ("eager.json", "compiled.json") if not (b / n).is_file()]
-    if missing:
-        raise FuseviewError(f"{before}: a folder, but not a capture (no {' or '.join(missing)}; fuseview"
-                            ".capture.compare_compile writes eager.json, compiled.json, torch_trace/)")
-    log = b / "torch_trace"
-    return str(b / "eager.json"), str(b / "compiled.json"), provenance or (str(log) if log.is_dir() else None)
-
-
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
     from fuseview.traces.stats import load_trace
-    from fuseview.traces.torch_log import read_compile_log
+    from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
     args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
     if prov is not None and args.after is None:

@@ -257,3 +257,22 @@ def read_compile_log(path: str | os.PathLike) -> CompileLog:
         raise FuseviewError(f"{p}: no provenance in the TORCH_TRACE log (compile with torch._inductor"
                             ".config.trace.provenance_tracking_level = 1, without a cache hit)")
     return CompileLog(str(p), list(graphs.values()), [str(f) for f in files])
+
+
+EAGER, COMPILED, LOG_DIR = "eager.json", "compiled.json", "torch_trace"
+
+
+def resolve_inputs(before: str, after: str | None,
+                   provenance: str | None) -> tuple[str, str | None, str | None]:
+    """(before, after, provenance folder) as given; a compare_compile folder stands for all three."""
+    b = Path(before)
+    if not b.is_dir():
+        return before, after, provenance
+    if after is not None:
+        raise FuseviewError(f"{before}: a capture folder stands for both traces; give no AFTER trace")
+    missing = [n for n in (EAGER, COMPILED) if not (b / n).is_file()]
+    if missing:
+        raise FuseviewError(f"{before}: a folder, but not a capture (no {' or '.join(missing)}; fuseview"
+                            ".capture.compare_compile writes eager.json, compiled.json, torch_trace/)")
+    log = b / LOG_DIR
+    return str(b / EAGER), str(b / COMPILED), provenance or (str(log) if log.is_dir() else None)
