@@ -168,3 +168,37 @@ def test_importing_fuseview_never_imports_torch():
     code = ("import sys, fuseview, fuseview.cli, fuseview.capture, fuseview.traces.attribution, "
             "fuseview.traces.torch_log, fuseview.commands.trace; assert 'torch' not in sys.modules, 'torch'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+CUDA = CAPTURES.parent / "provenance_cuda"  # hand-made from the documented formats (no GPU here)
+
+
+def test_cuda_triton_kernels_join_by_correlation_and_flows():
+    before = load_trace(CUDA / "eager.json")
+    after = load_trace(CUDA / "compiled.json")
+    kernels = attribute_provenance(before, after, read_compile_log(CUDA / "torch_trace"))
+    fused = {k.graph: k for k in kernels if k.kind == "fused"}
+    # one Triton name in two graphs: kept apart by the Torch-Compiled Region around each launch; graph
+    # 1/0's launch and kernel have no args.correlation, only their ac2g flow events link them
+    assert set(fused) == {"0/0", "1/0"}
+    assert {k.name for k in fused.values()} == {"triton_poi_fused_add_relu_0"}
+    assert fused["0/0"].kernel_steps == (6.0,) * 3 and fused["1/0"].kernel_steps == (5.0,) * 3
+    # device time against device time: the eager ops' GPU kernels, found through the Python frames
+    assert fused["0/0"].replaced_from == "device"
+    assert fused["0/0"].replaced_steps == (10.0,) * 3 and fused["1/0"].replaced_steps == (8.0,) * 3
+    assert fused["0/0"].source[0].code == "return torch.relu(y + 1)"
+    assert fused["1/0"].source[0].line == 13
+    (mm,) = [k for k in kernels if k.kind == "extern"]
+    assert mm.name == "extern_kernels.mm" and mm.matched_before == ("aten::matmul",)
+    assert mm.kernel_steps == (29.0,) * 3 and mm.replaced_steps == (30.0,) * 3
+
+
+def test_cuda_flows_alone_link_a_launch_to_its_kernel():
+    raw = load_trace(CUDA / "compiled.json").raw
+    names = raw.names
+    launches = [i for i in range(len(raw)) if names[raw.name_id[i]] == "cuLaunchKernelEx"]
+    kernels = [i for i in range(len(raw)) if names[raw.name_id[i]] == "triton_poi_fused_add_relu_0"
+               and raw.cats[raw.cat_id[i]] == "kernel"]
+    assert len(launches) == len(kernels) == 6
+    assert sorted(raw.corr[i] for i in launches) == sorted(raw.corr[i] for i in kernels)
+    assert all(raw.corr[i] >= 0 for i in launches)

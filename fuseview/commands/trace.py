@@ -119,10 +119,11 @@ def _print_provenance(kernels: list[dict], w) -> None:
       " split in proportion to their times)")
     for k in kernels:
         p, ks = k["provenance"], k["per_step"]["kernel_us"]
-        ops = ", ".join(k["matched_before"]) or "none found in the eager trace"
         w(f"  [{p['graph']}] {p['kernel'] if k['kind'] == 'extern' else k['name']} ({k['kind']})")
-        w(f"    eager ops {ops} took {_us(k['replaced_us'])} per step -> kernel takes {_us(k['time_us'])}"
-          f" [{_us(ks['min'])}-{_us(ks['max'])}]: {ratio_phrase(k['time_us'], k['replaced_us'])}")
+        took = (f"eager ops {', '.join(k['matched_before'])} took {_us(k['replaced_us'])} per step"
+                if k["matched_before"] else f"no eager op of type {', '.join(p['aten'])} found")
+        w(f"    {took} -> kernel takes {_us(k['time_us'])} [{_us(ks['min'])}-{_us(ks['max'])}]:"
+          f" {ratio_phrase(k['time_us'], k['replaced_us'])}")
         if "speedup" in k:
             w(f"    replaced/kernel: {k['speedup']['summary']}")
         if p["source"]:
