@@ -17,6 +17,7 @@ import numpy as np
 
 from fuseview.stats import compare_timings
 from fuseview.traces.categories import COMPILED, DEVICE_CATS, OP
+from fuseview.traces.compare import bootstrap_resamples
 from fuseview.traces.stats import TraceStats
 from fuseview.traces.torch_log import CompiledGraph, CompileLog, SourceLine
 
@@ -68,8 +69,9 @@ class KernelProvenance:
                "per_step": {"kernel_us": _spread(self.kernel_steps),
                             "replaced_us": _spread(self.replaced_steps)}}
         if len(self.kernel_steps) >= 2 and len(self.replaced_steps) >= 2 and self.replaced_us > 0:
+            n = max(len(self.replaced_steps), len(self.kernel_steps))
             est = compare_timings(np.asarray(self.replaced_steps), np.asarray(self.kernel_steps),
-                                  paired=False)
+                                  paired=False, resamples=bootstrap_resamples(n))
             out["speedup"] = est.to_json() | {"summary": est.summary()}
         return out
 
@@ -79,6 +81,20 @@ def _spread(v) -> dict:
     if not len(a):
         return {"p50": 0.0, "min": 0.0, "max": 0.0}
     return {"p50": float(np.median(a)), "min": float(a.min()), "max": float(a.max())}
+
+
+def nearest_ancestor(mask: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per event, the nearest of itself and its ancestors where mask is set (-1 if none); vectorised."""
+    out = np.where(mask, np.arange(len(mask)), -1)
+    up = parent.copy()
+    pending = np.nonzero((out < 0) & (up >= 0))[0]
+    while len(pending):  # one round per nesting level
+        q = up[pending]
+        hit = mask[q]
+        out[pending[hit]] = q[hit]
+        up[pending] = np.where(hit, -1, parent[q])
+        pending = pending[~hit & (up[pending] >= 0)]
+    return out
 
 
 def step_of(stats: TraceStats, ts: np.ndarray) -> np.ndarray:
@@ -106,7 +122,9 @@ class _Trace:
         self.on_device = np.isin(self.cat_id, dev_ids)
         self.steps = max(stats.steps, 1)
         self.step = step_of(stats, self.ts)
-        self._region: dict[int, str | None] = {}
+        self._region_at: np.ndarray | None = None
+        self._region_keys: dict[int, str] = {}
+        self._op_at: np.ndarray | None = None
         self._device: dict[int, float] | None = None
         self._launch: dict[int, int] | None = None
 
@@ -117,33 +135,30 @@ class _Trace:
             return np.zeros(0, dtype=np.int64)
         return np.nonzero(np.isin(self.name_id, ids) & self.stats.in_step)[0]
 
+    def region_at(self) -> np.ndarray:
+        """Per event, the index of the Torch-Compiled Region event around it (or itself), else -1."""
+        if self._region_at is None:
+            keys = {}
+            for i, n in enumerate(self.stats.raw.names):
+                m = REGION.match(n)
+                if m:
+                    keys[i] = m.group(1)
+            mask = np.isin(self.name_id, list(keys)) if keys else np.zeros(len(self.ts), dtype=bool)
+            self._region_at = nearest_ancestor(mask, self.parent)
+            self._region_keys = keys
+        return self._region_at
+
     def region(self, i: int) -> str | None:
         """The compiled graph ("0/0") of the Torch-Compiled Region around event i, if any."""
-        path = []
-        p = i
-        found = None
-        while p >= 0:
-            if p in self._region:
-                found = self._region[p]
-                break
-            path.append(p)
-            m = REGION.match(self.stats.raw.names[self.name_id[p]])
-            if m:
-                found = m.group(1)
-                break
-            p = int(self.parent[p])
-        for q in path:
-            self._region[q] = found
-        return found
+        r = int(self.region_at()[i])
+        return self._region_keys.get(int(self.name_id[r])) if r >= 0 else None
 
     def under_op(self, i: int) -> bool:
         """Whether an op encloses event i (it is then not one of the ops user code called)."""
+        if self._op_at is None:
+            self._op_at = nearest_ancestor(self.is_op[self.name_id], self.parent)
         p = int(self.parent[i])
-        while p >= 0:
-            if self.is_op[self.name_id[p]]:
-                return True
-            p = int(self.parent[p])
-        return False
+        return p >= 0 and int(self._op_at[p]) >= 0
 
     def launch_of(self, i: int) -> int:
         """The host event that launched device event i (same correlation id), or -1."""
@@ -223,25 +238,29 @@ def extern_op(key: str) -> str | None:
 def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
     """Extern kernels (extern_kernels.addmm) run as aten ops inside their graph's region, in code order."""
     names = after.stats.raw.names
+    externs: dict[str, dict[str, list[str]]] = {}  # graph -> op -> its extern keys in code order
     for g in log.graphs:
-        externs = sorted((k for k in g.kernel_to_post if extern_op(k)), key=_handle)
-        if not externs:
+        for k in sorted((k for k in g.kernel_to_post if extern_op(k)), key=_handle):
+            externs.setdefault(g.key, {}).setdefault(extern_op(k), []).append(k)
+    ops = {op for by_op in externs.values() for op in by_op}
+    if not ops:
+        return
+    region = after.region_at()
+    per_run: dict[tuple[int, str], list[int]] = {}  # (region event, op) -> its calls in one run
+    for i in after.indices(ops).tolist():
+        r = int(region[i])
+        if r < 0 or after.on_device[i] or after.under_op(i):
             continue
-        ops = {extern_op(k) for k in externs}
-        per_region: dict[tuple[int, str], list[int]] = {}
-        for i in after.indices(ops).tolist():
-            if after.on_device[i] or after.under_op(i) or after.region(i) != g.key:
-                continue
-            top = i
-            while after.parent[top] >= 0 and not REGION.match(names[after.name_id[after.parent[top]]]):
-                top = int(after.parent[top])
-            per_region.setdefault((int(after.parent[top]), names[after.name_id[i]]), []).append(i)
-        for (_, op), events in per_region.items():
-            keys = [k for k in externs if extern_op(k) == op]
-            events.sort(key=lambda j: after.ts[j])
-            # the n-th call in one run of the graph is the n-th extern kernel of that op in the code
-            for n, j in enumerate(events):
-                found.setdefault((g.key, keys[min(n, len(keys) - 1)]), []).append(j)
+        per_run.setdefault((r, names[after.name_id[i]]), []).append(i)
+    for (r, op), events in per_run.items():
+        key = after.region(r)
+        keys = externs.get(key, {}).get(op)
+        if not keys:
+            continue
+        events.sort(key=lambda j: after.ts[j])
+        # the n-th call in one run of the graph is the n-th extern kernel of that op in the code
+        for n, j in enumerate(events):
+            found.setdefault((key, keys[min(n, len(keys) - 1)]), []).append(j)
 
 
 def _norm_func(func: str | None) -> str | None:

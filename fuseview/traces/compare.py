@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from fuseview.stats import compare_timings
+from fuseview.stats import DEFAULT_RESAMPLES, compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
 from fuseview.traces.stats import TraceStats
 from fuseview.traces.torch_log import CompileLog
 
+# resampled timings per bootstrap: a trace of 10,000 steps needs fewer resamples for a tight interval
+BOOTSTRAP_BUDGET = 2_000_000
+
+
+def bootstrap_resamples(n: int) -> int:
+    """Resamples for a bootstrap over n timings a side: the default, fewer (>= 200) for long traces."""
+    return int(min(DEFAULT_RESAMPLES, max(200, BOOTSTRAP_BUDGET // max(n, 1))))
+
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     """before/after ratio of median step times with its interval (steps are independent, not paired)."""
-    est = compare_timings(before.step_us, after.step_us, paired=False)
+    n = max(before.steps, after.steps)
+    est = compare_timings(before.step_us, after.step_us, paired=False, resamples=bootstrap_resamples(n))
     return est.to_json() | {"summary": est.summary()}
 
 
