@@ -89,6 +89,16 @@ print(w1 - w0, c1 - c0, w2 - w1, c2 - c1, w3 - w2, c3 - c2, w3 - w0, c3 - c0, rs
 """
 
 
+# the floor: the standard library's json.load of the same file, in its own process (its RSS is not ours)
+_FLOOR = """
+import json, sys, time
+c0 = time.process_time()
+with open(sys.argv[1], "rb") as f:
+    json.load(f)
+print(time.process_time() - c0)
+"""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=100.0)
@@ -114,6 +124,10 @@ def main(argv=None) -> int:
         print(f"total: {v[6]:.2f} s wall, {v[7]:.2f} s CPU (target <= 3 s; imports {v[13]:.2f} s not"
               " counted)")
         print(f"peak RSS of the reading process: {v[8]:.0f} MB (imports included; target <= 400 MB)")
+        floor = float(subprocess.run([sys.executable, "-c", _FLOOR, str(trace)], capture_output=True,
+                                     text=True, check=True).stdout)
+        print(f"for scale: json.load of the trace alone takes {floor:.2f} s CPU (and the whole file in"
+              " memory); reading it here costs {:.2f}x that".format(v[1] / floor))
     return 0
 
 

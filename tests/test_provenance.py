@@ -83,7 +83,10 @@ def test_conv_bn_relu_and_gpt2_sources():
     assert any(k.name == "extern_kernels.convolution" for k in kernels)
     before, after, log = load("gpt2_block")
     kernels = attribute_provenance(before, after, log)
-    assert all(any(s.file.endswith("modeling_gpt2.py") for s in k.source) for k in kernels)
+    # every kernel was reached from the block's forward; its own lines may lie in helpers it called
+    assert all(any(s.file.endswith("modeling_gpt2.py") for s in k.stack) for k in kernels)
+    (gelu,) = [k for k in kernels if "tanh" in k.name]
+    assert any(s.file.endswith("activations.py") and "torch.tanh" in s.code for s in gelu.source)
     fallback = [k for k in kernels if k.key.startswith("torch.ops.aten._scaled_dot_product")]
     assert len(fallback) == 1 and fallback[0].kind == "extern"
 

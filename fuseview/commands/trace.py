@@ -15,6 +15,7 @@ from fuseview.traces.report import build_report, save_report
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
+SOURCE_LINES = 4  # source lines printed per kernel
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,10 +128,11 @@ def _print_provenance(kernels: list[dict], w) -> None:
         if "speedup" in k:
             w(f"    replaced/kernel: {k['speedup']['summary']}")
         if p["source"]:
-            w(f"    from {_lines(p['source'])}")
-            # the innermost frame of the user's code: the line that made this kernel
-            for s in p["source"][-2:] if len(p["source"]) <= 2 else [p["source"][-1]]:
+            w(f"    from {_lines(p['source'])}:")
+            for s in p["source"][:SOURCE_LINES]:
                 w(f"      {Path(s['file']).name}:{s['line']}  {_clip(s['code'], 90)}")
+            if len(p["source"]) > SOURCE_LINES:
+                w(f"      … {len(p['source']) - SOURCE_LINES} more in the --json report")
         w(f"    post-grad nodes: {_clip(', '.join(p['post_grad']), 100)}")
 
 

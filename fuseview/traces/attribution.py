@@ -41,7 +41,8 @@ class KernelProvenance:
     post_grad_aten: tuple[str, ...]
     pre_grad: tuple[str, ...]
     aten: tuple[str, ...]  # the eager op types looked up in the eager trace
-    source: tuple[SourceLine, ...]
+    source: tuple[SourceLine, ...]  # the lines that made the kernel's nodes (innermost frames)
+    stack: tuple[SourceLine, ...]  # every frame of the stacks that reached them, outermost first
     matched_before: tuple[str, ...]
     kernel_steps: tuple[float, ...]  # µs per step
     replaced_steps: tuple[float, ...]
@@ -65,7 +66,8 @@ class KernelProvenance:
                "replaced_from": self.replaced_from, "attribution": "provenance", "kind": self.kind,
                "provenance": {"graph": self.graph, "kernel": self.key, "post_grad": list(self.post_grad),
                               "post_grad_aten": list(self.post_grad_aten), "pre_grad": list(self.pre_grad),
-                              "aten": list(self.aten), "source": [s.to_json() for s in self.source]},
+                              "aten": list(self.aten), "source": [s.to_json() for s in self.source],
+                              "stack": [s.to_json() for s in self.stack]},
                "per_step": {"kernel_us": _spread(self.kernel_steps),
                             "replaced_us": _spread(self.replaced_steps)}}
         if len(self.kernel_steps) >= 2 and len(self.replaced_steps) >= 2 and self.replaced_us > 0:
@@ -386,9 +388,13 @@ def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, m
     names = a.stats.raw.names
     extern = extern_op(key) is not None
     post = g.kernel_to_post[key]
+    # the innermost frame of each stack is the line that made the nodes; the rest is how it was reached
     seen: dict[tuple, SourceLine] = {}
-    for s in g.stacks.get(key, []):
-        seen.setdefault((s.file, s.line), s)
+    frames: dict[tuple, SourceLine] = {}
+    for stack in g.stacks.get(key, []):
+        seen.setdefault((stack[-1].file, stack[-1].line), stack[-1])
+        for f in stack:
+            frames.setdefault((f.file, f.line), f)
     if not seen:
         for n in post:
             node = g.post_grad.get(n)
@@ -401,6 +407,6 @@ def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, m
         kind=EXTERN_KIND if extern else FUSED, graph=g.key, key=key, post_grad=tuple(post),
         post_grad_aten=tuple(sorted({g.post_grad[n].op for n in post if n in g.post_grad})),
         pre_grad=tuple(sorted(pre)), aten=tuple(aten),
-        source=tuple(sorted(seen.values(), key=lambda s: (s.file, s.line))),
+        source=tuple(seen.values()), stack=tuple(frames.values()),
         matched_before=tuple(sorted(matched)), kernel_steps=tuple(kernel_steps.tolist()),
         replaced_steps=tuple(np.asarray(replaced, dtype=np.float64).tolist()), replaced_from=replaced_from)

@@ -59,7 +59,8 @@ class CompiledGraph:
     post_grad_code: str = ""
     post_to_pre: dict[str, list[str]] = field(default_factory=dict)
     kernel_to_post: dict[str, list[str]] = field(default_factory=dict)  # "cpp_fused_x_0:2" -> nodes
-    stacks: dict[str, list[SourceLine]] = field(default_factory=dict)  # same keys as kernel_to_post
+    # same keys as kernel_to_post: each of the kernel's stacks, outermost frame first
+    stacks: dict[str, list[list[SourceLine]]] = field(default_factory=dict)
     profiler_names: dict[str, str] = field(default_factory=dict)  # graph_0_cpp_fused_x_0 -> cpp_fused_x_0
 
     @property
@@ -228,7 +229,7 @@ def _apply(path, g: CompiledGraph, line_no: int, kind: str, text: str) -> None:
                 g.kernel_to_post.update(_str_lists(path, line_no, d[key], key))
     elif kind == KERNEL_STACKS:
         d = _str_lists(path, line_no, _json_payload(path, line_no, text), "kernel stack traces")
-        g.stacks = {k: [f for s in v for f in parse_stack(s)] for k, v in d.items()}
+        g.stacks = {k: [frames for s in v if (frames := parse_stack(s))] for k, v in d.items()}
 
 
 def read_compile_log(path: str | os.PathLike) -> CompileLog:
