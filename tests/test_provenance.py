@@ -205,3 +205,13 @@ def test_cuda_flows_alone_link_a_launch_to_its_kernel():
     assert len(launches) == len(kernels) == 6
     assert sorted(raw.corr[i] for i in launches) == sorted(raw.corr[i] for i in kernels)
     assert all(raw.corr[i] >= 0 for i in launches)
+
+
+def test_nodes_no_kernel_claims_are_listed():
+    # Inductor rewrote GPT-2's eager attention (matmul, softmax, matmul) into one SDPA call, whose
+    # provenance names only its inputs' nodes: those ops are listed, not silently dropped
+    rep = build_report(*load("gpt2_block")[:2], load("gpt2_block")[2])
+    missing = {m["aten"]: m for m in rep["diff"]["unclaimed_pre_grad"]}
+    assert {"aten::matmul", "aten::softmax"} <= set(missing)
+    assert "softmax" in missing["aten::softmax"]["code"] and missing["aten::softmax"]["graph"] == "0/0"
+    assert build_report(*load("mlp_block"))["diff"]["unclaimed_pre_grad"] == []

@@ -98,6 +98,14 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
             dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
             w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
               f"  {ops} -> {matched}{dev}")
+    missing = d.get("unclaimed_pre_grad") or []
+    if missing:
+        w()
+        w(f"{len(missing)} pre-grad nodes that no kernel's provenance names (their eager time is in no"
+          " kernel's 'replaced'; e.g. a pattern rewritten whole):")
+        for m in missing[:TOP]:
+            where = f"{Path(m['file']).name}:{m['line']}" if m["file"] else "no source"
+            w(f"  [{m['graph']}] {m['node']} ({m['aten']}) {where}  {_clip(m['code'] or '', 70)}")
     if d["note"]:
         w()
         w(d["note"])

@@ -410,3 +410,20 @@ def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, m
         source=tuple(seen.values()), stack=tuple(frames.values()),
         matched_before=tuple(sorted(matched)), kernel_steps=tuple(kernel_steps.tolist()),
         replaced_steps=tuple(np.asarray(replaced, dtype=np.float64).tolist()), replaced_from=replaced_from)
+
+
+def unclaimed(before: TraceStats, log: CompileLog, kernels: list[KernelProvenance]) -> list[dict]:
+    """Pre-grad nodes of the graphs that ran that no kernel's provenance names, whose op the eager trace
+    has: their eager time is in no kernel's `replaced` (a pattern such as attention rewritten whole)."""
+    ran = {k.graph for k in kernels}
+    claimed = {(k.graph, p) for k in kernels for p in k.pre_grad}
+    eager = {e.name for e in before.events if e.category == OP}
+    out = []
+    for g in log.graphs:
+        if g.key not in ran:
+            continue
+        for node in g.pre_grad.values():
+            if (g.key, node.name) not in claimed and _eager_name(node.op) in eager:
+                out.append({"graph": g.key, "node": node.name, "aten": _eager_name(node.op),
+                            "file": node.file, "line": node.line, "code": node.code})
+    return out

@@ -47,17 +47,20 @@ def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:
 
 
 def kernel_entries(before: TraceStats, after: TraceStats, log: CompileLog | None,
-                   by_name: list[FusedKernel]) -> list[dict]:
-    """fused_kernels of the report: by provenance where the log accounts for a kernel, else by its name."""
-    exact = []
+                   by_name: list[FusedKernel]) -> tuple[list[dict], list[dict]]:
+    """fused_kernels of the report (by provenance where the log accounts for a kernel, else by its name)
+    and the pre-grad nodes that no kernel's provenance names."""
+    exact, missing = [], []
     if log is not None:
-        from fuseview.traces.attribution import attribute_provenance
+        from fuseview.traces.attribution import attribute_provenance, unclaimed
 
-        exact = [k.to_json() for k in attribute_provenance(before, after, log)]
+        found = attribute_provenance(before, after, log)
+        exact = [k.to_json() for k in found]
+        missing = unclaimed(before, log, found)
     done = {k["name"] for k in exact}
     guessed = [k.to_json() | {"attribution": "name", "kind": "fused", "provenance": None}
                for k in by_name if k.name not in done]
-    return exact + guessed
+    return exact + guessed, missing
 
 
 def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -> dict:
@@ -69,11 +72,13 @@ def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -
         changed.append({"name": name, "count_before": x.count, "count_after": y.count,
                         "total_us_before": x.total_us, "total_us_after": y.total_us})
     kernels = attribute(before, after)
+    entries, missing = kernel_entries(before, after, log, kernels)
     return {
         "step_speedup": step_speedup(before, after),
         "added": sorted(set(a) - set(b), key=lambda n: -a[n].total_us),
         "removed": sorted(set(b) - set(a), key=lambda n: -b[n].total_us),
         "changed": changed,
-        "fused_kernels": kernel_entries(before, after, log, kernels),
+        "fused_kernels": entries,
+        "unclaimed_pre_grad": missing,
         "note": fusion_note(after, kernels),
     }

@@ -2,6 +2,7 @@
 
 Version 2 adds, per fused kernel, `attribution` ("provenance" or "name"), `kind` ("fused" or "extern") and
 `provenance` (graph, post-grad and pre-grad nodes, aten ops, source lines; null when attributed by name),
+the diff's `unclaimed_pre_grad` (pre-grad nodes no kernel's provenance names),
 per trace `excluded_steps`, and the report's `provenance_log`. Version 1 files still load: they are
 upgraded in memory (attribution "name", kind "fused", provenance null, no excluded steps).
 """
@@ -32,7 +33,7 @@ _TRACE = {"role": str, "path": str, "source": str, "steps": int, "step_kind": st
 _EVENT = {"name": str, "category": str, "count": int, "total_us": _NUM, "self_us": _NUM,
           "per_step_us": _NUM, "share": _NUM}
 _DIFF = {"step_speedup": dict, "added": list, "removed": list, "changed": list, "fused_kernels": list,
-         "note": (str, type(None))}
+         "note": (str, type(None)), "unclaimed_pre_grad": list}
 _CHANGED = {"name": str, "count_before": int, "count_after": int, "total_us_before": _NUM,
             "total_us_after": _NUM}
 _KERNEL = {"name": str, "fused_ops": list, "matched_before": list, "time_us": _NUM, "replaced_us": _NUM,
@@ -85,6 +86,8 @@ def upgrade(rep: dict) -> dict:
                 k.setdefault("attribution", "name")
                 k.setdefault("kind", "fused")
                 k.setdefault("provenance", None)
+        if isinstance(rep.get("diff"), dict):
+            rep["diff"].setdefault("unclaimed_pre_grad", [])
     return rep
 
 
