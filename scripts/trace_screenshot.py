@@ -42,8 +42,10 @@ def main(argv: list[str]) -> int:
     prefix = "trace_workspace" if len(paths) == 1 and Path(paths[0]).is_dir() else "trace_compare"
     if prefix == "trace_workspace":
         view.kernels.select(0)
-    for tab, name in ((1, f"{prefix}_kernels.png"), (0, f"{prefix}_events.png"),
-                      (3, f"{prefix}_table.png")):
+    shots = [(1, f"{prefix}_kernels.png"), (0, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
+    if prefix == "trace_workspace":
+        shots.append((4, f"{prefix}_flame.png"))
+    for tab, name in shots:
         view.tabs.setCurrentIndex(tab)
         for _ in range(5):
             app.processEvents()

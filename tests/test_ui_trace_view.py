@@ -237,3 +237,15 @@ def test_window_opens_the_workspace_as_its_own_window(qtbot):
     assert tv.isWindow() and tv.parent() is win
     assert win.centralWidget().height() == height  # the ONNX panes are not squeezed by it
     win.close()
+
+
+def test_flame_view_draws_the_median_step_of_each_trace(qtbot, view):
+    load(qtbot, view, [CAPTURE])
+    flame = view.flame
+    for role, t in (("before", view.report["traces"][0]), ("after", view.report["traces"][1])):
+        tl = flame.timelines[role]
+        assert tl.step_us == sorted(t["step_times_us"])[len(t["step_times_us"]) // 2]
+        assert flame.bar_count(role) == len(tl.start) > 10
+        assert (tl.start >= 0).all() and (tl.start < tl.step_us).all() and tl.depth.max() >= 2
+    assert any(c == "compiled kernel" for c in flame.timelines["after"].categories)
+    assert "median step" in flame.note.text()

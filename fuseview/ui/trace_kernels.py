@@ -60,7 +60,8 @@ def kernel_rows(report: dict) -> list[dict]:
         p = k.get("provenance") or {}
         rows.append({
             "label": kernel_label(k), "name": kernel_name(k), "graph": p.get("graph", ""),
-            "kind": k.get("kind", "fused"), "attribution": k.get("attribution", "name"),
+            "kind": k.get("kind", "fused"),
+            "attribution": "provenance" if k.get("attribution") == "provenance" else "name (a guess)",
             "time_us": k["time_us"], "time_text": f"{k['time_us']:.1f}{span}",
             "replaced_us": k["replaced_us"], "verdict": ratio_phrase(k["time_us"], k["replaced_us"]),
             "ops": ", ".join(k["matched_before"]) or "none found", "source": source_lines(k),

@@ -32,6 +32,7 @@ from fuseview.errors import FuseviewError
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.trace_flame import FlameView
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import JobRunner
 
@@ -149,8 +150,12 @@ def load_report_job(paths: list[str], steps: int | None = None, provenance: str 
             progress(f"reading {Path(p).name}", i / (len(files) + 1))
             loaded.append(load_trace(p, steps))
         progress("comparing", len(files) / (len(files) + 1))
+        from fuseview.traces.timeline import step_timeline
+
         log = read_compile_log(prov) if prov is not None and len(loaded) == 2 else None
-        return build_report(*loaded, log=log)
+        drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
+        timelines = [t for t in drawn if t is not None]
+        return build_report(*loaded, log=log), timelines
 
     return work
 
@@ -226,6 +231,7 @@ class TraceView(QWidget):
         self.event_plot.barClicked.connect(lambda row, _s: self._event_clicked(row))
         self.kernels = KernelPanel()
         self.kernel_plot = self.kernels.plot
+        self.flame = FlameView()
         self.step_plot = plots.BarChart("steps", "Step times", "µs", value_text=us)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -256,6 +262,7 @@ class TraceView(QWidget):
         self.tabs.addTab(self.kernels, "Fused kernels")
         self.tabs.addTab(self.step_plot, "Step times")
         self.tabs.addTab(table_page, "Diff table")
+        self.tabs.addTab(self.flame, "One step (flame)")
         lay = QVBoxLayout(body)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
@@ -334,12 +341,14 @@ class TraceView(QWidget):
             self.progress.setValue(int(fraction * 1000))
             self.progress.setFormat(message)
 
-    def _done(self, job, report: dict) -> None:
+    def _done(self, job, result: tuple) -> None:
         if job is not self._job:
             return
         self._job = None
         self.progress.setValue(1000)
         self.progress.setFormat("done")
+        report, timelines = result
+        self.flame.show_timelines(timelines)
         self.show_report(report)
 
     def _failed(self, job, exc: BaseException) -> None:
