@@ -249,3 +249,16 @@ def test_flame_view_draws_the_median_step_of_each_trace(qtbot, view):
         assert (tl.start >= 0).all() and (tl.start < tl.step_us).all() and tl.depth.max() >= 2
     assert any(c == "compiled kernel" for c in flame.timelines["after"].categories)
     assert "median step" in flame.note.text()
+
+
+def test_selecting_a_kernel_selects_its_post_grad_nodes(qtbot, view):
+    load(qtbot, view, [TRACES / "provenance" / "graph_break"])
+    panel = view.kernels
+    for row, r in enumerate(panel.rows):
+        panel.select(row)
+        g = panel.graph
+        assert g.graph_key == r["graph"]  # each graph drawn on its own (a graph break: two)
+        doc = g._docs[r["graph"]][0]
+        names = sorted(doc.graph.nodes[int(k[2:])].name for k in g.scene.selected_keys())
+        assert names == sorted(r["post_grad"]) and names
+        assert set(g.scene.marked_keys()) >= set(g.scene.selected_keys())

@@ -35,6 +35,7 @@ class FxNode:
     line: int | None = None
     func: str | None = None
     code: str | None = None
+    inputs: tuple[str, ...] = ()  # the nodes and graph inputs it reads, in order
 
 
 def op_of(rhs: str) -> tuple[str, str]:
@@ -59,9 +60,31 @@ def op_of(rhs: str) -> tuple[str, str]:
     return "", rhs.split(";")[0].strip()
 
 
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_ARG = re.compile(r"(?:\(self,\s*|,\s*)([A-Za-z_]\w*)\s*[:,)]")
+
+
+def graph_inputs(code: str) -> list[str]:
+    """The argument names of the graph's forward (its inputs), in order."""
+    for line in code.splitlines():
+        if line.strip().startswith("def forward("):
+            return [a for a in _ARG.findall(line) if a != "self"]
+    return []
+
+
+def graph_outputs(code: str) -> list[str]:
+    """The names the forward returns."""
+    for line in code.splitlines():
+        s = line.strip()
+        if s.startswith("return "):
+            return _NAME.findall(s[len("return "):])
+    return []
+
+
 def parse_graph(code: str) -> dict[str, FxNode]:
     """The nodes of an FX graph's readable code, keyed by name, each with the source comment above it."""
     nodes: dict[str, FxNode] = {}
+    known = set(graph_inputs(code))
     src = None
     in_forward = False
     for line in code.splitlines():
@@ -85,10 +108,16 @@ def parse_graph(code: str) -> dict[str, FxNode]:
             continue
         rhs = m.group("rhs").split(";  ")[0]
         op, target = op_of(rhs)
+        name = m.group("name")
         if not op:
-            continue  # an alias (l_x_ = L_x_) runs nothing
-        nodes[m.group("name")] = FxNode(
-            m.group("name"), op, target,
+            known.add(name)  # an alias (l_x_ = L_x_) runs nothing, but later nodes read it
+            continue
+        args = rhs[len(target):] if rhs.startswith(target) else rhs
+        inputs = tuple(dict.fromkeys(a for a in _NAME.findall(args) if a in known and a != name))
+        nodes[name] = FxNode(
+            name, op, target,
             src.group("file") if src else None, int(src.group("line")) if src else None,
-            src.group("func").strip() if src else None, src.group("code").strip() if src else None)
+            src.group("func").strip() if src else None, src.group("code").strip() if src else None,
+            inputs)
+        known.add(name)
     return nodes

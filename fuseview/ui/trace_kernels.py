@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QTableWidget, QTableWidgetItem,
 
 from fuseview.traces.compare import ratio_phrase
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.trace_graph import PostGradGraph
 
 REPLACED, KERNEL = "replaced ops (before)", "kernel (after)"
 COLUMNS = ["kernel", "graph", "kind", "attribution", "kernel µs/step (p50 [min–max])",
@@ -93,18 +94,25 @@ class KernelPanel(QWidget):
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.detail.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.graph = PostGradGraph()
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.plot)
         split.addWidget(self.table)
-        split.addWidget(self.detail)
-        split.setSizes([400, 220, 120])
+        below = QSplitter(Qt.Orientation.Horizontal)
+        below.addWidget(self.detail)
+        below.addWidget(self.graph)
+        below.setSizes([400, 600])
+        split.addWidget(below)
+        split.setSizes([330, 200, 270])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(split)
 
-    def show_report(self, report: dict, empty_message: str) -> None:
-        """Fill the plot and the table from a report."""
+    def show_report(self, report: dict, empty_message: str,
+                    graph_codes: dict[str, str] | None = None) -> None:
+        """Fill the plot and the table from a report (graph_codes: post-grad code per compiled graph)."""
         self.rows = kernel_rows(report)
+        self.graph.set_codes(graph_codes or {})
         if self.rows:
             self.plot.set_bars([r["label"] for r in self.rows],
                                {REPLACED: [r["replaced_us"] for r in self.rows],
@@ -139,4 +147,7 @@ class KernelPanel(QWidget):
             lines.append(f"post-grad nodes: {', '.join(r['post_grad'])}")
         lines += r["code"] or ["(no source lines: attributed by the kernel's name, a guess)"]
         self.detail.setText("\n".join(lines))
+        if r["graph"]:
+            same = {x["name"]: x["post_grad"] for x in self.rows if x["graph"] == r["graph"]}
+            self.graph.show_kernel(r["graph"], same, r["name"])
         self.kernel_selected.emit(row)

@@ -155,7 +155,8 @@ def load_report_job(paths: list[str], steps: int | None = None, provenance: str 
         log = read_compile_log(prov) if prov is not None and len(loaded) == 2 else None
         drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
         timelines = [t for t in drawn if t is not None]
-        return build_report(*loaded, log=log), timelines
+        codes = {g.key: g.post_grad_code for g in log.graphs} if log is not None else {}
+        return build_report(*loaded, log=log), timelines, codes
 
     return work
 
@@ -347,9 +348,9 @@ class TraceView(QWidget):
         self._job = None
         self.progress.setValue(1000)
         self.progress.setFormat("done")
-        report, timelines = result
+        report, timelines, codes = result
         self.flame.show_timelines(timelines)
-        self.show_report(report)
+        self.show_report(report, codes)
 
     def _failed(self, job, exc: BaseException) -> None:
         if job is self._job:
@@ -373,14 +374,15 @@ class TraceView(QWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict) -> None:
-        """Draw a trace report (one trace, or a before/after pair)."""
+    def show_report(self, report: dict, graph_codes: dict[str, str] | None = None) -> None:
+        """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
         self.report = report
         self.status.setText(summary_text(report))
         self._draw_events()
         d = report.get("diff")
         self.kernels.show_report(report, d["note"] if d and d["note"] else
-                                 "no compiled kernels" if d else "one trace: nothing to compare")
+                                 "no compiled kernels" if d else "one trace: nothing to compare",
+                                 graph_codes)
         labels, series = step_series(report)
         self.step_plot.set_bars(labels, series)
         self._fill_table()
