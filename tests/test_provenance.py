@@ -215,3 +215,16 @@ def test_nodes_no_kernel_claims_are_listed():
     assert {"aten::matmul", "aten::softmax"} <= set(missing)
     assert "softmax" in missing["aten::softmax"]["code"] and missing["aten::softmax"]["graph"] == "0/0"
     assert build_report(*load("mlp_block"))["diff"]["unclaimed_pre_grad"] == []
+
+
+def test_json_never_lands_on_a_capture_input(tmp_path, capsys):
+    import shutil
+
+    cap = tmp_path / "cap"
+    shutil.copytree(CAPTURES / "graph_break", cap)
+    log = next((cap / "torch_trace").glob("*.log"))
+    before = {p: p.read_bytes() for p in (cap / "eager.json", cap / "compiled.json", log)}
+    for target in before:
+        line = _one_line_error(["trace", str(cap), "--json", str(target)], capsys)
+        assert "input" in line or "overwrite" in line, line
+    assert all(p.read_bytes() == data for p, data in before.items())

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuseview.atomic import register_inputs
 from fuseview.errors import FuseviewError
 from fuseview.safe_io import check_regular, limit
 from fuseview.traces import fx_code
@@ -239,6 +240,7 @@ def read_compile_log(path: str | os.PathLike) -> CompileLog:
     graphs: dict[str, CompiledGraph] = {}
     attempts: dict[str, object] = {}
     owner: dict[str, Path] = {}
+    register_inputs(files)  # a report written in this run never lands on the log it read
     for f in files:
         for line_no, header, text in _records(f):
             fid, cid = header.get("frame_id"), header.get("frame_compile_id")
@@ -276,4 +278,5 @@ def resolve_inputs(before: str, after: str | None,
         raise FuseviewError(f"{before}: a folder, but not a capture (no {' or '.join(missing)}; fuseview"
                             ".capture.compare_compile writes eager.json, compiled.json, torch_trace/)")
     log = b / LOG_DIR
+    register_inputs([b / EAGER, b / COMPILED])
     return str(b / EAGER), str(b / COMPILED), provenance or (str(log) if log.is_dir() else None)
