@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -48,12 +49,12 @@ class KernelProvenance:
     replaced_steps: tuple[float, ...]
     replaced_from: str  # "host" or "device"
 
-    @property
+    @cached_property
     def time_us(self) -> float:
         """Median time per step."""
         return float(np.median(self.kernel_steps)) if self.kernel_steps else 0.0
 
-    @property
+    @cached_property
     def replaced_us(self) -> float:
         """Median time per step of the eager ops it replaced."""
         return float(np.median(self.replaced_steps)) if self.replaced_steps else 0.0
@@ -157,10 +158,14 @@ class _Trace:
 
     def under_op(self, i: int) -> bool:
         """Whether an op encloses event i (it is then not one of the ops user code called)."""
+        return bool(self.under_op_mask(np.array([i]))[0])
+
+    def under_op_mask(self, idx: np.ndarray) -> np.ndarray:
+        """under_op for each of these events."""
         if self._op_at is None:
             self._op_at = nearest_ancestor(self.is_op[self.name_id], self.parent)
-        p = int(self.parent[i])
-        return p >= 0 and int(self._op_at[p]) >= 0
+        p = self.parent[idx]
+        return (p >= 0) & (self._op_at[np.maximum(p, 0)] >= 0)
 
     def launch_of(self, i: int) -> int:
         """The host event that launched device event i (same correlation id), or -1."""
@@ -208,22 +213,26 @@ def _kernel_events(after: _Trace, log: CompileLog) -> dict[tuple[str, str], list
     names = after.stats.raw.names
     compiled = {e.name for e in after.stats.events if e.category == COMPILED}
     idx = after.indices(compiled)
-    device_names = {names[after.name_id[i]] for i in idx.tolist() if after.on_device[i]}
-    for i in idx.tolist():
-        name = names[after.name_id[i]]
-        if name in named:  # the C++ kernel profile names the graph: exact
+    by_name: dict[int, list[int]] = {}
+    for i, n in zip(idx.tolist(), after.name_id[idx].tolist(), strict=True):
+        by_name.setdefault(n, []).append(i)
+    device_names = {n for n, ev in by_name.items() if after.on_device[ev].any()}
+    for n, events in by_name.items():
+        name = names[n]
+        if name in named:  # the C++ kernel profile names the graph: exact, for all its events at once
             g, kernel = named[name]
-        else:
-            if name in device_names and not after.on_device[i]:
+            keys = g.kernel_keys(kernel)
+            if keys:
+                found.setdefault((g.key, keys[0]), []).extend(events)
+            continue
+        for i in events:
+            if n in device_names and not after.on_device[i]:
                 continue  # the host-side record of a GPU kernel: its device event is timed instead
             host = after.launch_of(i) if after.on_device[i] else i
             g = graphs.get(after.region(host)) if host >= 0 else None
-            kernel = name
-            if g is None:
-                continue
-        keys = g.kernel_keys(kernel)
-        if keys:
-            found.setdefault((g.key, keys[0]), []).append(i)
+            keys = g.kernel_keys(name) if g is not None else []
+            if keys:
+                found.setdefault((g.key, keys[0]), []).append(i)
     _extern_events(after, log, found)
     return found
 
@@ -247,13 +256,13 @@ def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
     ops = {op for by_op in externs.values() for op in by_op}
     if not ops:
         return
-    region = after.region_at()
+    idx = after.indices(ops)
+    region = after.region_at()[idx]
+    keep = (region >= 0) & ~after.on_device[idx] & ~after.under_op_mask(idx)
     per_run: dict[tuple[int, str], list[int]] = {}  # (region event, op) -> its calls in one run
-    for i in after.indices(ops).tolist():
-        r = int(region[i])
-        if r < 0 or after.on_device[i] or after.under_op(i):
-            continue
-        per_run.setdefault((r, names[after.name_id[i]]), []).append(i)
+    for i, r, n in zip(idx[keep].tolist(), region[keep].tolist(), after.name_id[idx[keep]].tolist(),
+                       strict=True):
+        per_run.setdefault((r, names[n]), []).append(i)
     for (r, op), events in per_run.items():
         key = after.region(r)
         keys = externs.get(key, {}).get(op)

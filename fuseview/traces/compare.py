@@ -8,7 +8,7 @@ from fuseview.traces.stats import TraceStats
 from fuseview.traces.torch_log import CompileLog
 
 # resampled timings per bootstrap: a trace of 10,000 steps needs fewer resamples for a tight interval
-BOOTSTRAP_BUDGET = 2_000_000
+BOOTSTRAP_BUDGET = 1_000_000
 
 
 def bootstrap_resamples(n: int) -> int:
