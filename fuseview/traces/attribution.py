@@ -259,19 +259,28 @@ def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
     idx = after.indices(ops)
     region = after.region_at()[idx]
     keep = (region >= 0) & ~after.on_device[idx] & ~after.under_op_mask(idx)
-    per_run: dict[tuple[int, str], list[int]] = {}  # (region event, op) -> its calls in one run
-    for i, r, n in zip(idx[keep].tolist(), region[keep].tolist(), after.name_id[idx[keep]].tolist(),
-                       strict=True):
-        per_run.setdefault((r, names[n]), []).append(i)
-    for (r, op), events in per_run.items():
-        key = after.region(r)
-        keys = externs.get(key, {}).get(op)
+    idx, region = idx[keep], region[keep]
+    op_id = after.name_id[idx]
+    # the graph of each call: the name ("Torch-Compiled Region: 0/0") of the region event around it
+    graph_id = after.name_id[region]
+    order = np.lexsort((after.ts[idx], op_id, region))
+    idx, region, op_id, graph_id = idx[order], region[order], op_id[order], graph_id[order]
+    # rank of each call among the calls of its op in the same run of the region (sorted by time)
+    new_run = np.ones(len(idx), dtype=bool)
+    new_run[1:] = (region[1:] != region[:-1]) | (op_id[1:] != op_id[:-1])
+    starts = np.nonzero(new_run)[0]
+    rank = np.arange(len(idx)) - np.repeat(starts, np.diff(np.append(starts, len(idx))))
+    for g_id, o_id in set(zip(graph_id.tolist(), op_id.tolist(), strict=True)):
+        m = REGION.match(names[g_id])
+        keys = externs.get(m.group(1) if m else "", {}).get(names[o_id])
         if not keys:
             continue
-        events.sort(key=lambda j: after.ts[j])
+        sel = (graph_id == g_id) & (op_id == o_id)
         # the n-th call in one run of the graph is the n-th extern kernel of that op in the code
-        for n, j in enumerate(events):
-            found.setdefault((key, keys[min(n, len(keys) - 1)]), []).append(j)
+        for n, key in enumerate(keys):
+            hit = sel & ((rank == n) if n < len(keys) - 1 else (rank >= n))
+            if hit.any():
+                found.setdefault((m.group(1), key), []).extend(idx[hit].tolist())
 
 
 def _norm_func(func: str | None) -> str | None:

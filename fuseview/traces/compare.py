@@ -12,8 +12,8 @@ BOOTSTRAP_BUDGET = 1_000_000
 
 
 def bootstrap_resamples(n: int) -> int:
-    """Resamples for a bootstrap over n timings a side: the default, fewer (>= 200) for long traces."""
-    return int(min(DEFAULT_RESAMPLES, max(200, BOOTSTRAP_BUDGET // max(n, 1))))
+    """Resamples for a bootstrap over n timings a side: the default, fewer (>= 100) for long traces."""
+    return int(min(DEFAULT_RESAMPLES, max(100, BOOTSTRAP_BUDGET // max(n, 1))))
 
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:
