@@ -66,6 +66,8 @@ def profile_steps(call: Callable[[], object], steps: int, with_stack: bool, out:
 @contextlib.contextmanager
 def _structured_log(folder: Path):
     """Write torch's structured compile log (what TORCH_TRACE=folder would) while the block runs."""
+    # TORCH_TRACE is read once, when torch is imported; torch 2.13's own handler and formatter (private,
+    # hence the exact pin of the [torch] extra) attach the same log to an already-imported torch
     from torch._logging import _internal as tlog
 
     folder.mkdir(parents=True, exist_ok=True)
