@@ -2,7 +2,9 @@
 
 Needs torch (CPU) and onnxruntime; scripts only, fuseview never imports torch. Inductor's C++ backend
 with `cpp.enable_kernel_profile` names each compiled kernel in the trace. Output: tests/data/traces/
-CASE_eager.json and CASE_compiled.json per case, plus ort_mlp.json.
+CASE_eager.json and CASE_compiled.json per case, plus ort_mlp.json; and, through
+fuseview.capture.compare_compile (provenance tracking on, TORCH_TRACE log kept), one folder per
+provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json, torch_trace/).
 
     python scripts/make_traces.py [--out tests/data/traces] [--steps 12] [--only CASE ...]
 """
@@ -10,8 +12,8 @@ CASE_eager.json and CASE_compiled.json per case, plus ort_mlp.json.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -19,12 +21,11 @@ from pathlib import Path
 import torch
 import torch._inductor.config as inductor_config
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, schedule
+
+from fuseview.capture.compile import profile_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 inductor_config.cpp.enable_kernel_profile = True
-# Keep the committed files small: drop args we never read (shapes, stacks are off anyway).
-_KEEP_ARGS = {"External id", "Sequence number", "Fwd thread id"}
 
 
 class CosRelu(nn.Module):
@@ -69,6 +70,119 @@ class OpByOpAttention(nn.Module):
         return self.out(torch.matmul(probs, v).transpose(1, 2).reshape(b, s, d))
 
 
+class MLPBlock(nn.Module):
+    """LayerNorm, Linear, GELU, Linear, residual: the fusions every transformer MLP offers."""
+
+    def __init__(self, dim=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        h = self.norm(x)
+        h = torch.nn.functional.gelu(self.up(h))
+        return x + self.down(h)
+
+
+class GraphBreak(nn.Module):
+    """Two fusable halves with a graph break between them: two compiled graphs, both with kernels."""
+
+    def forward(self, x):
+        a = torch.relu(torch.cos(x) + 1.0)
+        torch._dynamo.graph_break()
+        return torch.sigmoid(torch.sin(a) * 2.0)
+
+
+class ConvBNReLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def _gpt2_block():
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    cfg = GPT2Config(n_embd=64, n_head=4, n_layer=1, n_positions=32, attn_pdrop=0.0, resid_pdrop=0.0,
+                     embd_pdrop=0.0)
+    cfg._attn_implementation = "eager"
+    block = GPT2Block(cfg, layer_idx=0).eval()
+    return lambda x: block(x)[0]
+
+
+def _provenance_cases() -> dict:
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    causal = torch.triu(torch.ones(16, 16, dtype=torch.bool), diagonal=1)
+    bn = ConvBNReLU().eval()
+    with torch.no_grad():  # statistics away from 0/1, so the folded BatchNorm does real work
+        bn.bn.running_mean.uniform_(-0.5, 0.5, generator=g)
+        bn.bn.running_var.uniform_(0.5, 2.0, generator=g)
+    return {
+        "mlp_block": (MLPBlock().eval(), (r(4, 16, 64),)),
+        "op_attention": (OpByOpAttention().eval(), (r(2, 16, 32), causal)),
+        "graph_break": (GraphBreak(), (r(64, 64),)),
+        "conv_bn_relu": (bn, (r(1, 8, 16, 16),)),
+        "gpt2_block": (_gpt2_block(), (r(1, 16, 64),)),
+    }
+
+
+# TORCH_TRACE records fuseview reads (the rest: timing events, config dumps, guards, are dropped for size)
+_KEEP_RECORDS = ("inductor_provenance_tracking", "pre_grad_graph", "inductor_post_grad_graph",
+                 "inductor_output_code")
+
+
+def _trim_log(folder: Path) -> None:
+    """Keep only the records fuseview reads, each with its payload intact (so its md5 still holds)."""
+    for log in folder.glob("*.log"):
+        out, keep = [], False
+        for line in log.read_text().splitlines(keepends=True):
+            if not line.startswith("\t"):
+                keep = any(k in line.split("] ", 1)[-1][:200] for k in _KEEP_RECORDS)
+            if keep:
+                out.append(line)
+        log.write_text("".join(out))
+
+
+def _drop_python_frames(path: Path, keep_enclosing: bool) -> None:
+    """Drop Python frames for size: all of them, or (keep_enclosing) those around no op at all."""
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    ops: dict = {}
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            ops.setdefault(e.get("tid"), []).append(float(e["ts"]))
+    for v in ops.values():
+        v.sort()
+
+    def encloses_op(e) -> bool:
+        ts = ops.get(e.get("tid"), [])
+        i = bisect.bisect_left(ts, float(e["ts"]))
+        return keep_enclosing and i < len(ts) and ts[i] <= float(e["ts"]) + float(e.get("dur", 0))
+
+    trace["traceEvents"] = [e for e in events if e.get("cat") != "python_function" or encloses_op(e)]
+    path.write_text(json.dumps(trace, separators=(",", ":")))
+
+
+def _provenance(out_dir: Path, steps: int, only) -> None:
+    from fuseview.capture import compare_compile
+
+    for name, (fn, inputs) in _provenance_cases().items():
+        if only is not None and name not in only:
+            continue
+        folder = compare_compile(fn, inputs, out_dir / name, steps=steps, warmup=3)
+        _trim_log(folder / "torch_trace")
+        _drop_python_frames(folder / "eager.json", keep_enclosing=True)
+        _drop_python_frames(folder / "compiled.json", keep_enclosing=False)
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        print(f"provenance/{name}: {size / 1024:.0f} KB", flush=True)
+
+
 def _encoder_layer():
     layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True, dropout=0.0)
     return layer.eval()
@@ -88,36 +202,12 @@ def _cases() -> dict:
     }
 
 
-def _trim(path: Path) -> dict:
-    with open(path) as f:
-        trace = json.load(f)
-    for e in trace.get("traceEvents", []):
-        args = e.get("args")
-        if isinstance(args, dict):
-            e["args"] = {k: v for k, v in args.items() if k in _KEEP_ARGS}
-            if not e["args"]:
-                del e["args"]
-    return trace
-
-
 def _profile(fn, inputs, steps: int, out: Path) -> None:
     with torch.no_grad():
         for _ in range(3):
             fn(*inputs)  # compile and warm up outside the trace
-        sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
-        with profile(activities=[ProfilerActivity.CPU], schedule=sched) as prof:
-            for _ in range(steps + 1):
-                fn(*inputs)
-                prof.step()
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "raw.json"
-        prof.export_chrome_trace(str(raw))
-        trace = _trim(raw)
-    text = json.dumps(trace, separators=(",", ":"))
-    tmp_out = out.with_suffix(".json.tmp")
-    tmp_out.write_text(text)
-    os.replace(tmp_out, out)
-    print(f"{out.name}: {len(text) / 1024:.0f} KB, {len(trace['traceEvents'])} events", flush=True)
+        profile_steps(lambda: fn(*inputs), steps, with_stack=False, out=out)
+    print(f"{out.name}: {out.stat().st_size / 1024:.0f} KB", flush=True)
 
 
 def _ort_trace(out_dir: Path) -> None:
@@ -154,14 +244,15 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     for name, (mod, inputs) in _cases().items():
-        if args.only and name not in args.only:
+        if args.only is not None and name not in args.only:
             continue
         mod = mod.eval()
         _profile(mod, inputs, args.steps, out / f"{name}_eager.json")
         torch._dynamo.reset()
         _profile(torch.compile(mod), inputs, args.steps, out / f"{name}_compiled.json")
-    if not args.only or "ort" in args.only:
+    if args.only is None or "ort" in args.only:
         _ort_trace(out)
+    _provenance(out / "provenance", args.steps, args.only)
     return 0
 
 

@@ -1,6 +1,8 @@
-"""Render the trace comparison dock offscreen to assets/screenshots/ (README pictures).
+"""Render the trace workspace offscreen to assets/screenshots/ (README pictures).
 
-    QT_QPA_PLATFORM=offscreen python scripts/trace_screenshot.py [BEFORE.json AFTER.json]
+    QT_QPA_PLATFORM=offscreen python scripts/trace_screenshot.py [BEFORE.json AFTER.json | CAPTURE_DIR]
+
+Two traces give trace_compare_*.png; a capture folder (with its provenance log) trace_workspace_*.png.
 """
 
 from __future__ import annotations
@@ -37,8 +39,13 @@ def main(argv: list[str]) -> int:
     if view.report is None:
         return 1
     OUT.mkdir(parents=True, exist_ok=True)
-    for tab, name in ((1, "trace_compare_kernels.png"), (0, "trace_compare_events.png"),
-                      (3, "trace_compare_table.png")):
+    prefix = "trace_workspace" if len(paths) == 1 and Path(paths[0]).is_dir() else "trace_compare"
+    if prefix == "trace_workspace":
+        view.kernels.select(1)  # a fused kernel: several post-grad nodes selected
+    shots = [(1, f"{prefix}_kernels.png"), (0, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
+    if prefix == "trace_workspace":
+        shots.append((4, f"{prefix}_flame.png"))
+    for tab, name in shots:
         view.tabs.setCurrentIndex(tab)
         for _ in range(5):
             app.processEvents()

@@ -114,7 +114,7 @@ def test_report_round_trip_and_validation(tmp_path):
     rep = build_report(before, after)
     out = save_report(rep, tmp_path / "r.json")
     back = load_report(out)
-    assert back["kind"] == "fuseview.trace_compare" and back["schema_version"] == 1
+    assert back["kind"] == "fuseview.trace_compare" and back["schema_version"] == 2
     assert [t["role"] for t in back["traces"]] == ["before", "after"]
     sp = back["diff"]["step_speedup"]
     b50, a50 = (t["step_us"]["p50"] for t in back["traces"])
@@ -141,13 +141,15 @@ def test_single_trace_report_has_no_diff(tmp_path):
 
 def test_onnxruntime_trace_steps_are_model_runs():
     stats = load_trace(TRACES / "ort_mlp.json")
-    assert stats.source == "onnxruntime" and stats.step_kind == MODEL_RUNS and stats.steps == 6
+    # six runs, the first treated as warm-up: left out and said
+    assert stats.source == "onnxruntime" and stats.step_kind == MODEL_RUNS and stats.steps == 5
+    assert stats.excluded == ["model_run 1: the session's first model_run (warm-up)"]
     names = stats.by_name()
-    assert "/norm/LayerNormalization" in names and names["/norm/LayerNormalization"].count == 6
+    assert "/norm/LayerNormalization" in names and names["/norm/LayerNormalization"].count == 5
     assert all(e.category == OP for e in stats.events)
     with open(TRACES / "ort_mlp.json") as f:
-        runs = [e for e in json.load(f) if e.get("name") == "model_run"]
-    assert sorted(stats.step_us) == sorted(float(e["dur"]) for e in runs)
+        runs = sorted((float(e["ts"]), float(e["dur"])) for e in json.load(f) if e.get("name") == "model_run")
+    assert stats.step_us == [d for _, d in runs[1:]]
 
 
 def test_hand_written_cuda_trace_categories_and_flows():

@@ -11,7 +11,19 @@ from PySide6.QtGui import QDropEvent, QImage
 
 from fuseview.traces.report import load_report
 from fuseview.ui.main_window import MainWindow
-from fuseview.ui.trace_view import ADDED, AFTER, BEFORE, KERNEL, REMOVED, REPLACED, TraceView, event_rows
+from fuseview.ui.trace_kernels import kernel_label
+from fuseview.ui.trace_view import (
+    ADDED,
+    AFTER,
+    BEFORE,
+    KERNEL,
+    REMOVED,
+    REPLACED,
+    SELF,
+    TOTAL,
+    TraceView,
+    event_rows,
+)
 from tests.conftest import ROOT
 
 TRACES = ROOT / "tests" / "data" / "traces"
@@ -41,9 +53,17 @@ def test_compare_draws_plots_and_table(qtbot, view):
     assert "step time before/after" in view.status.text()
     labels = view.event_plot.labels
     assert view.event_plot.bar_count() > 5 and set(view.event_plot.bars) == {BEFORE, AFTER}
-    assert any(lbl.startswith("graph_3_cpp_fused") for lbl in labels)
-    kernels = [k["name"] for k in rep["diff"]["fused_kernels"]]
+    # total time per step by default, the number the CLI prints for the same row; linear axes
+    assert view.time_stat.currentText() == TOTAL and not view.event_plot.log_x and not view.kernel_plot.log_x
+    totals = [{e["name"]: e["per_step_us"] for e in t["events"]} for t in rep["traces"]]
+    biggest = [max(t.get(n, 0.0) for t in totals) for n in labels]
+    assert biggest == sorted(biggest, reverse=True)
+    view.time_stat.setCurrentText(SELF)
+    assert any(lbl.startswith("graph_3_cpp_fused") for lbl in view.event_plot.labels)
+    kernels = [kernel_label(k) for k in rep["diff"]["fused_kernels"]]
     assert view.kernel_plot.labels == kernels and set(view.kernel_plot.bars) == {REPLACED, KERNEL}
+    # each row names the ops the kernel replaced, on screen
+    assert all("  ←  " in lbl for lbl in view.kernel_plot.labels)
     assert view.step_plot.bar_count() == 12
     rows = event_rows(rep)
     assert view.table.rowCount() == len(rows)
@@ -171,3 +191,74 @@ def load_report_for_pair():
     from fuseview.traces.stats import load_trace
 
     return build_report(load_trace(PAIR[0]), load_trace(PAIR[1]))
+
+
+CAPTURE = TRACES / "provenance" / "mlp_block"
+
+
+def test_capture_folder_shows_exact_attribution(qtbot, view):
+    load(qtbot, view, [CAPTURE])
+    assert view.isWindow()  # its own window, not a dock
+    assert "attributed by Inductor's provenance, 0 guessed" in view.status.text()
+    panel = view.kernels
+    assert panel.table.rowCount() == len(view.report["diff"]["fused_kernels"]) > 0
+    cols = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    verdicts = [panel.table.item(r, cols.index("kernel vs the ops it replaced")).text()
+                for r in range(panel.table.rowCount())]
+    assert all(v.endswith("than the ops it replaced") and ("faster" in v or "slower" in v)
+               for v in verdicts)
+    sources = [panel.table.item(r, cols.index("source lines")).text() for r in range(panel.table.rowCount())]
+    assert all(s.startswith("make_traces.py:") for s in sources)
+    row = next(r for r in range(panel.table.rowCount()) if "layer_norm" in panel.table.item(r, 0).text())
+    view.kernel_plot.click(row, KERNEL)
+    assert panel.table.currentRow() == row
+    text = panel.detail.text()
+    assert "h = self.norm(x)" in text and "var_mean" in text and "aten::layer_norm" in text
+
+
+def test_warm_up_run_is_left_out_and_said(qtbot, view):
+    load(qtbot, view, [TRACES / "ort_mlp.json"])
+    assert "left out (warm-up): model_run 1" in view.status.text()
+    assert view.report["traces"][0]["steps"] == 5
+
+
+def test_window_opens_the_workspace_as_its_own_window(qtbot):
+    win = MainWindow(settings=None)
+    win.show_dialogs = False
+    win.remember_files = False
+    qtbot.addWidget(win)
+    win.resize(1200, 800)
+    win.show()
+    height = win.centralWidget().height()
+    tv = win.trace_view_for()
+    tv.show_dialogs = False
+    with qtbot.waitSignal(tv.loaded, timeout=20000):
+        tv.open_traces(PAIR)
+    assert tv.isWindow() and tv.parent() is win
+    assert win.centralWidget().height() == height  # the ONNX panes are not squeezed by it
+    win.close()
+
+
+def test_flame_view_draws_the_median_step_of_each_trace(qtbot, view):
+    load(qtbot, view, [CAPTURE])
+    flame = view.flame
+    for role, t in (("before", view.report["traces"][0]), ("after", view.report["traces"][1])):
+        tl = flame.timelines[role]
+        assert tl.step_us == sorted(t["step_times_us"])[len(t["step_times_us"]) // 2]
+        assert flame.bar_count(role) == len(tl.start) > 10
+        assert (tl.start >= 0).all() and (tl.start < tl.step_us).all() and tl.depth.max() >= 2
+    assert any(c == "compiled kernel" for c in flame.timelines["after"].categories)
+    assert "median step" in flame.note.text()
+
+
+def test_selecting_a_kernel_selects_its_post_grad_nodes(qtbot, view):
+    load(qtbot, view, [TRACES / "provenance" / "graph_break"])
+    panel = view.kernels
+    for row, r in enumerate(panel.rows):
+        panel.select(row)
+        g = panel.graph
+        assert g.graph_key == r["graph"]  # each graph drawn on its own (a graph break: two)
+        doc = g._docs[r["graph"]][0]
+        names = sorted(doc.graph.nodes[int(k[2:])].name for k in g.scene.selected_keys())
+        assert names == sorted(r["post_grad"]) and names
+        assert set(g.scene.marked_keys()) >= set(g.scene.selected_keys())

@@ -1,4 +1,8 @@
-"""`fuseview trace BEFORE.json [AFTER.json]`: profiler traces before/after torch.compile, compared."""
+"""`fuseview trace BEFORE.json [AFTER.json] [--provenance DIR]` or `fuseview trace CAPTURE_DIR`.
+
+Profiler traces before/after torch.compile, compared; with Inductor's provenance log (a TORCH_TRACE
+folder) each compiled kernel is attributed exactly, else by its name (said so).
+"""
 
 from __future__ import annotations
 
@@ -12,14 +16,18 @@ from fuseview.traces.report import build_report, report_text, save_report
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
+SOURCE_LINES = 4  # source lines printed per kernel
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `fuseview trace`."""
-    p.add_argument("before", help="Chrome-trace JSON (torch.profiler export_chrome_trace, or onnxruntime)")
+    p.add_argument("before", help="Chrome-trace JSON (torch.profiler export_chrome_trace, or onnxruntime),"
+                   " or a folder from fuseview.capture (eager.json, compiled.json, torch_trace/)")
     p.add_argument("after", nargs="?", help="the same workload after torch.compile (or another change)")
+    p.add_argument("--provenance", metavar="DIR",
+                   help="the TORCH_TRACE folder of the compiled run (provenance_tracking_level = 1)")
     p.add_argument("--json", metavar="OUT",
-                   help="write the report (fuseview.trace_compare, v1) to OUT (-: print it, not the summary)")
+                   help="write the report (fuseview.trace_compare, v2) to OUT (-: print it, not the summary)")
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
@@ -43,6 +51,8 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
         s = t["step_us"]
         w(f"[{t['role']}] {t['path']}  ({t['source']}, {t['steps']} steps from {t['step_kind']};"
           f" step p50 {_us(s['p50'])}, min {_us(s['min'])}, max {_us(s['max'])})")
+        for why in t.get("excluded_steps", []):
+            w(f"  left out: {why}")
     d = rep["diff"]
     if d is None:
         t = rep["traces"][0]
@@ -72,12 +82,17 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
         w(f"  {_clip(name, 47):<48}{cat:<17}{_us(x):>11}{_us(y):>11}{f'{cb:g}/{ca:g}':>12}")
     w()
     w(f"added {len(d['added'])} event names, removed {len(d['removed'])}, in both {len(d['changed'])}")
-    if d["fused_kernels"]:
+    exact = [k for k in d["fused_kernels"] if k.get("attribution") == "provenance"]
+    if exact:
+        _print_provenance(exact, w)
+    guessed = [k for k in d["fused_kernels"] if k.get("attribution", "name") == "name"]
+    if guessed:
         w()
-        w("compiled kernels (time per step; replaced: the before-trace ops named by the kernel,"
-          " their GPU kernels' time when the kernel ran on a GPU)")
-        w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'ratio':>8}  fused ops -> matched in before")
-        for k in d["fused_kernels"]:
+        w("compiled kernels GUESSED FROM THEIR NAMES" + (" (not in the provenance log)" if exact else
+          " (no --provenance log: a guess)") + " (time per step; replaced: the before-trace ops named"
+          " by the kernel, their GPU kernels' time when the kernel ran on a GPU)")
+        w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'repl/k':>8}  fused ops -> matched in before")
+        for k in guessed:
             ok = k["time_us"] > 0 and k["replaced_us"]
             ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
             ops = "+".join(k["fused_ops"])
@@ -85,15 +100,60 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
             dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
             w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
               f"  {ops} -> {matched}{dev}")
+    missing = d.get("unclaimed_pre_grad") or []
+    if missing:
+        w()
+        w(f"{len(missing)} pre-grad nodes that no kernel's provenance names (their eager time is in no"
+          " kernel's 'replaced'; e.g. a pattern rewritten whole):")
+        for m in missing[:TOP]:
+            where = f"{Path(m['file']).name}:{m['line']}" if m["file"] else "no source"
+            w(f"  [{m['graph']}] {m['node']} ({m['aten']}) {where}  {_clip(m['code'] or '', 70)}")
     if d["note"]:
         w()
         w(d["note"])
 
 
+def _lines(source: list[dict]) -> str:
+    by_file: dict[str, list[int]] = {}
+    for s in source:
+        by_file.setdefault(Path(s["file"]).name, []).append(s["line"])
+    return ", ".join(f"{f} line{'s' if len(v) > 1 else ''} {', '.join(map(str, sorted(set(v))))}"
+                     for f, v in by_file.items())
+
+
+def _print_provenance(kernels: list[dict], w) -> None:
+    from fuseview.traces.compare import ratio_phrase
+
+    w()
+    w("compiled kernels by Inductor's provenance (time per step: median [min-max] over the steps;"
+      " replaced: the eager ops the kernel's graph nodes came from; an op shared by several kernels"
+      " split in proportion to their times)")
+    for k in kernels:
+        p, ks = k["provenance"], k["per_step"]["kernel_us"]
+        w(f"  [{p['graph']}] {p['kernel'] if k['kind'] == 'extern' else k['name']} ({k['kind']})")
+        took = (f"eager ops {', '.join(k['matched_before'])} took {_us(k['replaced_us'])} per step"
+                if k["matched_before"] else f"no eager op of type {', '.join(p['aten'])} found")
+        w(f"    {took} -> kernel takes {_us(k['time_us'])} [{_us(ks['min'])}-{_us(ks['max'])}]:"
+          f" {ratio_phrase(k['time_us'], k['replaced_us'])}")
+        if "speedup" in k:
+            w(f"    replaced/kernel: {k['speedup']['summary']}")
+        if p["source"]:
+            w(f"    from {_lines(p['source'])}:")
+            for s in p["source"][:SOURCE_LINES]:
+                w(f"      {Path(s['file']).name}:{s['line']}  {_clip(s['code'], 90)}")
+            if len(p["source"]) > SOURCE_LINES:
+                w(f"      … {len(p['source']) - SOURCE_LINES} more in the --json report")
+        w(f"    post-grad nodes: {_clip(', '.join(p['post_grad']), 100)}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
     from fuseview.traces.stats import load_trace
+    from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
+    args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
+    if prov is not None and args.after is None:
+        raise FuseviewError("--provenance: needs the compiled (AFTER) trace it belongs to")
     if args.steps is not None and args.steps < 1:
         raise FuseviewError(f"--steps {args.steps}: must be at least 1")
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the summary
@@ -106,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
-    rep = build_report(before, after)
+    log = read_compile_log(prov) if prov is not None else None
+    rep = build_report(before, after, log)
     if to_stdout:
         print(report_text(rep), end="")
         return 0

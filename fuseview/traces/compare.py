@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from fuseview.errors import FuseviewError
-from fuseview.stats import compare_timings
+from fuseview.stats import DEFAULT_RESAMPLES, compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
 from fuseview.traces.stats import TraceStats
+from fuseview.traces.torch_log import CompileLog
+
+# resampled timings per bootstrap: a trace of 10,000 steps needs fewer resamples for a tight interval
+BOOTSTRAP_BUDGET = 1_000_000
+
+
+def bootstrap_resamples(n: int) -> int:
+    """Resamples for a bootstrap over n timings a side: the default, fewer (>= 100) for long traces."""
+    return int(min(DEFAULT_RESAMPLES, max(100, BOOTSTRAP_BUDGET // max(n, 1))))
 
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:
@@ -13,8 +22,18 @@ def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     for t in (before, after):
         if min(t.step_us) <= 0:
             raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} us; step times must be positive")
-    est = compare_timings(before.step_us, after.step_us, paired=False)
+    n = max(before.steps, after.steps)
+    est = compare_timings(before.step_us, after.step_us, paired=False, resamples=bootstrap_resamples(n))
     return est.to_json() | {"summary": est.summary()}
+
+
+def ratio_phrase(kernel_us: float, replaced_us: float) -> str:
+    """Which way the kernel/replaced-ops ratio reads, spelled out ("kernel 1.6x slower than ...")."""
+    if kernel_us <= 0 or replaced_us <= 0:
+        return "no time to compare"
+    if replaced_us >= kernel_us:
+        return f"kernel {replaced_us / kernel_us:.1f}x faster than the ops it replaced"
+    return f"kernel {kernel_us / replaced_us:.1f}x slower than the ops it replaced"
 
 
 def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:
@@ -31,7 +50,24 @@ def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:
     return None
 
 
-def diff(before: TraceStats, after: TraceStats) -> dict:
+def kernel_entries(before: TraceStats, after: TraceStats, log: CompileLog | None,
+                   by_name: list[FusedKernel]) -> tuple[list[dict], list[dict]]:
+    """fused_kernels of the report (by provenance where the log accounts for a kernel, else by its name)
+    and the pre-grad nodes that no kernel's provenance names."""
+    exact, missing = [], []
+    if log is not None:
+        from fuseview.traces.attribution import attribute_provenance, unclaimed
+
+        found = attribute_provenance(before, after, log)
+        exact = [k.to_json() for k in found]
+        missing = unclaimed(before, log, found)
+    done = {k["name"] for k in exact}
+    guessed = [k.to_json() | {"attribution": "name", "kind": "fused", "provenance": None}
+               for k in by_name if k.name not in done]
+    return exact + guessed, missing
+
+
+def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -> dict:
     """The report's diff section."""
     b, a = before.by_name(), after.by_name()
     changed = []
@@ -40,11 +76,13 @@ def diff(before: TraceStats, after: TraceStats) -> dict:
         changed.append({"name": name, "count_before": x.count, "count_after": y.count,
                         "total_us_before": x.total_us, "total_us_after": y.total_us})
     kernels = attribute(before, after)
+    entries, missing = kernel_entries(before, after, log, kernels)
     return {
         "step_speedup": step_speedup(before, after),
         "added": sorted(set(a) - set(b), key=lambda n: -a[n].total_us),
         "removed": sorted(set(b) - set(a), key=lambda n: -b[n].total_us),
         "changed": changed,
-        "fused_kernels": [k.to_json() for k in kernels],
+        "fused_kernels": entries,
+        "unclaimed_pre_grad": missing,
         "note": fusion_note(after, kernels),
     }

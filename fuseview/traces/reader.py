@@ -56,6 +56,11 @@ class RawTrace:
     # args.correlation: links a launch (cudaLaunchKernel) to the device kernel it started; -1 when absent
     corr: array = field(default_factory=lambda: array("q"))
     flows: int = 0  # flow events (ph s/f/t, e.g. ac2g): counted, not timed
+    # ac2g flows (launch -> device kernel): their id, "s"/"f", thread and ts, to link events without args
+    flow_id: array = field(default_factory=lambda: array("q"))
+    flow_end: array = field(default_factory=lambda: array("b"))  # 1 for the "f" (kernel) side
+    flow_thread: array = field(default_factory=lambda: array("i"))
+    flow_ts: array = field(default_factory=lambda: array("d"))
     # onnxruntime: (start, duration) of each model_run, read from the Session events
     runs: list[tuple[float, float]] = field(default_factory=list)
 
@@ -301,6 +306,32 @@ def _collect(raw: RawTrace, first: list, batches, path) -> None:
                     raise _bad(path, f"more than {MAX_EVENTS} timed events")
             elif ph in ("s", "f", "t"):
                 raw.flows += 1
+                fid = ev.get("id")
+                if ev.get("cat") == "ac2g" and isinstance(fid, int) and not isinstance(fid, bool) \
+                        and 0 <= fid < (1 << 63):
+                    t = thread_of(_thread_key(ev, path))
+                    if len(raw.flow_id) >= MAX_EVENTS:
+                        raise _bad(path, f"more than {MAX_EVENTS} flow events")
+                    if "ts" not in ev:
+                        raise _bad(path, "a flow event without a numeric ts")
+                    raw.flow_ts.append(_time_field(ev, "ts", path))
+                    raw.flow_id.append(fid)
+                    raw.flow_end.append(ph == "f")
+                    raw.flow_thread.append(t)
+    _link_flows(raw)
+
+
+def _link_flows(raw: RawTrace) -> None:
+    """Give a launch and its kernel that lack args.correlation the id of the ac2g flow that joins them."""
+    if not any(raw.flow_end) or min(raw.corr, default=0) >= 0:
+        return
+    # Kineto puts each end of the flow at the start of the event it binds to, on that event's thread
+    at = {(t, ts): fid for t, ts, fid in zip(raw.flow_thread, raw.flow_ts, raw.flow_id, strict=True)}
+    for i, c in enumerate(raw.corr):
+        if c < 0:
+            fid = at.get((raw.thread[i], raw.ts[i]))
+            if fid is not None:
+                raw.corr[i] = fid
 
 
 _ORT_CATS = ("Session", "Node", "Kernel")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,6 +14,8 @@ from fuseview.traces.reader import ONNXRUNTIME, RawTrace, read_trace
 PROFILER_STEPS = "ProfilerStep"
 MODEL_RUNS = "model_run"
 WHOLE = "whole trace"
+# torch.compile's own timing markers (dynamo_timed): a step holding one compiled something
+_COMPILE = re.compile(r"^(entire_frame_compile|backend_compile)$|\(dynamo_timed\)$")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class TraceStats:
     raw: RawTrace
     in_step: np.ndarray  # bool per raw event: inside a counted step
     parent: np.ndarray  # raw index of the enclosing event on the same thread, -1 at the top
+    step_starts: tuple[float, ...] = ()  # start of each counted step (empty for a whole-trace step)
+    excluded: list[str] = field(default_factory=list)  # warm-up steps left out, each with why
 
     @property
     def steps(self) -> int:
@@ -104,11 +109,36 @@ def _nesting(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.nd
     return parent, child_sum
 
 
+def _warmup_steps(raw: RawTrace, kind: str, marks: list) -> dict[int, str]:
+    """Steps that are not steady state: a session's first model_run, a step torch.compile compiled in."""
+    if len(marks) < 2:
+        return {}
+    if kind == MODEL_RUNS:
+        return {0: "the session's first model_run (warm-up)"}
+    if kind != PROFILER_STEPS:
+        return {}
+    ids = [i for i, n in enumerate(raw.names) if _COMPILE.search(n)]
+    if not ids:
+        return {}
+    hit = np.isin(np.frombuffer(raw.name_id, dtype=np.int32), ids)
+    starts = np.asarray([m[0] for m in marks])
+    steps = set((np.searchsorted(starts, np.frombuffer(raw.ts, dtype=np.float64)[hit], "right") - 1).tolist())
+    out = {i: "torch.compile compiled during this step" for i in sorted(steps) if i >= 0}
+    return out if len(out) < len(marks) else {}
+
+
 def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
-    """Steps and per-name statistics of a read trace; last_steps keeps only the last N steps."""
+    """Steps and per-name statistics of a read trace; last_steps keeps only the last N steps.
+
+    Warm-up steps (an onnxruntime session's first run, a step with compilation in it) are left out and
+    listed in `excluded`.
+    """
     kind, marks = _steps(raw, raw.cats)
+    warm = _warmup_steps(raw, kind, marks)
+    kept = [i for i in range(len(marks)) if i not in warm]
     if last_steps is not None and last_steps > 0:
-        marks = marks[-last_steps:]
+        kept = kept[-last_steps:]
+    excluded = [f"{kind} {i + 1}: {why}" for i, why in warm.items()]
     ts = np.frombuffer(raw.ts, dtype=np.float64)
     dur = np.frombuffer(raw.dur, dtype=np.float64)
     names = np.frombuffer(raw.name_id, dtype=np.int32)
@@ -118,8 +148,11 @@ def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
         in_step = np.ones(len(ts), dtype=bool)
     else:
         # step i owns [start_i, start_i+1); device work of the last step may end after its marker
-        first = marks[0][0]
-        in_step = ts >= first
+        owner = np.searchsorted(np.asarray([m[0] for m in marks]), ts, "right") - 1
+        keep = np.zeros(len(marks) + 1, dtype=bool)
+        keep[kept] = True
+        in_step = keep[owner]  # owner -1 (before the first step) reads the extra False at the end
+        marks = [marks[i] for i in kept]
     parent, child_sum = _nesting(thread, ts, dur)
     self_us = np.maximum(dur - child_sum, 0.0)
     step_us = [d for _, d in marks]
@@ -143,7 +176,9 @@ def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
                                  float(total[i]) / nsteps, float(total[i]) / total_step,
                                  raw_cat in DEVICE_CATS))
     events.sort(key=lambda e: (-e.total_us, e.name))
-    return TraceStats(raw.path, raw.source, kind, step_us, events, raw.flows, raw, in_step, parent)
+    starts = tuple(t for t, _ in marks) if kind != WHOLE else ()
+    return TraceStats(raw.path, raw.source, kind, step_us, events, raw.flows, raw, in_step, parent, starts,
+                      excluded)
 
 
 def load_trace(path: str | os.PathLike, last_steps: int | None = None) -> TraceStats:

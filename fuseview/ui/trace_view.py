@@ -1,7 +1,9 @@
-"""The trace comparison dock: two profiler traces (before/after torch.compile) as plots and a diff table.
+"""The trace workspace: two profiler traces (before/after torch.compile) as plots and tables, in a window.
 
-The top half turns a `fuseview.trace_compare` report into rows (no Qt); the bottom half shows them. Traces
-are read off the UI thread; File → Compare Traces… and dropping .json files on the window open them.
+Its own window (not a dock under the ONNX panes). The top half turns a `fuseview.trace_compare` report
+into rows (no Qt); the bottom half shows them. Traces are read off the UI thread; File → Compare Traces…,
+Open capture… (a compare_compile folder, with its provenance log) and dropping .json files open them.
+Times are total time per step (an event with its children, as the CLI shows) unless "self" is chosen.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -32,17 +33,20 @@ from fuseview.session.jobs import JobService
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.trace_flame import FlameView
+from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import JobRunner
 
 BEFORE, AFTER = "before", "after"
-REPLACED, KERNEL = "replaced ops (before)", "kernel (after)"
+TOTAL, SELF = "total time per step (with children)", "self time per step (children excluded)"
 # the profile plots pick a bar's colour by its series name: give the trace series the same two colours
 for _name, _like in ((BEFORE, plots.ORIGINAL), (AFTER, plots.FUSED), (REPLACED, plots.ORIGINAL),
                      (KERNEL, plots.FUSED)):
     plots.COLORS.setdefault(_name, plots.COLORS[_like])
 ADDED, REMOVED, BOTH = "added", "removed", "in both"
-COLUMNS = ["event", "category", "change", "count/step before", "count/step after", "µs/step before",
-           "µs/step after", "Δ µs/step", "self µs/step before", "self µs/step after"]
+COLUMNS = ["event", "category", "change", "count/step before", "count/step after", "total µs/step before",
+           "total µs/step after", "Δ total µs/step (after − before)", "self µs/step before",
+           "self µs/step after"]
 
 
 # ------------------------------------------------------------------------------------ report -> rows
@@ -68,24 +72,27 @@ def event_rows(report: dict) -> list[dict]:
     return sorted(rows.values(), key=lambda r: -max(r[BEFORE] or 0.0, r[AFTER] or 0.0))
 
 
-def top_event_series(report: dict, top: int = plots.TOP_N) -> tuple[list[str], dict[str, list]]:
-    """The event names with the most self time per step (either trace), and their before/after self times.
+def top_event_series(report: dict, top: int = plots.TOP_N,
+                     stat: str = TOTAL) -> tuple[list[str], dict[str, list]]:
+    """The event names with the most time per step (either trace), and their before/after times.
 
-    Self time (children excluded) so that a wrapper such as `Torch-Compiled Region` does not count its
-    kernels again.
+    stat TOTAL (what the CLI prints: an event with its children) or SELF (children excluded, so a
+    wrapper such as `Torch-Compiled Region` does not count its kernels again).
     """
+    key = {TOTAL: "{}", SELF: "self_{}"}[stat]
     rows = [r for r in event_rows(report) if r["category"] != STEP]
-    rows.sort(key=lambda r: -max(r["self_before"] or 0.0, r["self_after"] or 0.0))
+    rows.sort(key=lambda r: -max(r[key.format(BEFORE)] or 0.0, r[key.format(AFTER)] or 0.0))
     roles = [t["role"] for t in report["traces"]]
-    return [r["name"] for r in rows[:top]], {role: [r[f"self_{role}"] for r in rows[:top]] for role in roles}
+    return ([r["name"] for r in rows[:top]],
+            {role: [r[key.format(role)] for r in rows[:top]] for role in roles})
 
 
 def kernel_series(report: dict) -> tuple[list[str], dict[str, list]]:
-    """Each compiled kernel's time against the time of the ops it replaced (per step)."""
+    """Each compiled kernel (labelled with the ops it replaced) against those ops' time, per step."""
     d = report.get("diff") or {}
     ks = d.get("fused_kernels") or []
-    return [k["name"] for k in ks], {REPLACED: [k["replaced_us"] for k in ks],
-                                     KERNEL: [k["time_us"] for k in ks]}
+    return [kernel_label(k) for k in ks], {REPLACED: [k["replaced_us"] for k in ks],
+                                           KERNEL: [k["time_us"] for k in ks]}
 
 
 def step_series(report: dict) -> tuple[list[str], dict[str, list]]:
@@ -104,14 +111,18 @@ def summary_text(report: dict) -> str:
         s = t["step_us"]
         lines.append(f"{t['role']}: {Path(t['path']).name} ({t['source']}, {t['steps']} steps from"
                      f" {t['step_kind']}, p50 {plots.fmt_us(s['p50'])})")
+        lines += [f"  left out (warm-up): {why}" for why in t.get("excluded_steps", [])]
     d = report.get("diff")
     if d:
         lines.append(f"step time before/after: {d['step_speedup']['summary']}")
         warn = d["step_speedup"]["noise"]["warning"]
         if warn:
             lines.append(f"note: {warn}")
-        lines.append(f"{len(d['fused_kernels'])} compiled kernels; {len(d['added'])} event names added,"
-                     f" {len(d['removed'])} removed")
+        exact = sum(k.get("attribution") == "provenance" for k in d["fused_kernels"])
+        how = (f"{exact} attributed by Inductor's provenance, {len(d['fused_kernels']) - exact} guessed"
+               " from their names")
+        lines.append(f"{len(d['fused_kernels'])} compiled kernels ({how}); {len(d['added'])} event names"
+                     f" added, {len(d['removed'])} removed")
         if d["note"]:
             lines.append(d["note"])
     return "\n".join(lines)
@@ -125,19 +136,28 @@ def trace_paths(mime: QMimeData) -> list[str]:
     return [p for p in paths if p.lower().endswith(".json")][:2]
 
 
-def load_report_job(paths: list[str], steps: int | None = None):
-    """A job function that reads the traces and builds the report (runs off the UI thread)."""
+def load_report_job(paths: list[str], steps: int | None = None, provenance: str | None = None):
+    """A job function that reads the traces (or a capture folder) and builds the report, off the UI thread."""
 
     def work(progress):
         from fuseview.traces.report import build_report
         from fuseview.traces.stats import load_trace
+        from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
+        before, after, prov = resolve_inputs(paths[0], paths[1] if len(paths) > 1 else None, provenance)
+        files = [p for p in (before, after) if p is not None]
         loaded = []
-        for i, p in enumerate(paths):
-            progress(f"reading {Path(p).name}", i / (len(paths) + 1))
+        for i, p in enumerate(files):
+            progress(f"reading {Path(p).name}", i / (len(files) + 1))
             loaded.append(load_trace(p, steps))
-        progress("comparing", len(paths) / (len(paths) + 1))
-        return build_report(*loaded)
+        progress("comparing", len(files) / (len(files) + 1))
+        from fuseview.traces.timeline import step_timeline
+
+        log = read_compile_log(prov) if prov is not None and len(loaded) == 2 else None
+        drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
+        timelines = [t for t in drawn if t is not None]
+        codes = {g.key: g.post_grad_code for g in log.graphs} if log is not None else {}
+        return build_report(*loaded, log=log), timelines, codes
 
     return work
 
@@ -155,15 +175,17 @@ class _NumberItem(QTableWidgetItem):
         return self.value < getattr(other, "value", float("-inf"))
 
 
-class TraceView(QDockWidget):
-    """Two traces compared: step speed-up, time per event, fused kernels vs what they replaced, diff."""
+class TraceView(QWidget):
+    """The trace workspace window: step speed-up, time per event, kernels vs what they replaced, diff."""
 
     loaded = Signal()  # a report is on screen
     failed = Signal(str)
     node_requested = Signal(str)  # an onnxruntime event (a node name) was clicked
 
     def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None) -> None:
-        super().__init__("Trace comparison", parent)
+        super().__init__(parent)
+        self.setWindowTitle("fuseview — trace workspace")
+        self.setWindowFlag(Qt.WindowType.Window)  # its own window, even with the main window as parent
         self.setObjectName("trace_view")
         self.report: dict | None = None
         self.paths: list[str] = []
@@ -175,10 +197,13 @@ class TraceView(QDockWidget):
         self._build()
 
     def _build(self) -> None:
-        body = QWidget()
-        self.setWidget(body)
+        body = self
         self.open_button = QPushButton("Open traces…")
         self.open_button.clicked.connect(self.choose_traces)
+        self.capture_button = QPushButton("Open capture…")
+        self.capture_button.setToolTip("A folder from fuseview.capture.compare_compile: eager.json,"
+                                       " compiled.json and torch_trace/ (exact attribution)")
+        self.capture_button.clicked.connect(self.choose_capture)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
         self.cancel_button.setEnabled(False)
@@ -192,18 +217,23 @@ class TraceView(QDockWidget):
         menu.addAction("SVG…", lambda: self._ask_export("svg"))
         self.export_button.setMenu(menu)
         buttons = QHBoxLayout()
-        for w in (self.open_button, self.cancel_button, self.progress, self.save_button, self.export_button):
+        self.time_stat = QComboBox()
+        self.time_stat.addItems([TOTAL, SELF])
+        self.time_stat.currentIndexChanged.connect(lambda _i: self._draw_events())
+        for w in (self.open_button, self.capture_button, self.cancel_button, self.progress, self.time_stat,
+                  self.save_button, self.export_button):
             buttons.addWidget(w, 1 if w is self.progress else 0)
         self.status = QLabel("Open two traces (before and after torch.compile), or drop them on the window.")
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         us = plots.fmt_us
-        self.event_plot = plots.BarChart("events", "Self time per op/kernel: before vs after", "µs per step",
-                                         log_x=True, value_text=us)
+        self.event_plot = plots.BarChart("events", "Total time per op/kernel (with children): before vs"
+                                         " after", "µs per step (linear)", value_text=us)
         self.event_plot.barClicked.connect(lambda row, _s: self._event_clicked(row))
-        self.kernel_plot = plots.BarChart("kernels", "Each compiled kernel vs the ops it replaced",
-                                          "µs per step", log_x=True, value_text=us)
+        self.kernels = KernelPanel()
+        self.kernel_plot = self.kernels.plot
+        self.flame = FlameView()
         self.step_plot = plots.BarChart("steps", "Step times", "µs", value_text=us)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -231,9 +261,10 @@ class TraceView(QDockWidget):
         tl.addWidget(self.table)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.event_plot, "Time per event")
-        self.tabs.addTab(self.kernel_plot, "Fused kernels")
+        self.tabs.addTab(self.kernels, "Fused kernels")
         self.tabs.addTab(self.step_plot, "Step times")
         self.tabs.addTab(table_page, "Diff table")
+        self.tabs.addTab(self.flame, "One step (flame)")
         lay = QVBoxLayout(body)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
@@ -249,6 +280,7 @@ class TraceView(QDockWidget):
     def _update_enabled(self) -> None:
         busy = self.is_running
         self.open_button.setEnabled(not busy)
+        self.capture_button.setEnabled(not busy)
         self.cancel_button.setEnabled(busy)
         self.save_button.setEnabled(self.report is not None and not busy)
         self.export_button.setEnabled(self.report is not None and not busy)
@@ -266,8 +298,15 @@ class TraceView(QDockWidget):
         if paths:
             self.open_traces(paths)
 
-    def open_traces(self, paths: list[str | os.PathLike], steps: int | None = None):
-        """Read one or two traces off the UI thread and show them; returns the job."""
+    def choose_capture(self) -> None:
+        """Ask for a capture folder (eager.json, compiled.json, torch_trace/)."""
+        folder = QFileDialog.getExistingDirectory(self, "Open a capture folder (fuseview.capture)")
+        if folder:
+            self.open_traces([folder])
+
+    def open_traces(self, paths: list[str | os.PathLike], steps: int | None = None,
+                    provenance: str | os.PathLike | None = None):
+        """Read one or two traces (or one capture folder) off the UI thread and show them; returns the job."""
         paths = [str(p) for p in paths]
         if not 1 <= len(paths) <= 2:
             self._fail(FuseviewError(f"choose one or two traces, not {len(paths)}"))
@@ -275,12 +314,14 @@ class TraceView(QDockWidget):
         self.cancel()
         self.show()
         self.raise_()
+        self.activateWindow()
         self.paths = paths
         self.status.setText("reading " + " and ".join(Path(p).name for p in paths) + " …")
         self.progress.setValue(0)
-        self._job = self.runner.start(load_report_job(paths, steps), "traces", on_progress=self._progress,
-                                      on_done=self._done, on_failed=self._failed,
-                                      on_cancelled=self._cancelled, kind="trace")
+        prov = str(provenance) if provenance is not None else None
+        self._job = self.runner.start(load_report_job(paths, steps, prov), "traces",
+                                      on_progress=self._progress, on_done=self._done,
+                                      on_failed=self._failed, on_cancelled=self._cancelled, kind="trace")
         self._update_enabled()
         return self._job
 
@@ -305,13 +346,15 @@ class TraceView(QDockWidget):
             self.progress.setValue(int(fraction * 1000))
             self.progress.setFormat(message)
 
-    def _done(self, job, report: dict) -> None:
+    def _done(self, job, result: tuple) -> None:
         if job is not self._job:
             return
         self._job = None
         self.progress.setValue(1000)
         self.progress.setFormat("done")
-        self.show_report(report)
+        report, timelines, codes = result
+        self.flame.show_timelines(timelines)
+        self.show_report(report, codes)
 
     def _failed(self, job, exc: BaseException) -> None:
         if job is self._job:
@@ -335,27 +378,31 @@ class TraceView(QDockWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict) -> None:
-        """Draw a trace report (one trace, or a before/after pair)."""
+    def show_report(self, report: dict, graph_codes: dict[str, str] | None = None) -> None:
+        """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
         self.report = report
         self.status.setText(summary_text(report))
-        labels, series = top_event_series(report)
-        if labels:
-            self.event_plot.set_bars(labels, series)
-        else:
-            self.event_plot.show_message("no events")
-        labels, series = kernel_series(report)
-        if labels:
-            self.kernel_plot.set_bars(labels, series)
-        else:
-            d = report.get("diff")
-            self.kernel_plot.show_message(d["note"] if d and d["note"] else
-                                          "no compiled kernels" if d else "one trace: nothing to compare")
+        self._draw_events()
+        d = report.get("diff")
+        self.kernels.show_report(report, d["note"] if d and d["note"] else
+                                 "no compiled kernels" if d else "one trace: nothing to compare",
+                                 graph_codes)
         labels, series = step_series(report)
         self.step_plot.set_bars(labels, series)
         self._fill_table()
         self._update_enabled()
         self.loaded.emit()
+
+    def _draw_events(self) -> None:
+        if self.report is None:
+            return
+        labels, series = top_event_series(self.report, stat=self.time_stat.currentText())
+        if labels:
+            self.event_plot.title = (f"{self.time_stat.currentText().capitalize()} per op/kernel:"
+                                     " before vs after")
+            self.event_plot.set_bars(labels, series)
+        else:
+            self.event_plot.show_message("no events")
 
     def _fill_table(self) -> None:
         rows = [r for r in event_rows(self.report) if r["category"] != STEP]
@@ -449,15 +496,16 @@ class TraceView(QDockWidget):
 
 
 def install(window, file_menu: QMenu) -> None:
-    """Add File → Compare Traces… to the window; the dock is made on first use (window.trace_view)."""
+    """Add File → Compare Traces… to the window; the workspace window is made on first use."""
     window.trace_view = None
 
     def view() -> TraceView:
         if window.trace_view is None:
             session = getattr(window, "session", None)
+            # a window of its own: the ONNX panes keep their room
             tv = window.trace_view = TraceView(window, session.jobs if session is not None else None)
             tv.show_dialogs = getattr(window, "show_dialogs", True)
-            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, tv)
+            tv.resize(1200, 800)
             tv.node_requested.connect(lambda name: _reveal_node(window, name))
         return window.trace_view
 

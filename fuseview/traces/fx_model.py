@@ -1,0 +1,27 @@
+"""A logged FX graph as an ONNX model (ops in an `aten` domain), so fuseview's own layout can draw it."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from fuseview.traces import fx_code
+
+DOMAIN = "aten"
+
+
+def fx_to_onnx(code: str, name: str = "post_grad") -> onnx.ModelProto:
+    """The graph of an FX graph's readable code as an ONNX model: one node per FX node, named after it."""
+    nodes = fx_code.parse_graph(code)
+    inputs = fx_code.graph_inputs(code)
+    used = {i for n in nodes.values() for i in n.inputs}
+    outputs = [o for o in fx_code.graph_outputs(code) if o in nodes] or [
+        n for n in nodes if n not in used][-1:]
+    onnx_nodes = [helper.make_node(n.op.replace("::", "_"), list(n.inputs), [n.name], name=n.name,
+                                   domain=DOMAIN) for n in nodes.values()]
+    graph = helper.make_graph(
+        onnx_nodes, name,
+        [helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, None) for i in inputs if i in used],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid(DOMAIN, 1)])
