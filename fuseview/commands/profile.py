@@ -84,6 +84,8 @@ def _g(v: float | None) -> str:
 
 def print_report(rep: dict, out=None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
+    from fuseview.stats import by_median, spread_text
+
     out = out or sys.stdout
     env = rep["environment"]
     w = lambda s="": print(s, file=out)  # noqa: E731
@@ -111,14 +113,14 @@ def print_report(rep: dict, out=None) -> None:
             w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
         w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}"
           f"{'overhead':>11}")
-        for o in m["op_types"][:TOP]:
+        for o, share in by_median(m["op_types"])[:TOP]:
             prov_short = o["provider"].replace("ExecutionProvider", "")
             w(f"  {o['op_type']:<28}{prov_short:<10}{o['nodes']:>6}{_us(o['mean_us']):>12}"
-              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{o['share'] * 100:>7.1f}%"
+              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{share * 100:>7.1f}%"
               f"{_us(o.get('overhead_us')):>11}")
-        w("  top nodes:")
-        for n in m["nodes"][:5]:
-            w(f"    {_us(n['mean_us']):>10}  {n['share'] * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+        w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
+        for n, share in by_median(m["nodes"])[:5]:
+            w(f"    {spread_text(n, _us):>24}  {share * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
     ovh = rep.get("profiler_overhead")
     if ovh:
         w()

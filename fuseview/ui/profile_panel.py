@@ -35,6 +35,7 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
+from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
 from fuseview.ui.workers import Job, JobRunner
@@ -553,6 +554,7 @@ class ProfilePanel(QDockWidget):
             [f"{op}\nprofiler floor in it: {plots.fmt_us(floor[op])}" if op in floor else op for op in ops],
         )
         self._node_rows: dict[str, list[dict]] = {}
+        shares = plots.heatmap(report)  # the heat map's shares: by the median, as the bars
         for role, p in self.node_plots.items():
             if role in by_role:
                 rows = plots.slowest_nodes(by_role[role])
@@ -561,7 +563,8 @@ class ProfilePanel(QDockWidget):
                 p.set_bars(
                     plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
-                    [f"{n['op_type']} {n['name']} ({n['share'] * 100:.1f}% of the model)" for n in rows],
+                    [f"{n['op_type']} {n['name']}: {spread_text(n, plots.fmt_us)},"
+                     f" {shares[role][n['name']] * 100:.1f}% of the model" for n in rows],
                 )
             else:
                 p.show_message("no fused model in this report")

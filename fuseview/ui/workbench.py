@@ -571,4 +571,4 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
             scene.set_heatmap(values)
             top = max(values.values(), default=0.0)
-            legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
+            legend.set_scale("Share of time (median per run)", "0%", f"{top * 100:.1f}%")
