@@ -119,3 +119,11 @@ def test_verdict_texts_state_interval_and_verdict(report):
     title = fused_pane_title(report, "Fused — 9 nodes")
     assert title.startswith("Fused — 9 nodes · latency ") and "95% CI" in title and lat["verdict"] in title
     assert fused_pane_title(report, title) == title  # a second profile replaces the latency part
+
+
+def test_verdict_line_cannot_tell_when_the_interval_is_too_wide(report):
+    wide = json.loads(json.dumps(report))
+    wide["comparison"]["latency"].update(speedup_p50=3.62, ci=[0.08, 167.59], verdict="no difference")
+    line = verdict_line(wide)
+    assert line.startswith("verdict: cannot tell on this machine now") and "3.62" not in line
+    assert "3.62" not in fused_pane_title(wide, "Fused") and "cannot tell" in fused_pane_title(wide, "Fused")

@@ -124,3 +124,20 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
     finally:
         w.runner.shutdown()
         wb.profile_panel.shutdown()
+
+
+def test_headline_withholds_the_ratio_when_the_interval_is_too_wide(panel, gelu_report, tmp_path):
+    """Issue 19's busy-machine result, '3.62x [0.08, 167.59]': no ratio, the reason, a remedy."""
+    rep = json.loads(gelu_report.read_text())
+    lat = rep["comparison"]["latency"]
+    lat.update(speedup_p50=3.62, ci=[0.08, 167.59], verdict="no difference")
+    rep["profiler_overhead"]["per_event_us"] = 51.0
+    p = tmp_path / "busy.json"
+    p.write_text(json.dumps(rep))
+    panel.open_report(p)
+    head = panel.env.text().split("\n")[1]
+    assert "cannot tell on this machine now" in head and "3.62" not in head
+    assert "0.08x to 167.59x" in head and "51 µs per node event" in head and "--runs " in head
+    # a narrow interval keeps its ratio and verdict
+    lat.update(speedup_p50=1.31, ci=[1.27, 1.35], verdict="faster")
+    assert headline_text(rep).startswith("Speed-up original/fused p50 1.31x [1.27, 1.35] fused faster")

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     print("dims       " + (", ".join(f"{k}={v}" for k, v in result.index.dims_used.items()) or "-"))
     print(f"candidates {len(cands)}")
     if report is not None:
-        print(f"measured   time of the nodes each candidate replaces (mean us, share of the run):"
+        print(f"measured   time of the nodes each candidate replaces (median us per run, share of the run):"
               f" {args.profile}")
     for c in cands:
         where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")

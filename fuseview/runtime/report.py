@@ -229,11 +229,54 @@ def speedup_text(lat: dict) -> str:
             f" threshold {lat['threshold']:.0%})")
 
 
+# An interval whose ends are further apart than this factor says nothing about the ratio (issue 19's
+# [0.08, 167.59]): the machine was too busy, and a point estimate would only mislead. 1.5 is ±22 %,
+# ten times the default 2 % threshold, wider than any interval the A/B bench gives on a loaded machine.
+UNDECIDED_SPAN = 1.5
+CANNOT_TELL = "cannot tell on this machine now"
+# onnxruntime's profiler costs about this per node event on a quiet machine (README, bench_profile.py)
+QUIET_EVENT_US = (4.0, 7.0)
+
+
+def cannot_tell(lat: dict | None) -> bool:
+    """True when the comparison found no difference with an interval too wide to mean anything."""
+    if lat is None or lat["verdict"] != "no difference":
+        return False
+    lo, hi = lat["ci"]
+    return not (lo > 0) or hi / lo > UNDECIDED_SPAN
+
+
+def cannot_tell_text(report: dict) -> str:
+    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do."""
+    from fuseview.stats import runs_needed
+
+    lat = report["comparison"]["latency"]
+    lo, hi = lat["ci"]
+    why = [f"the {lat['level']:.0%} interval runs from {lo:.2f}x to {hi:.2f}x"]
+    ovh = report.get("profiler_overhead")
+    if ovh:
+        quiet = f"{QUIET_EVENT_US[0]:g}-{QUIET_EVENT_US[1]:g}"
+        why.append(f"profiler overhead {ovh['per_event_us']:.0f} µs per node event ({quiet} µs when quiet)")
+    noise = lat["noise"]
+    cv_model, cv_against = (float("nan") if noise.get(k) is None else noise[k]
+                            for k in ("cv_model", "cv_against"))
+    need = runs_needed(cv_model, cv_against, lat["threshold"], lat["level"], noise.get("cv_paired"))
+    todo = [f"about {need} runs per model (--runs {need})"]
+    threads = {(m.get("profile_session") or {}).get("threads") for m in report["models"]}
+    if threads != {1}:
+        todo.append("--threads 1")
+    if lat.get("sessions", 1) > 1 and "sessions" in (noise.get("warning") or ""):
+        todo.append("more --sessions")
+    return f"{CANNOT_TELL} ({'; '.join(why)}): try {' or '.join(todo)} on a quieter machine"
+
+
 def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:
     """The one verdict line of a comparison, said of the `against` model, with speed-up and interval."""
     lat = latency_verdict(report)
     if lat is None:
         return None
+    if cannot_tell(lat):
+        return f"verdict: {cannot_tell_text(report)}"
     if lat["verdict"] == "no difference":
         head = f"no difference between {against} and {model}"
     else:
@@ -257,4 +300,6 @@ def fused_pane_title(report: dict, base: str = "Fused") -> str:
     lat = latency_verdict(report)
     if lat is None:
         return f"{head} (old report: no interval, profile again for a verdict)"
+    if cannot_tell(lat):
+        return f"{head}, speed-up: {CANNOT_TELL}"
     return f"{head}, speed-up {speedup_text(lat)}"

@@ -106,7 +106,7 @@ class CandidatesPanel(QDockWidget):
         self.table.setColumnWidth(2, 140)
         for c in MEASURED_COLUMNS:
             self.table.horizontalHeaderItem(c).setToolTip(
-                "measured time of the nodes the candidate would replace (mean per run) and its share of the"
+                "measured time of the nodes the candidate would replace (median per run) and its share of the"
                 " run, from the last profile of the original model; click to sort by it"
             )
         header.sectionClicked.connect(self._header_clicked)

@@ -33,7 +33,14 @@ from PySide6.QtWidgets import (
 from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
-from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
+from fuseview.runtime.report import (
+    cannot_tell,
+    cannot_tell_text,
+    latency_verdict,
+    load_report,
+    save_report,
+    speedup_text,
+)
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
@@ -101,6 +108,8 @@ def headline_text(report: dict) -> str:
     # the verdict is said of the `against` model; the fused one is `against` unless the report is reversed
     roles = plots.model_roles(report)
     first, second = roles
+    if cannot_tell(lat):  # the ratio is withheld: it would lead the line and mean nothing
+        return f"Speed-up {first}/{second}: {cannot_tell_text(report)}"
     verdict = lat["verdict"] if lat["verdict"] == "no difference" else f"{second} {lat['verdict']}"
     return f"Speed-up {first}/{second} p50 {speedup_text(lat).replace(lat['verdict'], verdict, 1)}"
 
