@@ -752,12 +752,14 @@ class MainWindow(QMainWindow):
 
     # status ---------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """Nodes of the document, drawn boxes, edges, frames and selected boxes."""
+        """Nodes of the document (as `fuseview info` counts), those drawn, boxes, edges, frames, selected."""
         if self.doc is None or self.scene is None:
-            return {"nodes": 0, "boxes": 0, "edges": 0, "frames": 0, "selected": 0}
+            return {"nodes": 0, "drawn": 0, "boxes": 0, "edges": 0, "frames": 0, "selected": 0}
         c = self.scene.counts()
+        nodes, drawn = self.doc.graph.node_counts()
         return {
-            "nodes": len(self.doc.graph.visible_nodes()),
+            "nodes": nodes,
+            "drawn": drawn,
             "boxes": c["boxes"],
             "edges": c["routes"],
             "frames": c["frames"],
@@ -769,7 +771,7 @@ class MainWindow(QMainWindow):
             return
         c = self.counts()
         self.counts_label.setText(
-            f"{c['nodes']:,} nodes   {c['boxes']:,} boxes   {c['edges']:,} edges   "
+            f"{self.doc.graph.count_text()}   {c['boxes']:,} boxes   {c['edges']:,} edges   "
             f"{c['selected']} selected   zoom {self.view.scale_factor() * 100:.0f}%"
         )
 

@@ -472,15 +472,14 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self._paint_fused()
         self.panel.refresh()
         self._paint_original()
-        before = len(self.root_doc.graph.visible_nodes())
-        after = len(fdoc.graph.visible_nodes())
         figures = self.validation_text()
         short = "not validated" if val is None else figures.split(": ", 1)[-1]
+        # counted as `fuseview info` and `fuse` count them, drawn boxes apart (Constants fold into consumers)
         self.fused_pane.set_title(
-            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}",
+            f"Fused — {fdoc.graph.count_text(self.root_doc.graph)}, {len(applied)} fusions · {short}",
             figures + ("\n" + "\n".join(notes) if notes else ""),
         )
-        self.original_title.set_full_text(f"Original — {before} nodes")
+        self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())

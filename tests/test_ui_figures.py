@@ -1,0 +1,57 @@
+"""Issue 19: the window's figures agree with the CLI's (counts, shapes) and its manners (focus, loading)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from fuseview.commands.info import model_info
+from fuseview.ui import dialogs
+from fuseview.ui.main_window import MainWindow
+from tests.conftest import GPT2_MODELS
+
+GPT2_2L = GPT2_MODELS / "gpt2_2l_ts17.onnx"
+MS = 60_000
+
+
+@pytest.fixture
+def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
+    monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    yield w
+    w.runner.shutdown()
+
+
+def open_scanned(qtbot, w: MainWindow, path: Path) -> None:
+    with qtbot.waitSignal(w.workbench.scanned, timeout=MS):
+        w.open_file(path)
+    qtbot.waitUntil(lambda: not w.busy, timeout=MS)
+
+
+def apply_all(qtbot, w: MainWindow) -> None:
+    w.workbench.panel.accept_all()
+    with qtbot.waitSignal(w.workbench.applied, timeout=MS):
+        assert w.workbench.apply()
+    qtbot.waitUntil(lambda: not w.busy, timeout=MS)
+
+
+def test_node_counts_are_infos_with_drawn_apart(qtbot, win, tmp_path):
+    open_scanned(qtbot, win, GPT2_2L)
+    info = model_info(str(GPT2_2L))
+    c = win.counts()
+    assert (c["nodes"], c["drawn"]) == (info["nodes"], info["visible_nodes"]) and c["nodes"] > c["drawn"]
+    assert f"{info['nodes']:,} nodes ({info['visible_nodes']:,} drawn)" in win.counts_label.text()
+    apply_all(qtbot, win)
+    saved = win.workbench.save_fused(tmp_path / "fused.onnx")
+    fused = model_info(str(saved))
+    title = win.workbench.fused_pane.title.full_text
+    delta = fused["nodes"] - info["nodes"]
+    drawn = fused["visible_nodes"]
+    assert title.startswith(f"Fused — {fused['nodes']:,} nodes ({delta:+,}; {drawn:,} drawn)")
+    assert win.workbench.original_title.full_text == f"Original — {info['nodes']:,} nodes" \
+        f" ({info['visible_nodes']:,} drawn)"
