@@ -55,3 +55,33 @@ def test_node_counts_are_infos_with_drawn_apart(qtbot, win, tmp_path):
     assert title.startswith(f"Fused — {fused['nodes']:,} nodes ({delta:+,}; {drawn:,} drawn)")
     assert win.workbench.original_title.full_text == f"Original — {info['nodes']:,} nodes" \
         f" ({info['visible_nodes']:,} drawn)"
+
+
+def test_a_truncated_model_gets_a_dialog_that_says_so(qtbot, tmp_path):
+    """A real modal box (not patched out): its text names the truncation, the window keeps its model."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    good = GPT2_2L.read_bytes()
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(good[: len(good) // 2])
+    seen: list[tuple[str, str]] = []
+
+    def close_box() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            seen.append((box.windowTitle(), box.text()))
+            box.accept()
+        else:
+            QTimer.singleShot(20, close_box)
+
+    QTimer.singleShot(20, close_box)
+    w.open_file(cut)
+    qtbot.waitUntil(lambda: bool(seen), timeout=MS)
+    title, text = seen[0]
+    assert f"truncated or corrupt ONNX file ({len(good) // 2:,} bytes, ended inside field graph." in text
+    assert "cut.onnx" in text and title
+    w.runner.shutdown()

@@ -13,6 +13,7 @@ from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.scopes import node_scope
+from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
 from fuseview.safe_io import check_regular, read_bytes
 
@@ -38,9 +39,10 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     if check_regular(p, "model", "ONNX model").st_size == 0:
         raise FuseviewError(f"{p}: file is empty")
     try:
-        model = onnx.load_model_from_string(read_bytes(p, "model", "ONNX model"))
+        data = read_bytes(p, "model", "ONNX model")
+        model = onnx.load_model_from_string(data)
     except DecodeError as exc:
-        raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
+        raise FuseviewError(decode_error_text(data, str(p), str(exc))) from None
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
     _check_external_data(model, p.parent, p)
