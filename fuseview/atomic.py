@@ -14,14 +14,16 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError, WriteError
 from fuseview.textsafe import sanitize_svg_file
 
 # Above this, protobuf cannot serialise a model in one piece: weights go to a data file beside it.
 _MAX_PROTO_BYTES = 2_000_000_000
+
+if TYPE_CHECKING:  # onnx is imported where a model is saved: every command's start-up goes through here
+    import onnx
 TEMP_PREFIX = ".fuseview-tmp-"
 
 # (st_dev, st_ino, st_ctime_ns) and resolved paths of every file this process read as input. The ctime
@@ -184,6 +186,8 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
 def save_model_atomic(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
     """Write a model atomically (its weights to `<name>.data` beside it when it is over 2 GB)."""
+    import onnx
+
     out = Path(path)
     if model.ByteSize() > _MAX_PROTO_BYTES:
         data = out.name + ".data"

@@ -7,11 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from fuseview.defaults import DEFAULT_SESSIONS, OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
-from fuseview.runtime.inputs import parse_dim_args
-from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
-from fuseview.runtime.report import save_report, verdict_line
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
 TOP = 12
@@ -39,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="value of a symbolic input dim (default batch-like 1, sequence-like 128, others 1)")
     p.add_argument("--inputs", metavar="FILE.npz", help="inputs from an .npz file instead of generated ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    p.add_argument("--ort-opt", choices=list(OPT_LEVELS), default="disabled",
+    p.add_argument("--ort-opt", choices=list(OPT_LEVEL_NAMES), default="disabled",
                    help="onnxruntime's own graph optimization level"
                    " (default disabled: fuseview's fusions only)")
     p.add_argument("--ort-fusions", action="store_true",
@@ -84,6 +81,7 @@ def _g(v: float | None) -> str:
 
 def print_report(rep: dict, out=None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
+    from fuseview.runtime.report import verdict_line
     from fuseview.stats import by_median, spread_text
 
     out = out or sys.stdout
@@ -172,6 +170,10 @@ def print_report(rep: dict, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
+    from fuseview.runtime.inputs import parse_dim_args
+    from fuseview.runtime.job import ProfileRequest, run_profile
+    from fuseview.runtime.report import save_report
+
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
             raise FuseviewError(f"{label} {path}: file not found")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
-from fuseview.traces.report import build_report, save_report
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -90,6 +89,7 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
+    from fuseview.traces.report import build_report, save_report
     from fuseview.traces.stats import load_trace
 
     if args.steps is not None and args.steps < 1:
