@@ -85,3 +85,29 @@ def test_a_truncated_model_gets_a_dialog_that_says_so(qtbot, tmp_path):
     assert f"truncated or corrupt ONNX file ({len(good) // 2:,} bytes, ended inside field graph." in text
     assert "cut.onnx" in text and title
     w.runner.shutdown()
+
+
+def test_fused_nodes_show_shapes_and_the_models_dim_names(qtbot, win):
+    open_scanned(qtbot, win, GPT2_2L)
+    original = win.workbench.root_doc
+    apply_all(qtbot, win)
+    fdoc = win.workbench.fused["doc"]
+    fused_boxes = [it for it in win.workbench.fused_pane.scene.boxes.values()
+                   if it.box.kind == "node" and fdoc.graph.nodes[it.box.node].domain == "com.microsoft"]
+    assert len(fused_boxes) >= 8  # attention, skip layer norms, FastGelu
+    for it in fused_boxes:
+        assert "?" not in it.sublabel and "unk__" not in it.sublabel, it.sublabel
+        win.inspector.show_box(fdoc, it.box)
+        text = win.inspector.text()
+        node = fdoc.graph.nodes[it.box.node]
+        for o in (o for o in node.outputs if o):
+            t = fdoc.graph.tensors[o]
+            assert t.dtype and t.shape is not None and f"{t.dtype} {t.shape_text}" in text
+        assert "unk__" not in text
+    # the dims are the model's own names, as its inputs call them
+    assert original.graph.tensors["input_ids"].shape == ("batch", "seq")
+    shapes = {t.shape for t in fdoc.graph.tensors.values() if t.shape}
+    assert ("batch", "seq", 64) in shapes
+    assert not any(isinstance(d, str) and d.startswith("unk__") for s in shapes for d in s)
+    assert not any(isinstance(d, str) and d.startswith("unk__")
+                   for t in original.graph.tensors.values() for d in (t.shape or ()))

@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 
 from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
+from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.scopes import node_scope
 from fuseview.graph.wire import decode_error_text
@@ -204,9 +205,13 @@ def _check_graph(
 
 
 def document_from_model(
-    model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None
+    model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None,
+    types_from: GraphDocument | None = None,
 ) -> ModelDocument:
-    """Build the document of an in-memory model (shape inference where it succeeds)."""
+    """Build the document of an in-memory model (shape inference where it succeeds).
+
+    types_from: the graph a fused model was made from; its tensors' types fill those of the same name.
+    """
     report = progress or (lambda _msg, _frac: None)
     where = str(path) if path else "model"
     if model.ir_version == 0 and not model.graph.node and not model.opset_import:
@@ -223,7 +228,7 @@ def document_from_model(
     opsets = {o.domain or "": o.version for o in model.opset_import}
     known_domains = {_norm_domain(d) for d in opsets} | {_norm_domain(f.domain) for f in model.functions}
     report("building graph", 0.5)
-    graph = _build_graph(inferred.graph, where, known_domains, outer=frozenset())
+    graph = _build_graph(inferred.graph, where, known_domains, outer=frozenset(), types_from=types_from)
     functions = {}
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
@@ -331,7 +336,8 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
 
 
 def _build_graph(
-    g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str]
+    g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str],
+    types_from: GraphDocument | None = None,
 ) -> GraphDocument:
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -339,6 +345,13 @@ def _build_graph(
     init_names = {t.name for t in g.initializer}
     for t in g.initializer:
         types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
+    if types_from is not None:
+        borrow_types(g, types, {t.name: (t.dtype, t.shape) for t in types_from.tensors.values()})
+    try:
+        name_dims(g, types)
+        carry_dtypes(g, types)
+    except Exception:  # noqa: BLE001 - a shape we cannot name stays as onnx left it; the model still opens
+        pass
     inputs = [vi.name for vi in g.input if vi.name not in init_names]
     outputs = [vi.name for vi in g.output]
     return _assemble(

@@ -430,7 +430,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
             res, val, notes = outcome.result, outcome.validation, outcome.notes
             progress("laying out", 0.7)
-            fdoc = document_from_model(res.model)
+            fdoc = document_from_model(res.model, types_from=original_graph)  # its tensors' types
             adopt_origin_scopes(original_graph, fdoc.graph)
             lay = layout_graph(fdoc.graph, expanded)
             progress("drawing", 0.9)
