@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from fuseview.textsafe import one_line
+
 
 class FuseviewError(Exception):
     """A problem with the user's input, described in one line they can act on."""
+
+
+class Cancelled(FuseviewError):
+    """The user cancelled a background job (the one cancellation exception of fuseview)."""
 
 
 class WriteError(FuseviewError, OSError):
@@ -40,3 +46,13 @@ def user_error_message(exc: BaseException) -> str | None:
     if isinstance(exc, RecursionError):
         return "the input is nested too deeply to process"
     return None
+
+
+def error_text(exc: BaseException) -> str:
+    """A one-line message for an exception: the FuseviewError text, the input refusal (onnx, onnxruntime,
+    decoding) or the type and message of others; control characters escaped, shortened to 500."""
+    if isinstance(exc, FuseviewError):
+        text = str(exc)
+    else:
+        text = user_error_message(exc) or f"{type(exc).__name__}: {exc}"
+    return one_line(" ".join(text.split()), 500)

@@ -88,6 +88,6 @@ def test_window_finds_and_links_candidates_of_an_unnamed_model(qtbot, tmp_path, 
         with qtbot.waitSignal(wb.applied, timeout=60_000):
             assert wb.apply()
         qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
-        assert wb.fused["validation"].ok
+        assert wb.fused.validation.ok
     finally:
         w.runner.shutdown()

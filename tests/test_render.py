@@ -13,10 +13,10 @@ import pytest
 from PySide6.QtGui import QImage
 
 from fuseview.cli import main
+from fuseview.graph.groups import expansion_for
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.ui.export import MAX_PNG_SIDE, png_size
-from fuseview.ui.main_window import expansion_for
 from tests.conftest import GPT2_MODELS, ROOT, backend_models, gpt2_models
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -41,7 +41,7 @@ def _svg_shapes(path: Path) -> int:
 def test_render_every_shared_model(qapp, capsys, tmp_path, model, expansion):
     info = _render(capsys, model, tmp_path / "g.png", f"--{expansion}")
     doc = load_document(model)
-    lay = layout_graph(doc.graph, expansion_for(doc, expansion))
+    lay = layout_graph(doc.graph, expansion_for(doc.graph, expansion))
     assert info["nodes"] == len(doc.graph.visible_nodes())
     assert info["boxes"] == len(lay.boxes) and info["routes"] == len(lay.routes)
     if expansion == "flat":

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from fuseview.errors import FuseviewError
+from fuseview.errors import Cancelled, FuseviewError
 from fuseview.runtime import samples, trace
 from fuseview.runtime.inputs import make_feeds
-from fuseview.runtime.profiling import Cancelled, profile_model, profile_trace, runnable, summarize
+from fuseview.runtime.profiling import profile_model, profile_trace, runnable, summarize
 from fuseview.runtime.sessions import create_session, ort_fusions
 from tests.conftest import GPT2_MODELS
 

@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings
 
 from fuseview.runtime import samples
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.report import save_report
+from fuseview.runtime.report import cannot_tell, save_report
 from fuseview.ui import dialogs
 from fuseview.ui.main_window import MainWindow
 from fuseview.ui.profile_panel import ProfilePanel, headline_text
@@ -102,7 +102,11 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
         report = blocker.args[0]
         lat = report["comparison"]["latency"]
         title = wb.fused_pane.title.full_text
-        assert title.startswith(before + " · latency ") and "95% CI" in title and lat["verdict"] in title
+        assert title.startswith(before + " · latency ")
+        if cannot_tell(lat):  # 4 runs on a busy machine: the interval is too wide for a ratio
+            assert title.endswith("speed-up: cannot tell on this machine now") and "x [" not in title
+        else:
+            assert "95% CI" in title and lat["verdict"] in title
         # candidates: measured time and share of the nodes each would replace, from the original's profile
         table, panel = wb.panel.table, wb.panel
         ids = panel.visible_ids()

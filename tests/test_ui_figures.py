@@ -91,7 +91,7 @@ def test_fused_nodes_show_shapes_and_the_models_dim_names(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
     original = win.workbench.root_doc
     apply_all(qtbot, win)
-    fdoc = win.workbench.fused["doc"]
+    fdoc = win.workbench.fused.doc
     fused_boxes = [it for it in win.workbench.fused_pane.scene.boxes.values()
                    if it.box.kind == "node" and fdoc.graph.nodes[it.box.node].domain == "com.microsoft"]
     assert len(fused_boxes) >= 8  # attention, skip layer norms, FastGelu

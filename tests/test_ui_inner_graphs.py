@@ -148,7 +148,7 @@ def test_open_local_function_from_menu_and_search_inside(qtbot, win, tmp_path: P
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
         win.open_file(_model_with_inner_graphs(tmp_path / "inner.onnx"))
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
-        win._open_function("local:Twice")
+        win.open_function("local:Twice")
     assert [it.box.label for it in win.scene.boxes.values() if it.box.kind == "node"] == ["Add"]
     assert "function local:Twice" in win.crumb_label.text()
     # a node without inner graphs says so instead of failing

@@ -112,7 +112,7 @@ def test_selecting_a_fused_node_brings_its_originals_into_view(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
     apply_all(qtbot, win)
     wb = win.workbench
-    fdoc = wb.fused["doc"]
+    fdoc = wb.fused.doc
     mha = next(n for n in fdoc.graph.nodes if n.op_type in ("Attention", "MultiHeadAttention"))
     originals = wb.links.to_original[mha.name]
     keys = [node_key(win.workbench.root_doc.graph.node_by_name[o]) for o in originals]
@@ -163,7 +163,7 @@ def test_unsaved_decisions_prompt_on_open_and_quit(qtbot, win, monkeypatch, tmp_
 
     monkeypatch.setattr(dialogs, "ask_unsaved", ask)
     plan = tmp_path / "decisions.plan.json"
-    monkeypatch.setattr(win.workbench, "_save_dialog", lambda title, name, filt: str(plan))
+    monkeypatch.setattr(win.workbench.files, "_save_dialog", lambda title, name, filt: str(plan))
     assert win.request_open(GPT2_12L) is not None  # nothing decided yet: no question
     open_scanned(qtbot, win, GPT2_2L)
     assert asked == []
@@ -222,7 +222,7 @@ def test_fuseview_missing_model_is_one_line_and_no_window(capsys):
 
 
 def test_select_between_two_nodes(qtbot, win):
-    from fuseview.view_state import nodes_between
+    from fuseview.session.panes import nodes_between
 
     open_scanned(qtbot, win, GPT2_2L)
     g = win.doc.graph

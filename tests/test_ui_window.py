@@ -58,7 +58,7 @@ def test_open_gpt2_draws_every_node(qtbot, win):
     # a 2-layer GPT-2 is small: drawn flat, one box per visible node plus inputs and outputs
     assert counts["boxes"] == len(win.layout_.boxes) >= visible
     assert counts["edges"] > visible // 2
-    assert f"{visible:,} nodes" in win.counts_label.text()
+    assert f"{len(doc.graph.nodes):,} nodes ({visible:,} drawn)" in win.counts_label.text()
     assert win.windowTitle().startswith("gpt2_2l_ts17.onnx")
     assert win.recent_files()[0] == str(GPT2_2L.resolve())
 
@@ -288,7 +288,7 @@ def test_open_recent_menu_lists_opened_files(qtbot, win):
     open_and_wait(qtbot, win, GPT2_2L)
     open_and_wait(qtbot, win, RESNET)
     assert win.recent_files()[:2] == [str(RESNET.resolve()), str(GPT2_2L.resolve())]
-    win._fill_recent()
+    win.recent.fill_menu(win.recent_menu, win.request_open)
     texts = [a.text() for a in win.recent_menu.actions()]
     assert any("light_resnet50.onnx" in t for t in texts) and any("gpt2_2l_ts17.onnx" in t for t in texts)
     act = next(a for a in win.recent_menu.actions() if "gpt2_2l_ts17.onnx" in a.text())

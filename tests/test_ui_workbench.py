@@ -179,13 +179,13 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     wb.panel.accept_all()
     with qtbot.waitSignal(wb.applied, timeout=MS):
         press(qtbot, win, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-    fdoc = wb.fused["doc"]
+    fdoc = wb.fused.doc
     hist = fdoc.op_histogram()
     # accept-all takes the packed-projection Attention over MultiHeadAttention (the bigger fusion)
     assert hist.get("com.microsoft:Attention", 0) + hist.get("com.microsoft:MultiHeadAttention", 0) == 2
     assert "com.microsoft:SkipLayerNormalization" in hist
     assert wb.fused_pane.isVisible() and wb.fused_pane.scene is not None
-    assert wb.fused["validation"].ok
+    assert wb.fused.validation.ok
     assert "max |diff|" in wb.fused_pane.title.full_text and "(ok)" in wb.fused_pane.title.full_text
     assert "validated on onnxruntime" in wb.fused_pane.title.toolTip()
     assert all(wb.decisions.status(i) == "applied" for i in wb.decisions.accepted())
@@ -381,7 +381,7 @@ def test_profile_bars_select_nodes_and_op_types_in_the_panes(qtbot, win):
     softmax = next(n for n in g.nodes if n.op_type == "Softmax")
     pp.nodeActivated.emit("original", softmax.name)
     assert win.scene.selected_keys() == [node_key(softmax.index)]
-    fg = wb.fused["doc"].graph
+    fg = wb.fused.doc.graph
     mha = next(n for n in fg.nodes if n.op_type == "MultiHeadAttention")
     pp.nodeActivated.emit("fused", mha.name)
     assert wb.fused_pane.scene.selected_keys() == [node_key(mha.index)]
@@ -395,7 +395,7 @@ def test_fused_nodes_take_the_scope_of_what_they_replaced():
     from fuseview.fusion.apply import apply_candidates
     from fuseview.fusion.plan import Plan
     from fuseview.graph.loader import document_from_model, load_document
-    from fuseview.ui.compare_view import adopt_origin_scopes, link_graphs
+    from fuseview.session.links import adopt_origin_scopes, link_graphs
 
     path = GPT2_MODELS / "gpt2_12l_dynamo.onnx"  # dynamo keeps scopes in metadata the fused nodes lack
     doc = load_document(path)

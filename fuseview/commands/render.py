@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def render_model(model: str, output: str, expansion: str = "auto", scale: float = 1.0) -> dict:
     """Load, lay out, build the viewer's scene and write it; returns timings and counts."""
     from fuseview.errors import FuseviewError
+    from fuseview.graph.groups import expansion_for
     from fuseview.graph.layout import layout_graph
     from fuseview.graph.loader import load_document
     from fuseview.ui.export import check_image_path
@@ -43,9 +44,7 @@ def render_model(model: str, output: str, expansion: str = "auto", scale: float 
     t0 = time.perf_counter()
     doc = load_document(model)
     t1 = time.perf_counter()
-    from fuseview.ui.main_window import expansion_for
-
-    expanded = expansion_for(doc, expansion)
+    expanded = expansion_for(doc.graph, expansion)
     lay = layout_graph(doc.graph, expanded)
     t2 = time.perf_counter()
     from fuseview.ui.app import ensure_app

@@ -158,3 +158,22 @@ def initial_expansion(graph: GraphDocument, max_boxes: int = 400) -> frozenset[S
         expanded.add(child)
         scope = child
     return frozenset(expanded)
+
+
+# How a newly opened graph starts: grouped when big (auto), every node (flat), or groups closed (collapsed).
+EXPANSION_MODES = ("auto", "flat", "collapsed")
+Expansion = frozenset[Scope] | None  # the open scopes; None: flat, every node drawn
+
+
+def collapsed_expansion(graph: GraphDocument) -> frozenset[Scope]:
+    """'Collapse all': the initial grouping of a big graph, or only the top level of a small one."""
+    return initial_expansion(graph) or frozenset({()})
+
+
+def expansion_for(graph: GraphDocument, mode: str) -> Expansion:
+    """The expansion a newly opened graph starts with: auto, flat or collapsed."""
+    if mode == "flat":
+        return None
+    if mode == "collapsed":
+        return collapsed_expansion(graph)
+    return initial_expansion(graph)

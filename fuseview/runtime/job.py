@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +55,27 @@ class ProfileRequest:
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
     sessions: int = DEFAULT_SESSIONS  # onnxruntime sessions per model when comparing two (see stats)
+
+    def to_json(self) -> dict:
+        """The request as JSON (the models must be paths: a child process reads them)."""
+        for label, m in (("model", self.model), ("against", self.against)):
+            if m is not None and not isinstance(m, (str, Path)):
+                raise FuseviewError(f"{label}: an in-memory model cannot be sent as JSON; save it first")
+        out = asdict(self)
+        out["model"] = str(self.model)
+        out["against"] = None if self.against is None else str(self.against)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> ProfileRequest:
+        """The request to_json wrote (unknown keys refused: a request from another version is an error)."""
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise FuseviewError(f"profile request: unknown fields {', '.join(extra)}")
+        if "model" not in data:
+            raise FuseviewError("profile request: no model")
+        return cls(**data)
 
     def profiled_runs(self) -> int:
         """How many profiled runs the per-node statistics come from."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
@@ -13,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fuseview.errors import FuseviewError
+from fuseview.errors import Cancelled, FuseviewError
 from fuseview.graph.loader import check_structure
 from fuseview.naming import unique_node_names
-from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
+from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
 from fuseview.safe_io import check_regular
@@ -25,10 +24,6 @@ from fuseview.stats import TIME_KEY, median_shares
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
 Progress = Callable[[str, int, int], None]
 Cancel = threading.Event | Callable[[], bool] | None
-
-
-class Cancelled(FuseviewError):
-    """The user cancelled a profiling job."""
 
 
 def check_cancel(cancel: Cancel) -> None:
@@ -97,12 +92,9 @@ def fused_origins(model: onnx.ModelProto) -> dict[str, list[str]]:
     for n, nm in zip(model.graph.node, names, strict=True):
         for p in n.metadata_props:
             if p.key == ORIGIN_KEY:
-                try:
-                    origin = json.loads(p.value)
-                except ValueError:
-                    origin = None
-                if isinstance(origin, list):
-                    out[nm] = [str(x) for x in origin]
+                origin = origin_names(p.value)
+                if origin is not None:
+                    out[nm] = origin
     return out
 
 

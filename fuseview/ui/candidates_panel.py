@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.costs import MeasuredCost, candidate_costs
-from fuseview.ui.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
+from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 
 COLUMNS = (
     "Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share", "ORT does it",

@@ -1,9 +1,6 @@
-"""The fused model's pane beside the original, and the name maps that link the two (fuseview.origin)."""
+"""The fused model's pane beside the original, and the drawn keys of named nodes."""
 
 from __future__ import annotations
-
-import json
-from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
@@ -12,8 +9,6 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 from fuseview.graph.document import GraphDocument, ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.layout import layout_graph
-from fuseview.graph.scopes import common_scope
-from fuseview.provenance import ORIGIN_KEY
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.legend import Legend
@@ -48,50 +43,6 @@ class PaneTitle(QLabel):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
         self._elide()
-
-
-@dataclass
-class Links:
-    """Which original nodes each fused node stands for, and the reverse (by node name)."""
-
-    to_original: dict[str, list[str]] = field(default_factory=dict)
-    to_fused: dict[str, list[str]] = field(default_factory=dict)
-
-
-def link_graphs(original: GraphDocument, fused: GraphDocument) -> Links:
-    """Map fused nodes to the original nodes they replaced (fuseview.origin) or kept (same name)."""
-    links = Links()
-    for n in fused.nodes:
-        raw = n.metadata.get(ORIGIN_KEY)
-        names: list[str] = []
-        if raw:
-            try:
-                names = [str(x) for x in json.loads(raw)]
-            except ValueError:
-                names = []
-        elif n.name in original.node_by_name:
-            names = [n.name]
-        links.to_original[n.name] = names
-        for o in names:
-            links.to_fused.setdefault(o, []).append(n.name)
-    return links
-
-
-def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
-    """Give each fused node the scope its replaced nodes share (exporters' scopes are not on new nodes)."""
-    for n in fused.nodes:
-        raw = n.metadata.get(ORIGIN_KEY)
-        if not raw:
-            continue
-        try:
-            names = [x for x in json.loads(raw) if x in original.node_by_name]
-        except ValueError:
-            continue
-        scopes = [original.node(x).scope for x in names if original.node(x).visible] or [
-            original.node(x).scope for x in names
-        ]
-        if scopes:
-            n.scope = common_scope(scopes)
 
 
 def keys_for_names(graph: GraphDocument, scene: GraphScene, names: list[str]) -> tuple[list[str], set[tuple]]:

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from fuseview.errors import FuseviewError, user_error_message
-from fuseview.textsafe import one_line
+from fuseview.errors import error_text
 
-
-def error_text(exc: BaseException) -> str:
-    """A one-line message for an exception: the FuseviewError text, the input refusal (onnx, onnxruntime,
-    decoding) or the type and message of others; control characters escaped, shortened to 500."""
-    if isinstance(exc, FuseviewError):
-        text = str(exc)
-    else:
-        text = user_error_message(exc) or f"{type(exc).__name__}: {exc}"
-    return one_line(" ".join(text.split()), 500)
+__all__ = ["CANCEL", "DISCARD", "SAVE", "ask_unsaved", "error_text", "show_error"]
 
 
 def show_error(parent: QWidget | None, title: str, message: str) -> None:

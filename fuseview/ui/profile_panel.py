@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
-import onnx
-from PySide6.QtCore import QProcess, QProcessEnvironment, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -42,30 +37,15 @@ from fuseview.runtime.report import (
     speedup_text,
 )
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
+from fuseview.session.jobs import JobHandle, JobService
+from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
-from fuseview.ui.workers import Job, JobRunner
+from fuseview.ui.workers import JobRunner
 
 ERROR_STYLE = "color: #b00020;"
 INFO_STYLE = "color: #1b2430;"
-
-
-def _model_files(models: dict, folder: str) -> dict[str, str | None]:
-    """Paths for the child process: in-memory models written to folder, paths as they are."""
-    out: dict[str, str | None] = {}
-    for key, m in models.items():
-        if isinstance(m, onnx.ModelProto):
-            out[key] = os.path.join(folder, f"{key}.onnx")
-            if m.ByteSize() > 1_800_000_000:  # over protobuf's 2 GiB: weights go beside the model
-                copy = onnx.ModelProto()
-                copy.CopyFrom(m)  # saving with external data rewrites the proto it is given
-                onnx.save_model(copy, out[key], save_as_external_data=True)
-            else:
-                onnx.save_model(m, out[key])
-        else:
-            out[key] = None if m is None else str(m)
-    return out
 
 
 def parse_dims(text: str) -> dict[str, int]:
@@ -150,24 +130,15 @@ class ProfilePanel(QDockWidget):
     profileFinished = Signal(object)  # the report dict
     profileFailed = Signal(str)  # one-line message, already shown in the panel
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None) -> None:
         super().__init__("Profile", parent)
         self.setObjectName("ProfilePanel")
         self._original: ModelSource | None = None
         self._fused: ModelSource | None = None
         self._report: dict | None = None
         self._report_source: str | None = None
-        self._prep: Job | None = None  # writes in-memory models to files for the child
-        self._proc: QProcess | None = None  # the child process that profiles
-        self._tmp: str | None = None
-        self._spec: dict = {}
-        self._written: set[str] = set()
-        self._cancel_asked = False
-        self._child_error: str | None = None
-        self._out_buf = b""
-        self._steps = 1
-        self._done_steps = 0
-        self._runner = JobRunner(self)
+        self._job: JobHandle | None = None  # the running profile (fuseview.session.profile_run)
+        self._runner = JobRunner(self, jobs)  # the window's job service when given
         app = QApplication.instance()
         if app is not None:  # a QThread must not be destroyed while it runs
             app.aboutToQuit.connect(self.shutdown)
@@ -349,157 +320,51 @@ class ProfilePanel(QDockWidget):
         except FuseviewError as exc:
             self._fail(error_text(exc))
             return
-        self._tmp = tempfile.mkdtemp(prefix="fuseview-profile-")
-        self._spec = {
-            "out": os.path.join(self._tmp, "report.json"),
-            "provider": req.provider,
-            "runs": req.runs,
-            "warmup": req.warmup,
-            "dims": req.dims,
-            "ort_opt": req.ort_opt,
-            "threshold": req.threshold,
-            "profile_runs": req.profile_runs,
-        }
-        n_models = 2 if req.against is not None else 1
-        # interleaved plain runs (all models in one pass), each model's profiled runs, the comparison
-        profiled = n_models * (req.warmup + req.profiled_runs())
-        self._steps = req.warmup + req.runs + profiled + 2 * (n_models - 1)
-        self._cancel_asked = False
-        self._child_error = None
-        self._written = set()
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
-        models = {"model": req.model, "against": req.against}
-        if any(isinstance(m, onnx.ModelProto) for m in models.values()):
-            # In-memory models (the fused one after Apply) go to the child as files, written in a thread.
-            tmp = self._tmp
-            self._written = {k for k, m in models.items() if isinstance(m, onnx.ModelProto)}
-            self._prep = self._runner.start(
-                lambda _p: _model_files(models, tmp),
-                "profile: write models",
-                None,
-                self._prepared,
-                self._prep_failed,
-                self._prep_cancelled,
-            )
-        else:
-            self._launch({k: None if m is None else str(m) for k, m in models.items()})
+        self._job = self._runner.start(
+            lambda progress: profile_in_child(req, progress), "profile", self._progressed, self._finished,
+            self._failed, self._cancelled, kind="profile",
+        )
         self._update_enabled()
-
-    def _launch(self, paths: dict[str, str | None]) -> None:
-        proc = QProcess(self)
-        proc.setProgram(sys.executable)
-        proc.setArguments(["-m", "fuseview.ui.profile_child"])
-        env = QProcessEnvironment.systemEnvironment()
-        root = str(Path(__file__).resolve().parents[2])  # the child imports this same fuseview
-        env.insert("PYTHONPATH", os.pathsep.join(p for p in (root, env.value("PYTHONPATH")) if p))
-        proc.setProcessEnvironment(env)
-        proc.readyReadStandardOutput.connect(lambda: self._child_output(proc))
-        proc.finished.connect(lambda code, status: self._child_finished(proc, code, status))
-        proc.errorOccurred.connect(lambda err: self._child_error_occurred(proc, err))
-        self._proc = proc
-        proc.start()
-        proc.write(json.dumps({**self._spec, **paths}).encode())
-        proc.closeWriteChannel()
 
     def cancel(self) -> None:
         """Stop the running profile (the panel keeps what it showed before Run)."""
         if not self.is_running():
             return
-        self._cancel_asked = True
         self._say("Cancelling…")
-        if self._prep is not None:
-            self._prep.cancel()
-        if self._proc is not None:
-            self._proc.kill()
+        self._job.cancel()  # kills the child process at once
 
     def is_running(self) -> bool:
         """Whether a profile is running."""
-        return self._proc is not None or self._prep is not None
+        return self._job is not None
 
-    def _prepared(self, job: Job, paths: dict) -> None:
-        if job is not self._prep:
+    def _progressed(self, job, message: str, fraction: float) -> None:
+        if job is self._job:
+            self.progress.setValue(int(fraction * 1000))
+            self.progress.setFormat(message)
+
+    def _finished(self, job, report: dict) -> None:
+        if job is not self._job:
             return
-        self._prep = None
-        if self._cancel_asked:
-            self._end("Profile cancelled.")
-        else:
-            self._launch(paths)
-
-    def _prep_failed(self, job: Job, exc: BaseException) -> None:
-        if job is self._prep:
-            self._prep = None
-            self._fail(f"cannot write the model for profiling: {error_text(exc)}")
-
-    def _prep_cancelled(self, job: Job) -> None:
-        if job is self._prep:
-            self._prep = None
-            self._end("Profile cancelled.")
-
-    def _child_output(self, proc: QProcess) -> None:
-        if proc is not self._proc:
-            return
-        self._out_buf += bytes(proc.readAllStandardOutput())
-        *lines, self._out_buf = self._out_buf.split(b"\n")
-        for line in lines:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "error" in msg:
-                self._child_error = msg["error"]
-            elif "stage" in msg:
-                fraction = min(self._steps_done(msg) / max(self._steps, 1), 1.0)
-                self.progress.setValue(int(fraction * 1000))
-                self.progress.setFormat(f"{msg['stage']} {msg['done']}/{msg['total']}")
-
-    def _steps_done(self, msg: dict) -> int:
-        # Steps of the stages already finished plus this stage's (each stage ends with done == total).
-        if msg["done"] == msg["total"]:
-            self._done_steps += msg["total"]
-            return self._done_steps
-        return self._done_steps + msg["done"]
-
-    def _child_error_occurred(self, proc: QProcess, err: QProcess.ProcessError) -> None:
-        if proc is self._proc and err == QProcess.ProcessError.FailedToStart:
-            self._proc = None
-            self._fail(f"cannot start the profiling process ({sys.executable})")
-
-    def _child_finished(self, proc: QProcess, code: int, status: QProcess.ExitStatus) -> None:
-        if proc is not self._proc:
-            return
-        self._child_output(proc)
-        self._proc = None
-        stderr = bytes(proc.readAllStandardError()).decode("utf-8", "replace").strip().splitlines()
-        proc.deleteLater()
-        if self._cancel_asked:
-            self._end("Profile cancelled.")
-            return
-        if code != 0 or status != QProcess.ExitStatus.NormalExit:
-            self._fail(
-                self._child_error or (stderr[-1] if stderr else f"the profiling process ended ({code})")
-            )
-            return
-        try:
-            report = load_report(self._spec["out"])
-        except FuseviewError as exc:
-            self._fail(error_text(exc))
-            return
-        for m, key in zip(report["models"], ("model", "against"), strict=False):
-            if key in self._written:
-                m["path"] = None  # it was a temporary copy of an in-memory model
+        self._job = None
         self._end(None)
         self._show_report(report, None)
         self.profileFinished.emit(report)
 
+    def _failed(self, job, exc: BaseException) -> None:
+        if job is self._job:
+            self._job = None
+            self._fail(error_text(exc))
+
+    def _cancelled(self, job) -> None:
+        if job is self._job:
+            self._job = None
+            self._end("Profile cancelled.")
+
     def _end(self, message: str | None) -> None:
-        """Back to idle: progress cleared, temporary files gone, controls on; message on the status line."""
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-        self._tmp = None
-        self._out_buf = b""
-        self._done_steps = 0
+        """Back to idle: progress cleared, controls on; message on the status line."""
         self.progress.setValue(0)
         self.progress.setFormat("")
         if message:
@@ -508,7 +373,7 @@ class ProfilePanel(QDockWidget):
         self._update_enabled()
 
     def _fail(self, msg: str) -> None:
-        if self._proc is None and self._prep is None:
+        if self._job is None:
             self._end(None)
         self._say(f"Profile failed: {msg}", error=True)
         self.profileFailed.emit(msg)
@@ -572,8 +437,8 @@ class ProfilePanel(QDockWidget):
                 p.set_bars(
                     plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
-                    [f"{n['op_type']} {n['name']}: {spread_text(n, plots.fmt_us)},"
-                     f" {shares[role][n['name']] * 100:.1f}% of the model" for n in rows],
+                    [f"{n['op_type']} {n['name']} ({shares[role][n['name']] * 100:.1f}% of the model"
+                     f" by the median; {spread_text(n, plots.fmt_us)})" for n in rows],
                 )
             else:
                 p.show_message("no fused model in this report")
@@ -676,11 +541,7 @@ class ProfilePanel(QDockWidget):
 
     def shutdown(self) -> None:
         """Stop a running profile and wait for it (the window calls this when it closes)."""
-        proc = self._proc
+        job = self._job
         self.cancel()
-        if proc is not None:
-            proc.waitForFinished(5000)
-        self._runner.shutdown()
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        if job is not None:
+            job.wait(10)

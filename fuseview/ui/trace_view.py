@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.errors import FuseviewError
+from fuseview.session.jobs import JobService
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
@@ -161,14 +162,14 @@ class TraceView(QDockWidget):
     failed = Signal(str)
     node_requested = Signal(str)  # an onnxruntime event (a node name) was clicked
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None) -> None:
         super().__init__("Trace comparison", parent)
         self.setObjectName("trace_view")
         self.report: dict | None = None
         self.paths: list[str] = []
         self.show_dialogs = True
         self.last_error = ""
-        self.runner = JobRunner(self)
+        self.runner = JobRunner(self, jobs)  # the window's job service when given
         self._job = None
         self._rows: list[dict] = []
         self._build()
@@ -279,7 +280,7 @@ class TraceView(QDockWidget):
         self.progress.setValue(0)
         self._job = self.runner.start(load_report_job(paths, steps), "traces", on_progress=self._progress,
                                       on_done=self._done, on_failed=self._failed,
-                                      on_cancelled=self._cancelled)
+                                      on_cancelled=self._cancelled, kind="trace")
         self._update_enabled()
         return self._job
 
@@ -294,7 +295,10 @@ class TraceView(QDockWidget):
 
     def shutdown(self) -> None:
         """End the reading thread (the window is closing)."""
-        self.runner.shutdown()
+        job = self._job
+        self.cancel()
+        if job is not None:
+            job.wait(10)
 
     def _progress(self, job, message: str, fraction: float) -> None:
         if job is self._job:
@@ -450,7 +454,8 @@ def install(window, file_menu: QMenu) -> None:
 
     def view() -> TraceView:
         if window.trace_view is None:
-            tv = window.trace_view = TraceView(window)
+            session = getattr(window, "session", None)
+            tv = window.trace_view = TraceView(window, session.jobs if session is not None else None)
             tv.show_dialogs = getattr(window, "show_dialogs", True)
             window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, tv)
             tv.node_requested.connect(lambda name: _reveal_node(window, name))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
@@ -13,30 +13,19 @@ from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
 from fuseview.graph.layout import layout_graph
-from fuseview.graph.loader import document_from_model
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.runtime.report import fused_pane_title
+from fuseview.session import FUSED, ORIGINAL, Decisions, FusedResult, Links, Marks, Session
+from fuseview.session.panes import candidate_marks
 from fuseview.ui.candidates_panel import CandidatesPanel
-from fuseview.ui.compare_view import (
-    FusedPane,
-    Links,
-    PaneTitle,
-    adopt_origin_scopes,
-    keys_for_names,
-    link_graphs,
-)
-from fuseview.ui.decisions import Decisions
+from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
+from fuseview.ui.profile_panel import ProfilePanel
+from fuseview.ui.window_menus import add_action
 from fuseview.ui.workbench_files import WorkbenchFiles
-from fuseview.view_state import candidate_marks
-
-try:  # the profile panel is written in parallel (ISSUE5_API.md); the workbench works without it
-    from fuseview.ui.profile_panel import ProfilePanel
-except ImportError:  # pragma: no cover - only until fuseview/ui/profile_panel.py exists
-    ProfilePanel = None  # type: ignore[assignment,misc]
 
 BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
 
@@ -48,7 +37,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
-class Workbench(PaneLinks, WorkbenchFiles, QObject):
+class Workbench(QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
     scanned = Signal()  # the candidates of the opened model are known
@@ -59,19 +48,10 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
     def __init__(self, win):
         super().__init__(win)
         self.win = win
-        self.root_doc: ModelDocument | None = None
-        self.decisions: Decisions | None = None
-        self.scan = None
-        self._ort_job = None
-        self.scan_seconds = 0.0
-        self.fused: dict | None = None  # model, doc, links, applied ids, validation, notes, saved
-        self._saved_decisions: dict = {}  # the decisions as last saved (or opened) as a plan
-        self.links = Links()
-        self.heat: dict | None = None
-        self._scan_job = None
+        self.session: Session = win.session
         self._seen_scene: GraphScene | None = None
-        self._fused_expanded = None
-        self._syncing = False
+        self.pane_links = PaneLinks(self)
+        self.files = WorkbenchFiles(self)
         self._build_panes()
         self.panel = CandidatesPanel(win)
         # candidates on top, the inspector below them, both on the right
@@ -82,16 +62,60 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.panel.candidate_selected.connect(self.focus_candidate)
         self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
-        self.profile_panel = ProfilePanel(win) if ProfilePanel is not None else None
-        if self.profile_panel is not None:
-            win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
-            self.profile_panel.nodeActivated.connect(self.select_node)
-            self.profile_panel.opTypeActivated.connect(self.highlight_op)
-            self.profile_panel.heatmapChanged.connect(self.set_heatmap)
-            self.profile_panel.profileFinished.connect(self._profiled)
-            self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
+        self.profile_panel = ProfilePanel(win, self.session.jobs)
+        win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
+        self.profile_panel.nodeActivated.connect(self.pane_links.select_node)
+        self.profile_panel.opTypeActivated.connect(self.pane_links.highlight_op)
+        self.profile_panel.heatmapChanged.connect(self.session.set_heat)
+        self.profile_panel.profileFinished.connect(self.session.set_profile)
+        self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
+        events = self.session.events
+        events.document.connect(lambda e: self._new_document(e.doc))
+        events.scanned.connect(lambda _e: self._scan_done())
+        events.scan_failed.connect(lambda e: self.win.error("Cannot scan for fusion candidates", e.error))
+        events.ort_checked.connect(lambda e: self._ort_done(e.does_it))
+        events.ort_failed.connect(lambda e: self._ort_failed(e.error))
+        events.heat.connect(lambda _e: self._apply_heat())
+        events.profiled.connect(lambda e: self._profiled(e.report))
+        events.pane.connect(self._draw_pane)
         win.document_shown.connect(self._shown)
+
+    # the session's state, as the views read it ---------------------------------------------------
+    @property
+    def root_doc(self) -> ModelDocument | None:
+        """The opened model's main graph."""
+        return self.session.root
+
+    @property
+    def decisions(self) -> Decisions | None:
+        """The decisions over the scan (None until the scan is done)."""
+        return self.session.decisions
+
+    @property
+    def scan(self):
+        """The scan of the open model (fuseview.fusion.scan.ScanResult), None until done."""
+        return self.session.scan
+
+    @property
+    def scan_seconds(self) -> float:
+        """How long the scan took."""
+        return self.session.scan_seconds
+
+    @property
+    def fused(self) -> FusedResult | None:
+        """The fused result on show (None before Apply)."""
+        return self.session.fused
+
+    @property
+    def links(self) -> Links:
+        """Original <-> fused node names."""
+        return self.session.links
+
+    @property
+    def heat(self) -> dict | None:
+        """The heat map shares per pane, or None."""
+        return self.session.heat
 
     # construction ---------------------------------------------------------------------------------
     def _build_panes(self) -> None:
@@ -118,22 +142,13 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.fused_pane.hide()
         win.setCentralWidget(self.splitter)
         for v, other in ((win.view, self.fused_pane.view), (self.fused_pane.view, win.view)):
-            v.horizontalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
-            v.verticalScrollBar().valueChanged.connect(lambda _v, v=v: self._follow(v))
-            v.zoom_changed.connect(lambda _s, v=v: self._follow(v))
+            v.horizontalScrollBar().valueChanged.connect(lambda _v, v=v: self.pane_links._follow(v))
+            v.verticalScrollBar().valueChanged.connect(lambda _v, v=v: self.pane_links._follow(v))
+            v.zoom_changed.connect(lambda _s, v=v: self.pane_links._follow(v))
             del other
 
-    def _act(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        act = QAction(text, self.win)
-        if shortcut is not None:
-            seqs = shortcut if isinstance(shortcut, (list, tuple)) else [shortcut]
-            act.setShortcuts([QKeySequence(s) for s in seqs])
-        if tip:
-            act.setStatusTip(tip)
-        act.triggered.connect(slot)
-        menu.addAction(act)
-        self.win.addAction(act)
-        return act
+    def _add(self, menu: QMenu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        return add_action(self.win, menu, text, slot, shortcut, tip)
 
     def _build_actions(self) -> None:
         win, p = self.win, self.panel
@@ -143,30 +158,31 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         sub = QMenu("Fusion", file_menu)
         file_menu.insertMenu(quit_act, sub)
         file_menu.insertSeparator(quit_act)
-        self.save_fused_action = self._act(sub, "Save &Fused Model…", self.choose_save_fused, "Ctrl+Shift+S")
-        self._act(sub, "Save &Plan…", self.choose_save_plan)
-        self._act(sub, "&Open Plan…", self.choose_open_plan)
+        files = self.files
+        self.save_fused_action = self._add(sub, "Save &Fused Model…", files.choose_save_fused, "Ctrl+Shift+S")
+        self._add(sub, "Save &Plan…", self.files.choose_save_plan)
+        self._add(sub, "&Open Plan…", self.files.choose_open_plan)
         sub.addSeparator()
-        self._act(sub, "Save Profile &Report…", self.choose_save_report)
-        self._act(sub, "Export Profile P&lots as PNG…", lambda: self.choose_export_plots("png"))
-        self._act(sub, "Export Profile Plots as S&VG…", lambda: self.choose_export_plots("svg"))
+        self._add(sub, "Save Profile &Report…", self.files.choose_save_report)
+        self._add(sub, "Export Profile P&lots as PNG…", lambda: self.files.choose_export_plots("png"))
+        self._add(sub, "Export Profile Plots as S&VG…", lambda: self.files.choose_export_plots("svg"))
         self.file_fusion_menu = sub
 
         fm = QMenu("F&usion", mb)
         mb.insertMenu(mb.actions()[-1] if len(mb.actions()) > 2 else None, fm)
         self.fusion_menu = fm
-        self._act(fm, "&Next Candidate", lambda: self._step(1), "N")
-        self._act(fm, "&Previous Candidate", lambda: self._step(-1), "P")
-        self._act(fm, "&Accept Candidate", p.accept_current, "A")
-        self._act(fm, "&Reject Candidate", p.reject_current, "R")
-        self._act(fm, "Accept Whole R&ule", lambda: p.accept_rule(), "Shift+A")
-        self._act(fm, "Reject Whole Ru&le", lambda: p.reject_rule(), "Shift+R")
-        self._act(fm, "Accept A&ll Candidates", p.accept_all)
+        self._add(fm, "&Next Candidate", lambda: self._step(1), "N")
+        self._add(fm, "&Previous Candidate", lambda: self._step(-1), "P")
+        self._add(fm, "&Accept Candidate", p.accept_current, "A")
+        self._add(fm, "&Reject Candidate", p.reject_current, "R")
+        self._add(fm, "Accept Whole R&ule", lambda: p.accept_rule(), "Shift+A")
+        self._add(fm, "Reject Whole Ru&le", lambda: p.reject_rule(), "Shift+R")
+        self._add(fm, "Accept A&ll Candidates", p.accept_all)
         fm.addSeparator()
-        self._act(fm, "&Undo Decision", p.undo, QKeySequence.StandardKey.Undo)
-        self._act(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
+        self._add(fm, "&Undo Decision", p.undo, QKeySequence.StandardKey.Undo)
+        self._add(fm, "Re&do Decision", p.redo, ["Ctrl+Shift+Z", "Ctrl+Y"])
         fm.addSeparator()
-        self.apply_action = self._act(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
+        self.apply_action = self._add(fm, "Apply A&ccepted", self.apply, ["Ctrl+Return", "Ctrl+Enter"])
         fm.addSeparator()
         group = QActionGroup(self)
         self.mode_actions: dict[str, QAction] = {}
@@ -175,126 +191,98 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
             (ORIGINAL_ONLY, "Original Only", "F8"),
             (FUSED_ONLY, "Fused Only", "F9"),
         ):
-            a = self._act(fm, text, lambda _=False, m=mode: self.set_pane_mode(m), key)
+            a = self._add(fm, text, lambda _=False, m=mode: self.set_pane_mode(m), key)
             a.setCheckable(True)
             group.addAction(a)
             self.mode_actions[mode] = a
         self.mode_actions[BOTH].setChecked(True)
         self.pane_mode = BOTH
         win.panels_menu.addAction(p.toggleViewAction())
-        if self.profile_panel is not None:
-            win.panels_menu.addAction(self.profile_panel.toggleViewAction())
+        win.panels_menu.addAction(self.profile_panel.toggleViewAction())
+
+    # files and linked panes (ui.workbench_files, ui.pane_links) ---------------------------------------
+    def save_fused(self, path) -> Path:
+        """Write the fused model atomically (never over the source model)."""
+        return self.session.save_fused(path)
+
+    def save_plan(self, path) -> Path:
+        """Write the decisions as a plan JSON (atomic, never over the source model)."""
+        return self.session.save_plan(path)
+
+    def open_plan(self, path) -> list[str]:
+        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
+        return self.files.open_plan(path)
+
+    def unsaved(self) -> list[str]:
+        """What would be lost now: 'N decisions' not saved as a plan, 'the fused model' not saved."""
+        return self.session.unsaved()
+
+    def save_unsaved(self) -> bool:
+        """Ask where to save each unsaved thing; True when all of it was saved."""
+        return self.files.save_unsaved()
+
+    def select_original(self, names: list[str], reveal: bool = False) -> None:
+        """Select original nodes by name in the left pane (opening the groups that hide them)."""
+        self.pane_links.select_original(names, reveal)
+
+    def select_fused(self, names: list[str]) -> None:
+        """Select fused nodes by name in the right pane and centre on the first."""
+        self.pane_links.select_fused(names)
+
+    def highlight_op(self, op_type: str) -> None:
+        """Highlight every node of an op type in both panes."""
+        self.pane_links.highlight_op(op_type)
 
     # opening and scanning -------------------------------------------------------------------------
     def _root(self) -> ModelDocument | None:
-        stack = getattr(self.win, "nav_stack", None)
-        return stack[0][1] if stack else self.win.doc
+        return self.session.root
 
     def _on_root(self) -> bool:
-        return self.win.doc is not None and self.win.doc is self._root()
+        return self.session.on_root
 
     def _shown(self) -> None:
-        root = self._root()
-        if root is not self.root_doc:
-            self._new_document(root)
+        if self.session.scan_pending:
+            self.win.statusBar().showMessage("Scanning for fusion candidates…")
+            self.session.start_scan()
         scene = self.win.scene
         if scene is not self._seen_scene and scene is not None:
             self._seen_scene = scene
-            scene.selectionChanged.connect(self._original_selection)
+            scene.selectionChanged.connect(self.pane_links._original_selection)
             scene.context_hook = self._context_menu
-            self._paint_original()
-            if self.fused is not None and self._on_root() and self.win.expanded != self._fused_expanded:
+            self.paint_original()
+            fused = self.fused
+            if fused is not None and self._on_root() and self.win.expanded != fused.expanded:
                 self._relayout_fused()
             self._apply_heat()
 
     def _new_document(self, doc: ModelDocument | None) -> None:
-        self.root_doc = doc
-        self.decisions = None
-        self._saved_decisions = {}
-        self.scan = None
-        if self._ort_job is not None:
-            self._ort_job.cancel()
-            self._ort_job = None
         self._clear_fused()
         self.panel.set_decisions(None)
         self.legend.set_rules([])
-        self.heat = None
         self.legend.set_scale(None)
-        if self.profile_panel is not None and doc is not None:
+        if doc is not None:
             self.profile_panel.set_models(doc.path if doc.path else doc.model, None)
-        if doc is None:
-            return
-        model, base = doc.model, (doc.path.parent if doc.path else None)
-        path = str(doc.path) if doc.path else None
 
-        def work(progress):
-            from fuseview.fusion.scan import scan_model
-
-            progress("scanning for fusion candidates", 0.1)
-            t0 = time.perf_counter()
-            result = scan_model(model, base_dir=base, path=path)
-            return result, time.perf_counter() - t0
-
-        if self._scan_job is not None:
-            self._scan_job.cancel()
-        self.win.statusBar().showMessage("Scanning for fusion candidates…")
-        self._scan_job = self.win.runner.start(work, "scan", None, self._scan_done, self._scan_failed, None)
-
-    def _scan_done(self, job, result) -> None:
-        if job is not self._scan_job:
-            return
-        self._scan_job = None
-        scan, seconds = result
-        doc = self.root_doc
-        if doc is None:
-            return
-        self.scan, self.scan_seconds = scan, seconds
-        self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
-        self._saved_decisions = self._decision_snapshot()
+    def _scan_done(self) -> None:
+        scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.root_doc
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.decisions, scopes)
-        self._paint_original()
+        self.paint_original()
         self.win.statusBar().showMessage(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
             f"(scan {seconds * 1000:.0f} ms)",
             10000,
         )
         self.scanned.emit()
-        self._start_ort_check(doc, scan)
+        self.session.start_ort_check()
 
-    def _start_ort_check(self, doc: ModelDocument, scan) -> None:
-        """In the background: which candidates onnxruntime's own optimizer fuses anyway (dock column)."""
-        model = doc.model
+    def _ort_done(self, does_it: dict) -> None:
+        self.panel.set_ort_does_it(does_it)
+        self.ort_checked.emit()
 
-        def work(progress):
-            from fuseview.fusion.ort_compare import compare_with_ort
-
-            progress("asking onnxruntime which fusions it makes itself", 0.1)
-            return compare_with_ort(model, scan.candidates, "all", "cpu").does_it
-
-        if self._ort_job is not None:
-            self._ort_job.cancel()
-        self._ort_job = self.win.runner.start(work, "ort check", None, self._ort_done, self._ort_failed, None)
-
-    def _ort_done(self, job, does_it) -> None:
-        if job is not self._ort_job:
-            return
-        self._ort_job = None
-        if self.scan is not None:
-            self.panel.set_ort_does_it(does_it)
-            self.ort_checked.emit()
-
-    def _ort_failed(self, job, exc) -> None:
-        if job is not self._ort_job:
-            return
-        self._ort_job = None  # the column stays empty; the scan and everything else are unaffected
+    def _ort_failed(self, exc: BaseException) -> None:
+        # the column stays empty; the scan and everything else are unaffected
         self.win.statusBar().showMessage(f"onnxruntime's own fusions unknown: {exc}", 10000)
-
-    def _scan_failed(self, job, exc) -> None:
-        if job is not self._scan_job:
-            return
-        self._scan_job = None
-        self.win.error("Cannot scan for fusion candidates", exc)
 
     # the overlay ----------------------------------------------------------------------------------
     def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
@@ -302,18 +290,19 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         c = self.decisions.by_id[cid]
         return keys_for_names(self.root_doc.graph, self.win.scene, c.nodes)
 
-    def _paint_original(self) -> None:
+    def paint_original(self) -> None:
+        """Set the original pane's candidate marks, legend, near-miss tips and focus from the decisions."""
         scene, d = self.win.scene, self.decisions
         if scene is None:
             return
         if d is None or not self._on_root():
-            scene.set_marks({})
+            self.session.set_marks(ORIGINAL, Marks())
             self.legend.set_rules([])
             return
         entries = (
             (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
         )
-        scene.draw_marks(candidate_marks(entries))
+        self.session.set_marks(ORIGINAL, candidate_marks(entries))
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
         for name, misses in d.misses_of_node.items():
@@ -323,27 +312,27 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
                 item.set_extra_tip("\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses))
         cid = self.panel.current_id()
         if cid:
-            scene.set_focus(self.candidate_keys(cid)[0])
+            self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
 
     def _paint_fused(self) -> None:
         scene, d = self.fused_pane.scene, self.decisions
         if scene is None or d is None or self.fused is None:
             return
-        graph = self.fused["doc"].graph
+        graph = self.fused.doc.graph
         entries = []
         for n in graph.nodes:
             rule = n.metadata.get(RULE_KEY)
             if rule and rule in d.colors:
                 entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
-        scene.draw_marks(candidate_marks(entries))
-        applied = [c for c in d.candidates if c.id in self.fused["applied"]]
+        self.session.set_marks(FUSED, candidate_marks(entries))
+        applied = [c for c in d.candidates if c.id in self.fused.applied]
         per: dict[str, int] = {}
         for c in applied:
             per[c.rule] = per.get(c.rule, 0) + 1
         self.fused_pane.legend.set_rules([(r, d.colors[r], n) for r, n in per.items()])
 
     def _decisions_changed(self) -> None:
-        self._paint_original()
+        self.paint_original()
 
     def _context_menu(self, item: BoxItem, menu: QMenu) -> None:
         d = self.decisions
@@ -363,7 +352,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
     def _decide(self, cid: str, accept: bool) -> None:
         if self.decisions is None:
             return
-        done = self.decisions.accept(cid) if accept else self.decisions.reject(cid)
+        done = self.session.accept(cid) if accept else self.session.reject(cid)
         if done:
             self.panel.refresh()
             self._decisions_changed()
@@ -378,7 +367,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         if scene is None or self.decisions is None or not self._on_root():
             return
         if not cid:
-            scene.set_focus([])
+            self.session.set_focus(ORIGINAL, [])
             return
         keys, hidden = self.candidate_keys(cid)
         if hidden:
@@ -391,7 +380,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
 
     def _centre_focus(self, cid: str) -> None:
         scene, view = self.win.scene, self.win.view
-        scene.set_focus(self.candidate_keys(cid)[0])
+        self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
         rect = scene.focus_rect()
         if rect.isEmpty():
             return
@@ -408,72 +397,46 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         d, doc = self.decisions, self.root_doc
         if d is None or doc is None:
             return False
-        ids = d.accepted()
-        if not ids:
+        if not d.accepted():
             self.win.statusBar().showMessage("No accepted candidates to apply.", 8000)
             return False
-        scan, model = self.scan, doc.model
         expanded = self.win.expanded if self._on_root() else None
-        original_graph = doc.graph
-
-        base = doc.path.parent if doc.path else None
         try:  # the Profile dock's dims, so Apply validates on the inputs its Outputs tab will use
-            dims = parse_dim_text(self.profile_panel.dims.text()) if self.profile_panel is not None else {}
+            dims = parse_dim_text(self.profile_panel.dims.text())
         except FuseviewError as exc:
             self.win.statusBar().showMessage(f"Not applied: {exc}", 15000)
             return False
 
-        def work(progress):
-            from fuseview.fusion.pipeline import FuseOptions, build_fused
-
-            # The one pipeline `fuseview fuse` runs: same dims, weights, checks, validation and tolerances.
-            outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
-            res, val, notes = outcome.result, outcome.validation, outcome.notes
-            progress("laying out", 0.7)
-            fdoc = document_from_model(res.model, types_from=original_graph)  # its tensors' types
-            adopt_origin_scopes(original_graph, fdoc.graph)
+        def lay_out(fdoc: ModelDocument, progress) -> tuple:
             lay = layout_graph(fdoc.graph, expanded)
             progress("drawing", 0.9)
-            return res, val, notes, fdoc, expanded, lay, route_paths(lay)
+            return lay, route_paths(lay)
 
-        self.win.start_job(
-            "apply",
-            work,
-            "Applying",
-            self._applied,
-            failure="Cannot apply the fusions",
-            on_failed=self.apply_failed.emit,
+        # The one pipeline `fuseview fuse` runs (session.apply): same weights, checks, validation, tolerances.
+        cbs = self.win.jobs.callbacks(
+            "apply", "Cannot apply the fusions", self._applied, self.apply_failed.emit
         )
+        if self.session.apply(dims, expanded, lay_out, **cbs) is None:
+            return False
+        self.win.jobs.started()
         return True
 
-    def _profiled(self, report: dict) -> None:
+    def _profiled(self, report: dict | None) -> None:
         self.panel.set_profile(report)
-        if self.fused is not None:
+        if self.fused is not None and report is not None:
             title = self.fused_pane.title
             self.fused_pane.set_title(fused_pane_title(report, title.full_text), title.details)
 
-    def _applied(self, result) -> None:
-        res, val, notes, fdoc, expanded, lay, paths = result
-        d = self.decisions
-        applied = {c.id for c in res.applied}
-        d.applied = applied
-        self.links = link_graphs(self.root_doc.graph, fdoc.graph)
-        self.fused = {
-            "model": res.model,
-            "doc": fdoc,
-            "applied": applied,
-            "validation": val,
-            "notes": notes,
-            "result": res,
-        }
-        self._fused_expanded = expanded
+    def _applied(self, result: tuple[FusedResult, tuple]) -> None:
+        fused, (lay, paths) = result
+        fdoc, applied, notes = fused.doc, fused.applied, fused.notes
         scene = self.fused_pane.show_layout(fdoc, lay, paths)
         self._hook_fused(scene)
         self._paint_fused()
         self.panel.refresh()
-        self._paint_original()
+        self.paint_original()
         figures = self.validation_text()
-        short = "not validated" if val is None else figures.split(": ", 1)[-1]
+        short = "not validated" if fused.validation is None else figures.split(": ", 1)[-1]
         # counted as `fuseview info` and `fuse` count them, drawn boxes apart (Constants fold into consumers)
         self.fused_pane.set_title(
             f"Fused — {fdoc.graph.count_text(self.root_doc.graph)}, {len(applied)} fusions · {short}",
@@ -483,37 +446,37 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
-        self._follow(self.win.view)
+        self.pane_links._follow(self.win.view)
         self.win.statusBar().showMessage(
             f"Applied {len(applied)} fusions: {figures}" + ("; " + "; ".join(notes) if notes else ""), 15000
         )
-        if self.profile_panel is not None:
-            self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, res.model)
+        self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
         self.applied.emit()
 
     def validation_text(self) -> str:
         """'validated on onnxruntime: max |diff| 3e-07, max rel 1e-05 over 3 input sets (ok)' or why not."""
-        if self.fused is None:
-            return ""
-        val = self.fused["validation"]
-        return "not validated" if val is None else val.headline()
+        return "" if self.fused is None else self.fused.validation_text()
 
     def _hook_fused(self, scene: GraphScene) -> None:
-        scene.selectionChanged.connect(self._fused_selection)
+        scene.state = self.session.panes[FUSED]  # the fused pane draws the session's state
+        scene.selectionChanged.connect(self.pane_links._fused_selection)
+
+    def _draw_pane(self, event) -> None:
+        scene = self.fused_pane.scene
+        if event.role == FUSED and scene is not None and scene.state is event.state:
+            scene.draw_part(event.part, event.state)
 
     def _relayout_fused(self) -> None:
         scene = self.fused_pane.relayout(self.win.expanded)
-        self._fused_expanded = self.win.expanded
+        self.fused.expanded = self.win.expanded
         if scene is not None:
             self._hook_fused(scene)
             self._paint_fused()
-            self._original_selection()
-            self._follow(self.win.view)
+            self.pane_links._original_selection()
+            self.pane_links._follow(self.win.view)
 
     def _clear_fused(self) -> None:
-        self.fused = None
-        self.links = Links()
         self.fused_pane.clear()
         self.fused_pane.hide()
         self.original_title.hide()
@@ -526,7 +489,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         win.resizeDocks(
             [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
         )
-        if self.profile_panel is not None and self.profile_panel.isVisible():
+        if self.profile_panel.isVisible():
             win.resizeDocks([self.profile_panel], [int(win.height() * 0.4)], Qt.Orientation.Vertical)
 
     def set_pane_mode(self, mode: str) -> None:
@@ -545,8 +508,7 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
     # heat map -------------------------------------------------------------------------------------
     def set_heatmap(self, values: dict | None) -> None:
         """Colour both panes by each node's share of time ({'original': {name: share}, 'fused': …})."""
-        self.heat = values
-        self._apply_heat()
+        self.session.set_heat(values)
 
     def _heat_keys(self, graph, scene: GraphScene, shares: dict[str, float]) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -557,17 +519,17 @@ class Workbench(PaneLinks, WorkbenchFiles, QObject):
         return out
 
     def _apply_heat(self) -> None:
-        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, "original", self.legend)]
+        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, ORIGINAL, self.legend)]
         if self.fused is not None:
-            panes.append((self.fused_pane.scene, self.fused["doc"].graph, "fused", self.fused_pane.legend))
+            panes.append((self.fused_pane.scene, self.fused.doc.graph, FUSED, self.fused_pane.legend))
         for scene, graph, role, legend in panes:
             if scene is None or graph is None:
                 continue
             if self.heat is None or not self._on_root():
-                scene.set_heatmap(None)
+                self.session.set_pane_heat(role, None)
                 legend.set_scale(None)
                 continue
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
-            scene.set_heatmap(values)
+            self.session.set_pane_heat(role, values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time (median per run)", "0%", f"{top * 100:.1f}%")

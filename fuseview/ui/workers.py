@@ -1,116 +1,71 @@
-"""Run a plain function off the UI thread, with progress, cancel and a result signal."""
+"""The job service (fuseview.session.jobs) seen from Qt: callbacks queued into the UI thread."""
 
 from __future__ import annotations
 
-import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QObject, Signal
 
-
-class Cancelled(Exception):
-    """Raised inside a job's progress callback once the job was cancelled."""
-
+from fuseview.session.jobs import JobHandle, JobService
 
 # A job function gets progress(message, fraction); once cancelled, progress raises Cancelled.
 JobFn = Callable[[Callable[[str, float], None]], Any]
+Job = JobHandle
 
 
-class Job(QThread):
-    """One background call of fn(progress); emits progress, then exactly one of done / failed / cancelled."""
+class QtDispatch(QObject):
+    """Runs callables in the thread this object lives in (the UI thread): the job service's dispatch."""
 
-    # Every signal carries the job first, so a receiver can drop news from a job it no longer waits for.
-    progress = Signal(object, str, float)
-    done = Signal(object, object)  # job, result
-    failed = Signal(object, object)  # job, exception
-    cancelled = Signal(object)
+    _call = Signal(object)
 
-    def __init__(self, fn: JobFn, name: str = "job", parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.fn = fn
-        self.name = name
-        self._cancel = threading.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.error_trace = ""
+        self._call.connect(self._run)  # emitted from a worker thread: Qt queues it into ours
 
-    def cancel(self) -> None:
-        """Ask the job to stop at its next progress report; its result will be dropped either way."""
-        self._cancel.set()
+    def __call__(self, fn: Callable[[], None]) -> None:
+        self._call.emit(fn)
 
-    @property
-    def is_cancelled(self) -> bool:
-        """Whether cancel() was called."""
-        return self._cancel.is_set()
+    def _run(self, fn: Callable[[], None]) -> None:
+        fn()
 
-    def _report(self, message: str, fraction: float) -> None:
-        if self._cancel.is_set():
-            raise Cancelled()
-        self.progress.emit(self, message, float(fraction))
 
-    def run(self) -> None:  # runs in the worker thread
-        try:
-            result = self.fn(self._report)
-        except Cancelled:
-            self.cancelled.emit(self)
-            return
-        except BaseException as exc:  # noqa: BLE001 - handed to the UI thread, which shows it
-            self.error = exc
-            self.error_trace = traceback.format_exc()
-            if self._cancel.is_set():
-                self.cancelled.emit(self)
-            else:
-                self.failed.emit(self, exc)
-            return
-        self.result = result
-        if self._cancel.is_set():
-            self.cancelled.emit(self)
-        else:
-            self.done.emit(self, result)
+def qt_job_service(parent: QObject | None = None) -> JobService:
+    """A JobService whose callbacks run in the UI thread (parent keeps the dispatcher alive)."""
+    return JobService(dispatch=QtDispatch(parent))
 
 
 class JobRunner(QObject):
-    """Starts jobs and keeps them alive until their thread ends (a QThread must not die while running)."""
+    """Starts jobs on a JobService; each callback gets the job first (a receiver can tell jobs apart)."""
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, service: JobService | None = None):
         super().__init__(parent)
-        self._jobs: list[Job] = []
+        self.service = service if service is not None else qt_job_service(self)
 
     def start(
-        self, fn: JobFn, name: str = "job", on_progress=None, on_done=None, on_failed=None, on_cancelled=None
-    ) -> Job:
-        """Start fn(progress) in a new thread, its signals connected first (a fast job cannot finish unheard).
+        self, fn: JobFn, name: str = "job", on_progress=None, on_done=None, on_failed=None, on_cancelled=None,
+        kind: str | None = None,
+    ) -> JobHandle:
+        """Start fn(progress) in a new thread; handlers get (job, ...) in the UI thread.
 
-        Give bound methods of UI-thread QObjects as handlers: Qt then queues each call into the UI thread.
+        With a kind, the running job of that kind is superseded (cancelled, its result dropped).
         """
-        job = Job(fn, name)
-        self._jobs.append(job)
-        for signal, slot in (
-            (job.progress, on_progress),
-            (job.done, on_done),
-            (job.failed, on_failed),
-            (job.cancelled, on_cancelled),
-        ):
-            if slot is not None:
-                signal.connect(slot)
-        job.finished.connect(self._reap)
-        job.start()
+        box: list[JobHandle] = []
+
+        def bind(cb, *_):
+            return None if cb is None else (lambda *args: cb(box[0], *args))
+
+        job = self.service.submit(
+            fn, kind, name, on_done=bind(on_done), on_failed=bind(on_failed),
+            on_cancelled=bind(on_cancelled), on_progress=bind(on_progress),
+        )
+        box.append(job)
         return job
 
-    def _reap(self) -> None:
-        for job in [j for j in self._jobs if j.isFinished()]:
-            self._jobs.remove(job)
-            job.deleteLater()
-
-    def running(self) -> list[Job]:
+    def running(self) -> list[JobHandle]:
         """Jobs whose thread has not finished yet."""
-        return [j for j in self._jobs if j.isRunning()]
+        return self.service.running()
 
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel every job and wait for their threads (called when the window closes)."""
-        for job in list(self._jobs):
-            job.cancel()
-        for job in list(self._jobs):
-            job.wait(wait_ms)
+        self.service.shutdown(wait_ms / 1000)

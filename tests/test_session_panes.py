@@ -13,7 +13,7 @@ from fuseview.colors import (
 )
 from fuseview.fusion.rules import catalogue
 from fuseview.graph.loader import load_document
-from fuseview.view_state import candidate_marks, nodes_between
+from fuseview.session.panes import candidate_marks, nodes_between
 from tests.conftest import GPT2_MODELS
 
 

@@ -1,7 +1,8 @@
 """What a graph pane shows over the graph, as plain data (no Qt): marks, focus, highlight, heat, selection.
 
-The workbench works these out from the decisions, the profile and the links between panes; the scene only
-draws a PaneState (GraphScene.draw_state). Everything here is testable without a window.
+The Session holds one PaneState per pane; the workbench works the overlays out from the decisions, the
+profile and the links between panes and sets them on the session; the scene draws the PaneState it is
+bound to (GraphScene.draw_state, and each part on the session's pane event). Testable without a window.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class PaneState:
     highlight: set[str] = field(default_factory=set)  # op-type search hits
     heat: dict[str, float] | None = None  # share of time 0..1 per box (None: heat map off)
     selection: list[str] = field(default_factory=list)  # what the user picked
+
+    def clear(self) -> None:
+        """Nothing drawn over the graph (a new model is open)."""
+        self.marks, self.focus, self.highlight, self.heat, self.selection = Marks(), [], set(), None, []
 
 
 def candidate_marks(entries: Iterable[tuple[str, str, str, list[str]]]) -> Marks:

@@ -1,8 +1,9 @@
-"""The profiling panel's child process: one run_profile, request on stdin, progress as JSON lines on stdout.
+"""The profile child process: one run_profile, the whole ProfileRequest on stdin, progress as JSON lines.
 
 A separate process, not a thread: onnxruntime holds Python's GIL while it writes its profiling trace (half a
 second on a 48-layer GPT-2), which would freeze the window; and Cancel can stop a process at once.
-No Qt here.
+stdin: {"out": report path, "request": ProfileRequest.to_json()}. stdout: {"stage", "done", "total"} lines,
+then {"report": out} or {"error": message}. No Qt here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest, run_profile
 from fuseview.runtime.report import save_report
 
-FIELDS = ("model", "against", "provider", "runs", "warmup", "dims", "ort_opt", "threshold", "profile_runs")
+MODULE = "fuseview.session.profile_child"
+
+
+def child_input(request: ProfileRequest, out: str) -> bytes:
+    """What the child reads on stdin: the whole request and where to write the report."""
+    return json.dumps({"out": out, "request": request.to_json()}).encode()
 
 
 def _say(**msg) -> None:
@@ -24,8 +30,7 @@ def _say(**msg) -> None:
 
 
 def main() -> int:
-    """Read {"out": path, model, against, provider, runs, warmup, dims, ort_opt}; write the report to out."""
-    spec = json.loads(sys.stdin.read())
+    """Read the request, profile, write the report to its out path; exit 2 with an error line on bad input."""
     last = [0.0]
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -35,9 +40,12 @@ def main() -> int:
             _say(stage=stage, done=done, total=total)
 
     try:
-        req = ProfileRequest(**{k: spec[k] for k in FIELDS if k in spec})
+        spec = json.loads(sys.stdin.read())
+        if not isinstance(spec, dict) or not isinstance(spec.get("request"), dict) or "out" not in spec:
+            raise FuseviewError("profile child: the input is not {out, request}")
+        req = ProfileRequest.from_json(spec["request"])
         save_report(run_profile(req, progress), spec["out"])
-    except FuseviewError as exc:
+    except (FuseviewError, json.JSONDecodeError) as exc:
         _say(error=str(exc))
         return 2
     _say(report=spec["out"])

@@ -1,4 +1,4 @@
-"""The workbench's decisions over a scan: a Plan with redo, statuses, conflicts, rule colours (no Qt)."""
+"""The decisions over a scan: a Plan with redo, statuses, conflicts, rule colours, a changed event (no Qt)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from fuseview.colors import rule_color
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate, NearMiss
 from fuseview.fusion.scan import ScanResult
+from fuseview.session.events import EmitterGroup
 
 PENDING, ACCEPTED, REJECTED, APPLIED = "pending", "accepted", "rejected", "applied"
 STATUSES = (PENDING, ACCEPTED, REJECTED, APPLIED)
@@ -18,6 +19,7 @@ class Decisions:
 
     def __init__(self, scan: ScanResult, model_path: str | None = None):
         self.scan = scan
+        self.events = EmitterGroup(self, ("changed",))  # after every step that changed a decision
         self.candidates: list[Candidate] = list(scan.candidates)
         self.by_id = {c.id: c for c in self.candidates}
         self.plan = Plan(self.candidates, model_path)
@@ -72,7 +74,12 @@ class Decisions:
     def _step(self, fn) -> bool:
         before = len(self.plan.history)
         fn()
-        return len(self.plan.history) > before
+        return self._changed(len(self.plan.history) > before)
+
+    def _changed(self, changed: bool) -> bool:
+        if changed:
+            self.events.changed.emit()
+        return changed
 
     def accept(self, id_or_rule: str) -> bool:
         """Accept a candidate (its conflicts are rejected) or every free candidate of a rule."""
@@ -88,15 +95,15 @@ class Decisions:
 
     def set_many(self, changes: dict[str, str | None]) -> bool:
         """Set several decisions as one undoable step."""
-        return self.plan.set_many(changes)
+        return self._changed(self.plan.set_many(changes))
 
     def undo(self) -> bool:
         """Revert the last step; False when there is none."""
-        return self.plan.undo()
+        return self._changed(self.plan.undo())
 
     def redo(self) -> bool:
         """Do the last undone step again; False when there is none."""
-        return self.plan.redo()
+        return self._changed(self.plan.redo())
 
     # plan files -----------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -107,4 +114,5 @@ class Decisions:
         """Apply a saved plan's decisions by id as one step; returns the ids this scan does not have."""
         loaded = Plan.load(path, self.candidates, strict=False)
         self.plan.adopt(loaded)
+        self.events.changed.emit()
         return loaded.unknown_ids

@@ -1,0 +1,389 @@
+"""The application model under the window: the open model, navigation, scan, decisions, fused result,
+reports and what each pane draws, with plain-Python events. The window's views draw from it; no Qt here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from fuseview.atomic import save_model_atomic
+from fuseview.errors import FuseviewError
+from fuseview.fusion.apply import ApplyResult
+from fuseview.fusion.scan import ScanResult
+from fuseview.fusion.validate import Validation
+from fuseview.graph.document import ModelDocument
+from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
+from fuseview.session.decisions import Decisions
+from fuseview.session.events import EmitterGroup
+from fuseview.session.jobs import JobHandle, JobService, Progress
+from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
+from fuseview.session.panes import Marks, PaneState
+
+ORIGINAL, FUSED = "original", "fused"
+SESSION_EVENTS = (
+    "document",  # a new model is open (everything derived from the last one was dropped)
+    "navigated",  # the document on screen changed (an inner graph opened, or back up)
+    "scanned",  # the scan of the open model is done: decisions exist
+    "scan_failed",  # error
+    "ort_checked",  # ort_does_it is known
+    "ort_failed",  # error
+    "decisions",  # a decision changed (accept, reject, undo, redo, plan opened)
+    "applied",  # the fused result is built: fused, extra (what prepare returned)
+    "apply_failed",  # error
+    "heat",  # the heat map changed
+    "profiled",  # a profile report arrived: report
+    "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
+)
+
+
+@dataclass
+class NavEntry:
+    """Where the user came from while an inner graph (If/Loop body, local function) is open."""
+
+    label: str
+    doc: ModelDocument
+    expanded: Expansion
+
+
+@dataclass
+class FusedResult:
+    """The fused model built from the accepted candidates, its document, checks and whether it is saved."""
+
+    model: onnx.ModelProto
+    doc: ModelDocument
+    applied: set[str]
+    validation: Validation | None
+    notes: list[str]
+    result: ApplyResult
+    expanded: Expansion = None  # the expansion its pane was laid out with
+    saved: bool = False
+
+    def validation_text(self) -> str:
+        """'validated on onnxruntime: max |diff| …' or 'not validated'."""
+        return "not validated" if self.validation is None else self.validation.headline()
+
+
+Prepare = Callable[[ModelDocument, Progress], Any]
+
+
+class Session:
+    """Everything the window shows, as data: views read it, call its methods, and connect to its events."""
+
+    def __init__(self, jobs: JobService | None = None, expansion_mode: str = "auto") -> None:
+        self.jobs = jobs if jobs is not None else JobService()
+        self.expansion_mode = expansion_mode if expansion_mode in EXPANSION_MODES else "auto"
+        self.events = EmitterGroup(self, SESSION_EVENTS)
+        self.root: ModelDocument | None = None  # the opened model's main graph
+        self.doc: ModelDocument | None = None  # the graph on screen: root, or a body/function in it
+        self.nav_stack: list[NavEntry] = []
+        self.expanded: Expansion = None  # the open scopes of the graph on screen (None: flat)
+        self.dims: dict[str, int] = {}  # the dims the scan uses; apply validates on them too
+        self.scan_pending = False
+        self.panes: dict[str, PaneState] = {ORIGINAL: PaneState(), FUSED: PaneState()}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.scan: ScanResult | None = None
+        self.scan_seconds = 0.0
+        self.scan_dims: dict[str, int] = {}
+        self.decisions: Decisions | None = None
+        self._saved_decisions: dict[str, str] = {}
+        self.ort_does_it: dict[str, bool | None] | None = None
+        self.fused: FusedResult | None = None
+        self.links = Links()
+        self.heat: dict[str, dict[str, float]] | None = None
+        self.profile: dict | None = None
+        for pane in self.panes.values():
+            pane.clear()
+
+    # the document and navigation ------------------------------------------------------------------
+    def initial_expansion(self, doc: ModelDocument) -> Expansion:
+        """The expansion a newly shown document starts with, by the session's expansion mode."""
+        return expansion_for(doc.graph, self.expansion_mode)
+
+    def open(self, doc: ModelDocument | None, expanded: Expansion = None) -> None:
+        """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped."""
+        for kind in ("scan", "ort", "apply"):
+            self.jobs.cancel(kind)  # their results belong to the model being replaced
+        self._reset()
+        self.root = self.doc = doc
+        self.scan_pending = doc is not None  # the window starts it once the graph is on screen
+        self.nav_stack = []
+        self.expanded = expanded
+        self.events.document.emit(doc=doc)
+
+    @property
+    def on_root(self) -> bool:
+        """Whether the graph on screen is the open model's main graph."""
+        return self.doc is not None and self.doc is self.root
+
+    def enter(self, label: str, inner: ModelDocument) -> None:
+        """Show an inner graph, remembering where we came from."""
+        if self.doc is None:
+            raise FuseviewError("no model open")
+        self.nav_stack.append(NavEntry(label, self.doc, self.expanded))
+        self.doc = inner
+        self.events.navigated.emit(doc=inner)
+
+    def go_up(self) -> NavEntry | None:
+        """Back to the graph that holds the inner graph on screen; returns where we went, None at the top."""
+        if not self.nav_stack:
+            return None
+        entry = self.nav_stack.pop()
+        self.doc = entry.doc
+        self.events.navigated.emit(doc=entry.doc)
+        return entry
+
+    def path_labels(self) -> list[str]:
+        """The breadcrumb: 'main' and one label per inner graph opened."""
+        return ["main"] + [e.label for e in self.nav_stack]
+
+    # scanning -------------------------------------------------------------------------------------
+    def start_scan(self) -> JobHandle | None:
+        """Scan the open model for fusion candidates in the background (kind 'scan'), with self.dims."""
+        doc = self.root
+        self.scan_pending = False
+        if doc is None:
+            return None
+        model, dims = doc.model, dict(self.dims)
+        path = doc.path
+
+        def work(progress: Progress) -> tuple[ScanResult, float]:
+            from fuseview.fusion.pipeline import scan_for_fusion
+
+            progress("scanning for fusion candidates", 0.1)
+            t0 = time.perf_counter()
+            result = scan_for_fusion(model, dims or None, path)
+            return result, time.perf_counter() - t0
+
+        def done(result: tuple[ScanResult, float]) -> None:
+            if doc is self.root:
+                self._scanned(doc, *result, dims)
+
+        def failed(exc: BaseException) -> None:
+            if doc is self.root:
+                self.events.scan_failed.emit(error=exc)
+
+        return self.jobs.submit(work, "scan", "scan", on_done=done, on_failed=failed)
+
+    def _scanned(self, doc: ModelDocument, scan: ScanResult, seconds: float, dims: dict[str, int]) -> None:
+        self.scan, self.scan_seconds, self.scan_dims = scan, seconds, dims
+        self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
+        self.decisions.events.changed.connect(lambda _e: self.events.decisions.emit())
+        self._saved_decisions = self._decision_snapshot()
+        self.events.scanned.emit(scan=scan)
+
+    def start_ort_check(self) -> JobHandle | None:
+        """In the background (kind 'ort'): which candidates onnxruntime's own optimizer fuses anyway."""
+        doc, scan = self.root, self.scan
+        if doc is None or scan is None:
+            return None
+        model = doc.model
+
+        def work(progress: Progress) -> dict[str, bool | None]:
+            from fuseview.fusion.ort_compare import compare_with_ort
+
+            progress("asking onnxruntime which fusions it makes itself", 0.1)
+            return compare_with_ort(model, scan.candidates, "all", "cpu").does_it
+
+        def done(does_it: dict[str, bool | None]) -> None:
+            if scan is self.scan:
+                self.ort_does_it = does_it
+                self.events.ort_checked.emit(does_it=does_it)
+
+        def failed(exc: BaseException) -> None:
+            if scan is self.scan:
+                self.events.ort_failed.emit(error=exc)
+
+        return self.jobs.submit(work, "ort", "ort check", on_done=done, on_failed=failed)
+
+    # decisions ------------------------------------------------------------------------------------
+    def _need_decisions(self) -> Decisions:
+        if self.decisions is None:
+            raise FuseviewError("no candidates yet: open a model first")
+        return self.decisions
+
+    def accept(self, id_or_rule: str) -> bool:
+        """Accept a candidate (its conflicts are rejected) or a whole rule; one undoable step."""
+        return self._need_decisions().accept(id_or_rule)
+
+    def reject(self, id_or_rule: str) -> bool:
+        """Reject a candidate or a whole rule; one undoable step."""
+        return self._need_decisions().reject(id_or_rule)
+
+    def accept_all(self) -> bool:
+        """Accept every undecided candidate."""
+        return self._need_decisions().accept_all()
+
+    def undo(self) -> bool:
+        """Revert the last decision step."""
+        return self._need_decisions().undo()
+
+    def redo(self) -> bool:
+        """Do the last undone decision step again."""
+        return self._need_decisions().redo()
+
+    def _decision_snapshot(self) -> dict[str, str]:
+        return dict(self.decisions.plan.decisions) if self.decisions is not None else {}
+
+    def decisions_saved(self) -> bool:
+        """Whether the decisions are as last saved (or opened) as a plan."""
+        return self._decision_snapshot() == self._saved_decisions
+
+    # files ----------------------------------------------------------------------------------------
+    def source_path(self) -> Path | None:
+        """The open model's file, resolved (None for a model that came without one)."""
+        doc = self.root
+        return Path(doc.path).resolve() if doc is not None and doc.path else None
+
+    def _refuse_source(self, path: Path) -> None:
+        src = self.source_path()
+        if src is not None and path.resolve() == src:
+            raise FuseviewError(f"{path}: that is the source model; choose another file")
+
+    def save_fused(self, path: str | os.PathLike) -> Path:
+        """Write the fused model atomically (never over the source model)."""
+        if self.fused is None:
+            raise FuseviewError("nothing applied yet: accept candidates and Apply first")
+        out = Path(path)
+        self._refuse_source(out)
+        if not out.resolve().parent.is_dir():
+            raise FuseviewError(f"{out.parent}: no such folder")
+        model = self.fused.model
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            raise FuseviewError(
+                "the model keeps weights in external files; saving those is not supported yet"
+            )
+        save_model_atomic(model, out)
+        self.fused.saved = True
+        return out
+
+    def save_plan(self, path: str | os.PathLike) -> Path:
+        """Write the decisions as a plan JSON (atomic, never over the source model)."""
+        decisions = self._need_decisions()
+        out = Path(path)
+        self._refuse_source(out)
+        decisions.save(out)
+        self._saved_decisions = self._decision_snapshot()
+        return out
+
+    def open_plan(self, path: str | os.PathLike) -> list[str]:
+        """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
+        unknown = self._need_decisions().load(path)
+        self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
+        return unknown
+
+    def unsaved(self) -> list[str]:
+        """What would be lost now: 'N decisions' not saved as a plan, 'the fused model' not saved."""
+        what = []
+        if self.decisions is not None and not self.decisions_saved():
+            n = len(self._decision_snapshot())
+            what.append(f"{n} decision{'s' if n != 1 else ''}")
+        if self.fused is not None and not self.fused.saved:
+            what.append("the fused model")
+        return what
+
+    # apply ----------------------------------------------------------------------------------------
+    def apply(self, dims: dict[str, int] | None = None, expanded: Expansion = None,
+              prepare: Prepare | None = None, **callbacks: Callable | None) -> JobHandle | None:
+        """Build the fused model from the accepted candidates in the background (kind 'apply').
+
+        The one pipeline `fuseview fuse` runs (same checks, validation, tolerances), validated on dims
+        (default: the scan's). prepare(fused_doc, progress), when given, runs in the worker too (the
+        window lays the fused graph out there); its value arrives as the applied event's extra.
+        None when there is nothing accepted. callbacks: on_done, on_failed, on_cancelled, on_progress.
+        """
+        d, doc, scan = self.decisions, self.root, self.scan
+        if d is None or doc is None or scan is None:
+            return None
+        ids = d.accepted()
+        if not ids:
+            return None
+        model, original = doc.model, doc.graph
+        base = doc.path.parent if doc.path else None
+        dims = dict(self.scan_dims if dims is None else dims)
+
+        def work(progress: Progress) -> tuple[FusedResult, Any]:
+            from fuseview.fusion.pipeline import FuseOptions, build_fused
+            from fuseview.graph.loader import document_from_model
+
+            outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
+            res = outcome.result
+            progress("laying out", 0.7)
+            fdoc = document_from_model(res.model, types_from=original)  # the original tensors' types
+            adopt_origin_scopes(original, fdoc.graph)
+            fused = FusedResult(res.model, fdoc, {c.id for c in res.applied}, outcome.validation,
+                                list(outcome.notes), res, expanded)
+            return fused, prepare(fdoc, progress) if prepare is not None else None
+
+        on_done, on_failed = callbacks.pop("on_done", None), callbacks.pop("on_failed", None)
+
+        def done(result: tuple[FusedResult, Any]) -> None:
+            if doc is not self.root:
+                return
+            self._applied(*result)
+            if on_done is not None:
+                on_done(result)
+
+        def failed(exc: BaseException) -> None:
+            self.events.apply_failed.emit(error=exc)
+            if on_failed is not None:
+                on_failed(exc)
+
+        return self.jobs.submit(work, "apply", "Applying", on_done=done, on_failed=failed, **callbacks)
+
+    def _applied(self, fused: FusedResult, extra: Any) -> None:
+        assert self.root is not None and self.decisions is not None
+        self.decisions.applied = fused.applied
+        self.links = link_graphs(self.root.graph, fused.doc.graph)
+        self.fused = fused
+        self.events.applied.emit(fused=fused, extra=extra)
+
+    # reports and overlays -------------------------------------------------------------------------
+    def set_heat(self, values: dict[str, dict[str, float]] | None) -> None:
+        """Colour the panes by each node's share of time ({'original': {name: share}, 'fused': …})."""
+        self.heat = values
+        self.events.heat.emit(heat=values)
+
+    def set_profile(self, report: dict | None) -> None:
+        """The profile report on show (from a run or a file)."""
+        self.profile = report
+        self.events.profiled.emit(report=report)
+
+    # what each pane draws over its graph: the views draw the pane event's part of panes[role]
+    def _pane_changed(self, role: str, part: str) -> None:
+        self.events.pane.emit(role=role, part=part, state=self.panes[role])
+
+    def set_marks(self, role: str, marks: Marks) -> None:
+        """The candidate outlines a pane draws (box key -> colour, faded, badges)."""
+        self.panes[role].marks = marks
+        self._pane_changed(role, "marks")
+
+    def set_focus(self, role: str, keys: list[str]) -> None:
+        """The boxes of the candidate being looked at (dashed outline)."""
+        self.panes[role].focus = list(keys)
+        self._pane_changed(role, "focus")
+
+    def set_highlight(self, role: str, keys: list[str] | set[str]) -> None:
+        """The boxes an op-type search highlights."""
+        self.panes[role].highlight = set(keys)
+        self._pane_changed(role, "highlight")
+
+    def set_pane_heat(self, role: str, values: dict[str, float] | None) -> None:
+        """Share of time per box key (None: heat map off)."""
+        self.panes[role].heat = None if values is None else dict(values)
+        self._pane_changed(role, "heat")
+
+    def set_selection(self, role: str, keys: list[str]) -> None:
+        """What the user picked in a pane (the view reports it; no event: the view drew it already)."""
+        self.panes[role].selection = list(keys)
+
+
+__all__ = ["FUSED", "ORIGINAL", "FusedResult", "NavEntry", "Session"]

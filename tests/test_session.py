@@ -1,0 +1,213 @@
+"""The Qt-free session layer: open the demo model, scan, decide, apply, cancel jobs, events — no window."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fuseview.errors import Cancelled, FuseviewError
+from fuseview.graph.loader import load_document
+from fuseview.runtime.job import ProfileRequest
+from fuseview.session import JobService, Progress, Session
+from tests.conftest import ROOT
+
+DEMO = ROOT / "fuseview" / "data" / "demo_gpt2_2l.onnx"
+WAIT_S = 120
+
+
+def record(session: Session) -> list[str]:
+    """Every session event's type, in order."""
+    seen: list[str] = []
+    for emitter in session.events:
+        emitter.connect(lambda e: seen.append(e.type))
+    return seen
+
+
+def wait_for(job, timeout: float = WAIT_S) -> None:
+    assert job is not None and job.wait(timeout), f"{job} did not end"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_document(DEMO)
+
+
+def scanned(demo) -> tuple[Session, list[str]]:
+    s = Session()
+    seen = record(s)
+    s.open(demo, s.initial_expansion(demo))
+    wait_for(s.start_scan())
+    return s, seen
+
+
+def test_importing_the_session_imports_no_qt():
+    code = ("import sys, fuseview.session, fuseview.session.profile_child; "
+            "bad = [m for m in sys.modules"
+            " if m.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph', 'torch')"
+            " or m.startswith(('fuseview.ui', 'fuseview.cli', 'fuseview.commands'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_open_and_scan_the_demo(demo):
+    s, seen = scanned(demo)
+    assert seen == ["document", "scanned"]
+    assert s.root is demo and s.doc is demo and s.on_root and s.nav_stack == []
+    assert s.scan is not None and s.scan.candidates
+    assert s.decisions is not None
+    assert {c.id for c in s.decisions.candidates} == {c.id for c in s.scan.candidates}
+    assert s.unsaved() == []  # nothing decided yet
+
+
+def test_accept_reject_undo_fire_decision_events(demo):
+    s, seen = scanned(demo)
+    first, second = (c.id for c in s.scan.candidates[:2])
+    assert s.accept(first) and s.decisions.status(first) == "accepted"
+    assert s.reject(second) and s.decisions.status(second) == "rejected"
+    assert s.unsaved() == [f"{len(s.decisions.plan.decisions)} decisions"]  # conflicts were rejected too
+    assert s.undo() and s.decisions.status(second) == "pending"
+    assert s.redo() and s.decisions.status(second) == "rejected"
+    with pytest.raises(FuseviewError, match="neither a candidate"):
+        s.accept("no-such-candidate-or-rule")
+    assert not s.accept(first)  # already accepted: no change, no event
+    assert seen.count("decisions") == 4
+
+
+def test_plan_round_trip_and_source_refused(demo, tmp_path):
+    s, _seen = scanned(demo)
+    s.accept_all()
+    plan = s.save_plan(tmp_path / "demo.plan.json")
+    assert s.unsaved() == []
+    with pytest.raises(FuseviewError, match="source model"):
+        s.save_plan(DEMO)
+    again, _ = scanned(demo)
+    assert again.open_plan(plan) == []
+    assert again.decisions.accepted() == s.decisions.accepted()
+
+
+def test_apply_builds_a_validated_fused_model(demo, tmp_path):
+    s, seen = scanned(demo)
+    assert s.apply() is None  # nothing accepted
+    s.accept_all()
+    job = s.apply(prepare=lambda fdoc, progress: len(fdoc.graph.nodes))
+    wait_for(job)
+    assert s.fused is not None and s.fused.validation is not None and s.fused.validation.ok
+    assert s.fused.applied == set(s.decisions.accepted())
+    assert all(s.decisions.status(i) == "applied" for i in s.fused.applied)
+    assert seen[-1] == "applied" and s.links.to_original
+    assert "the fused model" in s.unsaved()
+    out = s.save_fused(tmp_path / "demo.fused.onnx")
+    assert out.stat().st_size > 0 and s.fused.saved
+    assert s.unsaved() == [f"{len(s.decisions.plan.decisions)} decisions"]
+
+
+def test_opening_another_model_drops_what_was_derived(demo):
+    s, seen = scanned(demo)
+    s.accept_all()
+    s.set_heat({"original": {"x": 1.0}})
+    s.open(demo)
+    assert s.scan is None and s.decisions is None and s.fused is None and s.heat is None
+    assert seen[-1] == "document"
+
+
+def test_inner_graph_navigation(demo):
+    s = Session()
+    s.open(demo)
+    inner = load_document(DEMO)
+    s.enter("function f", inner)
+    assert s.doc is inner and not s.on_root and s.path_labels() == ["main", "function f"]
+    entry = s.go_up()
+    assert entry is not None and s.doc is demo and s.on_root and s.go_up() is None
+
+
+def test_job_cancel_stops_at_next_progress():
+    jobs = JobService()
+    started, steps, outcome = threading.Event(), [], []
+
+    def work(progress):
+        started.set()
+        for i in range(1000):
+            progress("step", i / 1000)
+            steps.append(i)
+            time.sleep(0.005)
+        return "finished"
+
+    job = jobs.submit(work, "layout", on_done=outcome.append,
+                      on_cancelled=lambda: outcome.append("cancelled"))
+    assert started.wait(5)
+    job.cancel()
+    wait_for(job, 10)
+    assert outcome == ["cancelled"] and len(steps) < 1000 and job.outcome == "cancelled"
+    with pytest.raises(Cancelled):  # the progress callable of a cancelled job raises the one Cancelled
+        Progress(job)("after", 1.0)
+
+
+def test_newer_job_of_a_kind_supersedes_the_older():
+    jobs = JobService()
+    gate = threading.Event()
+    results: list[str] = []
+
+    def slow(progress):
+        gate.wait(10)
+        progress("done waiting", 1.0)
+        return "old"
+
+    old = jobs.submit(slow, "layout", on_done=results.append,
+                      on_cancelled=lambda: results.append("old dropped"))
+    other = jobs.submit(lambda p: "apply", "apply", on_done=results.append)
+    new = jobs.submit(lambda p: "new", "layout", on_done=results.append)
+    gate.set()
+    for j in (old, other, new):
+        wait_for(j, 10)
+    assert old.cancelled and not other.cancelled and not new.cancelled
+    assert sorted(results) == ["apply", "new", "old dropped"]
+
+
+def test_job_failure_and_cancel_hooks():
+    jobs = JobService()
+    errors: list[BaseException] = []
+    wait_for(jobs.submit(lambda p: 1 / 0, on_failed=errors.append), 10)
+    assert isinstance(errors[0], ZeroDivisionError)
+    killed = threading.Event()
+
+    def waits(progress):
+        progress.on_cancel(killed.set)  # a job that waits on a child process kills it here
+        killed.wait(10)
+        progress("after", 1.0)
+
+    job = jobs.submit(waits)
+    job.cancel()
+    wait_for(job, 10)
+    assert killed.is_set() and job.outcome == "cancelled" and jobs.running() == []
+
+
+def test_profile_request_travels_whole(tmp_path):
+    req = ProfileRequest(model=str(DEMO), against=str(DEMO), runs=3, warmup=1, dims={"batch": 1}, seed=7,
+                         atol=1e-3, rtol=1e-2, threads=1, sessions=2, inputs_npz=None)
+    assert ProfileRequest.from_json(req.to_json()) == req
+    with pytest.raises(FuseviewError, match="unknown fields"):
+        ProfileRequest.from_json({**req.to_json(), "colour": "red"})
+
+
+def test_profile_child_takes_the_whole_request(tmp_path):
+    from fuseview.runtime.report import load_report
+    from fuseview.session.profile_child import MODULE, child_input
+
+    req = ProfileRequest(model=str(DEMO), runs=2, warmup=0, seed=3, threads=1, profile_runs=1)
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", MODULE], input=child_input(req, str(out)),
+                          capture_output=True, cwd=ROOT, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stdout.decode()[-500:]
+    report = load_report(out)
+    assert report["inputs"]["seed"] == 3 and report["models"][0]["runs"] == 2
+    bad = subprocess.run([sys.executable, "-m", MODULE], input=b"[]", capture_output=True, cwd=ROOT)
+    assert bad.returncode == 2 and b"error" in bad.stdout
+
+
+def test_demo_model_exists():
+    assert Path(DEMO).is_file()
