@@ -111,3 +111,28 @@ def test_fused_nodes_show_shapes_and_the_models_dim_names(qtbot, win):
     assert not any(isinstance(d, str) and d.startswith("unk__") for s in shapes for d in s)
     assert not any(isinstance(d, str) and d.startswith("unk__")
                    for t in original.graph.tensors.values() for d in (t.shape or ()))
+
+
+def test_search_hands_the_keys_back_to_the_graph(qtbot, win):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    open_scanned(qtbot, win, GPT2_2L)
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow, timeout=5000)
+    win.view.setFocus()
+    qtbot.keyClick(win.view, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)  # Ctrl+F
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.search.edit, timeout=5000)
+    qtbot.keyClicks(win.search.edit, "Softmax")
+    qtbot.keyClick(win.search.edit, Qt.Key.Key_Return)
+    assert QApplication.focusWidget() is win.view and win.search.count_label.text() == "1 of 2"
+    qtbot.keyClick(win.view, Qt.Key.Key_N)  # the next candidate, not an "N" typed into the box
+    qtbot.keyClick(win.view, Qt.Key.Key_F)  # fit
+    assert win.search.edit.text() == "Softmax"
+    qtbot.keyClick(win.view, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)  # a second Ctrl+F: type on
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.search.edit, timeout=5000)
+    qtbot.keyClick(win.search.edit, Qt.Key.Key_End)
+    qtbot.keyClicks(win.search.edit, "_1")
+    assert win.search.edit.text() == "Softmax_1"
+    qtbot.keyClick(win.search.edit, Qt.Key.Key_Escape)
+    assert QApplication.focusWidget() is win.view and win.search.edit.text() == "Softmax_1"

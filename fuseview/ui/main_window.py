@@ -78,6 +78,7 @@ class MainWindow(QMainWindow):
         self.search = SearchBar(self)
         self.search.go_to.connect(self.reveal_node)
         self.search.highlight_op.connect(self.highlight_op)
+        self.search.finished.connect(lambda: self.view.setFocus(Qt.FocusReason.OtherFocusReason))
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.search)
         self._build_status()
         build_menus(self)
