@@ -136,3 +136,32 @@ def test_search_hands_the_keys_back_to_the_graph(qtbot, win):
     assert win.search.edit.text() == "Softmax_1"
     qtbot.keyClick(win.search.edit, Qt.Key.Key_Escape)
     assert QApplication.focusWidget() is win.view and win.search.edit.text() == "Softmax_1"
+
+
+def test_while_a_model_loads_the_status_bar_says_what_and_which_stage(qtbot, win):
+    from PySide6.QtCore import QTimer
+
+    from tests.conftest import GPT2_MODELS as models
+
+    big = models / "gpt2_12l_ts17.onnx"
+    seen: list[tuple[str, str, bool]] = []
+
+    def look() -> None:
+        QTimer.singleShot(0, measure)  # once the status bar has laid out the new text
+
+    def measure() -> None:
+        stage = win.jobs.stage
+        if stage.isVisible():
+            fits = stage.width() >= stage.sizeHint().width() and win.progress.fontMetrics().horizontalAdvance(
+                win.progress.text()) < win.progress.width()
+            seen.append((win.counts_label.text(), stage.text(), fits))
+
+    win.jobs.progress.valueChanged.connect(look)
+    with qtbot.waitSignal(win.document_shown, timeout=MS):
+        win.open_file(big)
+    qtbot.waitUntil(lambda: not win.busy, timeout=MS)
+    assert seen, "no progress was shown"
+    assert all(label == f"Opening {big.name}…" for label, _, _ in seen)
+    assert any(stage.startswith(f"Opening {big.name}: ") for _, stage, _ in seen)
+    assert all(fits for _, _, fits in seen)
+    assert not win.jobs.stage.isVisible() and "nodes (" in win.counts_label.text()

@@ -125,12 +125,14 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.counts_label, 1)
         self.jobs = JobBar(self.session.jobs, bar, self.error, self)
         self.jobs.busy_changed.connect(self.busy_changed.emit)
+        self.jobs.busy_changed.connect(lambda _busy: self.doc is None and self._show_placeholder())
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
         self.cancel_button.clicked.connect(lambda: self.cancel_job())
 
 
     def _show_placeholder(self) -> None:
-        self.counts_label.setText("Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file here.")
+        busy = self.jobs.describe(stage=False)  # while the first model loads, what loads, not "Open"
+        self.counts_label.setText(busy or "Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file.")
 
     # opening --------------------------------------------------------------------------------------
     def choose_file(self) -> None:
