@@ -261,13 +261,17 @@ def cannot_tell_text(report: dict) -> str:
     cv_model, cv_against = (float("nan") if noise.get(k) is None else noise[k]
                             for k in ("cv_model", "cv_against"))
     need = runs_needed(cv_model, cv_against, lat["threshold"], lat["level"], noise.get("cv_paired"))
-    todo = [f"about {need} runs per model (--runs {need})"]
+    # past a few thousand runs, more runs are not the remedy: a quieter machine is
+    todo = [f"--runs {need} (about that many runs per model)"] if need <= 2000 else []
     threads = {(m.get("profile_session") or {}).get("threads") for m in report["models"]}
     if threads != {1}:
         todo.append("--threads 1")
     if lat.get("sessions", 1) > 1 and "sessions" in (noise.get("warning") or ""):
         todo.append("more --sessions")
-    return f"{CANNOT_TELL} ({'; '.join(why)}): try {' or '.join(todo)} on a quieter machine"
+    remedy = "profile again on a quieter machine"
+    if todo:
+        remedy = f"try {' and '.join(todo)}, or a quieter machine"
+    return f"{CANNOT_TELL} ({'; '.join(why)}): {remedy}"
 
 
 def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:

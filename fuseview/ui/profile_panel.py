@@ -103,7 +103,7 @@ def summary_text(report: dict) -> str:
     head = headline_text(report)
     text = (head + "\n" if head else "") + "Latency p50: " + ", ".join(bits)
     lat = latency_verdict(report)
-    if lat is not None and lat["noise"]["warning"]:
+    if lat is not None and lat["noise"]["warning"] and not cannot_tell(lat):  # the headline said why
         text += f" ({lat['noise']['warning']})"
     runs = report["models"][0]
     profiled = ""

@@ -37,6 +37,10 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
+# the Profile dock's share of the window's height when it opens: the graphs keep the larger part
+PROFILE_SHARE = 0.4
+
+
 class Workbench(QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
@@ -63,7 +67,10 @@ class Workbench(QObject):
         self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
         self.profile_panel = ProfilePanel(win, self.session.jobs)
+        # the right column runs the full height: the profile dock sits under the graphs only
+        win.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
+        self.profile_panel.visibilityChanged.connect(lambda shown: shown and self._size_profile_dock())
         self.profile_panel.nodeActivated.connect(self.pane_links.select_node)
         self.profile_panel.opTypeActivated.connect(self.pane_links.highlight_op)
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
@@ -490,7 +497,12 @@ class Workbench(QObject):
             [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
         )
         if self.profile_panel.isVisible():
-            win.resizeDocks([self.profile_panel], [int(win.height() * 0.4)], Qt.Orientation.Vertical)
+            self._size_profile_dock()
+
+    def _size_profile_dock(self) -> None:
+        # shown from View → Profile, the dock would take its size hint (two thirds of the height)
+        self.win.resizeDocks([self.profile_panel], [int(self.win.height() * PROFILE_SHARE)],
+                             Qt.Orientation.Vertical)
 
     def set_pane_mode(self, mode: str) -> None:
         """Show the original and fused panes side by side, or only one of them."""
