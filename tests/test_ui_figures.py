@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from PySide6.QtCore import QSettings
 
 from fuseview.commands.info import model_info
-from fuseview.ui import dialogs
 from fuseview.ui.main_window import MainWindow
-from tests.conftest import GPT2_MODELS
+from tests import test_ui_workbench
+from tests.test_ui_workbench import GPT2_2L, MS, open_scanned
 
-GPT2_2L = GPT2_MODELS / "gpt2_2l_ts17.onnx"
-MS = 60_000
-
-
-@pytest.fixture
-def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
-    monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
-    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    yield w
-    w.runner.shutdown()
-
-
-def open_scanned(qtbot, w: MainWindow, path: Path) -> None:
-    with qtbot.waitSignal(w.workbench.scanned, timeout=MS):
-        w.open_file(path)
-    qtbot.waitUntil(lambda: not w.busy, timeout=MS)
+win = test_ui_workbench.win  # the same window fixture (dialogs patched out, a private settings file)
 
 
 def apply_all(qtbot, w: MainWindow) -> None:
