@@ -72,4 +72,6 @@ def main(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    main([Path(p) for p in sys.argv[1:]] or DEFAULT)
+    # ../shared/models sits beside this project's checkout; elsewhere the 12-layer test export stands in
+    fallback = [ROOT / "tests" / "data" / "gpt2" / "gpt2_12l_ts17.onnx"]
+    main([Path(p) for p in sys.argv[1:]] or [m for m in DEFAULT if m.is_file()] or fallback)

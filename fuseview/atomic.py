@@ -20,14 +20,16 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError, WriteError
 from fuseview.textsafe import sanitize_svg_file
 
 # Above this, protobuf cannot serialise a model in one piece: weights go to a data file beside it.
 _MAX_PROTO_BYTES = 2_000_000_000
+
+if TYPE_CHECKING:  # onnx is imported where a model is saved: every command's start-up goes through here
+    import onnx
 TEMP_PREFIX = ".fuseview-tmp-"
 
 # (st_dev, st_ino, st_ctime_ns) and resolved paths of every file this process read as input. The ctime
@@ -225,6 +227,8 @@ def save_model_atomic(
 
     Weights the model keeps on disk (read lazily, or external data relative to base_dir) are streamed
     into the file, never held in memory all at once."""
+    import onnx
+
     from fuseview.graph.lazy_weights import has_disk_weights, materialized, stored_size, write_streaming
 
     out = Path(path)

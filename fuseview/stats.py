@@ -7,6 +7,7 @@ view states a speed-up the same way. Plain numpy; no Qt, no onnxruntime.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
@@ -234,3 +235,31 @@ def compare_timings(
         paired=paired,
         sessions=int(min(a.shape[0], b.shape[0])),
     )
+
+
+# One statistic for a node's (or op type's) time everywhere: its median per run. Heat map, "Share",
+# the candidates' "Measured", the CLI's top nodes and op types all rank and share by it, so one stall in
+# one of a few profiled runs cannot make a trivial node "the hotspot" (a mean would).
+TIME_KEY = "p50_us"
+
+
+def median_shares(medians: Iterable[float]) -> list[float]:
+    """Each median's share of their sum (0 for all when the sum is 0)."""
+    values = [max(float(v), 0.0) for v in medians]
+    total = sum(values)
+    return [v / total if total > 0 else 0.0 for v in values]
+
+
+def by_median(rows: Iterable[dict]) -> list[tuple[dict, float]]:
+    """Profile rows (nodes or op types) ranked by their median time per run, each with its share."""
+    rows = list(rows)
+    shares = median_shares(r[TIME_KEY] for r in rows)
+    ranked = sorted(zip(rows, shares, strict=True), key=lambda rs: -float(rs[0][TIME_KEY]))
+    return ranked
+
+
+def spread_text(row: dict, fmt: Callable[[float], str]) -> str:
+    """A row's median with its spread over the profiled runs, e.g. '12.0 us (p90 15.1 us)'."""
+    p90 = row.get("p90_us")
+    spread = f" (p90 {fmt(float(p90))})" if p90 is not None else ""
+    return f"{fmt(float(row[TIME_KEY]))}{spread}"

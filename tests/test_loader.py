@@ -145,7 +145,7 @@ def _bad_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "folder": (tmp_path, "folder"),
         "empty": (_write(tmp_path, "empty.onnx", b""), "empty"),
         "text": (_write(tmp_path, "text.onnx", b"this is not a model\n"), "not an ONNX model"),
-        "truncated": (_write(tmp_path, "trunc.onnx", good[: len(good) // 3]), "not an ONNX model"),
+        "truncated": (_write(tmp_path, "trunc.onnx", good[: len(good) // 3]), "truncated or corrupt ONNX"),
     }
     m = _tiny([], outputs=("x",))
     p = tmp_path / "nonodes.onnx"
@@ -215,3 +215,27 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, case: str, capsys) 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("fuseview: error:") and expected in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("cut", [7, 100, 1 / 3, 1 / 2])
+def test_a_cut_model_is_called_truncated_and_names_the_field(tmp_path: Path, cut) -> None:
+    good = (GPT2_MODELS / "gpt2_2l_ts17.onnx").read_bytes()
+    n = int(len(good) * cut) if cut < 1 else int(cut)
+    p = _write(tmp_path, "cut.onnx", good[:n])
+    with pytest.raises(FuseviewError) as info:
+        load_document(p)
+    msg = str(info.value)
+    assert f"truncated or corrupt ONNX file ({n:,} bytes, ended inside field " in msg
+    field = msg.rsplit("field ", 1)[1].rstrip(")")
+    assert field.split(".")[0] in {f.name for f in onnx.ModelProto.DESCRIPTOR.fields}
+
+
+def test_random_bytes_are_not_called_truncated(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    for i in range(200):
+        data = rng.integers(0, 256, int(rng.integers(1, 4000)), np.uint8).tobytes()
+        p = _write(tmp_path, f"r{i}.onnx", data)
+        try:
+            load_document(p)
+        except FuseviewError as exc:
+            assert "truncated" not in str(exc)

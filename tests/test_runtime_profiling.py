@@ -127,7 +127,8 @@ def test_summary_matches_a_plain_per_node_count():
                                           trace.NodeTime("c", "Add", cpu, 3.0)]))
     s = summarize(runs, False)
     nodes = {n["name"]: n for n in s["nodes"]}
-    assert [n["name"] for n in s["nodes"]] == ["a", "c", "b"]
+    # ranked by the median per run: c ran in one run of three (p50 0), b in two (p50 1)
+    assert [n["name"] for n in s["nodes"]] == ["a", "b", "c"]
     assert nodes["a"]["mean_us"] == 20 and nodes["a"]["p50_us"] == 15 and nodes["a"]["p90_us"] == 27
     assert nodes["b"]["mean_us"] == 2 / 3 and nodes["c"]["mean_us"] == 1
     ops = {o["op_type"]: o for o in s["op_types"]}
@@ -215,3 +216,19 @@ def test_fast_trace_reader_matches_json(tmp_path):
     (tmp_path / "bad.json").write_text("[\n{oops\n")
     with pytest.raises(FuseviewError, match="not a readable onnxruntime profile"):
         trace.read_trace(tmp_path / "bad.json")
+
+
+def test_one_stalled_run_does_not_make_a_hotspot():
+    """A 5 µs node stalled once for 6 ms (issue 19) ranks and shares by its median, not its mean."""
+    cpu = "CPUExecutionProvider"
+    stalls = [5.0, 5.0, 6424.0, 5.0, 6.0]
+    runs = [trace.TraceRun(i * 100, 100, [trace.NodeTime("reshape", "Reshape", cpu, stalls[i]),
+                                          trace.NodeTime("matmul", "MatMul", cpu, 100.0 + i)])
+            for i in range(5)]
+    s = summarize(runs, False)
+    assert [n["name"] for n in s["nodes"]] == ["matmul", "reshape"]
+    nodes = {n["name"]: n for n in s["nodes"]}
+    assert nodes["reshape"]["mean_us"] > nodes["matmul"]["mean_us"]  # the mean would have called it
+    assert nodes["reshape"]["share"] == pytest.approx(5 / 107)
+    assert sum(n["share"] for n in s["nodes"]) == pytest.approx(1.0)
+    assert [o["op_type"] for o in s["op_types"]] == ["MatMul", "Reshape"]

@@ -11,11 +11,11 @@ from fuseview.runtime import samples
 from fuseview.runtime.job import ProfileRequest, run_profile
 from fuseview.runtime.report import (
     SCHEMA_VERSION,
+    cannot_tell,
     fused_pane_title,
     latency_verdict,
     load_report,
     save_report,
-    undecidable,
     verdict_line,
 )
 
@@ -116,8 +116,16 @@ def test_version_1_report_still_loads(report, tmp_path):
 def test_verdict_texts_state_interval_and_verdict(report):
     lat = report["comparison"]["latency"]
     line = verdict_line(report, "original", "fused")
-    said = "cannot tell on this machine now" if undecidable(lat) else lat["verdict"]
+    said = "cannot tell on this machine now" if cannot_tell(lat) else lat["verdict"]
     assert line.startswith("verdict: ") and said in line and f"{lat['ci'][0]:.2f}" in line
     title = fused_pane_title(report, "Fused — 9 nodes")
     assert title.startswith("Fused — 9 nodes · latency ") and "95% CI" in title and lat["verdict"] in title
     assert fused_pane_title(report, title) == title  # a second profile replaces the latency part
+
+
+def test_verdict_line_cannot_tell_when_the_interval_is_too_wide(report):
+    wide = json.loads(json.dumps(report))
+    wide["comparison"]["latency"].update(speedup_p50=3.62, ci=[0.08, 167.59], verdict="no difference")
+    line = verdict_line(wide)
+    assert line.startswith("verdict: cannot tell on this machine now") and "3.62" not in line
+    assert "3.62" not in fused_pane_title(wide, "Fused") and "cannot tell" in fused_pane_title(wide, "Fused")

@@ -30,7 +30,7 @@ def test_scan_json_has_measured_us_and_share(report_path, capsys):
     cands = out["candidates"]
     assert cands
     for c in cands:
-        want = sum(nodes[n]["mean_us"] for n in c["nodes"] if n in nodes)
+        want = sum(nodes[n]["p50_us"] for n in c["nodes"] if n in nodes)
         assert c["measured_us"] == pytest.approx(want) and c["measured_us"] > 0
         assert 0 < c["share"] < 1
         assert c["share"] == pytest.approx(sum(nodes[n]["share"] for n in c["nodes"] if n in nodes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuseview.stats import compare_timings, robust_cv, runs_needed
+from fuseview.stats import by_median, compare_timings, median_shares, robust_cv, runs_needed, spread_text
 
 
 def _noisy(rng, base, n, cv=0.05):
@@ -97,3 +97,12 @@ def test_several_sessions_still_see_a_real_difference():
     est = compare_timings(a, b)
     assert est.verdict == "faster" and est.ci[0] > 1.15
     assert "in 3 sessions each" in est.summary()
+
+
+def test_rows_rank_and_share_by_their_median():
+    rows = [{"name": "a", "p50_us": 5.0, "mean_us": 6424.0, "p90_us": 9.0},
+            {"name": "b", "p50_us": 95.0, "mean_us": 96.0, "p90_us": 99.0}]
+    ranked = by_median(rows)
+    assert [(r["name"], round(s, 3)) for r, s in ranked] == [("b", 0.95), ("a", 0.05)]
+    assert median_shares([0.0, 0.0]) == [0.0, 0.0]
+    assert spread_text(rows[0], lambda v: f"{v:.0f} us") == "5 us (p90 9 us)"

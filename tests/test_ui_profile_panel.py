@@ -327,3 +327,25 @@ def test_bars_have_tooltips_with_full_names(qtbot, panel, report_file):
     QTest.mouseMove(chart.plot.viewport(), pos)
     qtbot.waitUntil(lambda: bars.toolTip() != "", timeout=3000)
     assert bars.toolTip().startswith(f"{slowest['op_type']} {slowest['name']} (")
+
+
+def test_heat_map_and_slowest_nodes_rank_by_the_median(qtbot, panel, report_file, tmp_path):
+    """A node that stalled once (a huge mean and mean share): heat, bars and tips follow the median."""
+    rep = json.loads(report_file.read_text())
+    nodes = rep["models"][0]["nodes"]
+    stalled = min(nodes, key=lambda n: n["p50_us"])
+    stalled["mean_us"], stalled["share"] = 1e7, 0.99  # as a mean-based report would say
+    path = tmp_path / "stalled.json"
+    path.write_text(json.dumps(rep))
+    panel.open_report(path)
+    with qtbot.waitSignal(panel.heatmapChanged) as got:
+        panel.heat.setChecked(True)
+    heat = got.args[0][ORIGINAL]
+    total = sum(n["p50_us"] for n in nodes)
+    assert heat[stalled["name"]] == pytest.approx(stalled["p50_us"] / total)
+    hottest = max(heat, key=heat.get)
+    assert hottest == max(nodes, key=lambda n: n["p50_us"])["name"]
+    top = panel.node_plots[ORIGINAL]
+    tips = top.bars[ORIGINAL]._tips
+    assert stalled["name"] not in " ".join(tips)
+    assert "p90" in tips[0] and f"{heat[hottest] * 100:.1f}%" in tips[0]

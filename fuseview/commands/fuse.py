@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fuseview.atomic import save_model_atomic
-from fuseview.dims import parse_dim_args
+from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL
 from fuseview.errors import FuseviewError
-from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
-from fuseview.fusion.plan import Plan
-from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL
+
+if TYPE_CHECKING:
+    from fuseview.fusion.plan import Plan
 
 HELP = "apply fusion candidates (all by default), validate against the original, write the fused model"
 
@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
+    from fuseview.fusion.plan import Plan
+
     plan = Plan.load(args.plan, scan.candidates) if args.plan else Plan(scan.candidates, str(src))
     for r in args.reject:
         plan.reject(r)
@@ -56,6 +58,11 @@ def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
 
 def run(args: argparse.Namespace) -> int:
     """Fuse, check, validate, write."""
+    # imported here, not at the top: `fuseview --help` and other commands start without numpy/onnx
+    from fuseview.atomic import save_model_atomic
+    from fuseview.dims import parse_dim_args
+    from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
+
     src, out = Path(args.model), Path(args.output)
     if out.exists() and src.exists() and out.resolve() == src.resolve():
         raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")

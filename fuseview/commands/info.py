@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from fuseview.graph.loader import load_document
-
 HELP = "print a model's opsets, producer, node count, op histogram, inputs and outputs"
 
 
@@ -18,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def model_info(path: str) -> dict:
     """Summary facts of a model as a JSON-ready dict."""
+    from fuseview.graph.loader import load_document
+
     doc = load_document(path)
     g = doc.graph
 
@@ -34,8 +34,8 @@ def model_info(path: str) -> dict:
         "ir_version": doc.ir_version,
         "opsets": doc.opsets,
         "producer": doc.producer,
-        "nodes": len(g.nodes),
-        "visible_nodes": len(g.visible_nodes()),
+        "nodes": g.node_counts()[0],
+        "visible_nodes": g.node_counts()[1],
         "initializers": sum(1 for t in g.tensors.values() if t.kind == "initializer"),
         "functions": sorted(doc.functions),
         "ops": doc.op_histogram(),

@@ -7,11 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from fuseview.defaults import DEFAULT_SESSIONS, OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
-from fuseview.runtime.inputs import parse_dim_args
-from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
-from fuseview.runtime.report import report_text, save_report, verdict_line
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
 TOP = 12
@@ -39,10 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="value of a symbolic input dim (default batch-like 1, sequence-like 128, others 1)")
     p.add_argument("--inputs", metavar="FILE.npz", help="inputs from an .npz file instead of generated ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    p.add_argument("--ort-opt", choices=list(OPT_LEVELS), default="all",
+    p.add_argument("--ort-opt", choices=list(OPT_LEVEL_NAMES), default="all",
                    help="onnxruntime's graph optimization level of the latency and the verdict"
                    " (default all: onnxruntime's default, as deployed)")
-    p.add_argument("--attribution-opt", choices=list(OPT_LEVELS), default="disabled",
+    p.add_argument("--attribution-opt", choices=list(OPT_LEVEL_NAMES), default="disabled",
                    help="level of the per-node profile and the output comparison"
                    " (default disabled: the nodes are the model's own)")
     p.add_argument("--ort-fusions", action="store_true",
@@ -88,6 +85,9 @@ def _g(v: float | None) -> str:
 
 def print_report(rep: dict, out=None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
+    from fuseview.runtime.report import verdict_line
+    from fuseview.stats import by_median, spread_text
+
     out = out or sys.stdout
     env = rep["environment"]
     w = lambda s="": print(s, file=out)  # noqa: E731
@@ -117,14 +117,14 @@ def print_report(rep: dict, out=None) -> None:
             w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
         w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}"
           f"{'overhead':>11}")
-        for o in m["op_types"][:TOP]:
+        for o, share in by_median(m["op_types"])[:TOP]:
             prov_short = o["provider"].replace("ExecutionProvider", "")
             w(f"  {o['op_type']:<28}{prov_short:<10}{o['nodes']:>6}{_us(o['mean_us']):>12}"
-              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{o['share'] * 100:>7.1f}%"
+              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{share * 100:>7.1f}%"
               f"{_us(o.get('overhead_us')):>11}")
-        w("  top nodes:")
-        for n in m["nodes"][:5]:
-            w(f"    {_us(n['mean_us']):>10}  {n['share'] * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+        w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
+        for n, share in by_median(m["nodes"])[:5]:
+            w(f"    {spread_text(n, _us):>24}  {share * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
     ovh = rep.get("profiler_overhead")
     if ovh:
         w()
@@ -176,6 +176,10 @@ def print_report(rep: dict, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
+    from fuseview.runtime.inputs import parse_dim_args
+    from fuseview.runtime.job import ProfileRequest, run_profile
+    from fuseview.runtime.report import report_text, save_report
+
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
             raise FuseviewError(f"{label} {path}: file not found")

@@ -5,11 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from fuseview.fusion.graphindex import parse_dims
-from fuseview.fusion.scan import scan_file
-from fuseview.runtime.costs import candidate_costs
-from fuseview.runtime.report import load_report
-
 HELP = "list the fusion candidates of a model (never changes it)"
 
 
@@ -57,6 +52,11 @@ def _fmt_bytes(n: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
+    from fuseview.fusion.graphindex import parse_dims
+    from fuseview.fusion.scan import scan_file
+    from fuseview.runtime.costs import candidate_costs
+    from fuseview.runtime.report import load_report
+
     dims = parse_dims(args.dim)
     report = load_report(args.profile) if args.profile else None
     result = scan_file(args.model, dims)
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     print("dims       " + (", ".join(f"{k}={v}" for k, v in result.index.dims_used.items()) or "-"))
     print(f"candidates {len(cands)}")
     if report is not None:
-        print(f"measured   time of the nodes each candidate replaces (mean us, share of the run):"
+        print(f"measured   time of the nodes each candidate replaces (median us per run, share of the run):"
               f" {args.profile}")
     for c in cands:
         where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")

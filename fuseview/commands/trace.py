@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
-from fuseview.traces.report import build_report, report_text, save_report
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -148,6 +147,7 @@ def _print_provenance(kernels: list[dict], w) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
+    from fuseview.traces.report import build_report, report_text, save_report
     from fuseview.traces.stats import load_trace
     from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 

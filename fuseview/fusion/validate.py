@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-exported
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized
 from fuseview.runtime.compare import tensor_diff
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds, resolve_dims
 
-ATOL = 1e-4
-RTOL = 1e-3
-DEFAULT_SEEDS = 3
 HINT = (
     "set the input dims with --dim NAME=VALUE (or INPUT:AXIS=VALUE),"
     " or give real inputs with --inputs FILE.npz"

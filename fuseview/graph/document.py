@@ -79,6 +79,16 @@ class GraphDocument:
         """Nodes that get a box of their own."""
         return [n for n in self.nodes if n.visible]
 
+    def node_counts(self) -> tuple[int, int]:
+        """(the graph's nodes, as `fuseview info` and `fuse` count them; those drawn as boxes)."""
+        return len(self.nodes), sum(1 for n in self.nodes if n.visible)
+
+    def count_text(self, before: GraphDocument | None = None) -> str:
+        """e.g. '9,869 nodes (6,177 drawn)', or against `before`: '430 nodes (-9,439; 398 drawn)'."""
+        nodes, drawn = self.node_counts()
+        delta = f"{nodes - len(before.nodes):+,}; " if before is not None else ""
+        return f"{nodes:,} nodes ({delta}{drawn:,} drawn)"
+
     def node(self, name: str) -> Node:
         """The node with this (unique) name."""
         return self.nodes[self.node_by_name[name]]

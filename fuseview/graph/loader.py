@@ -11,10 +11,12 @@ from google.protobuf.message import DecodeError
 
 from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
+from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily
 from fuseview.graph.scopes import node_scope
+from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
 from fuseview.safe_io import check_regular, read_bytes
 
@@ -39,12 +41,14 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
         raise FuseviewError(f"{p}: file is empty")
     # a big file's large weights stay on disk (lazy_weights); a file it cannot walk is parsed whole below
     lazy = read_lazily(p) if size >= LAZY_FILE_BYTES else None
+    data = b""  # what was parsed whole, for the truncated-file message
     try:
         model = lazy
         if model is None:
-            model = onnx.load_model_from_string(read_bytes(p, "model", "ONNX model"))
+            data = read_bytes(p, "model", "ONNX model")
+            model = onnx.load_model_from_string(data)
     except DecodeError as exc:
-        raise FuseviewError(f"{p}: not an ONNX model (protobuf parse failed: {exc})") from None
+        raise FuseviewError(decode_error_text(data, str(p), str(exc))) from None
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
     check_external_data(model, p.parent, p)
@@ -206,9 +210,13 @@ def _check_graph(
 
 
 def document_from_model(
-    model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None
+    model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None,
+    types_from: GraphDocument | None = None,
 ) -> ModelDocument:
-    """Build the document of an in-memory model (shape inference where it succeeds)."""
+    """Build the document of an in-memory model (shape inference where it succeeds).
+
+    types_from: the graph a fused model was made from; its tensors' types fill those of the same name.
+    """
     report = progress or (lambda _msg, _frac: None)
     where = str(path) if path else "model"
     if model.ir_version == 0 and not model.graph.node and not model.opset_import:
@@ -228,7 +236,8 @@ def document_from_model(
     report("building graph", 0.5)
     # inputs as the file declares them (the inferred copy names each unknown dim by its --dim key)
     declared = {vi.name: _type_info(vi.type) for vi in model.graph.input}
-    graph = _build_graph(inference.model.graph, where, known_domains, outer=frozenset(), declared=declared)
+    graph = _build_graph(inference.model.graph, where, known_domains, outer=frozenset(), declared=declared,
+                         types_from=types_from)
     functions = {}
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
@@ -349,6 +358,7 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
 def _build_graph(
     g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str],
     declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
+    types_from: GraphDocument | None = None,
 ) -> GraphDocument:
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -357,6 +367,13 @@ def _build_graph(
     init_names = {t.name for t in g.initializer}
     for t in g.initializer:
         types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
+    if types_from is not None:
+        borrow_types(g, types, {t.name: (t.dtype, t.shape) for t in types_from.tensors.values()})
+    try:
+        name_dims(g, types)
+        carry_dtypes(g, types)
+    except Exception:  # noqa: BLE001 - a shape we cannot name stays as onnx left it; the model still opens
+        pass
     inputs = [vi.name for vi in g.input if vi.name not in init_names]
     outputs = [vi.name for vi in g.output]
     return _assemble(

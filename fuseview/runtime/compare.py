@@ -260,5 +260,5 @@ def fusion_times(
             "original_p50_us": orig_p50,
             "speedup_p50": (orig_p50 / fused_p50) if fused_p50 else None,
         })
-    out.sort(key=lambda d: -(d["original_us"] or 0))
+    out.sort(key=lambda d: -(d["original_p50_us"] or 0))  # by the median, as everywhere (fuseview.stats)
     return out

@@ -6,11 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fuseview.errors import FuseviewError
+from fuseview.stats import TIME_KEY, by_median
 
 
 @dataclass(frozen=True)
 class MeasuredCost:
-    """Measured time (µs, per-node means summed) and share of the run of a candidate's nodes."""
+    """Measured time (µs, per-node medians summed) and share of the run of a candidate's nodes."""
 
     measured_us: float
     share: float
@@ -38,12 +39,14 @@ def candidate_costs(report: dict, candidates: list) -> dict[str, MeasuredCost]:
     nodes = profiled_nodes(report, names)
     if candidates and not nodes.keys() & set(names):
         raise FuseviewError("the profile report has none of this model's candidate nodes: profile this model")
+    # shares recomputed from the medians (fuseview.stats): a report made before that holds mean shares
+    share_of = {r["name"]: share for r, share in by_median(nodes.values())}
     out = {}
     for c in candidates:
         timed = [nodes[n] for n in c.nodes if n in nodes]
         out[c.id] = MeasuredCost(
-            measured_us=float(sum(n["mean_us"] for n in timed)),
-            share=float(sum(n["share"] for n in timed)),
+            measured_us=float(sum(n[TIME_KEY] for n in timed)),
+            share=float(sum(share_of[n["name"]] for n in timed)),
             timed_nodes=len(timed),
             nodes=len(c.nodes),
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.errors import FuseviewError
 from fuseview.graph.loader import check_external_data
 from fuseview.naming import unique_node_names
@@ -31,9 +32,6 @@ from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 _LOAD_LIMIT = 1_500_000_000
 
 
-# Two sessions of one file differ by up to 3 % (memory placement); timing each model in several
-# sessions lets that show in the interval (fuseview.stats) instead of passing for a difference.
-DEFAULT_SESSIONS = 3
 MAX_SESSIONS = 16
 
 

@@ -19,6 +19,7 @@ from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_name
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
 from fuseview.safe_io import check_regular
+from fuseview.stats import TIME_KEY, median_shares
 
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
 Progress = Callable[[str, int, int], None]
@@ -261,16 +262,15 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
     hm = np.bincount(flat, weights=hosts, minlength=size).reshape(n_nodes, n_runs)
     run_node_totals = np.bincount(col, weights=times, minlength=n_runs)
     means = tm.mean(axis=1) if n_runs else np.zeros(n_nodes)
-    grand = float(means.sum()) or 1.0
     p50, p90 = np.percentile(tm, [50, 90], axis=1) if n_runs and n_nodes else (means, means)
     host_means = hm.mean(axis=1) if n_runs else np.zeros(n_nodes)
     nodes = [
         {
             "name": name, "op_type": op, "provider": prov, "time_source": src, "mean_us": float(means[k]),
-            "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": float(means[k]) / grand,
+            "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": share,
             "host_mean_us": float(host_means[k]), "kernels": kernels[k],
         }
-        for k, (name, op, prov, src) in enumerate(meta)
+        for k, ((name, op, prov, src), share) in enumerate(zip(meta, median_shares(p50), strict=True))
     ]
     groups: dict[tuple[str, str], int] = {}
     gid = np.asarray([groups.setdefault((op, prov), len(groups)) for _, op, prov, _ in meta], dtype=np.int64)
@@ -285,10 +285,13 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
         s = stats(gm[g])
         op_types.append({
             "op_type": op, "provider": prov, "nodes": int(counts[g]), "time_source": first_src[(op, prov)],
-            "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"], "share": s["mean"] / grand,
+            "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"],
         })
-    nodes.sort(key=lambda d: -d["mean_us"])
-    op_types.sort(key=lambda d: -d["mean_us"])
+    for o, share in zip(op_types, median_shares(o[TIME_KEY] for o in op_types), strict=True):
+        o["share"] = share
+    # ranked and shared by the median per run (fuseview.stats): one stalled run does not make a hotspot
+    nodes.sort(key=lambda d: -d[TIME_KEY])
+    op_types.sort(key=lambda d: -d[TIME_KEY])
     run_durs = [r.dur_us for r in runs]
     extra = {"node_runs_us": {name: tm[k] for k, (name, *_) in enumerate(meta)}} if keep_runs else {}
     return {

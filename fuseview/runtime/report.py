@@ -234,32 +234,50 @@ def speedup_text(lat: dict) -> str:
             f" threshold {lat['threshold']:.0%})")
 
 
-# An interval wider than this many thresholds either side says nothing about the models.
-UNDECIDABLE_WIDTH = 10
+# An interval whose ends are further apart than this factor says nothing about the ratio (issue 19's
+# [0.08, 167.59]): the machine was too busy, and a point estimate would only mislead. 1.5 is ±22 %,
+# ten times the default 2 % threshold, wider than any interval the A/B bench gives on a loaded machine.
+UNDECIDED_SPAN = 1.5
+CANNOT_TELL = "cannot tell on this machine now"
+# onnxruntime's profiler costs about this per node event on a quiet machine (README, bench_profile.py)
+QUIET_EVENT_US = (4.0, 7.0)
 
 
-def undecidable(lat: dict) -> str | None:
-    """Why a "no difference" interval is too wide to tell anything (wider than ±10x the threshold), or None.
+def cannot_tell(lat: dict | None) -> bool:
+    """True when the comparison found no difference with an interval too wide to mean anything."""
+    if lat is None or lat["verdict"] != "no difference":
+        return False
+    lo, hi = lat["ci"]
+    return not (lo > 0) or hi / lo > UNDECIDED_SPAN
 
-    An interval that excludes 1 says something however wide it is; one that holds 1 and spans more than ten
-    thresholds either side says only that this machine is too noisy now.
-    """
+
+def cannot_tell_text(report: dict) -> str:
+    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do."""
     from fuseview.stats import runs_needed
 
+    lat = report["comparison"]["latency"]
     lo, hi = lat["ci"]
-    threshold = lat["threshold"]
-    if lat.get("verdict") != "no difference" or not (lo > 0 and hi > 0 and threshold > 0):
-        return None
-    if (math.log(hi) - math.log(lo)) / 2 <= UNDECIDABLE_WIDTH * math.log1p(threshold):
-        return None
-    noise = lat.get("noise") or {}
-    nan = float("nan")
-    need = runs_needed(noise.get("cv_model") or nan, noise.get("cv_against") or nan, threshold,
-                       lat.get("level", 0.95), noise.get("cv_paired"))
-    how = noise.get("warning") or f"about {need} runs per model (--runs) would be needed"
-    return (f"the interval [{lo:.2f}, {hi:.2f}] is wider than ±{UNDECIDABLE_WIDTH * threshold:.0%}"
-            f" ({UNDECIDABLE_WIDTH}x the {threshold:.0%} threshold): the timings scatter too much here now;"
-            f" {how}")
+    why = [f"the {lat['level']:.0%} interval runs from {lo:.2f}x to {hi:.2f}x"]
+    ovh = report.get("profiler_overhead")
+    if ovh:
+        quiet = f"{QUIET_EVENT_US[0]:g}-{QUIET_EVENT_US[1]:g}"
+        why.append(f"profiler overhead {ovh['per_event_us']:.0f} µs per node event ({quiet} µs when quiet)")
+    noise = lat["noise"]
+    cv_model, cv_against = (float("nan") if noise.get(k) is None else noise[k]
+                            for k in ("cv_model", "cv_against"))
+    need = runs_needed(cv_model, cv_against, lat["threshold"], lat["level"], noise.get("cv_paired"))
+    # past a few thousand runs, more runs are not the remedy: a quieter machine is
+    todo = [f"--runs {need} (about that many runs per model)"] if need <= 2000 else []
+    threads = {(m.get("profile_session") or {}).get("threads") for m in report.get("models", [])}
+    if threads != {1}:
+        todo.append("--threads 1")
+    if lat.get("sessions", 1) > 1 and "sessions" in (noise.get("warning") or ""):
+        todo.append("more --sessions")
+    remedy = "profile again on a quieter machine"
+    if todo:
+        remedy = f"try {' and '.join(todo)}, or a quieter machine"
+    level = f", at onnxruntime optimization {lat['ort_opt']}" if lat.get("ort_opt") else ""
+    return f"{CANNOT_TELL}{level} ({'; '.join(why)}): {remedy}"
 
 
 def verdict_line(report: dict, model: str = "model", against: str = "against") -> str | None:
@@ -267,10 +285,9 @@ def verdict_line(report: dict, model: str = "model", against: str = "against") -
     lat = latency_verdict(report)
     if lat is None:
         return None
+    if cannot_tell(lat):
+        return f"verdict: {cannot_tell_text(report)}"
     level = f", at onnxruntime optimization {lat['ort_opt']}" if lat.get("ort_opt") else ""
-    why = undecidable(lat)
-    if why:
-        return f"verdict: cannot tell on this machine now{level}: {why}"
     if lat["verdict"] == "no difference":
         head = f"no difference between {against} and {model}"
     else:
@@ -294,4 +311,6 @@ def fused_pane_title(report: dict, base: str = "Fused") -> str:
     lat = latency_verdict(report)
     if lat is None:
         return f"{head} (old report: no interval, profile again for a verdict)"
+    if cannot_tell(lat):
+        return f"{head}, speed-up: {CANNOT_TELL}"
     return f"{head}, speed-up {speedup_text(lat)}"

@@ -11,18 +11,19 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
+from fuseview.defaults import OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
 from fuseview.graph.lazy_weights import has_disk_weights, stage_for_runtime
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
-PROVIDER_CHOICES = ("auto", "cpu", "cuda")
 OPT_LEVELS = {
     "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+assert tuple(OPT_LEVELS) == OPT_LEVEL_NAMES
 CUDA_HINT = "install the CUDA build with: pip uninstall onnxruntime && pip install onnxruntime-gpu"
 # Above this size a model goes to onnxruntime as a file (protobuf cannot serialize >2 GiB).
 _BYTES_LIMIT = 1_800_000_000

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from fuseview.colors import mixed_rules_color
 from fuseview.graph.document import GraphDocument
+
+if TYPE_CHECKING:  # networkx costs ~0.2 s of the window's start: imported where a path is asked for
+    import networkx as nx
 
 # how strongly a candidate's status claims a box it shares with others (the strongest wins the colour)
 STATUS_RANK = {"rejected": 0, "pending": 1, "accepted": 2, "applied": 3}
@@ -71,6 +73,8 @@ def candidate_marks(entries: Iterable[tuple[str, str, str, list[str]]]) -> Marks
 
 def dataflow_graph(graph: GraphDocument) -> nx.DiGraph:
     """The graph's nodes (by name) and the tensors between them, as a networkx DiGraph."""
+    import networkx as nx
+
     g = nx.DiGraph()
     g.add_nodes_from(n.name for n in graph.nodes)
     g.add_edges_from((graph.nodes[e.src].name, graph.nodes[e.dst].name) for e in graph.edges)
@@ -82,6 +86,8 @@ def nodes_between(graph: GraphDocument, first: str, second: str) -> list[str]:
 
     [] when neither reaches the other.
     """
+    import networkx as nx
+
     g = dataflow_graph(graph)
     for a, b in ((first, second), (second, first)):
         if a == b or nx.has_path(g, a, b):

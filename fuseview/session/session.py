@@ -317,7 +317,7 @@ class Session:
             outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
             res = outcome.result
             progress("laying out", 0.7)
-            fdoc = document_from_model(res.model)
+            fdoc = document_from_model(res.model, types_from=original)  # the original tensors' types
             adopt_origin_scopes(original, fdoc.graph)
             fused = FusedResult(res.model, fdoc, {c.id for c in res.applied}, outcome.validation,
                                 list(outcome.notes), res, expanded)

@@ -31,6 +31,11 @@ COLUMNS = (
     "Measured effect",
 )
 MEASURED_COLUMNS = (7, 8)
+# what a reviewer decides by comes first on screen (a 500 px dock shows these without scrolling); names
+# and scopes, long and elided anyway, last. Logical column numbers stay those of COLUMNS.
+VISUAL_ORDER = (
+    "Rule", "Status", "Nodes", "Measured", "Share", "ORT does it", "Conflicts", "Saved", "Fused op", "Scope",
+)
 ORT_COLUMN = 9
 EFFECT_COLUMN = 10  # filled by Fusion → Tune… (fuseview.ui.tune_dialog): speed-up with it, verdict
 # does onnxruntime's own optimizer (ORT_ENABLE_ALL, CPU) make the same fusion from the unfused model?
@@ -104,12 +109,14 @@ class CandidatesPanel(QDockWidget):
         # sized once per refresh: ResizeToContents would measure every cell on every insert
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        for visual, name in enumerate(VISUAL_ORDER):
+            header.moveSection(header.visualIndex(COLUMNS.index(name)), visual)
         self._sized = False
         self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.table.setColumnWidth(2, 140)
         for c in MEASURED_COLUMNS:
             self.table.horizontalHeaderItem(c).setToolTip(
-                "measured time of the nodes the candidate would replace (mean per run) and its share of the"
+                "measured time of the nodes the candidate would replace (median per run) and its share of the"
                 " run, from the last profile of the original model; click to sort by it"
             )
         header.sectionClicked.connect(self._header_clicked)
@@ -218,6 +225,10 @@ class CandidatesPanel(QDockWidget):
             self.table.setColumnWidth(
                 5, max(self.table.columnWidth(5), fm.horizontalAdvance("accepted") + 16)
             )
+            # measured columns fill in later (a profile): wide enough for their widest text from the start
+            for col, widest in ((7, "9999.0 µs"), (8, "100.0%"), (ORT_COLUMN, "ORT does it")):
+                room = fm.horizontalAdvance(widest) + 16
+                self.table.setColumnWidth(col, max(self.table.columnWidth(col), room))
             self._sized = True
         self.table.setUpdatesEnabled(True)
         self._filling = False

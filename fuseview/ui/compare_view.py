@@ -17,7 +17,7 @@ PANE_TITLE_STYLE = "QLabel { background: #e8edf3; color: #1b2430; padding: 3px 8
 
 
 class PaneTitle(QLabel):
-    """A pane's title strip: a title too long for the pane ends in "…" (the whole of it in the tooltip)."""
+    """A pane's title strip: too long, it breaks at " · " into two lines ending in "…" (the tooltip: all)."""
 
     def __init__(self, text: str = "", parent: QWidget | None = None):
         super().__init__(parent)
@@ -35,9 +35,13 @@ class PaneTitle(QLabel):
 
     def _elide(self) -> None:
         room = max(10, self.contentsRect().width() - 16)
-        shown = self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, room)
+        fm = self.fontMetrics()
+        shown = fm.elidedText(self.full_text, Qt.TextElideMode.ElideRight, room)
+        if shown != self.full_text and " · " in self.full_text:  # two lines, broken at a " · ", each elided
+            head, tail = self.full_text.split(" · ", 1)
+            shown = "\n".join(fm.elidedText(t, Qt.TextElideMode.ElideRight, room) for t in (head, tail))
         super().setText(shown)
-        tip = self.full_text if shown != self.full_text else ""
+        tip = self.full_text if shown.replace("\n", " · ") != self.full_text else ""
         self.setToolTip("\n".join(t for t in (tip, self.details) if t))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt API

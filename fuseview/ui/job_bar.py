@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QProgressBar, QPushButton, QStatusBar
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 
 from fuseview.session.jobs import JobHandle, JobService, Progress
 
@@ -25,13 +25,19 @@ class JobBar(QObject):
         super().__init__(parent)
         self.jobs = jobs
         self.on_error = on_error  # shows a failure titled by what failed; returns the message shown
+        # what runs and its stage in words, beside a bar that only has to hold "100%"
+        self.stage = QLabel("")
+        self.stage.setObjectName("job_stage")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(240)
+        self.progress.setFixedWidth(140)
         self.progress.setTextVisible(True)
+        self.progress.setFormat("%p%")
         self.cancel_button = QPushButton("Cancel")
+        bar.addPermanentWidget(self.stage)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.cancel_button)
+        self.stage.hide()
         self.progress.hide()
         self.cancel_button.hide()
         self._busy = False
@@ -93,16 +99,27 @@ class JobBar(QObject):
         self._changed()
         return jobs[-1]
 
+    def describe(self, stage: bool = True) -> str:
+        """The newest running job in words, e.g. 'Opening gpt2.onnx: inferring shapes' ('' when none)."""
+        jobs = self.active()
+        if not jobs:
+            return ""
+        job = jobs[-1]
+        if stage and job.message and job.message != job.title:
+            return f"{job.title}: {job.message}"
+        return f"{job.title}…"
+
     def show(self) -> None:
         """The bar follows the newest running job; it hides when none is left."""
         jobs = self.active()
         if not jobs:
+            self.stage.hide()
             self.progress.hide()
             self.cancel_button.hide()
             return
-        job = jobs[-1]
-        self.progress.setValue(int(job.fraction * 1000))
-        self.progress.setFormat(f"{job.message or job.title}: %p%")
+        self.stage.setText(self.describe())
+        self.progress.setValue(int(jobs[-1].fraction * 1000))
+        self.stage.show()
         self.progress.show()
         self.cancel_button.show()
 

@@ -1,18 +1,20 @@
 """A legend floating over a graph view: rule colours with counts and/or a heat-map scale.
 
 Its header collapses it to one line, dragging the header moves it, it takes the clicks that land on it
-(never the hidden nodes below), and it steps aside from a node the view has just centred on.
+(never the hidden nodes below), and it steps aside from a node the view has just centred on. After a
+resize, scroll or zoom it settles in the corner where it covers the fewest drawn boxes.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from fuseview.ui.graph_scene import heat_color
+from fuseview.ui.scene_items import BoxItem
 
 _STYLE = (
     "QFrame#legend { background: rgba(255,255,255,236); border: 1px solid #c9d2dd; border-radius: 6px; }"
@@ -82,6 +84,13 @@ class Legend(QFrame):
         host.installEventFilter(self)
         if hasattr(host, "centred_on"):  # a GraphView: step aside from what it has just centred on
             host.centred_on.connect(lambda rect: self.avoid(host.host_rect(rect)))
+        self._settle_timer = QTimer(self)
+        self._settle_timer.setSingleShot(True)
+        self._settle_timer.setInterval(120)  # a drag or a wheel burst settles once, when it stops
+        self._settle_timer.timeout.connect(self.settle)
+        for bar in (getattr(host, "horizontalScrollBar", None), getattr(host, "verticalScrollBar", None)):
+            if bar is not None:
+                bar().valueChanged.connect(lambda _v: self._settle_timer.start())
         self.hide()
 
     # content -----------------------------------------------------------------------------------------
@@ -141,6 +150,7 @@ class Legend(QFrame):
         self.adjustSize()
         self._place()
         self.show()
+        self._settle_timer.start()
         self.raise_()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
@@ -187,9 +197,30 @@ class Legend(QFrame):
                 return
         self.set_collapsed(True)  # nowhere free: fold to one line
 
+    def covered(self, corner: str) -> int:
+        """How many drawn boxes of the view the legend would cover in that corner."""
+        host = self.parentWidget()
+        scene = host.scene() if host is not None and hasattr(host, "scene") else None
+        if scene is None:
+            return 0
+        rect = self.corner_rect(corner).translated(-self._area().topLeft())  # viewport coordinates
+        area = host.mapToScene(rect).boundingRect()
+        return sum(1 for it in scene.items(area) if isinstance(it, BoxItem) and it.isVisible())
+
+    def settle(self) -> None:
+        """Sit in the corner covering the fewest boxes (the current one on a tie; a dragged legend stays)."""
+        if self.moved or not self.isVisible():
+            return
+        counts = {c: self.covered(c) for c in CORNERS}
+        best = min(CORNERS, key=lambda c: (counts[c], c != self.corner))
+        if counts[best] < counts[self.corner]:
+            self.corner = best
+            self._place()
+
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         if obj is self.parentWidget() and event.type() == QEvent.Type.Resize:
             self._place()
+            self._settle_timer.start()
         return False
 
     def plain_text(self) -> str:

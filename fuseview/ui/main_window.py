@@ -78,6 +78,7 @@ class MainWindow(QMainWindow):
         self.search = SearchBar(self)
         self.search.go_to.connect(self.reveal_node)
         self.search.highlight_op.connect(self.highlight_op)
+        self.search.finished.connect(lambda: self.view.setFocus(Qt.FocusReason.OtherFocusReason))
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.search)
         self._build_status()
         build_menus(self)
@@ -124,12 +125,14 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.counts_label, 1)
         self.jobs = JobBar(self.session.jobs, bar, self.error, self)
         self.jobs.busy_changed.connect(self.busy_changed.emit)
+        self.jobs.busy_changed.connect(lambda _busy: self.doc is None and self._show_placeholder())
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
         self.cancel_button.clicked.connect(lambda: self.cancel_job())
 
 
     def _show_placeholder(self) -> None:
-        self.counts_label.setText("Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file here.")
+        busy = self.jobs.describe(stage=False)  # while the first model loads, what loads, not "Open"
+        self.counts_label.setText(busy or "Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file.")
 
     # opening --------------------------------------------------------------------------------------
     def choose_file(self) -> None:
@@ -543,12 +546,14 @@ class MainWindow(QMainWindow):
 
     # status ---------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """Nodes of the document, drawn boxes, edges, frames and selected boxes."""
+        """Nodes of the document (as `fuseview info` counts), those drawn, boxes, edges, frames, selected."""
         if self.doc is None or self.scene is None:
-            return {"nodes": 0, "boxes": 0, "edges": 0, "frames": 0, "selected": 0}
+            return {"nodes": 0, "drawn": 0, "boxes": 0, "edges": 0, "frames": 0, "selected": 0}
         c = self.scene.counts()
+        nodes, drawn = self.doc.graph.node_counts()
         return {
-            "nodes": len(self.doc.graph.visible_nodes()),
+            "nodes": nodes,
+            "drawn": drawn,
             "boxes": c["boxes"],
             "edges": c["routes"],
             "frames": c["frames"],
@@ -560,7 +565,7 @@ class MainWindow(QMainWindow):
             return
         c = self.counts()
         self.counts_label.setText(
-            f"{c['nodes']:,} nodes   {c['boxes']:,} boxes   {c['edges']:,} edges   "
+            f"{self.doc.graph.count_text()}   {c['boxes']:,} boxes   {c['edges']:,} edges   "
             f"{c['selected']} selected   zoom {self.view.scale_factor() * 100:.0f}%"
         )
 

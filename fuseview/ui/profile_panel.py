@@ -28,10 +28,18 @@ from PySide6.QtWidgets import (
 from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest
-from fuseview.runtime.report import latency_verdict, load_report, save_report, speedup_text
+from fuseview.runtime.report import (
+    cannot_tell,
+    cannot_tell_text,
+    latency_verdict,
+    load_report,
+    save_report,
+    speedup_text,
+)
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
 from fuseview.session.jobs import JobHandle, JobService
 from fuseview.session.profile_run import profile_in_child
+from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
 from fuseview.ui.workers import JobRunner
@@ -80,6 +88,8 @@ def headline_text(report: dict) -> str:
     # the verdict is said of the `against` model; the fused one is `against` unless the report is reversed
     roles = plots.model_roles(report)
     first, second = roles
+    if cannot_tell(lat):  # the ratio is withheld: it would lead the line and mean nothing
+        return f"Speed-up {first}/{second}: {cannot_tell_text(report)}"
     verdict = lat["verdict"] if lat["verdict"] == "no difference" else f"{second} {lat['verdict']}"
     return f"Speed-up {first}/{second} p50 {speedup_text(lat).replace(lat['verdict'], verdict, 1)}"
 
@@ -93,7 +103,7 @@ def summary_text(report: dict) -> str:
     head = headline_text(report)
     text = (head + "\n" if head else "") + "Latency p50: " + ", ".join(bits)
     lat = latency_verdict(report)
-    if lat is not None and lat["noise"]["warning"]:
+    if lat is not None and lat["noise"]["warning"] and not cannot_tell(lat):  # the headline said why
         text += f" ({lat['noise']['warning']})"
     runs = report["models"][0]
     profiled = ""
@@ -422,6 +432,7 @@ class ProfilePanel(QDockWidget):
             [f"{op}\nprofiler floor in it: {plots.fmt_us(floor[op])}" if op in floor else op for op in ops],
         )
         self._node_rows: dict[str, list[dict]] = {}
+        shares = plots.heatmap(report)  # the heat map's shares: by the median, as the bars
         for role, p in self.node_plots.items():
             if role in by_role:
                 rows = plots.slowest_nodes(by_role[role])
@@ -430,7 +441,8 @@ class ProfilePanel(QDockWidget):
                 p.set_bars(
                     plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
-                    [f"{n['op_type']} {n['name']} ({n['share'] * 100:.1f}% of the model)" for n in rows],
+                    [f"{n['op_type']} {n['name']} ({shares[role][n['name']] * 100:.1f}% of the model"
+                     f" by the median; {spread_text(n, plots.fmt_us)})" for n in rows],
                 )
             else:
                 p.show_message("no fused model in this report")

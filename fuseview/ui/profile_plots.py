@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout,
 from fuseview.atomic import write_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.scopes import common_scope
+from fuseview.stats import by_median
 
 ORIGINAL, FUSED = "original", "fused"
 COLORS = {
@@ -68,7 +69,7 @@ def op_type_rows(report: dict, top: int = TOP_N) -> tuple[list[str], dict[str, l
 
 def slowest_nodes(model: dict, top: int = TOP_N) -> list[dict]:
     """The model's slowest nodes by median time per run."""
-    return sorted(model["nodes"], key=lambda n: -float(n["p50_us"]))[:top]
+    return [n for n, _share in by_median(model["nodes"])][:top]
 
 
 @dataclass
@@ -155,10 +156,10 @@ def node_labels(nodes: list[dict]) -> list[str]:
 
 
 def heatmap(report: dict) -> dict[str, dict[str, float]]:
-    """Each model's share of time per node: {"original": {node: share}, "fused": {...}}."""
+    """Each model's share of time per node by median per run: {"original": {node: share}, "fused": {...}}."""
     out: dict[str, dict[str, float]] = {ORIGINAL: {}, FUSED: {}}
     for role, m in models_by_role(report).items():
-        out[role] = {n["name"]: float(n["share"]) for n in m["nodes"]}
+        out[role] = {n["name"]: share for n, share in by_median(m["nodes"])}
     return out
 
 

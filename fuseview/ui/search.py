@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit, QToolBar, QWidget
 
 from fuseview.graph.document import GraphDocument
@@ -50,6 +50,7 @@ class SearchBar(QToolBar):
 
     go_to = Signal(int)  # node index to reveal, select and centre
     highlight_op = Signal(str)  # '' clears the highlight
+    finished = Signal()  # Enter or Esc in the search line: the graph takes the keys again
     _ALL_OPS = "Highlight op type…"
 
     def __init__(self, parent: QWidget | None = None):
@@ -64,7 +65,8 @@ class SearchBar(QToolBar):
         self.edit.setPlaceholderText("Find node name, op type or tensor (Ctrl+F, Enter / F3 for next)")
         self.edit.setClearButtonEnabled(True)
         self.edit.setMinimumWidth(320)
-        self.edit.returnPressed.connect(self.next_hit)
+        self.edit.returnPressed.connect(self._enter)
+        self.edit.installEventFilter(self)
         self.edit.textChanged.connect(self._text_changed)
         self.addWidget(self.edit)
         self.count_label = QLabel("")
@@ -98,6 +100,20 @@ class SearchBar(QToolBar):
         """Put the cursor in the search line with its text selected."""
         self.edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
         self.edit.selectAll()
+
+    def _enter(self) -> None:
+        self.next_hit()
+        self.finished.emit()
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        """Esc in the search line hands the keys back to the graph (the text stays for F3)."""
+        if obj is self.edit and event.type() in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress) \
+                and event.key() == Qt.Key.Key_Escape:
+            event.accept()
+            if event.type() == QEvent.Type.KeyPress:
+                self.finished.emit()
+            return event.type() == QEvent.Type.KeyPress
+        return super().eventFilter(obj, event)
 
     def _text_changed(self, _text: str) -> None:
         self._hits_for = ""

@@ -38,6 +38,10 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
     return "/".join(common_scope(scopes)) or "(top level)"
 
 
+# the Profile dock's share of the window's height when it opens: the graphs keep the larger part
+PROFILE_SHARE = 0.4
+
+
 class Workbench(QObject):
     """Adds the candidates dock, the fused pane, the Fusion menu and the profile dock to a MainWindow."""
 
@@ -64,7 +68,10 @@ class Workbench(QObject):
         self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
         self.profile_panel = ProfilePanel(win, self.session.jobs)
+        # the right column runs the full height: the profile dock sits under the graphs only
+        win.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
+        self.profile_panel.visibilityChanged.connect(lambda shown: shown and self._size_profile_dock())
         self.profile_panel.nodeActivated.connect(self.pane_links.select_node)
         self.profile_panel.opTypeActivated.connect(self.pane_links.highlight_op)
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
@@ -438,15 +445,14 @@ class Workbench(QObject):
         self._paint_fused()
         self.panel.refresh()
         self.paint_original()
-        before = len(self.root_doc.graph.visible_nodes())
-        after = len(fdoc.graph.visible_nodes())
         figures = self.validation_text()
         short = "not validated" if fused.validation is None else figures.split(": ", 1)[-1]
+        # counted as `fuseview info` and `fuse` count them, drawn boxes apart (Constants fold into consumers)
         self.fused_pane.set_title(
-            f"Fused — {after} nodes ({after - before:+d}), {len(applied)} fusions · {short}",
+            f"Fused — {fdoc.graph.count_text(self.root_doc.graph)}, {len(applied)} fusions · {short}",
             figures + ("\n" + "\n".join(notes) if notes else ""),
         )
-        self.original_title.set_full_text(f"Original — {before} nodes")
+        self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
@@ -494,7 +500,12 @@ class Workbench(QObject):
             [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
         )
         if self.profile_panel.isVisible():
-            win.resizeDocks([self.profile_panel], [int(win.height() * 0.4)], Qt.Orientation.Vertical)
+            self._size_profile_dock()
+
+    def _size_profile_dock(self) -> None:
+        # shown from View → Profile, the dock would take its size hint (two thirds of the height)
+        self.win.resizeDocks([self.profile_panel], [int(self.win.height() * PROFILE_SHARE)],
+                             Qt.Orientation.Vertical)
 
     def set_pane_mode(self, mode: str) -> None:
         """Show the original and fused panes side by side, or only one of them."""
@@ -536,4 +547,4 @@ class Workbench(QObject):
             values = self._heat_keys(graph, scene, self.heat.get(role) or {})
             self.session.set_pane_heat(role, values)
             top = max(values.values(), default=0.0)
-            legend.set_scale("Share of time", "0%", f"{top * 100:.1f}%")
+            legend.set_scale("Share of time (median per run)", "0%", f"{top * 100:.1f}%")
