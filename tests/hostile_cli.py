@@ -53,34 +53,56 @@ def run_cli(
     stdout: a file object to give the process as its stdout (default: captured).
     """
 
-    # a small interpreter sets the limit and execs fuseview: no preexec_fn, so the child is spawned without
-    # a copy of this (large) test process, whose RSS would otherwise count in the child's peak
-    launcher = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]),) * 2);"
-                " os.execv(sys.executable, [sys.executable, '-m', 'fuseview', *sys.argv[2:]])")
+    # A small launcher sets the limit, forks and execs fuseview in the fork. Linux carries the peak RSS
+    # across exec and, for a vfork'd child (subprocess's way), that peak is this test process's own: a
+    # suite that had grown to 1.2 GB read 1.2 GB for every child. The launcher's fork starts from the
+    # launcher's few MB, and the launcher reports that grandchild's peak (wait4) through a pipe.
+    launcher = (
+        "import os, resource, signal, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]),) * 2)\n"
+        "fd = int(sys.argv[2])\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.close(fd)\n"
+        "    os.execv(sys.executable, [sys.executable, '-m', 'fuseview', *sys.argv[3:]])\n"
+        "for s in (signal.SIGTERM, signal.SIGINT):\n"
+        "    signal.signal(s, lambda n, _f: os.kill(pid, n))\n"
+        "_, status, usage = os.wait4(pid, 0)\n"
+        "os.write(fd, str(usage.ru_maxrss).encode())\n"
+        "code = os.waitstatus_to_exitcode(status)\n"
+        "if code < 0:\n"
+        "    signal.signal(-code, signal.SIG_DFL)\n"
+        "    os.kill(os.getpid(), -code)\n"
+        "os._exit(code)\n"
+    )
+    read_fd, write_fd = os.pipe()
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-c", launcher, str(mem_bytes), *argv], cwd=cwd, env=env(**(extra_env or {})),
-            stdin=subprocess.DEVNULL, stdout=out_f if stdout is None else stdout, stderr=err_f,
-        )
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", launcher, str(mem_bytes), str(write_fd), *argv], cwd=cwd,
+                env=env(**(extra_env or {})), stdin=subprocess.DEVNULL,
+                stdout=out_f if stdout is None else stdout, stderr=err_f, pass_fds=(write_fd,),
+                start_new_session=True,  # a timeout kills the launcher and fuseview together
+            )
+        finally:
+            os.close(write_fd)
         timed_out = False
-        while True:  # wait4, not wait: the peak RSS of this process alone
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - start > timeout_s:
-                proc.send_signal(signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                timed_out = True
-                break
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            timed_out = True
+        with os.fdopen(read_fd, "rb") as f:
+            peak = f.read(64)
         wall = time.monotonic() - start
         out_f.seek(0)
         err_f.seek(0)
         out, err = out_f.read(1 << 20), err_f.read(1 << 20)
+    peak_kib = int(peak) if peak.isdigit() else 0
     return Run(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-               round(wall, 2), round(usage.ru_maxrss / 1024, 1), timed_out)
+               round(wall, 2), round(peak_kib / 1024, 1), timed_out)
 
 
 def refusal_problems(run: Run, before: dict, folder: Path, timeout_s: float | None = None) -> list[str]:

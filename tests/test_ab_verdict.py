@@ -44,8 +44,15 @@ def test_padded_model_has_the_same_outputs(files):
 
 
 def test_a_a_shows_no_difference(files):
-    rep = run_profile(ProfileRequest(str(files["a"]), str(files["copy"]), provider="cpu", runs=60, threads=1,
-                                     threshold=0.05, profile_runs=2, dims={"seq": 8}))
+    def a_a() -> dict:
+        return run_profile(ProfileRequest(str(files["a"]), str(files["copy"]), provider="cpu", runs=60,
+                                          threads=1, threshold=0.05, profile_runs=2, dims={"seq": 8}))
+
+    rep = a_a()
+    if rep["comparison"]["latency"]["verdict"] != "no difference":
+        # a 95 % interval misses by chance 1 time in 20 (more as the suite's first test, caches cold):
+        # one more comparison; two misses in a row (1 in 400) fail
+        rep = a_a()
     lat = rep["comparison"]["latency"]
     assert lat["method"] == "interleaved" and lat["verdict"] == "no difference", lat
     a, b = (m["latency_ms"]["runs"] for m in rep["models"])

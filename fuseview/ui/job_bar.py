@@ -118,6 +118,8 @@ class JobBar(QObject):
             self.cancel_button.hide()
             return
         self.stage.setText(self.describe())
+        # the stage is what the user reads: the status bar squeezes its other widgets before this one
+        self.stage.setMinimumWidth(self.stage.sizeHint().width())
         self.progress.setValue(int(jobs[-1].fraction * 1000))
         self.stage.show()
         self.progress.show()
