@@ -79,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
     for c in result.applied:
         key = f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"
         counts[key] = counts.get(key, 0) + 1
-    for k, v in counts.items():
-        print(f"  {v:>4} x {k}")
+    for key, n_applied in counts.items():
+        print(f"  {n_applied:>4} x {key}")
     print(f"nodes      {len(model.graph.node)} -> {len(result.model.graph.node)}")
-    for n in outcome.notes:
-        print(f"note       {n}")
+    for note in outcome.notes:
+        print(f"note       {note}")
     v = outcome.validation
     if v is not None:
         print(f"validate   {v.engine} ({'ok' if v.ok else 'DIFFERS'})")

@@ -7,11 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from fuseview.dims import parse_dim_args
 from fuseview.errors import FuseviewError
-from fuseview.runtime.inputs import parse_dim_args
 from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
 from fuseview.runtime.report import save_report, verdict_line
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
+from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
 TOP = 12
@@ -70,12 +71,6 @@ class _StderrProgress:
         elif done >= total or stage != self.stage:
             print(f"{stage} {done}/{total}", file=sys.stderr, flush=True)
         self.stage = stage
-
-
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} us"
 
 
 def _g(v: float | None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fuseview.errors import FuseviewError
 from fuseview.traces.report import build_report, save_report
+from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -21,12 +22,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
-
-
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} us"
 
 
 def _clip(s: str, n: int) -> str:

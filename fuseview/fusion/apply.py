@@ -145,7 +145,9 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
     notes: list[str] = []
     for c in chosen:
         m = c.match
+        assert m is not None, c.id  # chosen candidates come from this scan and carry their match
         rule = m.rule
+        assert rule.replace is not None, rule.name  # rules without a replacement never make candidates
         reps = rule.replace(m)
         reps = reps if isinstance(reps, list) else [reps]
         matched = m.node_list
@@ -194,9 +196,9 @@ def _apply_main(model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str
         nodes.extend(new_nodes_at.get(i, ()))
     # Drop Constant nodes and initializers nobody reads any more (a fusion absorbed their only consumer).
     new_init_names = {t.name for t in new_inits}
-    outputs = {o.name for o in model.graph.output}
+    graph_outputs = {o.name for o in model.graph.output}
     while True:
-        used_names = {i for n in nodes for i in n.input} | outputs
+        used_names = {i for n in nodes for i in n.input} | graph_outputs
         from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
 
         for n in nodes:

@@ -10,13 +10,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fuseview.dims import declared_dim, default_dim, dim_key, dim_kind, parse_dim_args, resolve_dims
+from fuseview.dims import declared_dim, default_dim, dim_key, dim_kind, resolve_dims
 from fuseview.naming import unique_node_names
-
-
-def parse_dims(items: list[str] | None) -> dict[str, int]:
-    """Parse ``--dim`` strings (fuseview.dims, the one syntax of every command)."""
-    return parse_dim_args(items)
 
 
 def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
@@ -79,7 +74,7 @@ class GraphIndex:
         self._const_cache: dict[str, np.ndarray | None] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
-        self._shapes: dict[str, tuple[list, int]] = {}
+        self._shapes: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
             self._infer_shapes()

@@ -67,7 +67,7 @@ def scan_model(
 ) -> ScanResult:
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
     and its local functions."""
-    index = GraphIndex(model, dims, base_dir=base_dir)
+    index = GraphIndex(model, dims, base_dir=None if base_dir is None else Path(base_dir))
     rules = list(catalogue() if rules is None else rules)
     found: list[tuple[int, int, Candidate]] = []
     misses: list[NearMiss] = []
@@ -85,9 +85,9 @@ def scan_model(
             {id(n): n for op in rule.op_types for n in index.by_op.get(op, ())}.values(), key=index.position
         )
         for node in anchors:
-            m, failure = match_rule(index, rule, node)
-            if m is not None:
-                c = make_candidate(index, m)
+            hit, failure = match_rule(index, rule, node)
+            if hit is not None:
+                c = make_candidate(index, hit)
                 found.append((-rule.priority, index.position(node), c))
             elif failure is not None:
                 names = tuple(index.name(n) for n in sorted(failure.nodes, key=index.position))

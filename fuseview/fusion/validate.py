@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.runtime.compare import tensor_diff
-from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds, resolve_dims
+from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
 ATOL = 1e-4
 RTOL = 1e-3

@@ -54,12 +54,11 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
         rel = d / np.maximum(np.abs(a), max(atol, 1e-12))
         na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
         cosine = 1.0 if na == 0 and nb == 0 else (float(a @ b) / (na * nb) if na and nb else 0.0)
-    if not np.isfinite(cosine):
-        cosine = None
+    cosine_or_none: float | None = cosine if np.isfinite(cosine) else None
     passed = (not nan_mismatch) and bool(np.all(d <= atol + rtol * np.abs(a)))
     worst = int(np.argmax(d))
     return {**out, "passed": passed, "max_abs": float(d.max()), "max_rel": float(rel.max()),
-            "mean_abs": float(d.mean()), "cosine": cosine, "worst_ref": float(a[worst]),
+            "mean_abs": float(d.mean()), "cosine": cosine_or_none, "worst_ref": float(a[worst]),
             "worst_got": float(b[worst]), "nan_mismatch": nan_mismatch, "abs_diff_hist": diff_histogram(d)}
 
 

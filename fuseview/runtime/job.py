@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
@@ -197,7 +198,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         dims = inputs_mod.dims_of_feeds(main, feeds)
         source, seed = str(req.inputs_npz), None
     else:
-        dims = inputs_mod.resolve_dims(main, req.dims)
+        dims = resolve_dims(main, req.dims)
         feeds = inputs_mod.make_feeds(main, req.dims, req.seed)
         source, seed = "generated", req.seed
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
@@ -227,16 +228,16 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
     models = []
-    for role, m, path, lat, choice in zip(roles, sources, [req.model, req.against], latency, choices,
-                                          strict=False):
+    for role, m, path, lat, provider in zip(roles, sources, [req.model, req.against], latency, choices,
+                                            strict=False):
         check_cancel(cancel)
         label = f"{role}: " if len(sources) > 1 else ""
         prof = profile_model(m, feeds, req.provider, req.ort_opt, req.runs, req.warmup, progress, cancel,
                              req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
                              keep_runs=True)
         prof["role"] = role
-        prof["path"] = _path(path)
-        prof["provider"] = choice
+        prof["path"] = None if path is None else _path(path)
+        prof["provider"] = provider
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor

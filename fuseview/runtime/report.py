@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
+from typing import cast
 
 import onnxruntime as ort
 
@@ -149,7 +150,7 @@ def _check_hist(h, where: str, src: str) -> None:
         raise FuseviewError(f"{src}: {where}.counts must be {len(edges) - 1} counts (one per bin)")
 
 
-def validate(report: dict, src: str = "report") -> None:
+def validate(report: object, src: str = "report") -> None:
     """FuseviewError naming the first thing that does not match schema_version 1 or 2."""
     if not isinstance(report, dict):
         raise FuseviewError(f"{src}: not a fuseview profile report (top level is not an object)")
@@ -210,7 +211,7 @@ def load_report(path: str | os.PathLike) -> dict:
     # regular file, size-checked, depth-bounded, NaN/Infinity refused
     report = load_json(path, "report", "readable JSON report")
     validate(report, str(path))
-    return report
+    return cast(dict, report)  # validate refused anything but a report object
 
 
 def latency_verdict(report: dict) -> dict | None:

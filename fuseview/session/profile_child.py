@@ -24,7 +24,7 @@ def child_input(request: ProfileRequest, out: str) -> bytes:
     return json.dumps({"out": out, "request": request.to_json()}).encode()
 
 
-def _say(**msg) -> None:
+def _say(**msg: object) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
 

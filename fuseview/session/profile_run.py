@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import IO
 
 import onnx
 
@@ -95,7 +96,9 @@ def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - a full disk, a model protobuf cannot write
         raise FuseviewError(f"cannot write the model for profiling: {error_text(exc)}") from None
     out = os.path.join(tmp, "report.json")
-    child_req = dataclasses.replace(req, model=paths["model"], against=paths["against"])
+    model_path = paths["model"]
+    assert model_path is not None  # a ProfileRequest always has a model
+    child_req = dataclasses.replace(req, model=model_path, against=paths["against"])
     try:
         proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=_child_env())
@@ -131,7 +134,7 @@ def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
     return report
 
 
-def _follow(stdout, progress: Progress, steps: _StepCount) -> str | None:
+def _follow(stdout: IO[bytes], progress: Progress, steps: _StepCount) -> str | None:
     """Read the child's JSON lines until it closes stdout; returns its error message, if it sent one."""
     error = None
     for line in stdout:
@@ -149,7 +152,7 @@ def _follow(stdout, progress: Progress, steps: _StepCount) -> str | None:
     return error
 
 
-def _drain(stream, lines: list[str]) -> None:
+def _drain(stream: IO[bytes], lines: list[str]) -> None:
     for raw in stream:
         text = raw.decode("utf-8", "replace").strip()
         if text:

@@ -276,7 +276,7 @@ class Session:
 
     def open_plan(self, path: str | os.PathLike) -> list[str]:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
-        unknown = self._need_decisions().load(path)
+        unknown = self._need_decisions().load(Path(path))
         self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
         return unknown
 
@@ -292,7 +292,7 @@ class Session:
 
     # apply ----------------------------------------------------------------------------------------
     def apply(self, dims: dict[str, int] | None = None, expanded: Expansion = None,
-              prepare: Prepare | None = None, **callbacks: Callable | None) -> JobHandle | None:
+              prepare: Prepare | None = None, **callbacks: Any) -> JobHandle | None:
         """Build the fused model from the accepted candidates in the background (kind 'apply').
 
         The one pipeline `fuseview fuse` runs (same checks, validation, tolerances), validated on dims

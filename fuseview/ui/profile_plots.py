@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout,
 from fuseview.atomic import write_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.scopes import common_scope
+from fuseview.units import format_us
 
 ORIGINAL, FUSED = "original", "fused"
 COLORS = {
@@ -175,8 +176,8 @@ def strip_common_scope(names: list[str]) -> list[str]:
 
 
 def fmt_us(us: float) -> str:
-    """Microseconds in a readable unit."""
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+    """Microseconds in a readable unit (fuseview.units, written µs)."""
+    return format_us(us, "µs")
 
 
 # ------------------------------------------------------------------------------------ drawing
