@@ -11,6 +11,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL
+from fuseview.session.reports import FuseReport
 
 HELP = "apply fusion candidates (all by default), validate against the original, write the fused model"
 
@@ -73,16 +74,13 @@ def run(args: argparse.Namespace) -> int:
     plan = _decide(args, scan, src)
     outcome = build_fused(model, scan, plan.accepted(), options, src.parent)
     result = outcome.result
+    report = FuseReport.of(model, scan, outcome, src)
     print(f"model      {src}")
-    print(f"applied    {len(result.applied)} of {len(scan.candidates)} candidates")
-    counts: dict[str, int] = {}
-    for c in result.applied:
-        key = f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"
-        counts[key] = counts.get(key, 0) + 1
-    for key, n_applied in counts.items():
+    print(f"applied    {report.fusions} of {report.candidates} candidates")
+    for key, n_applied in report.applied.items():
         print(f"  {n_applied:>4} x {key}")
-    print(f"nodes      {len(model.graph.node)} -> {len(result.model.graph.node)}")
-    for note in outcome.notes:
+    print(f"nodes      {report.nodes_before} -> {report.nodes_after}")
+    for note in report.notes:
         print(f"note       {note}")
     v = outcome.validation
     if v is not None:

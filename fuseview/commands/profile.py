@@ -10,8 +10,9 @@ from pathlib import Path
 from fuseview.dims import parse_dim_args
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import DEFAULT_SESSIONS, ProfileRequest, run_profile
-from fuseview.runtime.report import save_report, verdict_line
+from fuseview.runtime.report import verdict_line
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES
+from fuseview.session.reports import ProfileReport
 from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
@@ -176,10 +177,9 @@ def run(args: argparse.Namespace) -> int:
         ort_fusions=args.ort_fusions, atol=args.atol, rtol=args.rtol, threads=args.threads,
         threshold=args.threshold, profile_runs=args.profile_runs, sessions=args.sessions,
     )
-    rep = run_profile(req, None if args.quiet else _StderrProgress())
-    print_report(rep)
+    report = ProfileReport.from_json(run_profile(req, None if args.quiet else _StderrProgress()))
+    print_report(report.to_json())
     if args.json:
-        path = save_report(rep, args.json)
+        path = report.save(args.json)
         print(f"\nreport written to {path}")
-    cmp = rep.get("comparison")
-    return 3 if cmp is not None and not cmp["passed"] else 0
+    return 0 if report.passed else 3

@@ -9,6 +9,7 @@ from fuseview.dims import parse_dim_args
 from fuseview.fusion.scan import scan_file
 from fuseview.runtime.costs import candidate_costs
 from fuseview.runtime.report import load_report
+from fuseview.session.reports import ScanReport
 from fuseview.units import format_bytes
 
 HELP = "list the fusion candidates of a model (never changes it)"
@@ -58,16 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
         ort_cmp = compare_with_ort(args.model, result.candidates, args.ort_check, "cpu")
     if args.json:
-        out = result.to_json()
-        for c in out["candidates"]:
-            if c["id"] in costs:
-                c["measured_us"], c["share"] = costs[c["id"]].measured_us, costs[c["id"]].share
-            c["ort_does_it"] = ort_cmp.does_it.get(c["id"]) if ort_cmp else None
-        if report is not None:
-            out["profile"] = {"report": args.profile, "model": report["models"][0]["path"]}
-        if ort_cmp is not None:
-            out["ort_check"] = ort_cmp.to_json()
-        print(json.dumps(out, indent=1))
+        profile = None if report is None else {"report": args.profile, "model": report["models"][0]["path"]}
+        print(json.dumps(ScanReport.of(result, costs, ort_cmp, profile).to_json(), indent=1))
         return 0
     cands = result.candidates
     print(f"model      {args.model}")

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
-from fuseview.traces.report import build_report, save_report
+from fuseview.session.reports import TraceReport
+from fuseview.traces.report import build_report
 from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
@@ -98,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
-    rep = build_report(before, after)
-    print_report(rep, args.top)
+    report = TraceReport.from_json(build_report(before, after))
+    print_report(report.to_json(), args.top)
     if args.json:
-        path = save_report(rep, args.json)
+        path = report.save(args.json)
         print(f"\nreport written to {path}")
     return 0

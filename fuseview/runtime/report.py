@@ -9,7 +9,7 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import onnxruntime as ort
 
@@ -108,12 +108,12 @@ def build_report(
     return rep
 
 
-def _clean(obj):
+def json_safe(obj: Any) -> Any:
     """JSON-safe copy: NaN/inf become null (JSON has no NaN), numpy scalars become Python numbers."""
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -123,7 +123,7 @@ def _clean(obj):
 
 def save_report(report: dict, path: str | os.PathLike) -> Path:
     """Validate and write the report atomically (temp file in the same folder, then os.replace)."""
-    report = _clean(report)
+    report = json_safe(report)
     validate(report, str(path))
     return write_text_atomic(path, json.dumps(report, indent=1, allow_nan=False))
 

@@ -22,10 +22,10 @@ import onnx
 
 from fuseview.errors import Cancelled, FuseviewError, error_text
 from fuseview.runtime.job import ProfileRequest
-from fuseview.runtime.report import load_report
 from fuseview.runtime.sessions import ModelSource
 from fuseview.session.jobs import Progress
 from fuseview.session.profile_child import MODULE, child_input
+from fuseview.session.reports import ProfileReport
 
 # over protobuf's 2 GiB a model's weights go beside it
 _EXTERNAL_ABOVE = 1_800_000_000
@@ -127,7 +127,7 @@ def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
     if code != 0:
         ended = stderr[-1] if stderr else f"the profiling process ended ({code})"
         raise FuseviewError(child_error or ended)
-    report = load_report(out)
+    report = ProfileReport.load(out).to_json()
     for m, key in zip(report["models"], ("model", "against"), strict=False):
         if key in written:
             m["path"] = None  # it was a temporary copy of an in-memory model

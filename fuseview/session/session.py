@@ -25,6 +25,7 @@ from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
+from fuseview.session.reports import FuseReport
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -62,6 +63,7 @@ class FusedResult:
     validation: Validation | None
     notes: list[str]
     result: ApplyResult
+    report: FuseReport | None = None  # what was applied, node counts, notes, validation
     expanded: Expansion = None  # the expansion its pane was laid out with
     saved: bool = False
 
@@ -306,7 +308,7 @@ class Session:
         ids = d.accepted()
         if not ids:
             return None
-        model, original = doc.model, doc.graph
+        model, original, path = doc.model, doc.graph, doc.path
         base = doc.path.parent if doc.path else None
         dims = dict(self.scan_dims if dims is None else dims)
 
@@ -320,7 +322,7 @@ class Session:
             fdoc = document_from_model(res.model)
             adopt_origin_scopes(original, fdoc.graph)
             fused = FusedResult(res.model, fdoc, {c.id for c in res.applied}, outcome.validation,
-                                list(outcome.notes), res, expanded)
+                                list(outcome.notes), res, FuseReport.of(model, scan, outcome, path), expanded)
             return fused, prepare(fdoc, progress) if prepare is not None else None
 
         on_done, on_failed = callbacks.pop("on_done", None), callbacks.pop("on_failed", None)
