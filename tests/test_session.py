@@ -249,3 +249,14 @@ def test_reports_round_trip_and_refuse_strangers(demo, tmp_path):
     assert TraceReport.load(rep.save(tmp_path / "t.json")) == rep and len(rep.traces) == 1
     with pytest.raises(FuseviewError):
         ProfileReport.from_json({"kind": "fuseview.trace_compare"})
+
+
+def test_report_kinds_are_the_file_schemas_and_the_session_loads_no_onnxruntime():
+    from fuseview.runtime import report as profile_schema
+    from fuseview.session import reports
+    from fuseview.traces import report as trace_schema
+
+    assert reports.PROFILE_KIND == profile_schema.KIND and reports.TRACE_KIND == trace_schema.KIND
+    code = "import sys, fuseview.session, fuseview.session.reports; print('onnxruntime' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"  # it loads when a scan, Apply or profile runs

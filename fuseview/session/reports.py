@@ -15,10 +15,9 @@ from typing import Any, ClassVar
 
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
-from fuseview.runtime import report as profile_schema
-from fuseview.traces import report as trace_schema
 
 REPORT_VERSION = 1
+PROFILE_KIND, TRACE_KIND = "fuseview.profile", "fuseview.trace_compare"  # as runtime.report, traces.report
 
 
 def _known(cls: type, data: object, kind: str) -> dict[str, Any]:
@@ -229,6 +228,8 @@ class CompareReport:
 
     def speedup_text(self) -> str:
         """'1.23x [1.10, 1.35] faster', or '' without a latency comparison."""
+        from fuseview.runtime import report as profile_schema
+
         return "" if self.latency is None else profile_schema.speedup_text(self.latency)
 
 
@@ -236,7 +237,7 @@ class CompareReport:
 class ProfileReport:
     """A profile (fuseview.profile, schema_version 2): what `fuseview profile --json` and the child write."""
 
-    KIND: ClassVar[str] = profile_schema.KIND
+    KIND: ClassVar[str] = PROFILE_KIND
     schema_version: int
     created: str
     environment: dict[str, Any]
@@ -251,6 +252,8 @@ class ProfileReport:
 
         NaN and infinities become null and numpy scalars Python numbers first, as in the file.
         """
+        from fuseview.runtime import report as profile_schema
+
         data = profile_schema.json_safe(data)
         profile_schema.validate(data, source)
         assert isinstance(data, dict)
@@ -271,10 +274,14 @@ class ProfileReport:
     @classmethod
     def load(cls, path: str | os.PathLike) -> ProfileReport:
         """Read and check a report file (bounded read; FuseviewError on anything else)."""
+        from fuseview.runtime import report as profile_schema
+
         return cls.from_json(profile_schema.load_report(path), str(path))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the report atomically."""
+        from fuseview.runtime import report as profile_schema
+
         return profile_schema.save_report(self.to_json(), path)
 
     @property
@@ -288,7 +295,7 @@ class ProfileReport:
 class TraceReport:
     """Profiler traces summarised or compared (fuseview.trace_compare v1): `fuseview trace`, the dock."""
 
-    KIND: ClassVar[str] = trace_schema.KIND
+    KIND: ClassVar[str] = TRACE_KIND
     schema_version: int
     traces: list[dict[str, Any]]
     diff: dict[str, Any] | None = None
@@ -296,6 +303,8 @@ class TraceReport:
     @classmethod
     def from_json(cls, data: object) -> TraceReport:
         """A checked report (FuseviewError naming what does not fit the schema)."""
+        from fuseview.traces import report as trace_schema
+
         rep = trace_schema.validate_report(data)
         return cls(rep["schema_version"], rep["traces"], rep["diff"])
 
@@ -307,8 +316,12 @@ class TraceReport:
     @classmethod
     def load(cls, path: str | os.PathLike) -> TraceReport:
         """Read and check a report file."""
+        from fuseview.traces import report as trace_schema
+
         return cls.from_json(trace_schema.load_report(path))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Check and write the report atomically."""
+        from fuseview.traces import report as trace_schema
+
         return trace_schema.save_report(self.to_json(), path)

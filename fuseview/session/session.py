@@ -9,15 +9,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
-from fuseview.fusion.apply import ApplyResult
-from fuseview.fusion.scan import ScanResult
-from fuseview.fusion.validate import Validation
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.session.decisions import Decisions
@@ -26,6 +23,11 @@ from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
 from fuseview.session.reports import FuseReport
+
+if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or Apply runs
+    from fuseview.fusion.apply import ApplyResult
+    from fuseview.fusion.scan import ScanResult
+    from fuseview.fusion.validate import Validation
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
