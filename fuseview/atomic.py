@@ -153,7 +153,7 @@ def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
     """Remove temp files of fuseview runs that died mid-write in folder (their process is gone)."""
     removed: list[Path] = []
     try:
-        entries = list(os.scandir(folder))
+        entries = list(os.scandir(os.fspath(folder)))
     except OSError:
         return removed
     for e in entries:
@@ -217,7 +217,10 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write text (UTF-8) atomically."""
-    return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    def write(tmp: str) -> None:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+    return write_atomic(path, write)
 
 
 def save_model_atomic(

@@ -42,7 +42,7 @@ OUTPUT_ARGS = frozenset({"output", "save_plan", "screenshot", "json", "export"})
 class _OneLineParser(argparse.ArgumentParser):
     """argparse with a one-line error (control characters escaped, long values shortened), exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         """Print `fuseview: error: ...` on stderr and exit 2."""
         self.exit(2, f"fuseview: error: {one_line(message)}\n")
 

@@ -8,14 +8,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from fuseview.dims import parse_dim_args, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.runtime.inputs import (
     SAFE_INT_BOUND,
     embedding_bound,
     load_feeds,
     make_feeds,
-    parse_dim_args,
-    resolve_dims,
 )
 from tests.conftest import GPT2_MODELS
 

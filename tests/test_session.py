@@ -211,3 +211,52 @@ def test_profile_child_takes_the_whole_request(tmp_path):
 
 def test_demo_model_exists():
     assert Path(DEMO).is_file()
+
+
+def test_pane_overlays_are_session_data_with_events(demo):
+    s = Session()
+    s.open(demo)
+    parts: list[tuple[str, str]] = []
+    s.events.pane.connect(lambda e: parts.append((e.role, e.part)))
+    state = s.panes["original"]
+    s.set_focus("original", ["n:1", "n:2"])
+    s.set_highlight("fused", {"n:3"})
+    s.set_pane_heat("original", {"n:1": 0.5})
+    assert parts == [("original", "focus"), ("fused", "highlight"), ("original", "heat")]
+    assert state.focus == ["n:1", "n:2"] and state.heat == {"n:1": 0.5}
+    assert s.panes["fused"].highlight == {"n:3"}
+    s.open(demo)  # a new model: the same pane objects (the scenes stay bound to them), emptied
+    assert s.panes["original"] is state and state.focus == [] and state.heat is None
+
+
+def test_reports_round_trip_and_refuse_strangers(demo, tmp_path):
+    from fuseview.fusion.scan import scan_model
+    from fuseview.session.reports import InfoReport, ProfileReport, ScanReport, TraceReport
+    from fuseview.traces.report import build_report
+    from fuseview.traces.stats import load_trace
+
+    info = InfoReport.of(demo)
+    assert InfoReport.from_json(info.to_json()) == info and info.nodes == len(demo.graph.nodes)
+    assert info.lines()[0] == f"model      {demo.path}"
+    with pytest.raises(FuseviewError, match="unknown fields"):
+        InfoReport.from_json({**info.to_json(), "colour": 1})
+    with pytest.raises(FuseviewError, match="missing"):
+        InfoReport.from_json({"model": "x"})
+    scan = ScanReport.of(scan_model(demo.model))
+    assert ScanReport.from_json(scan.to_json()) == scan and "ort_check" not in scan.to_json()
+    trace = ROOT / "tests" / "data" / "traces" / "attention_eager.json"
+    rep = TraceReport.from_json(build_report(load_trace(trace)))
+    assert TraceReport.load(rep.save(tmp_path / "t.json")) == rep and len(rep.traces) == 1
+    with pytest.raises(FuseviewError):
+        ProfileReport.from_json({"kind": "fuseview.trace_compare"})
+
+
+def test_report_kinds_are_the_file_schemas_and_the_session_loads_no_onnxruntime():
+    from fuseview.runtime import report as profile_schema
+    from fuseview.session import reports
+    from fuseview.traces import report as trace_schema
+
+    assert reports.PROFILE_KIND == profile_schema.KIND and reports.TRACE_KIND == trace_schema.KIND
+    code = "import sys, fuseview.session, fuseview.session.reports; print('onnxruntime' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"  # it loads when a scan, Apply or profile runs

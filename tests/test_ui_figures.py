@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings
 
-from fuseview.commands.info import model_info
+from fuseview.graph.loader import load_document
+from fuseview.session.reports import InfoReport
 from fuseview.ui.main_window import MainWindow
 from tests import test_ui_workbench
 from tests.test_ui_workbench import GPT2_2L, MS, open_scanned
@@ -21,13 +22,13 @@ def apply_all(qtbot, w: MainWindow) -> None:
 
 def test_node_counts_are_infos_with_drawn_apart(qtbot, win, tmp_path):
     open_scanned(qtbot, win, GPT2_2L)
-    info = model_info(str(GPT2_2L))
+    info = InfoReport.of(load_document(GPT2_2L)).to_json()
     c = win.counts()
     assert (c["nodes"], c["drawn"]) == (info["nodes"], info["visible_nodes"]) and c["nodes"] > c["drawn"]
     assert f"{info['nodes']:,} nodes ({info['visible_nodes']:,} drawn)" in win.counts_label.text()
     apply_all(qtbot, win)
     saved = win.workbench.save_fused(tmp_path / "fused.onnx")
-    fused = model_info(str(saved))
+    fused = InfoReport.of(load_document(saved)).to_json()
     title = win.workbench.fused_pane.title.full_text
     delta = fused["nodes"] - info["nodes"]
     drawn = fused["visible_nodes"]

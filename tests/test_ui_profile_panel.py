@@ -14,13 +14,14 @@ from PySide6.QtCore import QPointF, Qt, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
 
+from fuseview.dims import parse_dim_text
 from fuseview.fusion.apply import apply_plan
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.scan import load_model, scan_model
 from fuseview.runtime.job import ProfileRequest, run_profile
 from fuseview.runtime.report import save_report
 from fuseview.runtime.sessions import CUDA, available_providers
-from fuseview.ui.profile_panel import ProfilePanel, parse_dims
+from fuseview.ui.profile_panel import ProfilePanel
 from fuseview.ui.profile_plots import FUSED, ORIGINAL
 from tests.conftest import GPT2_MODELS
 
@@ -284,7 +285,7 @@ def test_controls(qtbot, panel):
     if CUDA not in available_providers():
         assert not cuda_item.isEnabled()
         assert "onnxruntime-gpu" in panel.provider.itemData(2, Qt.ItemDataRole.ToolTipRole)
-    assert parse_dims("seq=128, batch=2") == {"seq": 128, "batch": 2}
+    assert parse_dim_text("seq=128, batch=2") == {"seq": 128, "batch": 2}
     panel.set_models(GPT2, None)
     panel.dims.setText("seq=abc")
     with qtbot.waitSignal(panel.profileFailed) as got:

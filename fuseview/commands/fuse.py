@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.atomic import save_model_atomic
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
+    from fuseview.session.reports import FuseReport
 
     src, out = Path(args.model), Path(args.output)
     if out.exists() and src.exists() and out.resolve() == src.resolve():
@@ -85,17 +86,14 @@ def run(args: argparse.Namespace) -> int:
     plan = _decide(args, scan, src)
     outcome = build_fused(model, scan, plan.accepted(), options, src.parent)
     result = outcome.result
+    report = FuseReport.of(model, scan, outcome, src)
     print(f"model      {src}")
-    print(f"applied    {len(result.applied)} of {len(scan.candidates)} candidates")
-    counts: dict[str, int] = {}
-    for c in result.applied:
-        key = f"{c.rule} -> {c.domain + ':' if c.domain else ''}{c.fused_op}"
-        counts[key] = counts.get(key, 0) + 1
-    for k, v in counts.items():
-        print(f"  {v:>4} x {k}")
-    print(f"nodes      {len(model.graph.node)} -> {len(result.model.graph.node)}")
-    for n in outcome.notes:
-        print(f"note       {n}")
+    print(f"applied    {report.fusions} of {report.candidates} candidates")
+    for key, n_applied in report.applied.items():
+        print(f"  {n_applied:>4} x {key}")
+    print(f"nodes      {report.nodes_before} -> {report.nodes_after}")
+    for note in report.notes:
+        print(f"note       {note}")
     v = outcome.validation
     if v is not None:
         print(f"validate   {v.engine} ({'ok' if v.ok else 'DIFFERS'})")

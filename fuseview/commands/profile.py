@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fuseview.defaults import DEFAULT_SESSIONS, OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
+from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
 TOP = 12
@@ -71,12 +72,6 @@ class _StderrProgress:
         elif done >= total or stage != self.stage:
             print(f"{stage} {done}/{total}", file=sys.stderr, flush=True)
         self.stage = stage
-
-
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} us"
 
 
 def _g(v: float | None) -> str:
@@ -176,9 +171,9 @@ def print_report(rep: dict, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
-    from fuseview.runtime.inputs import parse_dim_args
+    from fuseview.dims import parse_dim_args
     from fuseview.runtime.job import ProfileRequest, run_profile
-    from fuseview.runtime.report import report_text, save_report
+    from fuseview.session.reports import ProfileReport
 
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
@@ -193,13 +188,12 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads, threshold=args.threshold, profile_runs=args.profile_runs,
         sessions=args.sessions,
     )
-    rep = run_profile(req, None if args.quiet else _StderrProgress())
+    report = ProfileReport.from_json(run_profile(req, None if args.quiet else _StderrProgress()))
     if to_stdout:
-        print(report_text(rep))
+        print(report.text())
     else:
-        print_report(rep)
+        print_report(report.to_json())
     if args.json and not to_stdout:
-        path = save_report(rep, args.json)
+        path = report.save(args.json)
         print(f"\nreport written to {path}")
-    cmp = rep.get("comparison")
-    return 3 if cmp is not None and not cmp["passed"] else 0
+    return 0 if report.passed else 3

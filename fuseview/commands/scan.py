@@ -40,24 +40,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _ORT_WORD = {True: "yes", False: "no", None: "?"}
 
 
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
-    from fuseview.fusion.graphindex import parse_dims
+    from fuseview.dims import parse_dim_args
     from fuseview.fusion.scan import scan_file
     from fuseview.runtime.costs import candidate_costs
     from fuseview.runtime.report import load_report
+    from fuseview.session.reports import ScanReport
+    from fuseview.units import format_bytes
 
-    dims = parse_dims(args.dim)
+    dims = parse_dim_args(args.dim)
     report = load_report(args.profile) if args.profile else None
     result = scan_file(args.model, dims)
     costs = candidate_costs(report, result.candidates) if report is not None else {}
@@ -67,17 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
         ort_cmp = compare_with_ort(args.model, result.candidates, args.ort_check, "cpu")
     if args.json:
-        out = result.to_json()
-        for c in out["candidates"]:
-            if c["id"] in costs:
-                cost = costs[c["id"]]
-                c["measured_us"], c["share"] = cost.measured_us, cost.share
-            c["ort_does_it"] = ort_cmp.does_it.get(c["id"]) if ort_cmp else None
-        if report is not None:
-            out["profile"] = {"report": args.profile, "model": report["models"][0]["path"]}
-        if ort_cmp is not None:
-            out["ort_check"] = ort_cmp.to_json()
-        print(json.dumps(out, indent=1))
+        profile = None if report is None else {"report": args.profile, "model": report["models"][0]["path"]}
+        print(json.dumps(ScanReport.of(result, costs, ort_cmp, profile).to_json(), indent=1))
         return 0
     cands = result.candidates
     print(f"model      {args.model}")
@@ -95,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         ort_col = f"  ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]:<3}" if ort_cmp else ""
         print(
             f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
-            f"  saves {_fmt_bytes(c.saved_bytes):>10}{measured}{ort_col}"
+            f"  saves {format_bytes(c.saved_bytes):>10}{measured}{ort_col}"
             f"  at {where}{conflicts}"
         )
     by_rule: dict[str, int] = {}

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
+from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -30,12 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
-
-
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} us"
 
 
 def _clip(s: str, n: int) -> str:
@@ -147,7 +142,8 @@ def _print_provenance(kernels: list[dict], w) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
-    from fuseview.traces.report import build_report, report_text, save_report
+    from fuseview.session.reports import TraceReport
+    from fuseview.traces.report import build_report
     from fuseview.traces.stats import load_trace
     from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
@@ -167,12 +163,12 @@ def run(args: argparse.Namespace) -> int:
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
     log = read_compile_log(prov) if prov is not None else None
-    rep = build_report(before, after, log)
+    report = TraceReport.from_json(build_report(before, after, log))
     if to_stdout:
-        print(report_text(rep), end="")
+        print(report.text(), end="")
         return 0
-    print_report(rep, args.top)
+    print_report(report.to_json(), args.top)
     if args.json:
-        path = save_report(rep, args.json)
+        path = report.save(args.json)
         print(f"\nreport written to {path}")
     return 0

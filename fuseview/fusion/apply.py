@@ -157,7 +157,9 @@ def _apply_main(
     skipped: set[str] = set()
     for c in chosen:
         m = c.match
+        assert m is not None, c.id  # chosen candidates come from this scan and carry their match
         rule = m.rule
+        assert rule.replace is not None, rule.name  # rules without a replacement never make candidates
         reps = rule.replace(m)
         reps = reps if isinstance(reps, list) else [reps]
         lacking = _lacking_ops(rule, reps, opset)
@@ -214,9 +216,9 @@ def _apply_main(
         nodes.extend(new_nodes_at.get(i, ()))
     # Drop Constant nodes and initializers nobody reads any more (a fusion absorbed their only consumer).
     new_init_names = {t.name for t in new_inits}
-    outputs = {o.name for o in model.graph.output}
+    graph_outputs = {o.name for o in model.graph.output}
     while True:
-        used_names = {i for n in nodes for i in n.input} | outputs
+        used_names = {i for n in nodes for i in n.input} | graph_outputs
         from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
 
         for n in nodes:

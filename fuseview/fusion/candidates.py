@@ -21,7 +21,7 @@ def make_candidate(index: GraphIndex, m: Match) -> Candidate:
     keep = set(m.outputs)
     removed = [o for n in nodes for o in n.output if o and o not in keep]
     sizes = [index.nbytes(t) for t in removed]
-    saved = None if any(s is None for s in sizes) else int(sum(sizes))
+    saved = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
     r = m.rule
     return Candidate(
         candidate_id(r.name, names),

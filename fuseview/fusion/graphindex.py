@@ -10,15 +10,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fuseview.dims import default_dim, dim_kind, parse_dim_args, resolve_dims
+from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.naming import unique_node_names
-
-
-def parse_dims(items: list[str] | None) -> dict[str, int]:
-    """Parse ``--dim`` strings (fuseview.dims, the one syntax of every command)."""
-    return parse_dim_args(items)
 
 
 def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
@@ -81,7 +76,7 @@ class GraphIndex:
         self._const_cache: dict[str, np.ndarray | None] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
-        self._shapes: dict[str, tuple[list, int]] = {}
+        self._shapes: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
             self._infer_shapes()
@@ -200,7 +195,7 @@ class GraphIndex:
 
     def _propagate(self, mg: onnx.GraphProto) -> None:
         """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
-        from fuseview.fusion.shapes import propagate
+        from fuseview.graph.shapes import propagate
 
         known = {
             k: v[0]

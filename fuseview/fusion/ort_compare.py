@@ -104,7 +104,7 @@ def ort_optimized(
 def _verdict(c: Candidate, producers: dict[str, onnx.NodeProto], inits: set[str]) -> bool | None:
     match = c.match
     outputs = list(match.outputs) if match is not None else []
-    if not outputs:
+    if match is None or not outputs:
         return None
     if c.fused_op == "initializer":
         if all(o in inits for o in outputs):
@@ -117,7 +117,7 @@ def _verdict(c: Candidate, producers: dict[str, onnx.NodeProto], inits: set[str]
         return p.input[1] in inits
     want = EQUIVALENT_OPS.get(c.fused_op, frozenset({c.fused_op}))
     original_ops = {n.op_type for n in match.node_list}
-    verdicts = []
+    verdicts: list[bool | None] = []
     for o in outputs:
         p = producers.get(o)
         if p is None:

@@ -177,17 +177,3 @@ def _check_loads(
         create_session(model, "cpu", "disabled", base_dir=base_dir)
     except FuseviewError as exc:
         _problem(options, notes, f"fused model does not load in onnxruntime: {exc}")
-
-
-def fuse_file(
-    path: str | os.PathLike,
-    decide: Callable[[ScanResult], list[str]],
-    options: FuseOptions | None = None,
-    progress: Progress | None = None,
-) -> tuple[onnx.ModelProto, ScanResult, FuseOutcome]:
-    """The whole pipeline from a file: `decide(scan)` returns the accepted candidate ids."""
-    options = options or FuseOptions()
-    model = load_for_fusion(path)
-    scan = scan_for_fusion(model, dims_for(model, options), path)
-    outcome = build_fused(model, scan, decide(scan), options, Path(path).parent, progress)
-    return model, scan, outcome

@@ -147,7 +147,7 @@ class Plan:
         write_text_atomic(Path(path), json.dumps(self.to_json(), indent=1) + "\n")
 
     @classmethod
-    def from_json(cls, data: dict, candidates: list[Candidate], strict: bool = True) -> Plan:
+    def from_json(cls, data: object, candidates: list[Candidate], strict: bool = True) -> Plan:
         """A plan over ``candidates`` with the saved decisions; unknown ids raise when strict."""
         if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
             raise FuseviewError('not a fuseview plan (missing "format": "fuseview-plan")')

@@ -13,7 +13,7 @@ class AddEyeLike(OpRun):
 
     op_domain = CUSTOM_DOMAIN
 
-    def _run(self, a, like, k=0, alpha=1.0):  # type: ignore[override]
+    def _run(self, a, like, k=0, alpha=1.0):
         out = np.array(a, copy=True)
         n, m = like.shape
         idx = np.arange(max(0, min(n, m - k) if k >= 0 else min(n + k, m)))
@@ -23,5 +23,5 @@ class AddEyeLike(OpRun):
 
 
 # Every kernel fuseview ships, for ReferenceEvaluator(new_ops=REFERENCE_OPS).
-REFERENCE_OPS = [AddEyeLike]
+REFERENCE_OPS: list[type[OpRun]] = [AddEyeLike]
 OPS_BY_NAME = {c.__name__: c for c in REFERENCE_OPS}

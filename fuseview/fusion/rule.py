@@ -275,7 +275,7 @@ class Pattern:
         alts = out.alternatives if isinstance(out, PAlt) else [out]
         if not alts or not all(isinstance(a, POut) for a in alts):
             raise TypeError(f"pattern {fn.__name__} must return a node output (or op.Or of node outputs)")
-        roots = list({id(a.node): a.node for a in alts}.values())
+        roots = list({id(a.node): a.node for a in alts if isinstance(a, POut)}.values())
         alternative = len(alts) > 1 or any(
             n.alt_ops or any(isinstance(t, (PAlt, POpt)) for t in n.inputs) for n in op.nodes
         )

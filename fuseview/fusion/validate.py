@@ -17,11 +17,12 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-exported
+from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized
 from fuseview.runtime.compare import tensor_diff
-from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds, resolve_dims
+from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
 HINT = (
     "set the input dims with --dim NAME=VALUE (or INPUT:AXIS=VALUE),"

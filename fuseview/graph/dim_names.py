@@ -2,7 +2,7 @@
 
 onnx's inference stops at custom-domain ops (a fused model's com.microsoft nodes) and at shape arithmetic
 (TorchScript's Shape -> Gather -> Concat -> Reshape), where it invents `unk__35`. fuseview's concrete
-propagation (fusion/shapes.py) follows both. Run twice, with the model's symbolic input dims set to two
+propagation (graph/shapes.py) follows both. Run twice, with the model's symbolic input dims set to two
 different sets of numbers, each dim that follows one input dim in both runs is that dim's name (`seq`),
 one that is the same number in both is that number, and c·a·b products read `batch*seq`, `12*seq`.
 No weights are read: initializers give their dims, Constant nodes their small integer values.
@@ -79,7 +79,7 @@ def _name(a: int, b: int, va: dict[str, int], vb: dict[str, int]) -> Dim:
 
 def name_dims(g: onnx.GraphProto, types: Types) -> int:
     """Fill in `types` (name -> (dtype, shape)) where onnx left a shape unknown; returns how many changed."""
-    from fuseview.fusion.shapes import propagate
+    from fuseview.graph.shapes import propagate
 
     inputs = [vi.name for vi in g.input]
     symbols: list[str] = []

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import onnx
 
 TensorKind = Literal["input", "output", "initializer", "constant", "intermediate"]
 Dim = int | str | None
+
+
+def shape_text(shape: tuple[Dim, ...] | list[Dim] | None, hide_invented: bool = False) -> str:
+    """A shape as a person reads it, e.g. `[batch, 128, 768]`, `?` when the rank is unknown.
+
+    hide_invented: shape inference's invented dim names (unk__12) are shown as ? too.
+    """
+    if shape is None:
+        return "?"
+    return "[" + ", ".join(
+        "?" if d is None or (hide_invented and isinstance(d, str) and d.startswith("unk__")) else str(d)
+        for d in shape
+    ) + "]"
+
+
+def op_histogram(nodes: Iterable[Any], separator: str = ":") -> dict[str, int]:
+    """Node count per op type, most frequent first; other domains than ONNX's as domain<separator>op."""
+    counts: dict[str, int] = {}
+    for n in nodes:
+        key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}{separator}{n.op_type}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @dataclass(frozen=True)
@@ -26,9 +49,7 @@ class Tensor:
     @property
     def shape_text(self) -> str:
         """The shape as a person reads it, e.g. `[batch, 128, 768]` or `?`."""
-        if self.shape is None:
-            return "?"
-        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+        return shape_text(self.shape)
 
 
 @dataclass
@@ -109,8 +130,4 @@ class ModelDocument:
 
     def op_histogram(self) -> dict[str, int]:
         """Op type counts over the main graph, most frequent first."""
-        counts: dict[str, int] = {}
-        for n in self.graph.nodes:
-            key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
-            counts[key] = counts.get(key, 0) + 1
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        return op_histogram(self.graph.nodes)

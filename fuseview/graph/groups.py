@@ -36,7 +36,10 @@ def graph_memo(graph: GraphDocument) -> dict[str, object]:
     if hit is not None and hit[0]() is graph:
         return hit[1]
     memo: dict[str, object] = {}
-    _cache[gid] = (weakref.ref(graph, lambda _r, gid=gid: _cache.pop(gid, None)), memo)
+    def forget_memo(_ref: weakref.ref, gid: int = gid) -> None:
+        _cache.pop(gid, None)
+
+    _cache[gid] = (weakref.ref(graph, forget_memo), memo)
     return memo
 
 
@@ -138,7 +141,7 @@ def initial_expansion(graph: GraphDocument, max_boxes: int = 400) -> frozenset[S
     tree = scope_tree(graph)
     if not tree[()].children:
         return None  # no scopes: nothing to collapse
-    expanded = {()}
+    expanded: set[Scope] = {()}
     scope: Scope = ()
     boxes = len(tree[()].nodes) + len(tree[()].children)
     while True:

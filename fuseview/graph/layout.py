@@ -104,7 +104,7 @@ def _boxes(it: LayoutItems, box_x: list[float], box_y: list[float]) -> list[Box]
             box_x[v],
             box_y[v],
             it.widths[v],
-            it.heights[v],  # type: ignore[arg-type]
+            it.heights[v],
             it.labels[v],
             it.sublabels[v],
             it.node_of[v],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuseview.graph.document import GraphDocument
-from fuseview.graph.geometry import group_key, input_key, node_key, output_key
+from fuseview.graph.geometry import BoxKind, group_key, input_key, node_key, output_key
 from fuseview.graph.groups import Scope, group_scopes, scope_tree
 
 
@@ -56,7 +56,7 @@ class LayoutItems:
     def __init__(self, graph: GraphDocument, expanded: frozenset[Scope] | None, opt: LayoutOptions):
         self.graph = graph
         self.keys: list[str] = []
-        self.kinds: list[str] = []
+        self.kinds: list[BoxKind] = []
         self.labels: list[str] = []
         self.sublabels: list[str] = []
         self.node_of: list[int | None] = []
@@ -80,10 +80,11 @@ class LayoutItems:
         tensors = graph.tensors
         input_names = list(dict.fromkeys(graph.inputs))
         seen_inputs = set(input_names)
-        for t in tensors.values():
-            if t.producer is None and t.kind == "input" and t.name not in seen_inputs and t.consumers:
-                input_names.append(t.name)
-                seen_inputs.add(t.name)
+        for tensor in tensors.values():
+            if (tensor.producer is None and tensor.kind == "input" and tensor.name not in seen_inputs
+                    and tensor.consumers):
+                input_names.append(tensor.name)
+                seen_inputs.add(tensor.name)
         input_item: dict[str, int] = {}
         for k, name in enumerate(input_names):
             t = tensors.get(name)

@@ -112,7 +112,7 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
 
 
 # The typed field that holds each element type's values when raw_data is not used (onnx.proto).
-_TYPED_FIELD = {
+_TYPED_FIELD: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.DOUBLE: "double_data",
     onnx.TensorProto.INT64: "int64_data", onnx.TensorProto.UINT64: "uint64_data",
     onnx.TensorProto.INT32: "int32_data", onnx.TensorProto.INT16: "int32_data",

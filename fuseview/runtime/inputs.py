@@ -6,22 +6,15 @@ import math
 import os
 import zipfile
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from fuseview.dims import (  # noqa: F401 - re-exported: the one dims policy lives in fuseview.dims
-    BATCH_DEFAULT,
-    OTHER_DEFAULT,
-    SEQUENCE_DEFAULT,
-    declared_dim,
-    default_dim,
-    dim_key,
-    parse_dim_args,
-    resolve_dims,
-)
+from fuseview.dims import declared_dim, dim_key, resolve_dims
 from fuseview.errors import FuseviewError
+from fuseview.graph.document import shape_text
 from fuseview.safe_io import check_npz
 
 # Generated inputs above this many bytes in all are refused (FUSEVIEW_MAX_INPUT_BYTES overrides).
@@ -145,7 +138,7 @@ def check_feed_size(
     }
     total = sum(sizes.values())
     if total > limit:
-        biggest = max(sizes, key=sizes.get)
+        biggest = max(sizes, key=lambda k: sizes[k])
         dims = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
         raise FuseviewError(
             f"generated inputs would take {_gib(total)} (limit {_gib(limit)}; {biggest!r} alone"
@@ -235,13 +228,13 @@ def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.
         if arr.ndim != len(spec.shape):
             raise FuseviewError(
                 f"{path}: input {name!r} has shape {list(arr.shape)}, the model expects"
-                f" rank {len(spec.shape)} {_shape_text(spec.shape)}"
+                f" rank {len(spec.shape)} {shape_text(spec.shape)}"
             )
         for axis, (d, got) in enumerate(zip(spec.shape, arr.shape, strict=False)):
             if isinstance(d, int) and d != got:
                 raise FuseviewError(
                     f"{path}: input {name!r} has shape {list(arr.shape)},"
-                    f" the model expects {_shape_text(spec.shape)}"
+                    f" the model expects {shape_text(spec.shape)}"
                 )
             if isinstance(d, str) and d:
                 if d in bound and bound[d] != got:
@@ -269,7 +262,9 @@ def describe_feeds(feeds: dict[str, np.ndarray]) -> list[dict]:
     """Name, dtype, shape and value range of each feed, JSON-ready."""
     out = []
     for name, arr in feeds.items():
-        item = {"name": name, "dtype": str(arr.dtype), "shape": [int(x) for x in arr.shape]}
+        item: dict[str, object] = {
+            "name": name, "dtype": str(arr.dtype), "shape": [int(x) for x in arr.shape]
+        }
         if arr.size and (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
             item["min"] = _num(arr.min())
             item["max"] = _num(arr.max())
@@ -277,10 +272,9 @@ def describe_feeds(feeds: dict[str, np.ndarray]) -> list[dict]:
     return out
 
 
-def _num(x: object) -> float | int | bool:
+def _num(x: Any) -> float | int | bool:
     v = x.item() if hasattr(x, "item") else x
     return v if isinstance(v, (int, bool)) else float(v)
 
 
-def _shape_text(shape: tuple) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+

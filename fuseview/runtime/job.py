@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import DEFAULT_SESSIONS
+from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.graph.loader import check_external_data
 from fuseview.naming import unique_node_names
@@ -209,7 +210,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         dims = inputs_mod.dims_of_feeds(main, feeds)
         source, seed = str(req.inputs_npz), None
     else:
-        dims = inputs_mod.resolve_dims(main, req.dims)
+        dims = resolve_dims(main, req.dims)
         feeds = inputs_mod.make_feeds(main, req.dims, req.seed)
         source, seed = "generated", req.seed
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
@@ -222,8 +223,8 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
     models = []
-    for role, m, path, lat, choice in zip(roles, sources, [req.model, req.against], latency, choices,
-                                          strict=False):
+    for role, m, path, lat, provider in zip(roles, sources, [req.model, req.against], latency, choices,
+                                            strict=False):
         check_cancel(cancel)
         label = f"{role}: " if len(sources) > 1 else ""
         prof = profile_model(m, feeds, req.provider, req.attribution_level(), req.runs, req.warmup, progress,
@@ -231,8 +232,8 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
                              req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
                              keep_runs=True)
         prof["role"] = role
-        prof["path"] = _path(path)
-        prof["provider"] = choice
+        prof["path"] = None if path is None else _path(path)
+        prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -264,7 +265,7 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
     means = tm.mean(axis=1) if n_runs else np.zeros(n_nodes)
     p50, p90 = np.percentile(tm, [50, 90], axis=1) if n_runs and n_nodes else (means, means)
     host_means = hm.mean(axis=1) if n_runs else np.zeros(n_nodes)
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "name": name, "op_type": op, "provider": prov, "time_source": src, "mean_us": float(means[k]),
             "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": share,
@@ -277,10 +278,10 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
     gm = np.zeros((len(groups), n_runs))
     np.add.at(gm, gid, tm)
     counts = np.bincount(gid, minlength=len(groups))
-    first_src = {}
+    first_src: dict[tuple[str, str], str] = {}
     for (_, op, prov, src) in meta:
         first_src.setdefault((op, prov), src)
-    op_types = []
+    op_types: list[dict[str, Any]] = []
     for (op, prov), g in groups.items():
         s = stats(gm[g])
         op_types.append({

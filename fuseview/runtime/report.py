@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import onnxruntime as ort
 
@@ -107,12 +108,12 @@ def build_report(
     return rep
 
 
-def _clean(obj):
+def json_safe(obj: Any) -> Any:
     """JSON-safe copy: NaN/inf become null (JSON has no NaN), numpy scalars become Python numbers."""
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -122,7 +123,7 @@ def _clean(obj):
 
 def report_text(report: dict, src: str = "report") -> str:
     """The report as validated JSON text (NaN/inf as null)."""
-    report = _clean(report)
+    report = json_safe(report)
     validate(report, src)
     return json.dumps(report, indent=1, allow_nan=False)
 
@@ -154,7 +155,7 @@ def _check_hist(h, where: str, src: str) -> None:
         raise FuseviewError(f"{src}: {where}.counts must be {len(edges) - 1} counts (one per bin)")
 
 
-def validate(report: dict, src: str = "report") -> None:
+def validate(report: object, src: str = "report") -> None:
     """FuseviewError naming the first thing that does not match schema_version 1 or 2."""
     if not isinstance(report, dict):
         raise FuseviewError(f"{src}: not a fuseview profile report (top level is not an object)")
@@ -215,7 +216,7 @@ def load_report(path: str | os.PathLike) -> dict:
     # regular file, size-checked, depth-bounded, NaN/Infinity refused
     report = load_json(path, "report", "readable JSON report")
     validate(report, str(path))
-    return report
+    return cast(dict, report)  # validate refused anything but a report object
 
 
 def latency_verdict(report: dict) -> dict | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import os
 import tempfile
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import onnxruntime as ort
 
 from fuseview.defaults import OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
+from fuseview.graph.document import op_histogram
 from fuseview.graph.lazy_weights import has_disk_weights, stage_for_runtime
 
 CPU = "CPUExecutionProvider"
@@ -151,14 +151,6 @@ def create_session(
     return sess, ProviderChoice("auto", CPU, reason)
 
 
-def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
-    """Count of nodes per op type in the main graph (domain-qualified for non-default domains)."""
-    c = collections.Counter(
-        f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in model.graph.node
-    )
-    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
 def ort_fusions(model: ModelSource, provider: str = "auto", opt_level: str = "extended") -> dict:
     """What onnxruntime's own optimizer does to the model at a level: op types added and removed (counts)."""
     src = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
@@ -168,7 +160,7 @@ def ort_fusions(model: ModelSource, provider: str = "auto", opt_level: str = "ex
         del sess
         # Big initializers of the optimized graph may go to a side file; only the graph is read here.
         optimized = onnx.load(out, load_external_data=False)
-    before, after = op_histogram(src), op_histogram(optimized)
+    before, after = op_histogram(src.graph.node, "."), op_histogram(optimized.graph.node, ".")
     # onnxruntime turns every Constant node into an initializer at any level: not a fusion.
     constants = before.pop("Constant", 0) - after.pop("Constant", 0)
     added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) > before.get(k, 0)}

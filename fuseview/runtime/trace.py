@@ -50,7 +50,8 @@ _ROW = re.compile(
 _ARGS = re.compile(rb'"(op_name|provider)" ?: ?"([^"\\\n]*(?:\\.[^"\\\n]*)*)"')
 
 # A row: cat, name, ts, dur, args (only op_name and provider are read).
-Row = tuple[str, str, int, int, dict]
+Row = tuple[str | None, str, int, int, dict]
+_UNSEEN: tuple[str, str, str] = ("", "", "")  # info.get's default: a node event name not decoded yet
 
 
 def _text(b: bytes) -> str:
@@ -162,8 +163,8 @@ def _fast_runs(data: bytes) -> tuple[list[TraceRun], bool] | None:
         expect = end
         cat, dur, ts, name = m.group(1, 2, 3, 4)
         if cat == b"Node":
-            node = info.get(name, False)
-            if node is False:
+            node = info.get(name, _UNSEEN)
+            if node is _UNSEEN:
                 text = _text(name)
                 node = None
                 if text.endswith(_NODE_SUFFIX):

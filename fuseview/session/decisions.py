@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from fuseview.colors import rule_color
@@ -71,7 +72,7 @@ class Decisions:
         return self.plan.accepted()
 
     # changes (each one undoable step) -------------------------------------------------------------
-    def _step(self, fn) -> bool:
+    def _step(self, fn: Callable[[], object]) -> bool:
         before = len(self.plan.history)
         fn()
         return self._changed(len(self.plan.history) > before)

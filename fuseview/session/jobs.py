@@ -141,6 +141,7 @@ class JobHandle:
         self._service.events.progress.emit(job=self)
 
     def _finish(self) -> None:  # the home thread: one outcome, decided now (a late cancel still counts)
+        args: tuple[Any, ...]
         if self.cancelled:
             self.outcome, args = CANCELLED, ()
         elif self.error is not None:

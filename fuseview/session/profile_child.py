@@ -14,7 +14,7 @@ import time
 
 from fuseview.errors import FuseviewError
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.report import save_report
+from fuseview.session.reports import ProfileReport
 
 MODULE = "fuseview.session.profile_child"
 
@@ -24,7 +24,7 @@ def child_input(request: ProfileRequest, out: str) -> bytes:
     return json.dumps({"out": out, "request": request.to_json()}).encode()
 
 
-def _say(**msg) -> None:
+def _say(**msg: object) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
 
@@ -44,7 +44,7 @@ def main() -> int:
         if not isinstance(spec, dict) or not isinstance(spec.get("request"), dict) or "out" not in spec:
             raise FuseviewError("profile child: the input is not {out, request}")
         req = ProfileRequest.from_json(spec["request"])
-        save_report(run_profile(req, progress), spec["out"])
+        ProfileReport.from_json(run_profile(req, progress)).save(spec["out"])
     except (FuseviewError, json.JSONDecodeError) as exc:
         _say(error=str(exc))
         return 2

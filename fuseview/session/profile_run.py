@@ -16,15 +16,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import IO
 
 import onnx
 
 from fuseview.errors import Cancelled, FuseviewError, error_text
 from fuseview.runtime.job import ProfileRequest
-from fuseview.runtime.report import load_report
 from fuseview.runtime.sessions import ModelSource
 from fuseview.session.jobs import Progress
 from fuseview.session.profile_child import MODULE, child_input
+from fuseview.session.reports import ProfileReport
 
 # over protobuf's 2 GiB a model's weights go beside it
 _EXTERNAL_ABOVE = 1_800_000_000
@@ -95,7 +96,9 @@ def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - a full disk, a model protobuf cannot write
         raise FuseviewError(f"cannot write the model for profiling: {error_text(exc)}") from None
     out = os.path.join(tmp, "report.json")
-    child_req = dataclasses.replace(req, model=paths["model"], against=paths["against"])
+    model_path = paths["model"]
+    assert model_path is not None  # a ProfileRequest always has a model
+    child_req = dataclasses.replace(req, model=model_path, against=paths["against"])
     try:
         proc = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=_child_env())
@@ -124,14 +127,14 @@ def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
     if code != 0:
         ended = stderr[-1] if stderr else f"the profiling process ended ({code})"
         raise FuseviewError(child_error or ended)
-    report = load_report(out)
+    report = ProfileReport.load(out).to_json()
     for m, key in zip(report["models"], ("model", "against"), strict=False):
         if key in written:
             m["path"] = None  # it was a temporary copy of an in-memory model
     return report
 
 
-def _follow(stdout, progress: Progress, steps: _StepCount) -> str | None:
+def _follow(stdout: IO[bytes], progress: Progress, steps: _StepCount) -> str | None:
     """Read the child's JSON lines until it closes stdout; returns its error message, if it sent one."""
     error = None
     for line in stdout:
@@ -149,7 +152,7 @@ def _follow(stdout, progress: Progress, steps: _StepCount) -> str | None:
     return error
 
 
-def _drain(stream, lines: list[str]) -> None:
+def _drain(stream: IO[bytes], lines: list[str]) -> None:
     for raw in stream:
         text = raw.decode("utf-8", "replace").strip()
         if text:

@@ -9,15 +9,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
-from fuseview.fusion.apply import ApplyResult
-from fuseview.fusion.scan import ScanResult
-from fuseview.fusion.validate import Validation
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.session.decisions import Decisions
@@ -25,6 +22,12 @@ from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
+from fuseview.session.reports import FuseReport
+
+if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or Apply runs
+    from fuseview.fusion.apply import ApplyResult
+    from fuseview.fusion.scan import ScanResult
+    from fuseview.fusion.validate import Validation
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -62,6 +65,7 @@ class FusedResult:
     validation: Validation | None
     notes: list[str]
     result: ApplyResult
+    report: FuseReport | None = None  # what was applied, node counts, notes, validation
     expanded: Expansion = None  # the expansion its pane was laid out with
     saved: bool = False
 
@@ -276,7 +280,7 @@ class Session:
 
     def open_plan(self, path: str | os.PathLike) -> list[str]:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
-        unknown = self._need_decisions().load(path)
+        unknown = self._need_decisions().load(Path(path))
         self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
         return unknown
 
@@ -292,7 +296,7 @@ class Session:
 
     # apply ----------------------------------------------------------------------------------------
     def apply(self, dims: dict[str, int] | None = None, expanded: Expansion = None,
-              prepare: Prepare | None = None, **callbacks: Callable | None) -> JobHandle | None:
+              prepare: Prepare | None = None, **callbacks: Any) -> JobHandle | None:
         """Build the fused model from the accepted candidates in the background (kind 'apply').
 
         The one pipeline `fuseview fuse` runs (same checks, validation, tolerances), validated on dims
@@ -306,7 +310,7 @@ class Session:
         ids = d.accepted()
         if not ids:
             return None
-        model, original = doc.model, doc.graph
+        model, original, path = doc.model, doc.graph, doc.path
         base = doc.path.parent if doc.path else None
         dims = dict(self.scan_dims if dims is None else dims)
 
@@ -320,7 +324,7 @@ class Session:
             fdoc = document_from_model(res.model, types_from=original)  # the original tensors' types
             adopt_origin_scopes(original, fdoc.graph)
             fused = FusedResult(res.model, fdoc, {c.id for c in res.applied}, outcome.validation,
-                                list(outcome.notes), res, expanded)
+                                list(outcome.notes), res, FuseReport.of(model, scan, outcome, path), expanded)
             return fused, prepare(fdoc, progress) if prepare is not None else None
 
         on_done, on_failed = callbacks.pop("on_done", None), callbacks.pop("on_failed", None)

@@ -165,7 +165,8 @@ def _events(w: _Window):
     loads = json.loads
     space = _SPACE.match
     while True:
-        w.pos = space(w.text, w.pos).end()
+        gap = space(w.text, w.pos)
+        w.pos = gap.end() if gap is not None else w.pos
         if w.pos >= len(w.text):
             if not w.more():
                 raise _bad(w.path, "truncated: the event list never ends")
@@ -233,7 +234,7 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
         w = _Window(f, path, st.st_size)
         bare = w.bare = _skip_to_events(w)
         batches = _events(w)
-        first = next(batches, [])
+        first: list = next(batches, [])
         if bare and first and isinstance(first[0], dict) and first[0].get("cat") in ("Session", "Node"):
             return _read_onnxruntime(p, first, batches)
         raw = RawTrace(str(path), PYTORCH)

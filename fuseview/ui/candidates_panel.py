@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from fuseview.errors import FuseviewError
 from fuseview.runtime.costs import MeasuredCost, candidate_costs
 from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
+from fuseview.units import format_bytes
 
 COLUMNS = (
     "Rule", "Fused op", "Scope", "Nodes", "Saved", "Status", "Conflicts", "Measured", "Share", "ORT does it",
@@ -47,16 +48,6 @@ _ORT_TIPS = {
 }
 _STATUS_COLORS = {ACCEPTED: "#1a7f37", APPLIED: "#0b5cad", REJECTED: "#8c959f"}
 _ID_ROLE = Qt.ItemDataRole.UserRole
-
-
-def human_bytes(n: int | None) -> str:
-    """1.5 MB, 12 KB, 100 B, or ? when unknown."""
-    if n is None:
-        return "?"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 class CandidatesPanel(QDockWidget):
@@ -193,7 +184,7 @@ class CandidatesPanel(QDockWidget):
                 c.fused_op,
                 self.scopes.get(cid, ""),
                 str(len(c.nodes)),
-                human_bytes(c.saved_bytes),
+                format_bytes(c.saved_bytes, short_units=True),
                 status,
                 conflict,
                 *self._cost_cells(cid),

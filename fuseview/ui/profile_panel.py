@@ -48,11 +48,6 @@ ERROR_STYLE = "color: #b00020;"
 INFO_STYLE = "color: #1b2430;"
 
 
-def parse_dims(text: str) -> dict[str, int]:
-    """'seq=128, batch=1' -> {"seq": 128, "batch": 1}: the --dim syntax of fuseview.dims."""
-    return parse_dim_text(text)
-
-
 def provider_text(report: dict) -> str:
     """'CPU — onnxruntime build has no CUDAExecutionProvider' (one entry per distinct provider choice)."""
     seen = []
@@ -310,7 +305,7 @@ class ProfilePanel(QDockWidget):
             provider=self.provider.currentText(),
             runs=self.runs.value(),
             warmup=self.warmup.value(),
-            dims=parse_dims(self.dims.text()),
+            dims=parse_dim_text(self.dims.text()),
             ort_opt=self.ort_opt.currentText(),
             attribution_opt="disabled",
         )

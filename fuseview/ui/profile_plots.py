@@ -21,6 +21,7 @@ from fuseview.atomic import write_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.scopes import common_scope
 from fuseview.stats import by_median
+from fuseview.units import format_us
 
 ORIGINAL, FUSED = "original", "fused"
 COLORS = {
@@ -176,8 +177,8 @@ def strip_common_scope(names: list[str]) -> list[str]:
 
 
 def fmt_us(us: float) -> str:
-    """Microseconds in a readable unit."""
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+    """Microseconds in a readable unit (fuseview.units, written µs)."""
+    return format_us(us, "µs")
 
 
 # ------------------------------------------------------------------------------------ drawing

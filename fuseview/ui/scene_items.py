@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.colors import FOCUS
-from fuseview.graph.document import GraphDocument
+from fuseview.graph.document import GraphDocument, shape_text
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
 
@@ -490,10 +490,7 @@ class OverviewItem(QGraphicsItem):
 
 def short_shape(shape) -> str:
     """A shape for a box: shape inference's invented dims (unk__12) shown as ?, named ones kept."""
-    if shape is None:
-        return "?"
-    dims = ["?" if d is None or (isinstance(d, str) and d.startswith("unk__")) else str(d) for d in shape]
-    return "[" + ", ".join(dims) + "]"
+    return shape_text(shape, hide_invented=True)
 
 
 def node_sublabel(box: Box, graph: GraphDocument) -> str:

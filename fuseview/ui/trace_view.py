@@ -462,11 +462,11 @@ class TraceView(QWidget):
     # exporting --------------------------------------------------------------------------------------
     def save_report(self, path: str | os.PathLike) -> Path:
         """Write the report shown (fuseview.trace_compare, validated) atomically."""
-        from fuseview.traces.report import save_report
+        from fuseview.session.reports import TraceReport
 
         if self.report is None:
             raise FuseviewError("no traces to save")
-        return save_report(self.report, path)
+        return TraceReport.from_json(self.report).save(path)
 
     def export_plots(self, folder: str | os.PathLike, fmt: str = "png") -> list[Path]:
         """Write each plot that has data as trace_<name>.<fmt> into folder."""

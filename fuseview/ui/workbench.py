@@ -457,9 +457,7 @@ class Workbench(QObject):
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
         self.pane_links._follow(self.win.view)
-        self.win.statusBar().showMessage(
-            f"Applied {len(applied)} fusions: {figures}" + ("; " + "; ".join(notes) if notes else ""), 15000
-        )
+        self.win.statusBar().showMessage(fused.report.status_line() if fused.report else figures, 15000)
         self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
         self.applied.emit()

@@ -13,7 +13,7 @@ from fuseview.fusion.rules._common import (
     linear_3d_matmul,
     scalar,
 )
-from fuseview.fusion.shapes import same_shape
+from fuseview.graph.shapes import same_shape
 
 # ---------------------------------------------------------------------------------------- pattern pieces
 
