@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -451,7 +451,7 @@ def apply_plan(
     model: onnx.ModelProto,
     accepted: Iterable[str],
     dims: dict[str, int] | None = None,
-    base_dir: str | Path | None = None,
+    base_dir: str | os.PathLike | None = None,
 ) -> ApplyResult:
     """Scan ``model`` and apply the accepted candidate ids: (model, plan) -> new model."""
     scan = scan_model(model, dims, base_dir=base_dir)
@@ -459,7 +459,7 @@ def apply_plan(
 
 
 def check_model_where_weights_are(
-    model: onnx.ModelProto, base_dir: str | Path | None = None, full_check: bool = False
+    model: onnx.ModelProto, base_dir: str | os.PathLike | None = None, full_check: bool = False
 ) -> None:
     """onnx.checker on the model; one with weights on disk is checked as a file whose weights point at an
     empty stand-in (the checker resolves external data against a model's folder, which an in-memory model
@@ -471,7 +471,7 @@ def check_model_where_weights_are(
         onnx.checker.check_model(str(stage_for_checker(model, tmp)), full_check=full_check)
 
 
-def check_fused(model: onnx.ModelProto, base_dir: str | Path | None = None) -> list[str]:
+def check_fused(model: onnx.ModelProto, base_dir: str | os.PathLike | None = None) -> list[str]:
     """Run onnx.checker; notes for expected onnxruntime-only ONNX-domain ops, raises on real errors."""
     notes: list[str] = []
     try:

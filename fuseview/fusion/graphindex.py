@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,12 +47,12 @@ class GraphIndex:
         self,
         model: onnx.ModelProto,
         dims: dict[str, int] | None = None,
-        base_dir: str | Path | None = None,
+        base_dir: str | os.PathLike | None = None,
         infer: bool = True,
     ) -> None:
         self.model = model
         self.graph = model.graph
-        self.base_dir = str(base_dir) if base_dir else None
+        self.base_dir = os.fspath(base_dir) if base_dir else None
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
         self._names = unique_node_names(self.nodes)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -76,7 +77,7 @@ def scan_model(
     misses: list[NearMiss] = []
     for rule in run_order(rules):
         if rule.find is not None:
-            matches = _find_guarded(ctx, rule)
+            matches = _find_guarded(ctx, rule.name, rule.find)
             ctx.record(rule.name, [m.payload for m in matches if isinstance(m, Match)])
             if id(rule) not in wanted:
                 continue  # run only because a chosen rule requires its results
@@ -92,12 +93,12 @@ def scan_model(
         )
         for node in anchors:
             try:
-                m, failure = match_rule(index, rule, node)
+                match, failure = match_rule(index, rule, node)
             except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
                 misses.append(NearMiss(rule.name, (index.name(node),), _rule_error(exc)))
                 continue
-            if m is not None:
-                c = make_candidate(index, m)
+            if match is not None:
+                c = make_candidate(index, match)
                 found.append((-rule.priority, index.position(node), c))
             elif failure is not None:
                 names = tuple(index.name(n) for n in sorted(failure.nodes, key=index.position))
@@ -144,12 +145,14 @@ def _rule_error(exc: Exception) -> str:
     return f"rule failed on this graph ({type(exc).__name__}{': ' + text if text else ''})"
 
 
-def _find_guarded(ctx: ScanContext, rule: Rule) -> list[Match | NearMiss]:
+def _find_guarded(
+    ctx: ScanContext, rule_name: str, find: Callable[[Any], Iterable[Match | NearMiss]]
+) -> list[Match | NearMiss]:
     """A find() rule's matches and near misses; if it raises, one near miss saying so instead."""
     try:
-        return list(rule.find(ctx))
+        return list(find(ctx))
     except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
-        return [NearMiss(rule.name, (), _rule_error(exc))]
+        return [NearMiss(rule_name, (), _rule_error(exc))]
 
 
 def _scan_inner(

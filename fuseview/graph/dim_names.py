@@ -91,16 +91,18 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
     if len(symbols) > len(_RUN_A) or not any(_unknown(types.get(o, (None, None))[1]) for o in outputs):
         return 0
     const_shapes, values = _constants(g)
-    known = {k: list(s) for k, (_, s) in types.items()
-             if s is not None and all(isinstance(d, int) for d in s)}
+    known: dict[str, list[int]] = {}
+    for k, (_, s) in types.items():
+        if (numbers := _concrete(s, {})) is not None:
+            known[k] = numbers
     runs = []
     for primes in (_RUN_A, _RUN_B):
         value = dict(zip(symbols, primes, strict=False))
         start = dict(const_shapes)
         # every shape already written in the inputs' symbols (inputs, borrowed types) starts known
         for name, (_, shape) in types.items():
-            if shape is not None and all(isinstance(d, int) or d in value for d in shape):
-                start[name] = [value[d] if isinstance(d, str) else d for d in shape]
+            if (concrete := _concrete(shape, value)) is not None:
+                start[name] = concrete
         runs.append((value, propagate(g, start, values, known)))
     (va, sa), (vb, sb) = runs
     changed = 0
@@ -116,6 +118,21 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
             types[o] = (dtype, named)
             changed += 1
     return changed
+
+
+def _concrete(shape: tuple[Dim, ...] | None, value: dict[str, int]) -> list[int] | None:
+    """The shape in numbers, each symbol given its `value`; None if it is unknown or has another dim."""
+    if shape is None:
+        return None
+    out: list[int] = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, str) and d in value:
+            out.append(value[d])
+        else:
+            return None
+    return out
 
 
 def borrow_types(g: onnx.GraphProto, types: Types, reference: Types) -> int:

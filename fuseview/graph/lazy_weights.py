@@ -11,11 +11,11 @@ protobuf itself.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import onnx
@@ -32,7 +32,7 @@ class _Unusual(Exception):
     """The file is not plain wire format we can walk: let protobuf parse (and judge) it whole."""
 
 
-def _varint(f: io.BufferedReader) -> int:
+def _varint(f: BinaryIO) -> int:
     shift = result = 0
     while True:
         b = f.read(1)
@@ -62,7 +62,7 @@ def _key(field: int, wire: int) -> bytes:
     return _encode_varint(field << 3 | wire)
 
 
-def _fields(f: io.BufferedReader, end: int) -> Iterator[tuple[int, int, int, int]]:
+def _fields(f: BinaryIO, end: int) -> Iterator[tuple[int, int, int, int]]:
     """(field, wire type, start of the field's key, start of its payload) up to `end`; leaves f after it."""
     while f.tell() < end:
         start = f.tell()
@@ -92,7 +92,7 @@ def _fields(f: io.BufferedReader, end: int) -> Iterator[tuple[int, int, int, int
         raise _Unusual("message ends inside a field")
 
 
-def _span(f: io.BufferedReader, start: int, end: int) -> bytes:
+def _span(f: BinaryIO, start: int, end: int) -> bytes:
     here = f.tell()
     f.seek(start)
     data = f.read(end - start)
@@ -100,7 +100,7 @@ def _span(f: io.BufferedReader, start: int, end: int) -> bytes:
     return data
 
 
-def _initializer(f: io.BufferedReader, payload: int, end: int, path: Path, min_tensor: int) -> bytes:
+def _initializer(f: BinaryIO, payload: int, end: int, path: Path, min_tensor: int) -> bytes:
     """One initializer's bytes, its raw_data replaced by a pointer into the file when it is large."""
     kept = bytearray()
     raw: tuple[int, int] | None = None

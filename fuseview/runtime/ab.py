@@ -6,6 +6,8 @@ states comes from the same kind of measurement (fuseview.stats then turns the ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel, interleaved_latency, run_error
@@ -13,7 +15,7 @@ from fuseview.runtime.sessions import ModelSource, create_session
 
 
 def time_models(
-    sources: list[ModelSource],
+    sources: Sequence[ModelSource],
     feeds: dict[str, np.ndarray],
     provider: str = "auto",
     opt_level: str = "disabled",

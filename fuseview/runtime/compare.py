@@ -49,9 +49,8 @@ def tensor_diff(ref: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> d
                 "cosine": 1.0, "nan_mismatch": nan_mismatch}
     with np.errstate(over="ignore", invalid="ignore"):
         na, nb = math.sqrt(acc.aa), math.sqrt(acc.bb)
-        cosine = 1.0 if na == 0 and nb == 0 else (acc.ab / (na * nb) if na and nb else 0.0)
-    if not np.isfinite(cosine):
-        cosine = None
+        cos = 1.0 if na == 0 and nb == 0 else (acc.ab / (na * nb) if na and nb else 0.0)
+    cosine = cos if np.isfinite(cos) else None
     passed = (not nan_mismatch) and acc.within
     hist = {"zero": acc.zero, "edges": list(HIST_EDGES), "counts": [int(c) for c in acc.counts]}
     return {**out, "passed": passed, "max_abs": acc.max_abs, "max_rel": acc.max_rel,

@@ -229,10 +229,11 @@ def _kernel_events(after: _Trace, log: CompileLog) -> dict[tuple[str, str], list
             if n in device_names and not after.on_device[i]:
                 continue  # the host-side record of a GPU kernel: its device event is timed instead
             host = after.launch_of(i) if after.on_device[i] else i
-            g = graphs.get(after.region(host)) if host >= 0 else None
-            keys = g.kernel_keys(name) if g is not None else []
-            if keys:
-                found.setdefault((g.key, keys[0]), []).append(i)
+            region = after.region(host) if host >= 0 else None
+            around = graphs.get(region) if region is not None else None
+            keys = around.kernel_keys(name) if around is not None else []
+            if around is not None and keys:
+                found.setdefault((around.key, keys[0]), []).append(i)
     _extern_events(after, log, found)
     return found
 
@@ -251,8 +252,9 @@ def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
     names = after.stats.raw.names
     externs: dict[str, dict[str, list[str]]] = {}  # graph -> op -> its extern keys in code order
     for g in log.graphs:
-        for k in sorted((k for k in g.kernel_to_post if extern_op(k)), key=_handle):
-            externs.setdefault(g.key, {}).setdefault(extern_op(k), []).append(k)
+        keyed = ((k, op) for k in g.kernel_to_post if (op := extern_op(k)))
+        for k, op in sorted(keyed, key=lambda ko: _handle(ko[0])):
+            externs.setdefault(g.key, {}).setdefault(op, []).append(k)
     ops = {op for by_op in externs.values() for op in by_op}
     if not ops:
         return
@@ -272,7 +274,8 @@ def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
     rank = np.arange(len(idx)) - np.repeat(starts, np.diff(np.append(starts, len(idx))))
     for g_id, o_id in set(zip(graph_id.tolist(), op_id.tolist(), strict=True)):
         m = REGION.match(names[g_id])
-        keys = externs.get(m.group(1) if m else "", {}).get(names[o_id])
+        gkey = m.group(1) if m else ""
+        keys = externs.get(gkey, {}).get(names[o_id])
         if not keys:
             continue
         sel = (graph_id == g_id) & (op_id == o_id)
@@ -280,7 +283,7 @@ def _extern_events(after: _Trace, log: CompileLog, found: dict) -> None:
         for n, key in enumerate(keys):
             hit = sel & ((rank == n) if n < len(keys) - 1 else (rank >= n))
             if hit.any():
-                found.setdefault((m.group(1), key), []).extend(idx[hit].tolist())
+                found.setdefault((gkey, key), []).extend(idx[hit].tolist())
 
 
 def _norm_func(func: str | None) -> str | None:
@@ -295,7 +298,7 @@ def _same_file(logged: str, profiled: str) -> bool:
 class _EagerSites:
     """Eager op time per step, grouped by (op, file, function) when the trace has Python frames."""
 
-    def __init__(self, before: _Trace, sources: dict[str, set[tuple[str, str]]], use_device: bool):
+    def __init__(self, before: _Trace, sources: dict[str, set[tuple[str, str | None]]], use_device: bool):
         self.t = before
         raw = before.stats.raw
         self.stack = any(c == "python_function" for c in raw.cats)
@@ -315,7 +318,7 @@ class _EagerSites:
         for site, pairs in sites.items():
             self.steps[site] = before.per_step([i for i, _ in pairs], [v for _, v in pairs])
 
-    def _frame(self, i: int, wanted: set[tuple[str, str]]) -> tuple:
+    def _frame(self, i: int, wanted: set[tuple[str, str | None]]) -> tuple:
         if not self.stack:
             return (None, None)
         raw = self.t.stats.raw
@@ -364,7 +367,7 @@ def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog)
         kernel_pre[(gk, key)] = pre
         for p in pre:
             claims[(gk, p)] = claims.get((gk, p), 0.0) + _weight(kernel_steps[(gk, key)])
-    sources: dict[str, set[tuple[str, str]]] = {}
+    sources: dict[str, set[tuple[str, str | None]]] = {}
     for gk, p in claims:
         node = graphs[gk].pre_grad.get(p)
         if node is not None:
@@ -388,13 +391,13 @@ def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog)
         matched: set[str] = set()
         share = _weight(kernel_steps[(gk, key)])
         for p in kernel_pre[(gk, key)]:
-            s = node_site.get((gk, p))
-            if s is None or s not in eager.steps:
+            site = node_site.get((gk, p))
+            if site is None or site not in eager.steps:
                 continue
             # an eager op that several kernels share is split in proportion to those kernels' times;
             # one eager op site standing for several graph nodes (a loop, a reused module) evenly
-            replaced = replaced + eager.steps[s] / site_nodes[s] * (share / claims[(gk, p)])
-            matched |= eager.names[s]
+            replaced = replaced + eager.steps[site] / site_nodes[site] * (share / claims[(gk, p)])
+            matched |= eager.names[site]
         out.append(_entry(g, key, idx, a, kernel_steps[(gk, key)], replaced, matched,
                           kernel_pre[(gk, key)], "device" if use_device else "host"))
     out.sort(key=lambda k: -k.replaced_us)

@@ -185,11 +185,13 @@ class TuneReport:
         _need(f, {"chosen": str, "accepted": int, "nodes": int}, "final")
         if f["chosen"] not in CHOICES:
             raise FuseviewError(f"tune report: final.chosen {f['chosen']!r} is not one of {CHOICES}")
+        against_original, against_accept_all, against_ort_optimizer = (
+            _effect(f.get(k), f"final.{k}")
+            for k in ("against_original", "against_accept_all", "against_ort_optimizer"))
         final = FinalCheck(
-            f["chosen"], f["accepted"], f["nodes"], *(_effect(f.get(k), f"final.{k}") for k in (
-                "against_original", "against_accept_all", "against_ort_optimizer")),
-            str(f.get("accept_all_note", "")), str(f.get("ort_optimizer_note", "")), f.get("max_abs"),
-            f.get("max_rel"))
+            f["chosen"], f["accepted"], f["nodes"], against_original, against_accept_all,
+            against_ort_optimizer, str(f.get("accept_all_note", "")), str(f.get("ort_optimizer_note", "")),
+            f.get("max_abs"), f.get("max_rel"))
         groups = []
         for i, g in enumerate(d["groups"]):
             _need(g, {"rule": str, "candidates": list, "tested": list, "outcome": str, "reason": str},

@@ -137,6 +137,7 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
         for cid in search.best:
             search.decide(cid, ACCEPT, why, "final")
     elif chosen == "accept_all":
+        assert check.against_original is not None  # set whenever the chosen set is not the original
         why = f"final check: accept-all measured faster than the original ({check.against_original.text()})"
         search.best = list(search.ordered(accept_all))
         for cid in search.best:
@@ -217,8 +218,8 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         options = FuseOptions(dims=dict(s.dims), inputs=s.inputs, seeds=s.seeds, seed=s.seed, atol=s.atol,
                               rtol=s.rtol, validate=True, strict=True)
         outcome = build_fused(model, scan, plan.accepted(), options)
-        v = outcome.validation
-        check.max_abs, check.max_rel = (v.max_abs, v.max_rel) if v else (None, None)
+        val = outcome.validation
+        check.max_abs, check.max_rel = (val.max_abs, val.max_rel) if val else (None, None)
     check.nodes = len((outcome.model if outcome else model).graph.node)
     check.accepted = len(plan.accepted())
     if not plan.accepted():

@@ -79,7 +79,8 @@ class SymbolicDims:
             return len(perm) if perm is not None else self.rank(n.input[0], d)
         if op in BINARY or op in ("MatMul", "FusedMatMul"):
             rs = [self.rank(x, d) for x in n.input if x]
-            return None if any(r is None for r in rs) else max(rs)
+            known = [r for r in rs if r is not None]
+            return None if len(known) < len(rs) else max(known)
         if op == "Gemm":
             return 2
         if op == "Reshape":
@@ -89,9 +90,9 @@ class SymbolicDims:
             rd, ri = self.rank(n.input[0], d), self.rank(n.input[1], d)
             return None if rd is None or ri is None else rd - 1 + ri
         if op == "Expand":
-            v = self.vec_len(n.input[1])
+            n_shape = self.vec_len(n.input[1])
             ri = self.rank(n.input[0], d)
-            return None if v is None or ri is None else max(v, ri)
+            return None if n_shape is None or ri is None else max(n_shape, ri)
         return None
 
     def vec_len(self, t: str, depth: int = 0) -> int | None:
@@ -252,9 +253,9 @@ class SymbolicDims:
             if sizes is not None:
                 return int(np.ravel(sizes)[k])
             total = self.dim(n.input[0], axis, d)
-            parts = len(n.output)
-            if isinstance(total, int) and total % parts == 0:
-                return total // parts
+            n_out = len(n.output)
+            if isinstance(total, int) and total % n_out == 0:
+                return total // n_out
             return None
         if op == "Gather":
             axis = int(self.ix.attr(n, "axis", 0))
