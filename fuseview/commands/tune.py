@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-from fuseview.dims import parse_dim_args
 from fuseview.errors import FuseviewError
 
 HELP = "decide each fusion by measurement at the deployment's settings and write the fastest correct model"
@@ -125,6 +124,8 @@ def print_summary(rep, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
+    # here, not at the top: `fuseview --help` and the other commands start without onnx
+    from fuseview.dims import parse_dim_args
     from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
 
