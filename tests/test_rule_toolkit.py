@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib
 import weakref
+from pathlib import Path
 
 import onnx
 import pytest
 
+from fuseview.errors import FuseviewError
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules import RULE_MODULES, catalogue, rule_by_name
@@ -91,3 +93,21 @@ def test_rule_modules_keep_no_per_graph_caches() -> None:
         weak = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)
         caches = [k for k, v in vars(mod).items() if isinstance(v, weak)]
         assert not caches, (name, caches)
+
+
+def test_no_rule_fails_on_any_committed_model():
+    """A rule that raises is reported as a near miss (the scan goes on); on the repo's own models none may."""
+    from fuseview.fusion.scan import scan_file
+
+    root = Path(__file__).resolve().parent.parent
+    models = sorted([*root.glob("assets/models/**/*.onnx"), *root.glob("tests/data/**/*.onnx")])
+    assert len(models) >= 30
+    failed = []
+    for path in models:
+        try:
+            result = scan_file(str(path), {})
+        except FuseviewError:
+            continue  # a model made to be refused
+        failed += [(path.name, m.rule, m.reason) for m in result.near_misses
+                   if m.reason.startswith("rule failed")]
+    assert failed == []
