@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from fuseview.errors import FuseviewError
+from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
 from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
@@ -26,8 +28,32 @@ class PackedMatch:
     mha: AttentionMatch
     nodes: list[onnx.NodeProto]
     x: str  # [B, S, K] input of the projection
-    weight: np.ndarray  # [K, 3 * hidden], columns Q | K | V
+    # the tensors whose columns make W [K, 3 * hidden] (Q | K | V): one packed weight, or three to join.
+    # Names, not values: a scan reads no weight, and one packed initializer is reused as it is.
+    weight_parts: tuple[str, ...]
     bias: np.ndarray  # [3 * hidden]
+    ix: GraphIndex
+
+    def weight(self) -> tuple[str, np.ndarray | None]:
+        """(the input name of W, its value if it is a new initializer; None if an existing one is reused)."""
+        if len(self.weight_parts) == 1 and self.weight_parts[0] in self.ix.initializers:
+            return self.weight_parts[0], None
+        values = [self.ix.const_value(t) for t in self.weight_parts]
+        if any(v is None for v in values):
+            raise FuseviewError(f"{self.mha.output}: a projection weight can no longer be read")
+        return self.mha.output + "_qkv_weight", np.concatenate(values, axis=1)
+
+
+def _weight_meta(ix: GraphIndex, name: str) -> tuple[tuple[int, ...], np.dtype] | None:
+    """(shape, dtype) of a constant weight, read from its declaration when it is an initializer."""
+    t = ix.initializers.get(name)
+    if t is not None and ix.is_const(name):
+        try:
+            return tuple(int(d) for d in t.dims), np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+        except (KeyError, TypeError, ValueError):
+            return None
+    v = ix.const_value(name)
+    return None if v is None else (tuple(v.shape), v.dtype)
 
 
 def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
@@ -74,12 +100,13 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
             if ix.attr(gemm, attr, want) != want:
                 raise Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
         x = r_in.input[0]
-        w = ix.const_value(gemm.input[1])
+        w_name = gemm.input[1]
+        w = _weight_meta(ix, w_name)
         bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
         sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
-        if sx is None or sf is None or so is None or len(sx) != 3 or w is None or w.ndim != 2:
+        if sx is None or sf is None or so is None or len(sx) != 3 or w is None or len(w[0]) != 2:
             raise Miss(f"{gemm.name}: shapes around the projection are unknown")
-        if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w.shape[1]]:
+        if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w[0][1]]:
             raise Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
         if not (m.d.same(("dim", x, 0), ("dim", a.q, 0)) or m.d.same(("dim", x, 1), ("dim", a.q, 1))):
             vec = m.d.vec(r_out.input[1], set())
@@ -93,11 +120,12 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
         if mm is None:
             raise Miss(f"{sp.name}: input is not a linear projection of one tensor")
         x = mm.input[0]
-        w = ix.const_value(mm.input[1])
+        w_name = mm.input[1]
+        w = _weight_meta(ix, w_name)
         core.append(mm)
         if m.d.rank(x) != 3:
             raise Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
-    if w is None or w.ndim != 2 or w.shape[1] != 3 * hidden or w.dtype != np.float32:
+    if w is None or len(w[0]) != 2 or w[0][1] != 3 * hidden or w[1] != np.float32:
         raise Miss(f"{sp.name}: projection weight is not a float32 [K, 3 x {hidden}] constant")
     if bias is None:
         bias = np.zeros(3 * hidden, np.float32)
@@ -109,11 +137,11 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
             shape_inputs_walk(m, n.input[1], shape_ids)
     matched = m.absorb(nodes, shape_ids)
     m.check_contained(nodes, matched, {a.output})
-    return PackedMatch(a, nodes, x, w, bias)
+    return PackedMatch(a, nodes, x, (w_name,), bias, ix)
 
 
-def _linear(m: Structure, t: str) -> tuple[str, np.ndarray, np.ndarray | None, list] | None:
-    """(x, W, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
+def _linear(m: Structure, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray | None, list] | None:
+    """(x, W's name, W's shape, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
     nodes = []
     bias = None
     add = m.prod(t, "Add")
@@ -128,12 +156,12 @@ def _linear(m: Structure, t: str) -> tuple[str, np.ndarray, np.ndarray | None, l
     mm = m.prod(t, "MatMul")
     if mm is None or not m.ix.is_const(mm.input[1]):
         return None
-    w = m.ix.const_value(mm.input[1])
-    if w is None or w.ndim != 2 or w.dtype != np.float32:
+    w = _weight_meta(m.ix, mm.input[1])
+    if w is None or len(w[0]) != 2 or w[1] != np.float32:
         return None
-    if bias is not None and (bias.shape != (w.shape[1],) or bias.dtype != np.float32):
+    if bias is not None and (bias.shape != (w[0][1],) or bias.dtype != np.float32):
         return None
-    return mm.input[0], w, bias, nodes + [mm]
+    return mm.input[0], mm.input[1], w[0], bias, nodes + [mm]
 
 
 def _three_projections(m: Structure, a: AttentionMatch) -> PackedMatch:
@@ -148,25 +176,25 @@ def _three_projections(m: Structure, a: AttentionMatch) -> PackedMatch:
     if m.d.rank(x) != 3:
         raise Miss("projection input is not [batch, seq, hidden]")
     hidden = a.num_heads * a.head_size
-    if any(p[1].shape[1] != hidden or p[1].shape[0] != parts[0][1].shape[0] for p in parts):
-        raise Miss(f"projection widths {[list(p[1].shape) for p in parts]} are not 3 x {hidden}")
-    w = np.concatenate([p[1] for p in parts], axis=1)
-    b = np.concatenate([p[2] if p[2] is not None else np.zeros(hidden, np.float32) for p in parts])
-    nodes = list(a.nodes) + [n for p in parts for n in p[3]]
+    if any(p[2][1] != hidden or p[2][0] != parts[0][2][0] for p in parts):
+        raise Miss(f"projection widths {[list(p[2]) for p in parts]} are not 3 x {hidden}")
+    b = np.concatenate([p[3] if p[3] is not None else np.zeros(hidden, np.float32) for p in parts])
+    nodes = list(a.nodes) + [n for p in parts for n in p[4]]
     shape_ids: set[int] = set()
     for n in a.nodes:
         if n.op_type == "Reshape":
             shape_inputs_walk(m, n.input[1], shape_ids)
     matched = m.absorb(nodes, shape_ids)
     m.check_contained(nodes, matched, {a.output})
-    return PackedMatch(a, nodes, x, w, b)
+    return PackedMatch(a, nodes, x, tuple(p[1] for p in parts), b, m.ix)
 
 
 def packed_replacement(p: PackedMatch) -> list[Replacement]:
     """contrib Attention(x, W, b, attention_bias) (+ the kept merge-heads Reshape) for one packed match."""
     a = p.mha
-    w_name, b_name = a.output + "_qkv_weight", a.output + "_qkv_bias"
-    inits = {w_name: p.weight, b_name: p.bias}
+    w_name, w_value = p.weight()
+    b_name = a.output + "_qkv_bias"
+    inits = {b_name: p.bias} if w_value is None else {w_name: w_value, b_name: p.bias}
     pre, bias = mask_bias(a)
     inputs = [p.x, w_name, b_name] + (["", "", bias] if bias else [])
     attrs = {"num_heads": a.num_heads, "scale": float(np.float32(a.scale))}
