@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
-from fuseview.fusion.graphindex import GraphIndex
+from fuseview.fusion.graphindex import CONST_READ_LIMIT, GraphIndex
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
 from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
@@ -159,6 +159,8 @@ def _linear(m: Structure, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray
     w = _weight_meta(m.ix, mm.input[1])
     if w is None or len(w[0]) != 2 or w[1] != np.float32:
         return None
+    if int(np.prod(w[0])) * w[1].itemsize > CONST_READ_LIMIT:
+        return None  # applying joins the three weights: each must be one the index will read
     if bias is not None and (bias.shape != (w[0][1],) or bias.dtype != np.float32):
         return None
     return mm.input[0], mm.input[1], w[0], bias, nodes + [mm]
