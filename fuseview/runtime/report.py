@@ -312,6 +312,7 @@ def fused_pane_title(report: dict, base: str = "Fused") -> str:
     lat = latency_verdict(report)
     if lat is None:
         return f"{head} (old report: no interval, profile again for a verdict)"
-    if cannot_tell(lat):
-        return f"{head}, speed-up: {CANNOT_TELL}"
+    if cannot_tell(lat):  # the interval's ends, as the verdict line gives them, but no point estimate
+        lo, hi = lat["ci"]
+        return f"{head}, speed-up: {CANNOT_TELL} ({lat['level']:.0%} CI from {lo:.2f}x to {hi:.2f}x)"
     return f"{head}, speed-up {speedup_text(lat)}"
