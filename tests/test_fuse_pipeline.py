@@ -220,3 +220,53 @@ def test_external_weights_end_up_inside_the_fused_model(tmp_path):
     w1 = next(t for t in outcome.model.graph.initializer if t.name == "w1")
     expected = next(t for t in samples.gelu_original().graph.initializer if t.name == "w1")
     assert np.array_equal(numpy_helper.to_array(w1), numpy_helper.to_array(expected))
+
+
+def _add_model(c: float) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    k = numpy_helper.from_array(np.array([c], np.float32), "k")
+    g = helper.make_graph([helper.make_node("Add", ["x", "k"], ["y"])], "add", [x], [y], [k])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_big_outputs_wait_on_disk_and_are_still_compared_exactly(monkeypatch):
+    # 4.4 MB outputs: over SPILL_BYTES, so the original's outputs are memory-mapped from a temp file
+    import fuseview.fusion.validate as v
+
+    spilled: list[int] = []
+    real = v._spilled
+
+    def counting(outputs, folder, key):
+        kept = real(outputs, folder, key)
+        spilled.extend(int(isinstance(x, np.memmap)) for x in kept)
+        return kept
+
+    monkeypatch.setattr(v, "_spilled", counting)
+    same = validate(_add_model(1.0), _add_model(1.0), False, {"n": 1_100_000}, seeds=2)
+    assert same.ok and same.max_abs == 0.0 and spilled == [1, 1]
+    off = validate(_add_model(1.0), _add_model(1.25), False, {"n": 1_100_000}, seeds=2)
+    assert not off.ok and off.max_abs == pytest.approx(0.25)
+    # a caller's cache (tune) keeps the outputs in memory, as it must outlive the call
+    spilled.clear()
+    cache: dict = {}
+    validate(_add_model(1.0), _add_model(1.0), False, {"n": 1_100_000}, seeds=1, original_outputs=cache)
+    assert spilled == [] and all(isinstance(x, np.ndarray) and not isinstance(x, np.memmap)
+                                 for outs in cache.values() for x in outs)
+
+
+def test_validation_sessions_run_lean(monkeypatch):
+    # no CPU arena and no packed weight copies in the sessions validation makes (README "Real size")
+    import fuseview.runtime.sessions as sessions
+
+    seen = []
+    real = sessions.session_options
+
+    def recording(*args, **kwargs):
+        so = real(*args, **kwargs)
+        seen.append((so.enable_cpu_mem_arena, so.get_session_config_entry("session.disable_prepacking")))
+        return so
+
+    monkeypatch.setattr(sessions, "session_options", recording)
+    assert validate(_add_model(1.0), _add_model(1.0), False, {"n": 8}, seeds=1).ok
+    assert seen == [(False, "1"), (False, "1")]

@@ -112,6 +112,14 @@ class GraphIndex:
         # ConstantOfShape of a constant shape: how light test models and some exporters write weights.
         return p[0].op_type == "ConstantOfShape" and bool(p[0].input) and self.is_const(p[0].input[0])
 
+    def read_once(self, tensor: str) -> np.ndarray | None:
+        """const_value, not kept in the index's cache: a big weight read once, when a fusion is applied."""
+        kept = tensor in self._const_cache
+        value = self.const_value(tensor)
+        if not kept:
+            self._const_cache.pop(tensor, None)
+        return value
+
     def const_value(self, tensor: str) -> np.ndarray | None:
         """Value of a constant tensor (weights are read on demand), None if not constant."""
         if tensor in self._const_cache:

@@ -10,6 +10,7 @@ give the same max abs / max rel everywhere. onnxruntime runs on CPU with its own
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ from fuseview.graph.lazy_weights import materialized
 from fuseview.runtime.compare import tensor_diff
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
+# an original output at least this big waits on disk for the fused model's (see _spilled)
+SPILL_BYTES = 1 << 22
 HINT = (
     "set the input dims with --dim NAME=VALUE (or INPUT:AXIS=VALUE),"
     " or give real inputs with --inputs FILE.npz"
@@ -129,7 +132,11 @@ def model_runner(
     from fuseview.runtime.sessions import create_session
 
     ort.set_default_logger_severity(4)  # fatal only: onnxruntime's own lines would print raw and coloured
-    sess, _choice = create_session(model, "cpu", "disabled", base_dir=base_dir)
+    # Validation is not timed, so it runs lean: no CPU arena (it keeps the high-water mark of every run's
+    # temporaries, e.g. a 154 MB transposed embedding in GPT-2's dynamo export) and no packed copies of the
+    # weights (MatMul kernels' pre-packing): fuse peak RSS, README "Real size"
+    sess, _choice = create_session(model, "cpu", "disabled", base_dir=base_dir, cpu_mem_arena=False,
+                                   prepack=False)
     return lambda feeds: [np.asarray(x) for x in sess.run(None, feeds)]
 
 
@@ -195,11 +202,33 @@ def validate(
     model on the same inputs)."""
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
     used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
-    names = [o.name for o in original.graph.output]
-    dims_text = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
     engine_key = "reference" if reference_only else "onnxruntime"
     keys = [f"{label}|{engine_key}" for label, _s, _f in sets]
     cache = original_outputs if original_outputs is not None else {}
+    # without a caller's cache the original's outputs wait on disk while the fused model runs: a real
+    # decoder's logits are 16-26 MB per input set (README "Real size")
+    with tempfile.TemporaryDirectory(prefix="fuseview-expected-") as spill:
+        return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache,
+                         None if original_outputs is not None else spill, atol, rtol, progress, base_dir)
+
+
+def _spilled(outputs: list[np.ndarray], folder: str, key: int) -> list[np.ndarray]:
+    """Big numeric outputs written to `folder` and given back memory-mapped (read again when compared)."""
+    kept = []
+    for i, x in enumerate(outputs):
+        if x.nbytes >= SPILL_BYTES and x.dtype.kind in "biuf":
+            path = os.path.join(folder, f"{key}-{i}.npy")
+            np.save(path, x)
+            x = np.load(path, mmap_mode="r")
+        kept.append(x)
+    return kept
+
+
+def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool, sets: list,
+              used: dict[str, int], given: bool, keys: list[str], cache: dict, spill: str | None,
+              atol: float, rtol: float, progress, base_dir) -> Validation:
+    names = [o.name for o in original.graph.output]
+    dims_text = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
     expected: list[list[np.ndarray]] = []
     run = None
     try:
@@ -209,13 +238,16 @@ def validate(
                 if run is None:
                     run = model_runner(original, reference_only, base_dir)
                 cached = run(feeds)
-                cache[key] = cached
+                if spill is None:
+                    cache[key] = cached
+                else:
+                    cached = _spilled(cached, spill, len(expected))
             expected.append(cached)
             if progress:
                 progress(len(expected), 2 * len(sets))
     except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
         label = sets[len(expected)][0] if len(expected) < len(sets) else sets[0][0]
-        where = f"the inputs of {label}" if inputs else f"generated inputs (dims {dims_text})"
+        where = f"the inputs of {label}" if given else f"generated inputs (dims {dims_text})"
         raise FuseviewError(
             f"the original model does not run on {where}: {_first_line(exc)}; {HINT}"
         ) from None
@@ -225,9 +257,12 @@ def validate(
     label = sets[0][0]
     try:
         run = model_runner(fused, reference_only, base_dir)
-        for (label, s, feeds), a in zip(sets, expected, strict=True):
+        for k, (label, s, feeds) in enumerate(sets):
             b = run(feeds)
-            runs.append(InputSet(label, s, describe_feeds(feeds), compare_outputs(names, a, b, atol, rtol)))
+            runs.append(InputSet(label, s, describe_feeds(feeds),
+                                 compare_outputs(names, expected[k], b, atol, rtol)))
+            if spill is not None:
+                expected[k] = []  # unmap what was compared
             if progress:
                 progress(len(sets) + len(runs), 2 * len(sets))
     except Exception as exc:  # noqa: BLE001

@@ -63,10 +63,15 @@ def session_options(
     optimized_model_path: str | None = None,
     threads: int = 0,
     cpu_mem_arena: bool = True,
+    prepack: bool = True,
 ) -> ort.SessionOptions:
-    """SessionOptions with the given optimization level, optional profiling and optimized-graph output."""
+    """SessionOptions with the given optimization level, optional profiling and optimized-graph output.
+
+    prepack=False keeps kernels from making packed copies of their weights (faster runs, more memory)."""
     so = ort.SessionOptions()
     so.enable_cpu_mem_arena = cpu_mem_arena
+    if not prepack:
+        so.add_session_config_entry("session.disable_prepacking", "1")
     so.graph_optimization_level = _opt_level(opt_level)
     so.log_severity_level = 4  # errors come back as exceptions; the CLI prints them in one line
     if threads:
@@ -116,6 +121,7 @@ def create_session(
     threads: int = 0,
     cpu_mem_arena: bool = True,
     base_dir: str | os.PathLike | None = None,
+    prepack: bool = True,
 ) -> tuple[ort.InferenceSession, ProviderChoice]:
     """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU.
 
@@ -123,7 +129,7 @@ def create_session(
     loader records it in each weight it left on disk)."""
     if provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
-    so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
+    so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack)
     avail = available_providers()
     if provider == "cpu":
         return _create(model, so, [CPU], base_dir), ProviderChoice("cpu", CPU, "asked for cpu")
@@ -146,7 +152,7 @@ def create_session(
             f"--provider cuda: {reason}; check nvidia-smi and the CUDA/cuDNN versions it needs"
         )
     if profile_prefix or optimized_model_path:
-        so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena)
+        so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack)
         sess = _create(model, so, [CPU], base_dir)
     return sess, ProviderChoice("auto", CPU, reason)
 

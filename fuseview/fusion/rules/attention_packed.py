@@ -38,7 +38,7 @@ class PackedMatch:
         """(the input name of W, its value if it is a new initializer; None if an existing one is reused)."""
         if len(self.weight_parts) == 1 and self.weight_parts[0] in self.ix.initializers:
             return self.weight_parts[0], None
-        values = [self.ix.const_value(t) for t in self.weight_parts]
+        values = [self.ix.read_once(t) for t in self.weight_parts]  # mapped weights unmapped after the join
         if any(v is None for v in values):
             raise FuseviewError(f"{self.mha.output}: a projection weight can no longer be read")
         return self.mha.output + "_qkv_weight", np.concatenate(values, axis=1)
