@@ -7,6 +7,7 @@ figures are in bench/bench_startup.py; this test guards the cause, not the clock
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -34,3 +35,24 @@ def test_the_parser_imports_no_heavy_library(argv):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     line = [x for x in out.stderr.splitlines() if x.startswith("LOADED")]
     assert line == ["LOADED []"], out.stderr[-2000:]
+
+
+def test_the_window_appears_without_pyqtgraph():
+    # pyqtgraph is 0.3 s of the window's start: the plots import it when they first draw
+    code = (
+        "import os, sys\n"
+        "from PySide6.QtCore import QTimer\n"
+        "import fuseview.ui.main_window as mw\n"
+        "show = mw.MainWindow.show\n"
+        "def shown(self):\n"
+        "    show(self)\n"
+        "    QTimer.singleShot(0, lambda: (print('LOADED', 'pyqtgraph' in sys.modules, flush=True),"
+        " os._exit(0)))\n"
+        "mw.MainWindow.show = shown\n"
+        "from fuseview.cli import main\n"
+        "sys.exit(main(['open', 'fuseview/data/demo_gpt2_2l.onnx']))\n"
+    )
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert "LOADED False" in out.stdout, (out.stdout + out.stderr)[-2000:]

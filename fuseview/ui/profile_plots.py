@@ -1,17 +1,18 @@
 """The profiling panel's plots (pyqtgraph): horizontal grouped bars, the |diff| histogram, PNG/SVG export.
 
 The top half turns a profile report into rows for the plots (no Qt); the bottom half draws them.
+pyqtgraph is imported when a plot is first drawn, not with the window: it is 0.3 s of the window's start.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyqtgraph as pg
-import pyqtgraph.exporters as pg_exporters
 from PySide6.QtCore import QEventLoop, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from PySide6.QtSvg import QSvgGenerator
@@ -22,6 +23,9 @@ from fuseview.errors import FuseviewError
 from fuseview.graph.scopes import common_scope
 from fuseview.stats import by_median
 from fuseview.units import format_us
+
+if TYPE_CHECKING:
+    import pyqtgraph as pg
 
 ORIGINAL, FUSED = "original", "fused"
 COLORS = {
@@ -187,70 +191,92 @@ def _decade_ticks(lo: int, hi: int) -> list[tuple[float, str]]:
     return [(float(e), f"1e{e}") for e in range(lo, hi + 1, step)]
 
 
-class _Bars(pg.BarGraphItem):
-    """BarGraphItem that reports which bar was clicked and shows a tooltip per bar."""
+def _pg():
+    import pyqtgraph
 
-    def __init__(self, on_click, tips: list[str], **opts):
-        super().__init__(**opts)
-        self._on_click = on_click
-        self._tips = tips
-        self.setAcceptHoverEvents(True)
+    return pyqtgraph
 
-    def _bar_at(self, y: float) -> int | None:
-        o = self.opts
-        heights = np.broadcast_to(np.asarray(o["height"], dtype=float), np.shape(o["y"]))
-        for i, (c, h) in enumerate(zip(o["y"], heights, strict=True)):
-            if c - h / 2 <= y <= c + h / 2:
-                return i
-        return None
 
-    def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph's name
-        i = self._bar_at(ev.pos().y()) if ev.button() == Qt.MouseButton.LeftButton else None
-        if i is not None:
+@functools.cache
+def _items() -> tuple[type, type]:
+    """(bars that report clicks and show a tooltip per bar, a view box whose wheel scrolls rows)."""
+    pg = _pg()
+
+    class Bars(pg.BarGraphItem):
+        """BarGraphItem that reports which bar was clicked and shows a tooltip per bar."""
+
+        def __init__(self, on_click, tips: list[str], **opts):
+            super().__init__(**opts)
+            self._on_click = on_click
+            self._tips = tips
+            self.setAcceptHoverEvents(True)
+
+        def _bar_at(self, y: float) -> int | None:
+            o = self.opts
+            heights = np.broadcast_to(np.asarray(o["height"], dtype=float), np.shape(o["y"]))
+            for i, (c, h) in enumerate(zip(o["y"], heights, strict=True)):
+                if c - h / 2 <= y <= c + h / 2:
+                    return i
+            return None
+
+        def mouseClickEvent(self, ev):  # noqa: N802 - pyqtgraph's name
+            i = self._bar_at(ev.pos().y()) if ev.button() == Qt.MouseButton.LeftButton else None
+            if i is not None:
+                ev.accept()
+                self._on_click(i)
+
+        def hoverEvent(self, ev):  # noqa: N802 - pyqtgraph's name
+            i = None if ev.isExit() else self._bar_at(ev.pos().y())
+            self.setToolTip(self._tips[i] if i is not None else "")
+
+    class RowsViewBox(pg.ViewBox):
+        """A ViewBox whose mouse wheel scrolls the rows of a bar chart instead of zooming."""
+
+        def wheelEvent(self, ev, axis=None):  # noqa: N802 - pyqtgraph's name
+            self.translateBy(y=ev.delta() / 120)
             ev.accept()
-            self._on_click(i)
 
-    def hoverEvent(self, ev):  # noqa: N802 - pyqtgraph's name
-        i = None if ev.isExit() else self._bar_at(ev.pos().y())
-        self.setToolTip(self._tips[i] if i is not None else "")
-
-
-class _RowsViewBox(pg.ViewBox):
-    """A ViewBox whose mouse wheel scrolls the rows of a bar chart instead of zooming."""
-
-    def wheelEvent(self, ev, axis=None):  # noqa: N802 - pyqtgraph's name
-        self.translateBy(y=ev.delta() / 120)
-        ev.accept()
+    return Bars, RowsViewBox
 
 
 class PlotCard(QWidget):
     """A pyqtgraph plot with a message shown in its place when there is nothing to plot."""
 
-    def __init__(self, name: str, title: str, parent: QWidget | None = None, view_box=None):
+    def __init__(self, name: str, title: str, parent: QWidget | None = None, scroll_rows: bool = False):
         super().__init__(parent)
         self.name = name
         self.title = title
         self._drawn: tuple[str, tuple] | None = None  # the last set_* call, replayed by export
-        self.plot = pg.PlotWidget(background="w", viewBox=view_box)
-        self.plot.setTitle(title, color="#1b2430", size="10pt")
-        self.plot.setMenuEnabled(False)
-        self.plot.setMouseEnabled(x=False, y=False)
-        self.plot.hideButtons()
+        self._scroll_rows = scroll_rows
+        self._plot: pg.PlotWidget | None = None  # made when first drawn (see the module's docstring)
         self.message = QLabel()
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.message.setStyleSheet("color: #5b6573;")
         self.stack = QStackedWidget()
         self.stack.addWidget(self.message)
-        self.stack.addWidget(self.plot)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.stack)
         self.has_data = False
         self.show_message("no profile yet: Run, or Open report…")
 
+    @property
+    def plot(self) -> pg.PlotWidget:
+        """The pyqtgraph plot (made on first use)."""
+        if self._plot is None:
+            view_box = _items()[1]() if self._scroll_rows else None
+            self._plot = _pg().PlotWidget(background="w", viewBox=view_box)
+            self._plot.setTitle(self.title, color="#1b2430", size="10pt")
+            self._plot.setMenuEnabled(False)
+            self._plot.setMouseEnabled(x=False, y=False)
+            self._plot.hideButtons()
+            self.stack.addWidget(self._plot)
+        return self._plot
+
     def show_message(self, text: str) -> None:
         """Show a line of text instead of the plot."""
-        self.plot.clear()
+        if self._plot is not None:
+            self._plot.clear()
         self._drawn = None
         self.message.setText(text)
         self.stack.setCurrentWidget(self.message)
@@ -268,7 +294,8 @@ class PlotCard(QWidget):
     def set_title(self, title: str) -> None:
         """Change the plot's title."""
         self.title = title
-        self.plot.setTitle(title, color="#1b2430", size="10pt")
+        if self._plot is not None:
+            self._plot.setTitle(title, color="#1b2430", size="10pt")
 
     def _clone(self) -> PlotCard:
         return type(self)(self.name, self.title)
@@ -291,6 +318,8 @@ class PlotCard(QWidget):
         copy.show()
         getattr(copy, self._drawn[0])(*self._drawn[1])
         QApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
+
+        import pyqtgraph.exporters as pg_exporters
 
         def write(tmp: str) -> None:
             if suffix == ".svg":
@@ -339,13 +368,13 @@ class BarChart(PlotCard):
         legend: bool = True,
         parent: QWidget | None = None,
     ):
-        super().__init__(name, title, parent, view_box=_RowsViewBox())
+        super().__init__(name, title, parent, scroll_rows=True)
         self.x_label = x_label
         self.log_x = log_x
         self.value_text = value_text or (lambda v: f"{v:.3g}")
         self.legend = legend  # without a legend, each bar's value text starts with its series name
         self.labels: list[str] = []
-        self.bars: dict[str, _Bars] = {}
+        self.bars: dict[str, Any] = {}  # series name -> its bars (_items' Bars)
         self._series_count = 1
 
     def set_bars(
@@ -366,7 +395,8 @@ class BarChart(PlotCard):
         if self.log_x:
             lo = math.floor(math.log10(min(values))) - 1 if values else -12
         if k > 1 and self.legend:
-            item.addLegend(offset=(-10, -30), labelTextColor="#1b2430", brush=pg.mkBrush(255, 255, 255, 220))
+            white = _pg().mkBrush(255, 255, 255, 220)
+            item.addLegend(offset=(-10, -30), labelTextColor="#1b2430", brush=white)
         for s, (name, vals) in enumerate(series.items()):
             ys = [(n - 1 - r) - (s - (k - 1) / 2) * h for r in range(n)]
             ends = [self._x(v, lo) for v in vals]
@@ -374,7 +404,7 @@ class BarChart(PlotCard):
                 f"{full}\n{name}: {self.value_text(v) if v is not None else 'none'}"
                 for full, v in zip(names or labels, vals, strict=True)
             ]
-            bars = _Bars(
+            bars = _items()[0](
                 lambda i, name=name: self.barClicked.emit(i, name),
                 tips,
                 x0=[lo] * n,
@@ -389,7 +419,7 @@ class BarChart(PlotCard):
             self.bars[name] = bars
             for y, e, v in zip(ys, ends, vals, strict=True):
                 value = self.value_text(v) if v is not None else "none"
-                text = pg.TextItem(
+                text = _pg().TextItem(
                     value if self.legend else f"{name} {value}", color="#5b6573", anchor=(0, 0.5)
                 )
                 text.setPos(e, y)
@@ -465,7 +495,7 @@ class HistogramChart(PlotCard):
         xs = [(a + b) / 2 for a, b in zip(exps, exps[1:], strict=False)]
         zero_x = exps[0] - 1.5
         item.addItem(
-            pg.BarGraphItem(
+            _pg().BarGraphItem(
                 x=[zero_x] + xs,
                 height=[hist["zero"]] + list(hist["counts"]),
                 width=0.9,

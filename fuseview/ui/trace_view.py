@@ -33,7 +33,6 @@ from fuseview.session.jobs import JobService
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
-from fuseview.ui.trace_flame import FlameView
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import JobRunner
 
@@ -233,6 +232,8 @@ class TraceView(QWidget):
         self.event_plot.barClicked.connect(lambda row, _s: self._event_clicked(row))
         self.kernels = KernelPanel()
         self.kernel_plot = self.kernels.plot
+        from fuseview.ui.trace_flame import FlameView  # pyqtgraph: only once a trace workspace is made
+
         self.flame = FlameView()
         self.step_plot = plots.BarChart("steps", "Step times", "µs", value_text=us)
         self.table = QTableWidget(0, len(COLUMNS))
