@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -255,6 +256,7 @@ def document_from_model(
     return doc
 
 
+@functools.lru_cache(maxsize=256)  # asked once per tensor: numpy's dtype naming was 12 % of a load
 def dtype_name(elem_type: int) -> str:
     """numpy-style name of an ONNX element type: float32, int64, bfloat16, ..."""
     try:
