@@ -43,6 +43,31 @@ def test_sigterm_removes_the_profilers_temp_folder_and_writes_nothing(tmp_path: 
     assert left == [] and hc.snapshot(work) == before
 
 
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_the_window_and_its_profile_without_leaving_temp_folders(tmp_path: Path, sig, code):
+    # the window's Qt loop runs no Python while idle: the signal reaches it through a wakeup socket
+    work, tmp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    tmp.mkdir()
+    (work / "m.onnx").write_bytes(hc.mlp().SerializeToString())
+    before = hc.snapshot(work)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fuseview", "open", "m.onnx", "--apply", "--profile"],
+        cwd=work, env=env(TMPDIR=str(tmp), HOME=str(tmp_path), QT_QPA_PLATFORM="offscreen"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith("fuseview-profile-") for p in tmp.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the profile never started"
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    left = [p.name for p in tmp.iterdir() if p.name != ".ses"]
+    assert left == [] and hc.snapshot(work) == before
+
+
 @pytest.mark.parametrize("argv", [["fuse", "m.onnx", "-o", "out.onnx"], ["scan", "g.onnx", "--near-misses"]])
 def test_a_closed_stdout_does_not_lose_the_work(tmp_path: Path, argv) -> None:
     (tmp_path / "m.onnx").write_bytes(hc.mlp().SerializeToString())

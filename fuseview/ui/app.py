@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, QtMsgType, qInstallMessageHandler
+from PySide6.QtCore import QSocketNotifier, QTimer, QtMsgType, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication
 
 from fuseview.errors import FuseviewError
@@ -83,6 +86,7 @@ def run_app(
         win.error_shown.connect(failed)
         win.document_shown.connect(lambda: QTimer.singleShot(150, shoot))
         QTimer.singleShot(600_000, lambda: (failed("timed out waiting for the layout"), None))
+    restore_signals = end_on_signals(app, win, status)
     win.show()
     if doc is not None:
         win.show_document(doc)
@@ -94,6 +98,7 @@ def run_app(
         status["code"] = status["code"] or loop["code"]
     else:
         code = app.exec()
+    restore_signals()
     win.runner.shutdown()
     win.settings.sync()
     code = code or status["code"]
@@ -102,6 +107,49 @@ def run_app(
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def end_on_signals(app: QApplication, win, status: dict):
+    """SIGTERM (exit 143) and Ctrl-C (130) end the window as Quit does, without asking: jobs cancelled and
+    waited for, profile children killed, temp folders removed. Returns what puts the old handlers back.
+
+    Python runs a signal handler only between bytecodes, and Qt's loop runs none while idle: the signal's
+    number is written to a socket (signal.set_wakeup_fd) that the loop watches."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    inside, outside = socket.socketpair()
+    inside.setblocking(False)
+    outside.setblocking(False)
+    old_fd = signal.set_wakeup_fd(outside.fileno())
+    ending = (signal.SIGTERM, signal.SIGINT)
+    old = {sig: signal.signal(sig, lambda *_: None) for sig in ending}  # the loop does the work, below
+    notifier = QSocketNotifier(inside.fileno(), QSocketNotifier.Type.Read, app)
+
+    def woke() -> None:
+        try:
+            got = [b for b in inside.recv(64) if b in ending]
+        except BlockingIOError:
+            return
+        if not got:
+            return
+        notifier.setEnabled(False)
+        for sig in ending:
+            signal.signal(sig, signal.SIG_IGN)  # one is enough: let the clean-up finish
+        status["code"] = 143 if signal.SIGTERM in got else 130
+        win.end_jobs()
+        app.exit(status["code"])
+
+    notifier.activated.connect(woke)
+
+    def restore() -> None:
+        notifier.setEnabled(False)
+        signal.set_wakeup_fd(old_fd)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        inside.close()
+        outside.close()
+
+    return restore
 
 
 def grab_to_png(widget, path: str | os.PathLike) -> None:

@@ -158,6 +158,9 @@ def run_workbench(
     win.error_shown.connect(fail)
     if unattended:
         QTimer.singleShot(TIMEOUT_MS, lambda: fail("timed out waiting for the work to finish"))
+    from fuseview.ui.app import end_on_signals
+
+    restore_signals = end_on_signals(app, win, status)
     win.show()
     win.show_document(doc)
     if unattended:
@@ -166,6 +169,7 @@ def run_workbench(
         status["code"] = status["code"] or loop["code"]
     else:
         code = app.exec()
+    restore_signals()
     win.runner.shutdown()
     if win.profile_panel is not None and hasattr(win.profile_panel, "shutdown"):
         win.profile_panel.shutdown()

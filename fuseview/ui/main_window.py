@@ -591,9 +591,13 @@ class MainWindow(QMainWindow):
         if not self.confirm_discard("Quit"):
             event.ignore()
             return
+        self.end_jobs()
+        super().closeEvent(event)
+
+    def end_jobs(self) -> None:
+        """Cancel every job, profile and trace read and wait for them (their temp folders go with them)."""
         self.session.jobs.shutdown()
         if self.trace_view is not None:
             self.trace_view.shutdown()
         if self.profile_panel is not None and hasattr(self.profile_panel, "shutdown"):
             self.profile_panel.shutdown()  # its profile thread must end before the window goes
-        super().closeEvent(event)
