@@ -76,6 +76,60 @@ def t5_config(width: str) -> transformers.PretrainedConfig:
                                  num_decoder_layers=2, relative_attention_num_buckets=32)
 
 
+def _narrow_only(width: str, name: str) -> None:
+    if width != "narrow":
+        raise ValueError(f"{name}: only a narrow export is made (tests of rules on architectures beyond the "
+                         "real-width three)")
+
+
+# Decoders the rules were not written against (fused QKV projections, partial rotary, learned positions,
+# q/k/v biases): narrow, for tests. 2 layers x 32, 4 heads of 8 (2 kv heads where the family has grouped
+# KV), a vocabulary of 256: each file is about 0.2 MB.
+_NARROW = {"vocab_size": 256, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 64, "max_position_embeddings": 256}
+
+
+def qwen2_config(width: str) -> transformers.PretrainedConfig:
+    """Qwen2: grouped-query attention with biases on Q, K and V."""
+    _narrow_only(width, "qwen2")
+    return transformers.Qwen2Config(**_NARROW, num_key_value_heads=2, tie_word_embeddings=False)
+
+
+def mistral_config(width: str) -> transformers.PretrainedConfig:
+    """Mistral: Llama-like grouped-query attention (no sliding window at these lengths)."""
+    _narrow_only(width, "mistral")
+    return transformers.MistralConfig(**_NARROW, num_key_value_heads=2, tie_word_embeddings=False,
+                                      sliding_window=None)
+
+
+def phi3_config(width: str) -> transformers.PretrainedConfig:
+    """Phi-3: one packed qkv_proj sliced into Q, K and V, then rotary; grouped KV."""
+    _narrow_only(width, "phi3")
+    return transformers.Phi3Config(**_NARROW, num_key_value_heads=2, tie_word_embeddings=False,
+                                   pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def gpt_neox_config(width: str) -> transformers.PretrainedConfig:
+    """GPT-NeoX (Pythia): packed query_key_value viewed per head and split; rotary on a quarter of a head."""
+    _narrow_only(width, "gpt_neox")
+    return transformers.GPTNeoXConfig(**_NARROW, rotary_pct=0.25, bos_token_id=1, eos_token_id=2)
+
+
+def opt_config(width: str) -> transformers.PretrainedConfig:
+    """OPT: learned positions, Q scaled after its projection, ReLU MLP."""
+    _narrow_only(width, "opt")
+    cfg = dict(_NARROW, ffn_dim=_NARROW["intermediate_size"])
+    del cfg["intermediate_size"]
+    return transformers.OPTConfig(**cfg, word_embed_proj_dim=32, bos_token_id=1, eos_token_id=2,
+                                  pad_token_id=0)
+
+
+def gemma_config(width: str) -> transformers.PretrainedConfig:
+    """Gemma: scaled embeddings, RMSNorm with (1 + w), GeGLU MLP, grouped KV."""
+    _narrow_only(width, "gemma")
+    return transformers.GemmaConfig(**_NARROW, num_key_value_heads=2, head_dim=8)
+
+
 # ------------------------------------------------------------------------------------ wrappers
 
 
@@ -138,15 +192,26 @@ _FAMILIES: dict[str, tuple[Callable[[str], transformers.PretrainedConfig], type,
 }
 
 
+DECODER_FAMILIES: dict[str, tuple[Callable[[str], transformers.PretrainedConfig], type, bool]] = {
+    "qwen2": (qwen2_config, transformers.Qwen2ForCausalLM, True),
+    "mistral": (mistral_config, transformers.MistralForCausalLM, True),
+    "phi3": (phi3_config, transformers.Phi3ForCausalLM, True),
+    "gpt_neox": (gpt_neox_config, transformers.GPTNeoXForCausalLM, True),
+    "opt": (opt_config, transformers.OPTForCausalLM, True),
+    "gemma": (gemma_config, transformers.GemmaForCausalLM, True),
+}
+_ALL_FAMILIES = {**_FAMILIES, **DECODER_FAMILIES}
+
+
 # torch 2.13's dynamo exporter fails on T5's attention ("Cannot view a tensor with shape [1, s53, 4, 16] and
 # strides (64*s53, 16, 16*s53, 1) as (1, s53, 64)", in the decomposition step).
 _NOT_EXPORTABLE = {("t5", "dynamo")}
 
 
-def all_specs(width: str) -> list[Spec]:
+def all_specs(width: str, families: dict | None = None) -> list[Spec]:
     """Every export for a width: each family by both exporters, decoders also with a KV cache."""
     specs = []
-    for family, (make_config, _, decoder) in _FAMILIES.items():
+    for family, (make_config, _, decoder) in (_FAMILIES if families is None else families).items():
         layers = make_config(width).num_hidden_layers
         for exporter, opset, tag in (("torchscript", 17, "ts17"), ("dynamo", None, "dynamo")):
             if (family, exporter) in _NOT_EXPORTABLE:
@@ -159,12 +224,12 @@ def all_specs(width: str) -> list[Spec]:
 
 def build(spec: Spec, width: str) -> tuple[nn.Module, transformers.PretrainedConfig]:
     """The seeded model in eval mode, wrapped for export, and its config."""
-    make_config, cls, _ = _FAMILIES[spec.family]
+    make_config, cls, decoder = _ALL_FAMILIES[spec.family]
     cfg = make_config(width)
     torch.manual_seed(SEED)
     model = cls(cfg).eval()
     perturb_norms(model)
-    if spec.family in ("gpt2", "llama"):
+    if decoder:
         wrapped: nn.Module = DecoderWithPast(model) if spec.kv_cache else LogitsOnly(model)
     else:
         wrapped = EncoderOutputs(model, pooled=spec.family == "bert")
@@ -349,9 +414,10 @@ def write_index(out_dir: Path, entries: dict[str, dict], script: str, width: str
     os.replace(tmp, path)
 
 
-def run_cli(doc: str, width: str, default_out: Path, script: str, limit_bytes: int | None) -> int:
+def run_cli(doc: str, width: str, default_out: Path, script: str, limit_bytes: int | None,
+            families: dict | None = None) -> int:
     """The front scripts' command line: export the selected specs one at a time, merge INDEX.json."""
-    specs = all_specs(width)
+    specs = all_specs(width, families)
     out_dir, only = parse_selection(doc, default_out, {s.name for s in specs})
     failed = []
     for spec in specs:

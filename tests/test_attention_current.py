@@ -1,6 +1,9 @@
 """Attention in the exports people make today (transformers 5.x, default sdpa attention, both exporters,
 with and without a KV cache, T5's relative-bias attention): every layer fuses, and every fused model
-matches the original in onnxruntime CPU at past length 0/1/64 and 1/16 new tokens."""
+matches the original in onnxruntime CPU at past length 0/1/64 and 1/16 new tokens.
+
+The same holds for decoders the rules were not written against (assets/models/decoders: Qwen2, Mistral,
+Phi-3, GPT-NeoX, OPT, Gemma; scripts/make_decoder_exports.py)."""
 
 from __future__ import annotations
 
@@ -19,13 +22,16 @@ from fuseview.runtime.inputs import make_feeds
 from .conftest import ASSET_MODELS
 
 CURRENT = ASSET_MODELS / "current"
-INDEX = json.loads((CURRENT / "INDEX.json").read_text())["models"]
+DECODERS = ASSET_MODELS / "decoders"
+_INDEXES = {f: json.loads((f / "INDEX.json").read_text())["models"] for f in (CURRENT, DECODERS)}
+FOLDER = {name: folder for folder, models in _INDEXES.items() for name in models}
+INDEX = {name: _INDEXES[folder][name] for name, folder in FOLDER.items()}
 ATTENTION_OPS = ("MultiHeadAttention", "Attention", "GroupQueryAttention")
 MAX_ABS = 1e-4  # observed <= 1.2e-6 on every model and length
 
 
 def _fuse(name: str) -> tuple[onnx.ModelProto, onnx.ModelProto, object]:
-    model = load_for_fusion(CURRENT / f"{name}.onnx")
+    model = load_for_fusion(FOLDER[name] / f"{name}.onnx")
     scan = scan_for_fusion(model)
     plan = Plan(scan.candidates)
     plan.accept_all()
@@ -49,7 +55,7 @@ def test_every_attention_layer_fuses_and_validates(name: str) -> None:
 
 @pytest.mark.parametrize("name", [n for n in sorted(INDEX) if INDEX[n]["has_kv_cache"]])
 def test_kv_cache_dims_follow_the_graph(name: str) -> None:
-    model = load_for_fusion(CURRENT / f"{name}.onnx")
+    model = load_for_fusion(FOLDER[name] / f"{name}.onnx")
     assert has_kv_cache(model)
     dims = cache_dims(model, 64, 16)
     shapes = {vi.name: [d.dim_param for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
@@ -116,3 +122,25 @@ def test_left_padded_mask_stays_exact(name: str, past: int) -> None:
     b = run_model(fused, feeds, reference=False)
     diffs = compare_outputs([o.name for o in model.graph.output], a, b)
     assert all(d["passed"] and d["max_abs"] <= MAX_ABS for d in diffs.values()), diffs
+
+
+def test_the_decoders_cover_six_architectures_by_both_exporters_with_and_without_a_cache() -> None:
+    mine = [INDEX[n] for n, f in FOLDER.items() if f == DECODERS]
+    kinds = {(e["architecture"], e["exporter"], e["has_kv_cache"]) for e in mine}
+    archs = {e["architecture"] for e in mine}
+    assert len(archs) == 6 and len(kinds) == 24
+    assert all(e["bytes"] < 500_000 for e in mine)
+
+
+@pytest.mark.parametrize("name", ["phi3_2l_sdpa_past_ts17", "gpt_neox_2l_sdpa_past_dynamo"])
+def test_packed_projections_split_per_tensor_or_per_head_stay_in_front_of_the_fused_op(name: str) -> None:
+    """Phi-3 slices Q, K, V from one projection; GPT-NeoX splits each head's [q|k|v]: the slices stay and
+    feed the fused op, whose head count is the model's."""
+    _model, fused, scan = _fuse(name)
+    info = INDEX[name]
+    ops = [n for n in fused.graph.node if n.op_type in ATTENTION_OPS]
+    assert len(ops) == info["layers"]
+    for n in ops:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["num_heads"] == info["heads"]
+    assert any(n.op_type in ("Slice", "Split") for n in fused.graph.node)

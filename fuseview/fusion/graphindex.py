@@ -77,6 +77,7 @@ class GraphIndex:
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
+        self._static: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
             self._infer_shapes()
@@ -195,6 +196,7 @@ class GraphIndex:
             self._dim_value(key, used)
         inference = shared_inference(self.model)
         self.notes.extend(inference.notes)
+        self._static = inference.shapes
         for name, (dims, elem) in inference.shapes.items():
             self._shapes[name] = (substitute(dims, used), elem)
         for t in self.graph.initializer:
@@ -233,6 +235,15 @@ class GraphIndex:
             old = self._shapes.get(name)
             if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
                 self._shapes[name] = (s, old[1] if old else 0)
+
+    def static_dim(self, tensor: str, i: int) -> int | None:
+        """Dim i of a tensor when onnx's inference, run with every input dim symbolic, found a number: a
+        size whatever the inputs' dims (None when it depends on them, or is unknown)."""
+        dims = self._static.get(tensor, (None, 0))[0]
+        if dims is None or not 0 <= i < len(dims):
+            return None
+        d = dims[i]
+        return d if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else None
 
     def shape(self, tensor: str) -> list | None:
         """Inferred shape of a tensor (ints, or None/names for unknown dims), None if unknown rank."""

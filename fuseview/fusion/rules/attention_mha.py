@@ -162,7 +162,8 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
         if ref is None:
             raise Miss(f"{sm.name}: Q is 4-D and its head split cannot be traced back")
         q_ref, _n, d_ref, h_ref, _sn = ref
-        if (h_ref, d_ref) != (hq, dq):
+        # a split of [B,S,H,k*D] per head, Q/K/V sliced from its last axis, is one too (GPT-NeoX)
+        if h_ref != hq or d_ref % dq or (d_ref != dq and not _sliced_per_head(s, c.q)):
             raise Miss(f"{sm.name}: Q head split {h_ref}x{d_ref} differs from Q {hq}x{dq}")
     else:
         q_ref = q3
@@ -175,6 +176,29 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
                           q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
                           guard=guard, opset=int(ix.opsets.get("", 17)))
+
+
+def _sliced_per_head(s: Structure, q: str) -> bool:
+    """Whether Q's path back to its head split passes a Slice or Split of the last axis (q = qkv[..., :D])."""
+    seen, queue = {q}, [q]
+    while queue and len(seen) < 64:
+        n = s.d.producer(queue.pop(0))
+        if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast"):
+            continue
+        packed = n.op_type in ("Slice", "Split") and s.d.rank(n.input[0]) == 4
+        if packed and s.split3d(n.input[0]) is not None:
+            if n.op_type == "Split":
+                axes = [int(s.ix.attr(n, "axis", 0)) % 4]
+            else:
+                c = s.d.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+                axes = None if c is None else [int(a) % 4 for a in np.ravel(c)]
+            if axes == [3]:
+                return True
+        for i in n.input:
+            if i and i not in seen and s.d.const(i) is None:
+                seen.add(i)
+                queue.append(i)
+    return False
 
 
 def _needs_row_guard(s: Structure, c: SdpaCore) -> bool:

@@ -135,6 +135,8 @@ class SymbolicDims:
             return self._memo[key]
         self._memo[key] = ("dim", t, i)  # cycle / depth guard
         val = self._dim(t, i, depth)
+        if val is None:  # no structural derivation: a size onnx inferred as fixed is one all the same
+            val = self.ix.static_dim(t, i)
         if val is None:
             val = ("dim", t, i)
         self._memo[key] = val
@@ -286,25 +288,34 @@ class SymbolicDims:
         return None
 
     def _reshape_free(self, n: onnx.NodeProto, vec: list[Dim], i: int, d: int) -> Dim:
-        """The -1 element of a Reshape target: the input's one symbolic dim when every other element and
-        input dim is a number whose products agree (the element count leaves no other value)."""
+        """The -1 element of a Reshape target: what the element count leaves once the other elements are
+        cancelled against the input's dims (the same symbolic dims, then the products of the numbers)."""
         rin = self.rank(n.input[0])
         if rin is None or vec.count(-1) != 1:
             return None
         allow0 = not self.ix.attr(n, "allowzero", 0)
+        ins = [self.dim(n.input[0], j, d) for j in range(rin)]
+        if any(x is None for x in ins):
+            return None
         known = 1
         for j, e in enumerate(vec):
             if j == i:
                 continue
             e = self.dim(n.input[0], j, d) if e == 0 and allow0 else self.canon(e, d)
-            if not isinstance(e, int) or e <= 0:
+            if isinstance(e, int):
+                if e <= 0:
+                    return None
+                known *= e
+            elif e is not None and e in ins:  # [B, -1, H, D] of [B, S, H*D]: B cancels B
+                ins.remove(e)
+            else:
                 return None
-            known *= e
-        ins = [self.dim(n.input[0], j, d) for j in range(rin)]
         free = [x for x in ins if not isinstance(x, int)]
-        if len(free) != 1 or free[0] is None:
-            return None
         rest = int(np.prod([x for x in ins if isinstance(x, int)], dtype=np.int64))
+        if not free:
+            return rest // known if rest % known == 0 else None
+        if len(free) != 1:
+            return None
         return free[0] if rest == known else None
 
     def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
@@ -328,7 +339,16 @@ class SymbolicDims:
             and int(np.ravel(ends)[k]) >= 2**31 - 1
             and (steps is None or int(np.ravel(steps)[k]) == 1)
         )
-        return self.dim(n.input[0], i, d) if whole else None
+        if whole:
+            return self.dim(n.input[0], i, d)
+        size = self.dim(n.input[0], i, d)
+        if not isinstance(size, int) or ends is None:
+            return None
+        # a known size sliced by constants (a packed QKV projection split on its last axis: Phi-3)
+        step = 1 if steps is None else int(np.ravel(steps)[k])
+        if step == 0:
+            return None
+        return len(range(*slice(int(np.ravel(starts)[k]), int(np.ravel(ends)[k]), step).indices(size)))
 
     def _expand_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
         """Dim i of Expand(x, shape): broadcast of x's dim and the shape element (-1/1 keep x's dim)."""

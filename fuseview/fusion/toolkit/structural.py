@@ -193,7 +193,7 @@ class Structure:
             if res is not None:
                 return res
             n = self.d.producer(x)
-            if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Cast"):
+            if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast"):
                 continue
             for i in n.input:
                 if i and i not in seen and self.d.const(i) is None:
