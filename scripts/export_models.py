@@ -130,13 +130,17 @@ class _EncoderOutputs(nn.Module):
 
 
 def _encoder(kind: str, with_types: bool = False, attn: str = "eager") -> Callable[[], tuple]:
-    """A 2-layer encoder of one transformers architecture (bert, roberta, distilbert), width 64."""
+    """A 2-layer encoder of one transformers architecture (bert, roberta, distilbert, mpnet), width 64."""
 
     def build() -> tuple[nn.Module, dict]:
         common = {"vocab_size": VOCAB, "max_position_embeddings": 130, "attn_implementation": attn}
         if kind == "distilbert":
             cfg = transformers.DistilBertConfig(dim=64, n_layers=2, n_heads=4, hidden_dim=128, **common)
             cls = transformers.DistilBertModel
+        elif kind == "mpnet":  # a relative-position bias added to the scores before the mask
+            cfg = transformers.MPNetConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                           intermediate_size=128, pad_token_id=1, **common)
+            cls = transformers.MPNetModel
         elif kind == "roberta":
             cfg = transformers.RobertaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                              intermediate_size=128, type_vocab_size=1, pad_token_id=1,
@@ -318,6 +322,10 @@ SPECS: list[Spec] = [
     Spec("roberta_2l_dynamo18", "RobertaModel", _encoder("roberta"), _TOKENS, ["last_hidden_state"],
          "dynamo", 18, "dynamo exporter, opset 18, symbolic batch/seq: ONNX LayerNormalization and Gelu ops, "
          "position ids from a cumulative sum over the padding mask."),
+    Spec("mpnet_2l_ts17", "MPNetModel", _encoder("mpnet"), _TOKENS, ["last_hidden_state"], "torchscript", 17,
+         "MPNet (all-mpnet-base-v2's architecture): relative-position bias + mask, two Adds before Softmax."),
+    Spec("mpnet_2l_dynamo18", "MPNetModel", _encoder("mpnet"), _TOKENS, ["last_hidden_state"], "dynamo", 18,
+         "MPNet by the dynamo exporter, opset 18."),
     Spec("distilbert_2l_dynamo20", "DistilBertModel", _encoder("distilbert"), _TOKENS, ["last_hidden_state"],
          "dynamo", 20, "dynamo exporter, opset 20, no token types, boolean mask via Where."),
     Spec("bert_2l_notypes_dynamo18", "BertModel", _encoder("bert"), _TOKENS, ["last_hidden_state"],

@@ -1,4 +1,4 @@
-"""Encoders from exporters nobody here tuned for (dynamo opset 18/20, BERT without token types, ViT):
+"""Encoders from exporters nobody here tuned for (dynamo opset 18/20, BERT without token types, ViT, MPNet):
 every attention, SkipLayerNormalization and embedding found, applied, and equal to the original on a
 batch of 3 with a right-padded mask; plus hand-built symbolic-shape cases."""
 
@@ -28,6 +28,8 @@ ENCODERS = {
     "bert_2l_notypes_ts17": (2, 5, 1),
     "vit_2l_dynamo18": (2, 5, 0),
     "bert_2l_sdpa_dynamo18": (2, 5, 1),  # SDPA decomposed: K^T over [B*H, S, D], NaN guard, bool mask
+    "mpnet_2l_ts17": (2, 5, 1),  # relative-position bias, then the mask: two Adds are one attention_bias
+    "mpnet_2l_dynamo18": (2, 5, 1),
 }
 
 

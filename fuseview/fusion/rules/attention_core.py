@@ -2,16 +2,17 @@
 
 Anchored on Softmax, the core is
 
-    MatMul(q [* c1], K^T [* c2]) [* c | / c] [+ mask | Where(keep, ., fill)] -> Softmax(-1)
+    MatMul(q [* c1], K^T [* c2]) [* c | / c] [+ bias] [+ mask | Where(keep, ., fill)] -> Softmax(-1)
         [-> Where(IsNaN(p), 0, p)] [-> Cast float] -> MatMul(p, v) [-> Reshape to its own shape]
 
 with K^T written as ``Transpose(0,2,3,1)`` of a [B,S,H,D] head split, ``Transpose(0,1,3,2)`` of a [B,H,S,D]
 tensor, or the dynamo exporter's flattened ``Reshape(Transpose(Reshape(k, [-1,S,D]), (0,2,1)), [B,H,D,S])``.
 Every scalar factor on Q, K or the scores multiplies into one ``scale``; the additive mask (or a boolean one
 selected by Where) and its shape are checked against the ``attention_bias`` contract of onnxruntime's
-attention ops. The cores of a scan are found once (``attention_cores(ctx)``, memoised in the ScanContext);
-the MHA, packed Attention and KV-cache rules then read the layout around each core. A Softmax that is no
-core is a near miss with the reason.
+attention ops. Two additive terms in a row (MPNet adds its relative-position bias, then the mask) are one
+``attention_bias``, their sum, computed in front of the fused op. The cores of a scan are found once
+(``attention_cores(ctx)``, memoised in the ScanContext); the MHA, packed Attention and KV-cache rules then
+read the layout around each core. A Softmax that is no core is a near miss with the reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class SdpaCore:
     v: str  # [B,H,T,D] value
     scale: float
     bias: str | None  # additive mask [B|1,H|1,S,T]
+    bias_terms: tuple[str, str] | None  # set when bias is the sum of these two (bias then names the sum)
     # (boolean condition, fill, whether the fill goes where it is true) of a Where-selected mask
     where_mask: tuple[str, float, bool] | None
     pv: onnx.NodeProto  # MatMul(probs, v)
@@ -159,6 +161,7 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
     d, ix = s.d, s.ix
     s_in = sm.input[0]
     bias = None
+    terms: tuple[str, str] | None = None
     where = None
     add = s.prod(s_in, "Add")
     mm_qk = s.prod(s_in, "MatMul")
@@ -166,7 +169,7 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
     if add is not None:
         core.append(add)
         a, b = add.input[0], add.input[1]
-        # the scores side is the one leading to the QK MatMul
+        # the scores side is the one leading to the QK MatMul (through one more Add of a bias at most)
         for sc, other in ((a, b), (b, a)):
             inner, f = s.scale_mul(sc, probe := [])
             if s.prod(inner, "MatMul") is not None:
@@ -174,6 +177,17 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
                 scale *= f
                 mm_qk = s.prod(inner, "MatMul")
                 bias = other
+                break
+            first = s.prod(sc, "Add")
+            if first is None or single_reader(ix, sc) is not add:
+                continue
+            found = _scaled_scores_of(s, first)
+            if found is not None:
+                (inner_mm, f, probe, first_other) = found
+                core.extend([first, *probe])
+                scale *= f
+                mm_qk = inner_mm
+                bias, terms = other, (first_other, other)
                 break
         else:
             for sc in (a, b):
@@ -191,17 +205,27 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
                 raise Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
             mm_qk, f, where = where_mask(s, w, core)
             scale *= f
-    if bias is not None:
-        if d.rank(bias) not in (4, None):
-            raise Miss(f"{add.name}: mask is {d.rank(bias)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
-        if d.rank(bias) is None:
+    for t in terms or ((bias,) if bias is not None else ()):
+        if d.rank(t) not in (4, None):
+            raise Miss(f"{add.name}: mask is {d.rank(t)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
+        if d.rank(t) is None:
             raise Miss(f"{add.name}: mask rank unknown")
-        if d.canon(("dim", bias, 2)) == 1:
-            raise Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
-        if ix.const_dtype(bias) not in (FLOAT, None):
+        if ix.const_dtype(t) not in (FLOAT, None):
             raise Miss(f"{add.name}: mask is not float32")
+    if bias is not None and all(d.canon(("dim", t, 2)) == 1 for t in terms or (bias,)):
+        raise Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
     core.append(mm_qk)
-    return mm_qk, scale, bias, where
+    return mm_qk, scale, bias, where, terms
+
+
+def _scaled_scores_of(s: Structure, add: onnx.NodeProto) -> tuple | None:
+    """(QK MatMul, scale factor, scale nodes, the other operand) when add = scaled Q.K^T + a tensor."""
+    for sc, other in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+        inner, f = s.scale_mul(sc, probe := [])
+        mm = s.prod(inner, "MatMul")
+        if mm is not None:
+            return mm, f, probe, other
+    return None
 
 
 def _key(s: Structure, mm_qk: onnx.NodeProto, core: list, shape_nodes: set) -> tuple:
@@ -233,11 +257,13 @@ def match_core(s: Structure, sm: onnx.NodeProto) -> SdpaCore:
     _softmax_axis(s, sm)
     pv, out = _probs_times_v(s, sm, core, shape_nodes)
     guarded = any(n.op_type == "IsNaN" for n in core)
-    mm_qk, scale, bias, where = _scores(s, sm, core)
+    mm_qk, scale, bias, where, terms = _scores(s, sm, core)
     qa, fq = s.scale_mul(mm_qk.input[0], core)
     kh, k_split, tr_k, fk = _key(s, mm_qk, core, shape_nodes)
+    if terms is not None:
+        bias = pv.output[0] + "_attention_bias"  # the sum, made in front of the fused op
     return SdpaCore(sm, core, shape_nodes, qa, kh, k_split, tr_k, pv.input[1], scale * fq * fk, bias,
-                    where, pv, out, guarded)
+                    terms, where, pv, out, guarded)
 
 
 def _find_cores(ctx: ScanContext) -> tuple[dict[str, SdpaCore], list[tuple[list[str], str]]]:

@@ -58,6 +58,7 @@ class AttentionMatch:
     # clamped to float32's lowest and its output is zeroed on the rows the mask hides entirely
     guard: bool = False
     opset: int = 17
+    bias_terms: tuple[str, str] | None = None  # bias is their sum, made in front of the fused op
 
 
 def _past_concat(s: Structure, t: str) -> tuple[onnx.NodeProto, str, tuple] | None:
@@ -175,7 +176,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     s.check_contained(core, matched, {out_t} | present)
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
                           q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
-                          guard=guard, opset=int(ix.opsets.get("", 17)))
+                          guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms)
 
 
 def _sliced_per_head(s: Structure, q: str) -> bool:
@@ -210,9 +211,10 @@ def _needs_row_guard(s: Structure, c: SdpaCore) -> bool:
         if not np.isfinite(c.where_mask[1]):
             raise Miss(f"{c.softmax.name}: NaN guard over a mask filled with -inf")
         return False  # a finite fill never hides a row with -inf
-    shape = s.ix.shape(c.bias)
-    if s.d.canon(("dim", c.bias, 1)) != 1 and not (shape is not None and len(shape) == 4 and shape[1] == 1):
-        raise Miss(f"{c.softmax.name}: NaN guard over a per-head mask (rows cannot be zeroed after the op)")
+    for t in c.bias_terms or (c.bias,):
+        shape = s.ix.shape(t)
+        if s.d.canon(("dim", t, 1)) != 1 and not (shape is not None and len(shape) == 4 and shape[1] == 1):
+            raise Miss(f"{c.softmax.name}: NaN guard over a per-head mask (rows cannot be zeroed after it)")
     return True
 
 
@@ -274,11 +276,15 @@ def guard_output(a: AttentionMatch, reps: list[Replacement]) -> list[Replacement
 
 
 def mask_bias(a: AttentionMatch) -> tuple[list[Replacement], str | None]:
-    """The additive mask the fused op takes, and the node computing it from a boolean one if needed."""
+    """The additive mask the fused op takes, and the nodes computing it (from a boolean one, or the sum of
+    two terms) if needed."""
+    total = [] if a.bias_terms is None else [
+        Replacement(inputs=list(a.bias_terms), op="Add", domain="", outputs=[a.bias or ""])]
     if a.guard:
-        return _row_guard(a)
+        guard, out = _row_guard(a)
+        return total + guard, out
     if a.where_mask is None:
-        return [], a.bias
+        return total, a.bias
     cond, fill, fill_if = a.where_mask
     zero, fill_t, out = a.output + "_mask_zero", a.output + "_mask_fill", a.output + "_mask_bias"
     inputs = [cond, fill_t, zero] if fill_if else [cond, zero, fill_t]
