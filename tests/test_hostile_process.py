@@ -21,51 +21,42 @@ from tests import hostile_cases as hc
 from tests.hostile_cli import env, refuse, run_cli
 
 
-def test_sigterm_removes_the_profilers_temp_folder_and_writes_nothing(tmp_path: Path) -> None:
+def _signal_once_started(tmp_path: Path, argv: list[str], started: str, sig: int, **extra: str):
+    """Run fuseview on a small model in work/ with TMPDIR tmp/; once a temp folder named `started...`
+    exists, send sig. Returns (exit code, stderr, temp names left, whether work/ is unchanged)."""
     work, tmp = tmp_path / "work", tmp_path / "tmp"
     work.mkdir()
     tmp.mkdir()
     (work / "m.onnx").write_bytes(hc.mlp().SerializeToString())
     before = hc.snapshot(work)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fuseview", "profile", "m.onnx", "--runs", "100000", "--profile-runs", "1000",
-         "--quiet", "--json", "r.json"],
-        cwd=work, env=env(TMPDIR=str(tmp)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "fuseview", *argv], cwd=work,
+                            env=env(TMPDIR=str(tmp), **extra), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while not any(p.name.startswith("fuseview-prof-") for p in tmp.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the profiler never started"
+    while not any(p.name.startswith(started) for p in tmp.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, f"{argv[0]} never started"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and err.decode() == "fuseview: terminated\n"
     left = [p.name for p in tmp.iterdir() if p.name != ".ses"]  # .ses: onnxruntime's own, made at import
-    assert left == [] and hc.snapshot(work) == before
+    return proc.returncode, err.decode(), left, hc.snapshot(work) == before
+
+
+def test_sigterm_removes_the_profilers_temp_folder_and_writes_nothing(tmp_path: Path) -> None:
+    argv = ["profile", "m.onnx", "--runs", "100000", "--profile-runs", "1000", "--quiet", "--json", "r.json"]
+    code, err, left, unchanged = _signal_once_started(tmp_path, argv, "fuseview-prof-", signal.SIGTERM)
+    assert code == 143 and err == "fuseview: terminated\n"
+    assert left == [] and unchanged
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_ends_the_window_and_its_profile_without_leaving_temp_folders(tmp_path: Path, sig, code):
     # the window's Qt loop runs no Python while idle: the signal reaches it through a wakeup socket
-    work, tmp = tmp_path / "work", tmp_path / "tmp"
-    work.mkdir()
-    tmp.mkdir()
-    (work / "m.onnx").write_bytes(hc.mlp().SerializeToString())
-    before = hc.snapshot(work)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fuseview", "open", "m.onnx", "--apply", "--profile"],
-        cwd=work, env=env(TMPDIR=str(tmp), HOME=str(tmp_path), QT_QPA_PLATFORM="offscreen"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith("fuseview-profile-") for p in tmp.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the profile never started"
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, err.decode()[-2000:]
-    assert "Traceback" not in err.decode()
-    left = [p.name for p in tmp.iterdir() if p.name != ".ses"]
-    assert left == [] and hc.snapshot(work) == before
+    got, err, left, unchanged = _signal_once_started(
+        tmp_path, ["open", "m.onnx", "--apply", "--profile"], "fuseview-profile-", sig, HOME=str(tmp_path))
+    assert got == code, err[-2000:]
+    assert "Traceback" not in err
+    assert left == [] and unchanged
 
 
 @pytest.mark.parametrize("argv", [["fuse", "m.onnx", "-o", "out.onnx"], ["scan", "g.onnx", "--near-misses"]])
