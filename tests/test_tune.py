@@ -258,3 +258,62 @@ def test_importing_fuseview_stays_cheap_and_tune_is_lazy():
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert out.stdout.strip() == "ok"
     assert Path(MLP).is_file()
+
+
+def _big_gelu_model(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """x @ w + b, then erf GELU written out (a bias_gelu_erf candidate), with a 2 MiB weight in the file."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((512, 1024)).astype(np.float32) / 16
+    c = {name: numpy_helper.from_array(np.array(v, np.float32), name)
+         for name, v in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["a"]),
+             helper.make_node("Div", ["a", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["a", "e1"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(rng.standard_normal(1024).astype(np.float32), "b"), *c.values()]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", 512])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "sequence", 1024])
+    g = helper.make_graph(nodes, "big_gelu", [x], [y], inits)
+    path = tmp_path / "big_gelu.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path, w
+
+
+def test_a_big_model_is_tuned_with_its_weights_left_on_disk(tmp_path, monkeypatch):
+    # the loader leaves big weights in the file (graph.lazy_weights); tune must not read them all in:
+    # variants are built weightless, sessions reach the weights through the file, the output streams them
+    import fuseview.tuning.run as run
+    from fuseview.graph import loader
+    from fuseview.graph.lazy_weights import has_disk_weights
+
+    path, w = _big_gelu_model(tmp_path)
+    monkeypatch.setattr(loader, "LAZY_FILE_BYTES", 0)
+    materialized = []
+    real = run.with_weights
+    monkeypatch.setattr(run, "with_weights", lambda m, b: materialized.append(1) or real(m, b))
+    res = tune_file(path, TuneSettings(budget_s=60, dims={"sequence": 4}, **FAST))
+    assert has_disk_weights(res.original) and not materialized
+    assert res.report.decisions, "the model has candidates to decide"
+    out = res.save_model(tmp_path / "tuned.onnx")
+    written = onnx.load(str(out))
+    assert all(t.data_location == onnx.TensorProto.DEFAULT for t in written.graph.initializer)
+    got = next(t for t in written.graph.initializer if t.name == "w")
+    assert np.array_equal(onnx.numpy_helper.to_array(got), w)
+    assert len(written.graph.node) == len(res.model.graph.node)
+
+
+def test_fewer_sessions_when_they_would_not_fit_in_memory(monkeypatch):
+    from fuseview.runtime import ab
+
+    size = MLP.stat().st_size
+    monkeypatch.setattr(ab, "available_memory", lambda: 5 * size)  # room for 2 of 2 x 3 sessions
+    assert ab.sessions_that_fit([str(MLP), str(MLP)], 3)[0] == 1
+    monkeypatch.setattr(ab, "available_memory", lambda: 100 * size)
+    assert ab.sessions_that_fit([str(MLP), str(MLP)], 3) == (3, None)
+    monkeypatch.setattr(ab, "available_memory", lambda: 5 * size)
+    res = tune_file(MLP, TuneSettings(budget_s=60, **FAST))
+    assert any("session(s) per model instead of 3" in n for n in res.report.notes)
+    assert all(d.effect is None or d.effect.sessions <= 2 for d in res.report.decisions)

@@ -253,6 +253,9 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
         ) from None
     finally:
         run = None  # release the original's session before the fused one is made
+        from fuseview.runtime.sessions import release_freed_memory
+
+        release_freed_memory()
     runs: list[InputSet] = []
     label = sets[0][0]
     try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,29 @@ class ProviderChoice:
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return {"requested": self.requested, "provider": self.provider, "reason": self.reason}
+
+
+_LIBC: list = []  # [glibc, or None where there is none]: looked up once
+
+
+def release_freed_memory() -> None:
+    """Give memory freed by closed sessions back to the system (glibc's malloc_trim; elsewhere nothing).
+
+    glibc keeps freed heap pages for reuse: after an A/B of the 622 MB GPT-2 (6 sessions) closed its
+    sessions the process still held 2.9 GB, and the next A/B's sessions came on top of that. Objects in
+    reference cycles are collected first (onnxruntime's transformers optimizer leaves its model in one)."""
+    gc.collect()
+    if not _LIBC:
+        libc = None
+        if sys.platform.startswith("linux"):
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+                libc.malloc_trim.argtypes = [ctypes.c_size_t]  # musl and others have none: AttributeError
+            except (OSError, AttributeError):
+                libc = None
+        _LIBC.append(libc)
+    if _LIBC[0] is not None:
+        _LIBC[0].malloc_trim(0)
 
 
 def available_providers() -> list[str]:

@@ -24,16 +24,22 @@ def guess_model_type(model: onnx.ModelProto) -> str | None:
     return None
 
 
-def ort_optimized(model: onnx.ModelProto, model_type: str) -> onnx.ModelProto:
-    """The model as onnxruntime.transformers.optimizer fuses it (opt_level 0: its fusions only)."""
+def ort_optimized(model: onnx.ModelProto, model_type: str, owned: bool = False) -> onnx.ModelProto:
+    """The model as onnxruntime.transformers.optimizer fuses it (opt_level 0: its fusions only).
+
+    The optimizer changes the model it is given: a copy, unless `owned` (the caller's own copy, which it
+    gives up: a real model's weights are not held twice)."""
     if model_type not in MODEL_TYPES:
         raise FuseviewError(f"onnxruntime's optimizer model type {model_type!r}: use one of {MODEL_TYPES}")
     try:
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:  # its symbolic shape inference needs sympy
         raise FuseviewError(f"onnxruntime.transformers.optimizer is not usable here: {exc}") from None
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
+    if owned:
+        copy = model
+    else:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
     # its modules log under top-level names (it puts its folder on sys.path): silence all warnings a moment
     logging.disable(logging.WARNING)
     try:

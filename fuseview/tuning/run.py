@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,13 +22,16 @@ from fuseview.fusion.pipeline import (
 )
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.graph.lazy_weights import has_disk_weights, read_lazily
 from fuseview.runtime.profiling import Cancel, Cancelled
+from fuseview.runtime.sessions import release_freed_memory
 from fuseview.stats import SpeedupEstimate
 from fuseview.tuning.report import Effect, FinalCheck, TuneReport
 from fuseview.tuning.search import FINAL_LABEL, BudgetSpent, Progress, Search
 from fuseview.tuning.settings import TuneSettings
 
 PREFERENCE = ("tuned", "original", "accept_all")  # ties go to fewer unproven changes
+_RIVAL_FILE_LIMIT = 1_800_000_000  # protobuf writes one file up to 2 GiB
 
 
 @dataclass
@@ -38,6 +42,7 @@ class TuneResult:
     plan: Plan
     original: onnx.ModelProto
     outcome: FuseOutcome | None  # the fused build of the accepted set; None when nothing is accepted
+    base_dir: str | os.PathLike | None = None  # where the weights left on disk are (streamed when saved)
 
     @property
     def unchanged(self) -> bool:
@@ -50,8 +55,8 @@ class TuneResult:
         return self.outcome.model if self.outcome is not None else self.original
 
     def save_model(self, path: str | os.PathLike) -> Path:
-        """Write the chosen model atomically."""
-        return save_model_atomic(self.model, path)
+        """Write the chosen model atomically (weights left on disk streamed from the source)."""
+        return save_model_atomic(self.model, path, self.base_dir)
 
 
 def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
@@ -60,8 +65,10 @@ def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
     return load_feeds(s.inputs, model) if s.inputs else make_feeds(model, s.dims, s.seed)
 
 
-def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings) -> tuple[onnx.ModelProto | None, str]:
-    """onnxruntime.transformers.optimizer's model where it supports the type, else None and why."""
+def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
+           ) -> tuple[onnx.ModelProto | None, str]:
+    """onnxruntime.transformers.optimizer's model where it supports the type, else None and why; a big
+    model's rival waits in `folder` with its weights left on disk, as the model's own do."""
     from fuseview.runtime.compare import check_same_signature
     from fuseview.tuning.ort_optimizer import guess_model_type, ort_optimized
 
@@ -74,10 +81,18 @@ def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings) -> tuple[onn
         return None, f"not compared: the budget was spent (model type {kind}; --budget more to include it)"
     search.say(f"onnxruntime's optimizer ({kind})")
     try:
-        rival = ort_optimized(model, kind)
+        loaded = with_weights(model, search.base_dir)  # it reads weights itself
+        rival = ort_optimized(loaded, kind, owned=loaded is not model)
+        del loaded
         check_same_signature(model, rival)
     except FuseviewError as exc:
         return None, str(exc)
+    if has_disk_weights(model) and rival.ByteSize() < _RIVAL_FILE_LIMIT:
+        # each timing session would otherwise get the whole model serialized from memory
+        path = os.path.join(folder, "ort_optimized.onnx")
+        onnx.save(rival, path)
+        rival = read_lazily(path) or rival
+        release_freed_memory()  # what the optimizer held (3.4 GB after it on the 622 MB GPT-2)
     return rival, f"onnxruntime.transformers.optimizer, model type {kind}, opt_level 0"
 
 
@@ -152,8 +167,9 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     original nor than accept-all (unless cancelled, when the best set so far is kept unchecked)."""
     s = settings or TuneSettings()
     s.check()
-    model = with_weights(model, base_dir)
-    search = Search(model, scan, s, _feeds(model, s), progress, cancel)
+    # a big model's weights stay on disk (graph.lazy_weights): variants are built on the weightless proto
+    # and every session reaches the weights through the source file, as `fuse` does
+    search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
@@ -202,9 +218,11 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
             search.best = search.repair_accuracy([], search.best, "final")
     try:
-        rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
-            _rival(search, model, s)
-        check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
+        with tempfile.TemporaryDirectory(prefix="fuseview-rival-") as folder:
+            rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
+                _rival(search, model, s, folder)
+            check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
+            del rival
     except Cancelled:
         stopped = "cancelled"
         check = FinalCheck("tuned" if search.best else "original", len(search.best), 0, None, None, None,
@@ -216,8 +234,8 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     outcome = None
     if plan.accepted():
         options = FuseOptions(dims=dict(s.dims), inputs=s.inputs, seeds=s.seeds, seed=s.seed, atol=s.atol,
-                              rtol=s.rtol, validate=True, strict=True)
-        outcome = build_fused(model, scan, plan.accepted(), options)
+                              rtol=s.rtol, validate=True, strict=True, weights_on_disk=True)
+        outcome = build_fused(model, scan, plan.accepted(), options, base_dir)
         val = outcome.validation
         check.max_abs, check.max_rel = (val.max_abs, val.max_rel) if val else (None, None)
     check.nodes = len((outcome.model if outcome else model).graph.node)
@@ -230,7 +248,7 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     report = TuneReport(path, config, baseline, check, search.groups,
                         [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,
                         search.notes)
-    return TuneResult(report, plan, model, outcome)
+    return TuneResult(report, plan, model, outcome, base_dir)
 
 
 def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, progress: Progress | None = None,

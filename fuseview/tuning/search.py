@@ -10,6 +10,7 @@ of the chosen set against the original and accept-all keeps whichever the interv
 
 from __future__ import annotations
 
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -52,8 +53,10 @@ class Search:
     """The state of one tune: the best set so far, every decision, and the measurements behind them."""
 
     def __init__(self, model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings,
-                 feeds: dict[str, np.ndarray], progress: Progress | None = None, cancel=None) -> None:
+                 feeds: dict[str, np.ndarray], progress: Progress | None = None, cancel=None,
+                 base_dir: str | os.PathLike | None = None) -> None:
         self.model, self.scan, self.s, self.feeds = model, scan, settings, feeds
+        self.base_dir = base_dir  # where the weights a big model keeps on disk are (they stay there)
         self.progress, self.cancel = progress, cancel
         self.by_id: dict[str, Candidate] = scan.by_id()
         self.order = {c.id: i for i, c in enumerate(scan.candidates)}
@@ -119,7 +122,7 @@ class Search:
                 self._figures[key] = validate(
                     self.model, res.model, False, self.s.dims, seed=self.s.seed, seeds=self.s.seeds,
                     inputs=self.s.inputs, atol=self.s.atol, rtol=self.s.rtol,
-                    original_outputs=self._originals)
+                    original_outputs=self._originals, base_dir=self.base_dir)
             except FuseviewError as exc:
                 self._figures[key] = str(exc)
         return self._figures[key]
@@ -168,12 +171,18 @@ class Search:
         final = label == FINAL_LABEL
         # the final check decides what is written: it may take twice the batches, as the budget allows
         batches = self.s.max_batches * (2 if final else 1)
+        from fuseview.runtime.ab import sessions_that_fit
+
+        _fit, why = sessions_that_fit(protos, self.s.sessions, self.base_dir)
+        if why and why not in self.notes:
+            self.notes.append(why)
         for batch in range(batches):
             self.say(f"{label} (batch {batch + 1})")
             t0 = time.monotonic()
             grouped, choices = time_models(
                 protos, self.feeds, self.s.provider, self.s.ort_opt, self.s.threads, self.s.sessions,
-                self.s.runs, self.s.warmup, self.s.seed + self.measurements, None, self.cancel)
+                self.s.runs, self.s.warmup, self.s.seed + self.measurements, None, self.cancel,
+                base_dir=self.base_dir)
             self._model_batch_s = (time.monotonic() - t0) / len(protos)
             self.provider = choices[0]
             for r, g in zip(rows, grouped, strict=True):
