@@ -3,6 +3,7 @@ files write them (Paddle's [-1, 3, "?", "?"], If bodies, KV caches), the opset k
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,23 @@ def test_fuse_keeps_the_opset_unless_asked(tmp_path, target, opset, has_hardswis
     assert next(o.version for o in fused.opset_import if o.domain == "") == opset
     assert ("HardSwish" in {n.op_type for n in fused.graph.node}) == has_hardswish
     assert ("--target-opset 14 applies it" in r.stdout) != has_hardswish
+
+
+def test_profile_against_keeps_both_models_weights_on_disk(tmp_path, monkeypatch):
+    # profile used to read both models whole and serialize them into every session (a 622 MB pair:
+    # 88 s, 9.9 GB); the one loader leaves big weights in their files, sessions reach them by links
+    from fuseview.graph import lazy_weights
+    from fuseview.runtime.job import ProfileRequest, run_profile
+
+    path, _w = _big_model(tmp_path)
+    fused = tmp_path / "fused.onnx"
+    shutil.copy(path, fused)  # a same-signature model to compare against
+    monkeypatch.setattr(loader, "LAZY_FILE_BYTES", 0)
+    read_whole = []
+    real = lazy_weights.materialized
+    monkeypatch.setattr(lazy_weights, "materialized", lambda m, b: read_whole.append(1) or real(m, b))
+    monkeypatch.setattr(onnx, "load_external_data_for_model", lambda *a: read_whole.append(1))
+    rep = run_profile(ProfileRequest(str(path), str(fused), provider="cpu", runs=4, dims={"sequence": 4},
+                                     threads=1, sessions=2))
+    assert not read_whole
+    assert rep["comparison"]["outputs"] and all(o["passed"] for o in rep["comparison"]["outputs"].values())

@@ -153,6 +153,16 @@ def read_lazily(path: str | os.PathLike, min_tensor: int = LAZY_TENSOR_BYTES) ->
         return None
 
 
+def record_folder(model: onnx.ModelProto, folder: str | os.PathLike) -> None:
+    """Write `folder` as the basepath of every main-graph weight kept in a side file that has none, so the
+    weights are found from the proto alone (as those read_lazily leaves in the model file are)."""
+    for t in model.graph.initializer:
+        external = t.data_location == onnx.TensorProto.EXTERNAL
+        if external and not any(e.key == "basepath" for e in t.external_data):
+            e = t.external_data.add()
+            e.key, e.value = "basepath", str(Path(folder).resolve())
+
+
 def external_location(
     t: onnx.TensorProto, base_dir: str | os.PathLike | None
 ) -> tuple[Path, int, int | None]:

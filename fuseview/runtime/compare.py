@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -157,12 +158,15 @@ def with_outputs(
 
 
 def _full(model: ModelSource) -> onnx.ModelProto:
+    """The model as a proto, by the one loader (big weights left on disk, side files' folder recorded)."""
     if isinstance(model, onnx.ModelProto):
         return model
-    try:
-        return onnx.load(str(model))
-    except Exception as exc:
-        raise FuseviewError(f"{model}: not a readable ONNX model ({type(exc).__name__})") from None
+    from fuseview.graph.lazy_weights import record_folder
+    from fuseview.graph.loader import read_model
+
+    proto = read_model(model)
+    record_folder(proto, Path(model).parent)
+    return proto
 
 
 def compare_outputs(

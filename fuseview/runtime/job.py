@@ -11,7 +11,6 @@ import onnx
 from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
-from fuseview.graph.loader import check_external_data
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.ab import time_models
@@ -28,10 +27,6 @@ from fuseview.runtime.profiling import (
 from fuseview.runtime.report import build_report
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
-
-# Above this file size a model stays a path (onnxruntime reads it itself; protobuf cannot pass >2 GiB).
-_LOAD_LIMIT = 1_500_000_000
-
 
 MAX_SESSIONS = 16
 
@@ -129,25 +124,21 @@ def _path(m: ModelSource) -> str | None:
 def _load_once(m: ModelSource) -> ModelSource:
     """The model parsed once for the whole job, its nodes named as fuseview's loader names them.
 
-    Every later step (sessions, output comparison, fusion times) takes this proto instead of the file.
-    A file too big to pass to onnxruntime as bytes stays a path.
+    Every later step (sessions, output comparison, fusion times) takes this proto instead of the file. It
+    is read by the one loader: a big file's weights stay in the file and those of a side file in theirs
+    (their folder recorded), and sessions reach them through links; a 622 MB model is 1 MB in memory.
     """
     if isinstance(m, onnx.ModelProto):
         proto = m
     else:
+        from fuseview.graph.lazy_weights import record_folder
+        from fuseview.graph.loader import read_model
+
         path = Path(m)
         if not path.is_file():
             raise FuseviewError(f"{path}: no such model file")
-        if path.stat().st_size > _LOAD_LIMIT:
-            return m
-        try:
-            proto = onnx.load(str(path), load_external_data=False)
-            check_external_data(proto, path.parent, path)  # the loader's rule: no weights through a link
-            onnx.load_external_data_for_model(proto, str(path.parent))
-        except FuseviewError:
-            raise
-        except Exception as exc:  # protobuf's DecodeError, a missing external-data file, ...
-            raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+        proto = read_model(path)
+        record_folder(proto, path.parent)
     names = unique_node_names(proto.graph.node)
     if any(n.name != nm for n, nm in zip(proto.graph.node, names, strict=True)):
         if proto is m:

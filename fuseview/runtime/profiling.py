@@ -14,12 +14,11 @@ import numpy as np
 import onnx
 
 from fuseview.errors import Cancelled, FuseviewError
-from fuseview.graph.loader import check_external_data, check_structure
+from fuseview.graph.loader import check_structure
 from fuseview.naming import unique_node_names
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
 from fuseview.runtime.sessions import ModelSource, create_session
-from fuseview.safe_io import check_regular
 from fuseview.stats import TIME_KEY, median_shares
 
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
@@ -55,17 +54,14 @@ def load_model_graph(model: ModelSource) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         check_structure(model)  # the one structural check, for models loaded elsewhere too
         return model
+    from fuseview.graph.loader import read_model
+
     path = Path(model)
     if not path.is_file():
         raise FuseviewError(f"{path}: no such model file")
-    check_regular(path, "model", "ONNX model")  # a FIFO, a device or a huge file is refused unread
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise FuseviewError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
-    check_structure(proto, str(path))
-    check_external_data(proto, path.parent, path)  # the loader's rule: no weights through a link
-    return proto
+    # the one loader: refuses what is no regular file unread, leaves a big file's weights on disk
+    # (a 622 MB model is then 1 MB in memory), checks external data and the graph's structure
+    return read_model(path)
 
 
 def runnable(model: ModelSource) -> ModelSource:
