@@ -260,3 +260,36 @@ def test_report_kinds_are_the_file_schemas_and_the_session_loads_no_onnxruntime(
     code = "import sys, fuseview.session, fuseview.session.reports; print('onnxruntime' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"  # it loads when a scan, Apply or profile runs
+
+
+def test_a_big_models_fused_variant_keeps_the_weights_on_disk_and_saves_them_whole(tmp_path, monkeypatch):
+    # the window applies as `fuse` does: the source's big weights stay in its file (the fused proto
+    # points at them, their folder recorded), and Save streams them into a self-contained file
+    import numpy as np
+    import onnx
+
+    from fuseview.graph import loader
+    from fuseview.graph.lazy_weights import has_disk_weights
+    from fuseview.session.profile_run import model_files
+
+    from .test_tune import _big_gelu_model
+
+    path, w = _big_gelu_model(tmp_path)
+    monkeypatch.setattr(loader, "LAZY_FILE_BYTES", 0)
+    s = Session()
+    doc = load_document(path)
+    s.open(doc, s.initial_expansion(doc))
+    wait_for(s.start_scan())
+    s.accept_all()
+    wait_for(s.apply(dims={"batch": 1, "sequence": 4}))
+    assert s.fused is not None and s.fused.validation is not None and s.fused.validation.ok
+    assert has_disk_weights(s.fused.model)
+    out = s.save_fused(tmp_path / "saved.onnx")
+    saved = onnx.load(str(out))
+    assert all(t.data_location == onnx.TensorProto.DEFAULT for t in saved.graph.initializer)
+    got = next(t for t in saved.graph.initializer if t.name == "w")
+    assert np.array_equal(onnx.numpy_helper.to_array(got), w)
+    # the profile child gets a file it can open on its own, in its own folder
+    (tmp_path / "child").mkdir()
+    child = model_files({"model": s.fused.model}, str(tmp_path / "child"))["model"]
+    assert onnx.load(child) == saved

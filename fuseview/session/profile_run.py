@@ -20,7 +20,9 @@ from typing import IO
 
 import onnx
 
+from fuseview.atomic import save_model_atomic
 from fuseview.errors import Cancelled, FuseviewError, error_text
+from fuseview.graph.lazy_weights import has_disk_weights
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.sessions import ModelSource
 from fuseview.session.jobs import Progress
@@ -38,7 +40,9 @@ def model_files(models: dict[str, ModelSource | None], folder: str) -> dict[str,
     for key, m in models.items():
         if isinstance(m, onnx.ModelProto):
             out[key] = path = os.path.join(folder, f"{key}.onnx")
-            if m.ByteSize() > _EXTERNAL_ABOVE:
+            if has_disk_weights(m):  # weights left in the source (folder recorded): streamed, not held
+                save_model_atomic(m, path)
+            elif m.ByteSize() > _EXTERNAL_ABOVE:
                 copy = onnx.ModelProto()
                 copy.CopyFrom(m)  # saving with external data rewrites the proto it is given
                 onnx.save_model(copy, path, save_as_external_data=True)

@@ -17,6 +17,7 @@ from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
+from fuseview.graph.lazy_weights import record_folder
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
@@ -260,12 +261,8 @@ class Session:
         self._refuse_source(out)
         if not out.resolve().parent.is_dir():
             raise FuseviewError(f"{out.parent}: no such folder")
-        model = self.fused.model
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            raise FuseviewError(
-                "the model keeps weights in external files; saving those is not supported yet"
-            )
-        save_model_atomic(model, out)
+        # weights left on disk (the source's, their folder recorded at apply) are streamed into the file
+        save_model_atomic(self.fused.model, out)
         self.fused.saved = True
         return out
 
@@ -318,8 +315,13 @@ class Session:
             from fuseview.fusion.pipeline import FuseOptions, build_fused
             from fuseview.graph.loader import document_from_model
 
-            outcome = build_fused(model, scan, ids, FuseOptions(dims=dims, strict=False), base, progress)
+            # the fused model keeps the source's big weights where they are, as `fuse` does: the window
+            # holds a 622 MB model's fused variant in about 1 MB, the profile child and Save stream them
+            options = FuseOptions(dims=dims, strict=False, weights_on_disk=True)
+            outcome = build_fused(model, scan, ids, options, base, progress)
             res = outcome.result
+            if base is not None:
+                record_folder(res.model, base)
             progress("laying out", 0.7)
             fdoc = document_from_model(res.model, types_from=original)  # the original tensors' types
             adopt_origin_scopes(original, fdoc.graph)
