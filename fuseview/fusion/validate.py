@@ -253,9 +253,10 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
         ) from None
     finally:
         run = None  # release the original's session before the fused one is made
+        from fuseview.graph.lazy_weights import weight_bytes
         from fuseview.runtime.sessions import release_freed_memory
 
-        release_freed_memory()
+        release_freed_memory(weight_bytes(original, base_dir))
     runs: list[InputSet] = []
     label = sets[0][0]
     try:

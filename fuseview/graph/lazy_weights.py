@@ -226,6 +226,11 @@ def has_disk_weights(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
+def weight_bytes(model: onnx.ModelProto, base_dir: str | os.PathLike | None = None) -> int:
+    """Bytes of the main graph's weights, those on disk counted, not read (cheaper than stored_size)."""
+    return sum(_tensor_size(t, base_dir) for t in model.graph.initializer)
+
+
 def stored_size(model: onnx.ModelProto, base_dir: str | os.PathLike | None = None) -> int:
     """Bytes the model takes with every weight embedded (those on disk counted, not read)."""
     graph_rest = _without(model.graph, {"initializer"})

@@ -26,10 +26,10 @@ def _weight_bytes(source: ModelSource, base_dir: str | os.PathLike | None) -> in
     """About what one session of the model holds: its size with every weight embedded."""
     import onnx
 
-    from fuseview.graph.lazy_weights import stored_size
+    from fuseview.graph.lazy_weights import weight_bytes
 
     if isinstance(source, onnx.ModelProto):
-        return stored_size(source, base_dir)
+        return weight_bytes(source, base_dir)
     try:
         return os.path.getsize(source)
     except OSError:
@@ -85,6 +85,7 @@ def time_models(
     order (interleaved_latency), so background load hits all models alike.
     """
     sessions, _why = sessions_that_fit(sources, sessions, base_dir)
+    per_round = sum(_weight_bytes(s, base_dir) for s in sources)
     rounds = -(-runs // sessions)
     # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
     # here: later ones up to 3 % faster), so no model may have all the early ones.
@@ -103,6 +104,6 @@ def time_models(
     except Exception as exc:  # onnxruntime run-time failure on these inputs
         raise run_error(exc) from None
     del flat, sess
-    release_freed_memory()  # the next A/B's sessions start from what the process really holds
+    release_freed_memory(per_round * sessions)  # the next A/B starts from what the process really holds
     grouped = [np.array(by_session[i * sessions:(i + 1) * sessions]) for i in range(len(sources))]
     return grouped, choices
