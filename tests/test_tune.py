@@ -317,3 +317,15 @@ def test_fewer_sessions_when_they_would_not_fit_in_memory(monkeypatch):
     res = tune_file(MLP, TuneSettings(budget_s=60, **FAST))
     assert any("session(s) per model instead of 3" in n for n in res.report.notes)
     assert all(d.effect is None or d.effect.sessions <= 2 for d in res.report.decisions)
+
+
+def test_a_kv_cache_decoder_tuned_at_the_default_dims_is_told_of_the_decode_step():
+    from fuseview.fusion.pipeline import load_for_fusion
+    from fuseview.tuning.run import decode_hint
+
+    past = load_for_fusion(ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
+    hint = decode_hint(past, TuneSettings())
+    assert hint is not None and "--dim sequence=1" in hint
+    assert "sequence=128 new tokens over a past of" in hint
+    assert decode_hint(past, TuneSettings(dims={"sequence": 1})) is None
+    assert decode_hint(load_for_fusion(MLP), TuneSettings()) is None  # no cache, no hint

@@ -65,6 +65,21 @@ def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
     return load_feeds(s.inputs, model) if s.inputs else make_feeds(model, s.dims, s.seed)
 
 
+def decode_hint(model: onnx.ModelProto, s: TuneSettings) -> str | None:
+    """For a KV-cache decoder tuned without a new-token count: the note that its decode step is measured
+    with `--dim NEW=1` (at the defaults, tune measures a prompt of 128 tokens, where fusions pay least)."""
+    from fuseview.dims import cache_dims, resolve_dims
+
+    cache = cache_dims(model)
+    if cache is None or not cache.new or cache.new in s.dims or s.inputs:
+        return None
+    used = resolve_dims(model, s.dims)
+    past = used.get(cache.past[0]) if cache.past else None
+    return (f"a KV-cache decoder, measured at {cache.new}={used.get(cache.new)} new tokens over a past of"
+            f" {past}: its decode step (--dim {cache.new}=1) is where a decoder spends most of its time,"
+            " and where fusions measured faster at real size (README: Real size)")
+
+
 def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
            ) -> tuple[onnx.ModelProto | None, str]:
     """onnxruntime.transformers.optimizer's model where it supports the type, else None and why; a big
@@ -170,6 +185,9 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     # a big model's weights stay on disk (graph.lazy_weights): variants are built on the weightless proto
     # and every session reaches the weights through the source file, as `fuse` does
     search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
+    hint = decode_hint(model, s)
+    if hint:
+        search.notes.append(hint)
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
