@@ -18,7 +18,7 @@ from types import ModuleType
 import fuseview.commands
 from fuseview.atomic import check_output, clear_inputs, register_input
 from fuseview.errors import FuseviewError, user_error_message
-from fuseview.textsafe import EscapingStream, one_line, shorten
+from fuseview.textsafe import EscapingStream, forget_model_names, one_line, shorten
 
 # A first argument that is not a subcommand is a model or an option of `open` (`fuseview model.onnx`,
 # `fuseview --screenshot demo.png`).
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = EscapingStream(out, keep="\n\t", json_style=True)  # --json output stays valid JSON
     sys.stderr = EscapingStream(err, keep="\n\t\r")
     clear_inputs()  # one call is one run
+    forget_model_names()
     argv = list(sys.argv[1:] if argv is None else argv)
     # a file name may hold a newline, bidi marks or bytes that are not UTF-8: printed escaped, whole
     sys.stdout.escape_literally(_spellings(argv))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 # C0 and C1 controls, DEL, the bidi marks, embeddings, overrides and isolates that reorder what a terminal
 # shows (LRM, RLM, ALM, LRE..RLO, LRI..PDI), characters that show nothing or break lines where no newline is
@@ -67,6 +68,40 @@ def sanitize_svg_file(path: str | os.PathLike) -> None:
             f.write(clean)
 
 
+# Names read from models in this run that hold a newline, CR or tab: streams keep those characters in
+# their own output, so such a name would print as several lines ("x\nfuseview: error: ..."); every
+# EscapingStream prints them escaped whole, as it does the file names of the command line.
+_MODEL_NAMES: dict[str, None] = {}
+MAX_MODEL_NAMES = 256  # a hostile model may hold many: beyond these they print as they are (README)
+_BREAKS = re.compile("[\n\r\t]")
+
+
+_NOTING: list[bool] = [False]
+
+
+def noting_model_names() -> bool:
+    """True in a command-line run, whose streams print names (set by forget_model_names)."""
+    return _NOTING[0]
+
+
+def note_model_names(names: Iterable[str]) -> None:
+    """Remember the names (of nodes, tensors, ...) that hold a line break or a tab, to print them escaped."""
+    names = [n for n in names if isinstance(n, str)]
+    if not _BREAKS.search("\x00".join(names)):  # one pass in C for the usual model, which has none
+        return
+    for n in names:
+        if len(_MODEL_NAMES) >= MAX_MODEL_NAMES:
+            return
+        if _BREAKS.search(n):
+            _MODEL_NAMES[n] = None
+
+
+def forget_model_names() -> None:
+    """Start a new command-line run: no model names remembered, those of the models it reads noted."""
+    _MODEL_NAMES.clear()
+    _NOTING[0] = True
+
+
 class EscapingStream:
     """A text stream wrapper that escapes control characters (except keep) in everything written.
 
@@ -94,6 +129,9 @@ class EscapingStream:
             for raw, escaped in self._literals.items():
                 if raw in text:
                     text = text.replace(raw, escaped)
+            for raw in _MODEL_NAMES:
+                if raw in text:
+                    text = text.replace(raw, escape_controls(raw, keep="", json_style=self._json_style))
             try:
                 self._stream.write(escape_controls(text, self._keep, self._json_style))
             except BrokenPipeError:

@@ -5,6 +5,7 @@ Each case runs the real `python -m fuseview` in a fresh process (tests/hostile_c
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -91,6 +93,38 @@ def test_bidi_invisible_and_invalid_utf8_file_names_are_escaped_on_stdout(tmp_pa
     assert name_lines or argv[0] == "render"  # render prints no name
     assert all("\\u2028" in ln and ("\\udcff" in ln or "\\xff" in ln) for ln in name_lines)
     assert not any(ln.strip() == "x\\udcff\\udcfe.onnx" for ln in out.splitlines())  # the newline stayed
+
+
+def _model_with_line_breaks_in_its_names() -> onnx.ModelProto:
+    """Names holding a newline that would print a fake error line, and a tab: GELU over x, as a rule sees."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x, mid = "x\nfuseview: error: fake", "a\tb"
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n)
+              for n, v in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))]
+    nodes = [helper.make_node("Div", [x, "sqrt2"], [mid], name="div\nfuseview: error: fake node"),
+             helper.make_node("Erf", [mid], ["e"]), helper.make_node("Add", ["e", "one"], ["e1"]),
+             helper.make_node("Mul", [x, "e1"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["n", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("argv", [["info", "m.onnx"], ["scan", "m.onnx", "--near-misses"],
+                                  ["fuse", "m.onnx", "-o", "f.onnx"]])
+def test_names_inside_a_model_that_hold_a_newline_print_escaped_whole(tmp_path: Path, argv) -> None:
+    (tmp_path / "m.onnx").write_bytes(_model_with_line_breaks_in_its_names().SerializeToString())
+    proc = subprocess.run([sys.executable, "-m", "fuseview", *argv], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    lines = proc.stdout.splitlines()
+    assert not any(ln.lstrip().startswith("fuseview: error: fake") for ln in lines), proc.stdout
+    assert "\t" not in proc.stdout  # the tab inside "a\tb" too
+    if argv[0] == "info":  # it lists the inputs by name
+        assert any("x\\u000afuseview: error: fake" in ln for ln in lines), proc.stdout
+    as_json = subprocess.run([sys.executable, "-m", "fuseview", "info", "m.onnx", "--json"], cwd=tmp_path,
+                             env=env(), capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(as_json.stdout)["inputs"][0]["name"] == "x\nfuseview: error: fake"  # JSON keeps it
 
 
 @pytest.mark.parametrize("argv", [["info", "m.onnx"], ["scan", "m.onnx"], ["render", "m.onnx", "-o", "g.svg"],

@@ -20,6 +20,7 @@ from fuseview.graph.scopes import node_scope
 from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
 from fuseview.safe_io import check_regular, read_bytes
+from fuseview.textsafe import note_model_names, noting_model_names
 
 Progress = Callable[[str, float], None]
 
@@ -55,7 +56,21 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     check_external_data(model, p.parent, p)
     if check:
         check_structure(model, str(p))
+    if noting_model_names():  # the command line's streams print them (the window draws them as Qt does)
+        note_model_names(_names(model.graph))
     return model
+
+
+def _names(g: onnx.GraphProto) -> Iterable[str]:
+    """Every name of the main graph a command may print: nodes, the tensors they make, the graph's inputs
+    and initializers (each tensor once: a node's inputs are those)."""
+    for n in g.node:
+        yield n.name
+        yield from n.output
+    for vi in g.input:
+        yield vi.name
+    for t in g.initializer:
+        yield t.name
 
 
 def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
