@@ -74,9 +74,7 @@ def sanitize_svg_file(path: str | os.PathLike) -> None:
 _MODEL_NAMES: dict[str, None] = {}
 MAX_MODEL_NAMES = 256  # a hostile model may hold many: beyond these they print as they are (README)
 _BREAKS = re.compile("[\n\r\t]")
-
-
-_NOTING: list[bool] = [False]
+_NOTING: list[bool] = [False]  # [in a command-line run]
 
 
 def noting_model_names() -> bool:

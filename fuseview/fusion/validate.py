@@ -21,7 +21,7 @@ from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-expor
 from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
-from fuseview.graph.lazy_weights import materialized
+from fuseview.graph.lazy_weights import materialized, weight_bytes
 from fuseview.runtime.compare import tensor_diff
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
@@ -207,9 +207,12 @@ def validate(
     cache = original_outputs if original_outputs is not None else {}
     # without a caller's cache the original's outputs wait on disk while the fused model runs: a real
     # decoder's logits are 16-26 MB per input set (README "Real size")
+    if original_outputs is not None:
+        return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, None,
+                         atol, rtol, progress, base_dir)
     with tempfile.TemporaryDirectory(prefix="fuseview-expected-") as spill:
-        return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache,
-                         None if original_outputs is not None else spill, atol, rtol, progress, base_dir)
+        return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, spill,
+                         atol, rtol, progress, base_dir)
 
 
 def _spilled(outputs: list[np.ndarray], folder: str, key: int) -> list[np.ndarray]:
@@ -253,8 +256,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
         ) from None
     finally:
         run = None  # release the original's session before the fused one is made
-        from fuseview.graph.lazy_weights import weight_bytes
-        from fuseview.runtime.sessions import release_freed_memory
+        from fuseview.runtime.sessions import release_freed_memory  # onnxruntime: imported when used
 
         release_freed_memory(weight_bytes(original, base_dir))
     runs: list[InputSet] = []

@@ -15,7 +15,7 @@ from fuseview.errors import FuseviewError
 from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.inference import shared_inference
-from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily
+from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
 from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
@@ -58,6 +58,14 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
         check_structure(model, str(p))
     if noting_model_names():  # the command line's streams print them (the window draws them as Qt does)
         note_model_names(_names(model.graph))
+    return model
+
+
+def read_model_anywhere(path: str | os.PathLike) -> onnx.ModelProto:
+    """read_model, with the folder of the weights in side files recorded in each: a proto sessions and
+    writers use from any folder (those it leaves in a big model's file carry theirs already)."""
+    model = read_model(path)
+    record_folder(model, Path(path).parent)
     return model
 
 

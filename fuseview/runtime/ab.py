@@ -23,7 +23,7 @@ MEMORY_SHARE = 0.25
 
 
 def _weight_bytes(source: ModelSource, base_dir: str | os.PathLike | None) -> int:
-    """About what one session of the model holds: its size with every weight embedded."""
+    """About what one session of the model holds: the bytes of its weights (of the file for a path)."""
     import onnx
 
     from fuseview.graph.lazy_weights import weight_bytes
@@ -52,15 +52,18 @@ def sessions_that_fit(sources: Sequence[ModelSource], wanted: int,
                       base_dir: str | os.PathLike | None = None) -> tuple[int, str | None]:
     """(sessions per model, why fewer than wanted or None): as many as fit in MEMORY_SHARE of the
     available memory with every session of every model alive at once."""
+    return _fit(sum(_weight_bytes(s, base_dir) for s in sources), len(sources), wanted)
+
+
+def _fit(per_round: int, models: int, wanted: int) -> tuple[int, str | None]:
     avail = available_memory()
-    per_round = sum(_weight_bytes(s, base_dir) for s in sources)
     if avail is None or per_round <= 0 or wanted <= 1:
         return wanted, None
     fit = max(1, min(wanted, int(MEMORY_SHARE * avail // per_round)))
     if fit == wanted:
         return wanted, None
-    return fit, (f"{fit} session(s) per model instead of {wanted}: {len(sources)} models x {wanted} sessions"
-                 f" of {per_round / len(sources) / 1e6:.0f} MB each would take over {MEMORY_SHARE:.0%} of the"
+    return fit, (f"{fit} session(s) per model instead of {wanted}: {models} models x {wanted} sessions"
+                 f" of {per_round / models / 1e6:.0f} MB each would take over {MEMORY_SHARE:.0%} of the"
                  f" {avail / 1e9:.1f} GB available")
 
 
@@ -84,8 +87,8 @@ def time_models(
     sessions_that_fit) and about `runs` runs in all; every round runs every session once in a shuffled
     order (interleaved_latency), so background load hits all models alike.
     """
-    sessions, _why = sessions_that_fit(sources, sessions, base_dir)
     per_round = sum(_weight_bytes(s, base_dir) for s in sources)
+    sessions, _why = _fit(per_round, len(sources), sessions)
     rounds = -(-runs // sessions)
     # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
     # here: later ones up to 3 % faster), so no model may have all the early ones.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -161,12 +160,9 @@ def _full(model: ModelSource) -> onnx.ModelProto:
     """The model as a proto, by the one loader (big weights left on disk, side files' folder recorded)."""
     if isinstance(model, onnx.ModelProto):
         return model
-    from fuseview.graph.lazy_weights import record_folder
-    from fuseview.graph.loader import read_model
+    from fuseview.graph.loader import read_model_anywhere
 
-    proto = read_model(model)
-    record_folder(proto, Path(model).parent)
-    return proto
+    return read_model_anywhere(model)
 
 
 def compare_outputs(

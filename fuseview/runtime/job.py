@@ -131,14 +131,12 @@ def _load_once(m: ModelSource) -> ModelSource:
     if isinstance(m, onnx.ModelProto):
         proto = m
     else:
-        from fuseview.graph.lazy_weights import record_folder
-        from fuseview.graph.loader import read_model
+        from fuseview.graph.loader import read_model_anywhere
 
         path = Path(m)
         if not path.is_file():
             raise FuseviewError(f"{path}: no such model file")
-        proto = read_model(path)
-        record_folder(proto, path.parent)
+        proto = read_model_anywhere(path)
     names = unique_node_names(proto.graph.node)
     if any(n.name != nm for n, nm in zip(proto.graph.node, names, strict=True)):
         if proto is m:

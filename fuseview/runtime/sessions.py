@@ -47,12 +47,10 @@ class ProviderChoice:
         return {"requested": self.requested, "provider": self.provider, "reason": self.reason}
 
 
-_LIBC: list = []  # [glibc, or None where there is none]: looked up once
-
-
 # Below this much freed, giving memory back is not worth its cost (a garbage collection in a big process
 # takes tens of ms: it was 40 % of the test suite's fusion tests, with nothing to give back).
 RELEASE_ABOVE = 64 << 20
+_LIBC: list = []  # [glibc, or None where there is none]: looked up once
 
 
 def release_freed_memory(freed_bytes: int) -> None:
@@ -101,7 +99,7 @@ def session_options(
 ) -> ort.SessionOptions:
     """SessionOptions with the given optimization level, optional profiling and optimized-graph output.
 
-    prepack=False keeps kernels from making packed copies of their weights (faster runs, more memory)."""
+    prepack=False keeps kernels from making packed copies of their weights: slower runs, less memory."""
     so = ort.SessionOptions()
     so.enable_cpu_mem_arena = cpu_mem_arena
     if not prepack:

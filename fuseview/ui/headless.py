@@ -171,8 +171,7 @@ def run_workbench(
         code = app.exec()
     restore_signals()
     win.runner.shutdown()
-    if win.profile_panel is not None and hasattr(win.profile_panel, "shutdown"):
-        win.profile_panel.shutdown()
+    win.end_jobs()
     return code or status["code"]
 
 

@@ -129,7 +129,6 @@ class MainWindow(QMainWindow):
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
         self.cancel_button.clicked.connect(lambda: self.cancel_job())
 
-
     def _show_placeholder(self) -> None:
         busy = self.jobs.describe(stage=False)  # while the first model loads, what loads, not "Open"
         self.counts_label.setText(busy or "Open an ONNX model: File → Open (Ctrl+O) or drop a .onnx file.")
@@ -569,12 +568,11 @@ class MainWindow(QMainWindow):
             f"{c['selected']} selected   zoom {self.view.scale_factor() * 100:.0f}%"
         )
 
-    # files ----------------------------------------------------------------------------------------
+    # files and window events ----------------------------------------------------------------------
     def recent_files(self) -> list[str]:
         """Recently opened files, newest first."""
         return self.recent.files()
 
-    # window events --------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt API
         if trace_view.trace_paths(event.mimeData()):
             event.acceptProposedAction()
@@ -597,7 +595,6 @@ class MainWindow(QMainWindow):
     def end_jobs(self) -> None:
         """Cancel every job, profile and trace read and wait for them (their temp folders go with them)."""
         self.session.jobs.shutdown()
-        if self.trace_view is not None:
-            self.trace_view.shutdown()
-        if self.profile_panel is not None and hasattr(self.profile_panel, "shutdown"):
-            self.profile_panel.shutdown()  # its profile thread must end before the window goes
+        for part in (self.profile_panel, self.trace_view):  # their threads end before the window goes
+            if part is not None:
+                part.shutdown()

@@ -181,24 +181,19 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
 
 def _sliced_per_head(s: Structure, q: str) -> bool:
     """Whether Q's path back to its head split passes a Slice or Split of the last axis (q = qkv[..., :D])."""
-    seen, queue = {q}, [q]
-    while queue and len(seen) < 64:
-        n = s.d.producer(queue.pop(0))
-        if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast"):
+    for x in s.behind(q):
+        n = s.d.producer(x)
+        if n is None or n.op_type not in ("Slice", "Split") or s.d.rank(n.input[0]) != 4:
             continue
-        packed = n.op_type in ("Slice", "Split") and s.d.rank(n.input[0]) == 4
-        if packed and s.split3d(n.input[0]) is not None:
-            if n.op_type == "Split":
-                axes = [int(s.ix.attr(n, "axis", 0)) % 4]
-            else:
-                c = s.d.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
-                axes = None if c is None else [int(a) % 4 for a in np.ravel(c)]
-            if axes == [3]:
-                return True
-        for i in n.input:
-            if i and i not in seen and s.d.const(i) is None:
-                seen.add(i)
-                queue.append(i)
+        if s.split3d(n.input[0]) is None:
+            continue
+        if n.op_type == "Split":
+            axes = [int(s.ix.attr(n, "axis", 0)) % 4]
+        else:
+            c = s.d.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+            axes = None if c is None else [int(a) % 4 for a in np.ravel(c)]
+        if axes == [3]:
+            return True
     return False
 
 

@@ -9,13 +9,16 @@ such match needs: ``absorb`` (take in the shape subgraphs only the match reads) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import onnx
 
 from fuseview.fusion.toolkit.dims import SymbolicDims
+
+# ops a head split's tensor passes on its way to the scores: rotary embedding, scales, casts, q|k|v slices
+_ELEMENTWISE_OR_ROTARY = ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast")
 
 
 class Miss(Exception):
@@ -183,23 +186,24 @@ class Structure:
             raise Miss(f"{what}: [batch, heads, seq, head] shape of {t} unknown")
         return s[1], s[3]
 
-    def find_split_back(self, t: str) -> tuple | None:
-        """The nearest head split behind elementwise / rotary ops (used as the batch/seq reference)."""
+    def behind(self, t: str) -> Iterator[str]:
+        """t, then the tensors behind it through elementwise and rotary ops, nearest first (64 at most)."""
         seen = {t}
         queue = [t]
         while queue and len(seen) < 64:
             x = queue.pop(0)
-            res = self.split3d(x)
-            if res is not None:
-                return res
+            yield x
             n = self.d.producer(x)
-            if n is None or n.op_type not in ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast"):
+            if n is None or n.op_type not in _ELEMENTWISE_OR_ROTARY:
                 continue
             for i in n.input:
                 if i and i not in seen and self.d.const(i) is None:
                     seen.add(i)
                     queue.append(i)
-        return None
+
+    def find_split_back(self, t: str) -> tuple | None:
+        """The nearest head split behind elementwise / rotary ops (used as the batch/seq reference)."""
+        return next((res for x in self.behind(t) if (res := self.split3d(x)) is not None), None)
 
     def identity_reshape_after(self, t: str, shape_nodes: set) -> onnx.NodeProto | None:
         """The Reshape reading t whose target is provably t's own shape (TorchScript's SDPA writes
