@@ -20,16 +20,10 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError, WriteError
 from fuseview.textsafe import sanitize_svg_file
 
-# Above this, protobuf cannot serialise a model in one piece: weights go to a data file beside it.
-_MAX_PROTO_BYTES = 2_000_000_000
-
-if TYPE_CHECKING:  # onnx is imported where a model is saved: every command's start-up goes through here
-    import onnx
 TEMP_PREFIX = ".fuseview-tmp-"
 
 # (st_dev, st_ino, st_ctime_ns) and resolved paths of every file this process read as input. The ctime
@@ -222,27 +216,3 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
     return write_atomic(path, write)
 
-
-def save_model_atomic(
-    model: onnx.ModelProto, path: str | os.PathLike, base_dir: str | os.PathLike | None = None
-) -> Path:
-    """Write a model atomically (its weights to `<name>.data` beside it when it is over 2 GB).
-
-    Weights the model keeps on disk (read lazily, or external data relative to base_dir) are streamed
-    into the file, never held in memory all at once."""
-    import onnx
-
-    from fuseview.graph.lazy_weights import has_disk_weights, materialized, stored_size, write_streaming
-
-    out = Path(path)
-    if has_disk_weights(model):
-        if stored_size(model, base_dir) <= _MAX_PROTO_BYTES:
-            return write_atomic(out, lambda tmp: write_streaming(model, tmp, base_dir))
-        model = materialized(model, base_dir)
-    if model.ByteSize() > _MAX_PROTO_BYTES:
-        data = out.name + ".data"
-        check_output(out.parent / data)
-        return write_atomic(
-            out, lambda tmp: onnx.save_model(model, tmp, save_as_external_data=True, location=data)
-        )
-    return write_atomic(out, lambda tmp: onnx.save_model(model, tmp))

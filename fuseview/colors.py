@@ -1,8 +1,8 @@
 """The drawing's colours as hex strings (no Qt): op families, selection marks, and one colour per rule.
 
-A rule's colour comes from its name alone (its place in the rule catalogue, else a hash of the name), so
-it is the same in every model, and it is picked far (in CIELAB) from the op-family colours, the selection,
-highlight and focus marks, and from the other rules' colours.
+A rule's colour comes from its name alone (its place in the rule order the caller passes, the catalogue's,
+else a hash of the name), so it is the same in every model, and it is picked far (in CIELAB) from the
+op-family colours, the selection, highlight and focus marks, and from the other rules' colours.
 """
 
 from __future__ import annotations
@@ -95,18 +95,11 @@ def mixed_rules_color() -> str:
     return rule_palette()[RULE_PALETTE_SIZE]
 
 
-@lru_cache(maxsize=1)
-def _catalogue_names() -> tuple[str, ...]:
-    from fuseview.fusion.rules import catalogue
-
-    return tuple(r.name for r in catalogue())
-
-
 @lru_cache(maxsize=256)
-def rule_color(rule: str) -> str:
-    """The colour of a rule, the same in every model: its catalogue slot, else a hash of its name."""
+def rule_color(rule: str, order: tuple[str, ...] = ()) -> str:
+    """The colour of a rule, the same in every model: its slot in `order` (the catalogue's), else a hash."""
     palette = rule_colors()
-    names = _catalogue_names()
+    names = order
     if rule in names and names.index(rule) < len(palette):
         return palette[names.index(rule)]
     return palette[zlib.crc32(rule.encode()) % len(palette)]

@@ -7,8 +7,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fuseview.atomic import save_model_atomic, write_atomic, write_text_atomic
+from fuseview.atomic import write_atomic, write_text_atomic
 from fuseview.errors import FuseviewError
+from fuseview.graph.save import save_model_atomic
 from tests.conftest import GPT2_MODELS
 
 

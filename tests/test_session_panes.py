@@ -19,14 +19,15 @@ from tests.conftest import GPT2_MODELS
 
 def test_rule_colours_are_stable_distinct_and_apart_from_op_and_selection_colours():
     names = [r.name for r in catalogue()]
-    colours = [rule_color(n) for n in names]
-    assert colours == [rule_color(n) for n in names]  # a pure function of the name
+    order = tuple(names)
+    colours = [rule_color(n, order) for n in names]
+    assert colours == [rule_color(n, order) for n in names]  # a pure function of the name
     assert len(set(colours)) == len(colours)  # every catalogue rule its own colour
     for a, b in itertools.combinations([*rule_colors(), mixed_rules_color()], 2):
         assert color_distance(a, b) > 15, (a, b)
     for c in [*rule_colors(), mixed_rules_color()]:
         assert min(color_distance(c, r) for r in RESERVED) >= 20, c
-    assert rule_color("a_rule_from_a_plugin") in rule_colors()  # unknown names hash into the palette
+    assert rule_color("a_rule_from_a_plugin", order) in rule_colors()  # unknown names hash into the palette
 
 
 def test_candidate_marks_strongest_status_wins_and_mixed_groups_get_their_own_colour():

@@ -7,6 +7,7 @@ from PySide6.QtCore import QPoint, QSettings, Qt
 
 from fuseview.colors import rule_color
 from fuseview.graph.geometry import node_key
+from fuseview.session.decisions import rule_order
 from fuseview.ui import dialogs
 from fuseview.ui.graph_view import FIT_FLOOR
 from fuseview.ui.main_window import MainWindow
@@ -87,7 +88,7 @@ def test_rule_colours_follow_the_rule_not_the_model(qtbot, win):
     second = dict(win.workbench.decisions.colors)
     shared = set(first) & set(second)
     assert len(shared) >= 3
-    assert all(first[r] == second[r] == rule_color(r) for r in shared)
+    assert all(first[r] == second[r] == rule_color(r, rule_order()) for r in shared)
     assert len(set(second.values())) == len(second)  # no two rules of a model share a colour
 
 

@@ -59,9 +59,9 @@ def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
 def run(args: argparse.Namespace) -> int:
     """Fuse, check, validate, write."""
     # imported here, not at the top: `fuseview --help` and other commands start without numpy/onnx
-    from fuseview.atomic import save_model_atomic
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
+    from fuseview.graph.save import save_model_atomic
     from fuseview.session.reports import FuseReport
 
     src, out = Path(args.model), Path(args.output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from fuseview.colors import rule_color
@@ -13,6 +14,14 @@ from fuseview.session.events import EmitterGroup
 
 PENDING, ACCEPTED, REJECTED, APPLIED = "pending", "accepted", "rejected", "applied"
 STATUSES = (PENDING, ACCEPTED, REJECTED, APPLIED)
+
+
+@lru_cache(maxsize=1)
+def rule_order() -> tuple[str, ...]:
+    """The catalogue's rule names in order: each rule's colour slot (`fuseview.colors.rule_color`)."""
+    from fuseview.fusion.rules import catalogue
+
+    return tuple(r.name for r in catalogue())
 
 
 class Decisions:
@@ -26,7 +35,7 @@ class Decisions:
         self.plan = Plan(self.candidates, model_path)
         self.applied: set[str] = set()
         self.rules = sorted({c.rule for c in self.candidates})
-        self.colors = {r: rule_color(r) for r in self.rules}  # the same colour in every model
+        self.colors = {r: rule_color(r, rule_order()) for r in self.rules}  # the same colour in every model
         self.of_node: dict[str, list[str]] = {}
         for c in self.candidates:
             for n in c.nodes:

@@ -20,9 +20,9 @@ from typing import IO
 
 import onnx
 
-from fuseview.atomic import save_model_atomic
 from fuseview.errors import Cancelled, FuseviewError, error_text
 from fuseview.graph.lazy_weights import has_disk_weights
+from fuseview.graph.save import save_model_atomic
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.sessions import ModelSource
 from fuseview.session.jobs import Progress

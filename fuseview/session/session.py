@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.graph.lazy_weights import record_folder
+from fuseview.graph.save import save_model_atomic
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress

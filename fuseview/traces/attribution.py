@@ -18,7 +18,7 @@ import numpy as np
 
 from fuseview.stats import compare_timings
 from fuseview.traces.categories import COMPILED, DEVICE_CATS, OP
-from fuseview.traces.compare import bootstrap_resamples
+from fuseview.traces.resampling import bootstrap_resamples
 from fuseview.traces.stats import TraceStats
 from fuseview.traces.torch_log import CompiledGraph, CompileLog, SourceLine
 

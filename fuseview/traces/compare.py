@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from fuseview.errors import FuseviewError
-from fuseview.stats import DEFAULT_RESAMPLES, compare_timings
+from fuseview.stats import compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
+
+# re-exported: their home is traces.resampling, which attribution imports without a cycle
+from fuseview.traces.resampling import BOOTSTRAP_BUDGET as BOOTSTRAP_BUDGET
+from fuseview.traces.resampling import bootstrap_resamples as bootstrap_resamples
 from fuseview.traces.stats import TraceStats
 from fuseview.traces.torch_log import CompileLog
-
-# resampled timings per bootstrap: a trace of 10,000 steps needs fewer resamples for a tight interval
-BOOTSTRAP_BUDGET = 1_000_000
-
-
-def bootstrap_resamples(n: int) -> int:
-    """Resamples for a bootstrap over n timings a side: the default, fewer (>= 100) for long traces."""
-    return int(min(DEFAULT_RESAMPLES, max(100, BOOTSTRAP_BUDGET // max(n, 1))))
 
 
 def step_speedup(before: TraceStats, after: TraceStats) -> dict:

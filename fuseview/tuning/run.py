@@ -9,7 +9,6 @@ from pathlib import Path
 
 import onnx
 
-from fuseview.atomic import save_model_atomic
 from fuseview.errors import FuseviewError
 from fuseview.fusion.pipeline import (
     FuseOptions,
@@ -23,6 +22,7 @@ from fuseview.fusion.pipeline import (
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_bytes
+from fuseview.graph.save import save_model_atomic
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.runtime.sessions import release_freed_memory
 from fuseview.stats import SpeedupEstimate

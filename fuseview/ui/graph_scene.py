@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
@@ -18,6 +18,7 @@ from fuseview.ui.scene_items import (
     SCENE_MARGIN,
     BoxItem,
     FrameItem,
+    GraphSceneBase,
     OverviewItem,
     RouteItem,
     TagItem,
@@ -37,11 +38,8 @@ __all__ = [
 ]
 
 
-class GraphScene(QGraphicsScene):
+class GraphScene(GraphSceneBase):
     """A drawn Layout: items keyed like the Layout's boxes, frames and routes."""
-
-    expand_requested = Signal(tuple)
-    collapse_requested = Signal(tuple)
 
     def __init__(
         self,

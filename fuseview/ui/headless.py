@@ -64,8 +64,8 @@ def run_workbench(
     size: tuple[int, int] = (1760, 1100),
 ) -> int:
     """Show the model, scan, open the plan, apply, profile; with screenshot, save a PNG and exit."""
-    from fuseview.ui.app import ensure_app, grab_to_png
     from fuseview.ui.main_window import MainWindow
+    from fuseview.ui.qt_app import ensure_app, grab_to_png
 
     if screenshot is not None:
         check_screenshot_path(screenshot)
@@ -158,7 +158,7 @@ def run_workbench(
     win.error_shown.connect(fail)
     if unattended:
         QTimer.singleShot(TIMEOUT_MS, lambda: fail("timed out waiting for the work to finish"))
-    from fuseview.ui.app import end_on_signals
+    from fuseview.ui.qt_app import end_on_signals
 
     restore_signals = end_on_signals(app, win, status)
     win.show()

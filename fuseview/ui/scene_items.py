@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsPathItem,
+    QGraphicsScene,
     QGraphicsSceneContextMenuEvent,
     QGraphicsSceneMouseEvent,
     QMenu,
@@ -24,13 +25,17 @@ from fuseview.graph.document import GraphDocument, shape_text
 from fuseview.graph.geometry import Box, Frame, Layout, Route
 from fuseview.ui import style
 
-if TYPE_CHECKING:
-    from fuseview.ui.graph_scene import GraphScene
+
+class GraphSceneBase(QGraphicsScene):
+    """What the items ask of the scene they sit in (ui.graph_scene.GraphScene is the one kind)."""
+
+    expand_requested = Signal(tuple)
+    collapse_requested = Signal(tuple)
+    context_hook: Callable | None = None  # (item, menu): the window adds its actions to an item's menu
+
 
 def _is_graph_scene(scene: object) -> bool:
-    from fuseview.ui.graph_scene import GraphScene  # here: graph_scene imports this module
-
-    return isinstance(scene, GraphScene)
+    return isinstance(scene, GraphSceneBase)
 
 
 # Below these on-screen sizes a box is a plain coloured rectangle: text would be unreadable anyway and
@@ -432,7 +437,7 @@ _OVERVIEW_MAX_SIDE = 16384
 class OverviewItem(QGraphicsItem):
     """The whole graph as one cached image per zoom octave, shown only when zoomed far out."""
 
-    def __init__(self, scene: GraphScene):
+    def __init__(self, scene: QGraphicsScene):
         super().__init__()
         self._bounds = scene.sceneRect()
         self._cache: dict[int, tuple[QImage, float]] = {}
