@@ -48,6 +48,7 @@ def test_gpt2_exports_fuse_and_match(name):
     assert v.ok and max(o.max_abs for o in v.outputs) <= 1e-4, v.to_json()
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_gpt2_96l_candidates():
     path = ASSETS / "gpt2_96l_ts13.onnx"
     _model, scan, res = fuse_all(path)

@@ -27,6 +27,7 @@ TIMEOUT_S = 60
 PEAK_RSS_MIB = 2048
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_every_command_survives_hostile_input(tmp_path: Path) -> None:
     cases = hc.build_cases(tmp_path / "cases", seed=0, mutant_count=3)
     t0 = time.monotonic()

@@ -25,6 +25,7 @@ from tests.hostile_cli import refusal_problems, run_cli
 TIMEOUT_S = 90
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_every_hostile_trace_is_one_line_or_read_and_bounded(tmp_path: Path) -> None:
     cases = htc.build_cases(tmp_path / "cases", seed=0, mutant_count=4)
     results = hc.run_cases(cases, workers=2, timeout_s=TIMEOUT_S, mem_bytes=4 * hc.GiB)
@@ -69,6 +70,7 @@ def test_a_trace_that_grows_while_read_is_refused_not_followed(tmp_path: Path, c
     assert run.peak_rss_mib < 400, run.peak_rss_mib
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_an_onnxruntime_profile_on_one_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
     events = htc.ort_events(nodes=50, runs=8000)  # 400,000 events, ~72 MB on one line
     p = tmp_path / "ort.json"

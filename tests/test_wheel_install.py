@@ -50,12 +50,14 @@ def wheel(tmp_path_factory) -> Path:
     return wheels[0]
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_wheel_carries_the_demo_model(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "fuseview/data/demo_gpt2_2l.onnx" in names
     assert not any(n.startswith(("tests/", "assets/")) for n in names)
 
 
+@pytest.mark.slow  # measured over 10 s; `-m "not slow"` skips it
 def test_installed_wheel_opens_its_demo(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     r = _run(
