@@ -66,7 +66,7 @@ def main(paths: list[Path]) -> None:
             f"accept {accept * 1000:.0f} ms, apply+validate+layout {applied:.2f} s",
             flush=True,
         )
-        win.runner.shutdown()
+        win.session.jobs.shutdown()
         win.close()
         win.deleteLater()
 

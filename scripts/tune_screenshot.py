@@ -46,7 +46,7 @@ def main() -> int:
             panel.table.setColumnHidden(col, True)
         panel.table.resizeColumnsToContents()
         panel.grab().save(str(args.out))
-        win.runner.shutdown()
+        win.session.jobs.shutdown()
         win.close()
     app.processEvents()
     print(f"wrote {args.out}")

@@ -62,7 +62,7 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
         window_ids = sorted(wb.decisions.accepted())
         fused_model = wb.fused.model
     finally:
-        w.runner.shutdown()
+        w.session.jobs.shutdown()
     plan = tmp_path / "plan.json"
     assert main(["fuse", str(GPT2), "-o", str(tmp_path / "f.onnx"), "--save-plan", str(plan),
                  "--dim", "seq=16"]) == 0

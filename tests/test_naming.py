@@ -90,4 +90,4 @@ def test_window_finds_and_links_candidates_of_an_unnamed_model(qtbot, tmp_path, 
         qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
         assert wb.fused.validation.ok
     finally:
-        w.runner.shutdown()
+        w.session.jobs.shutdown()

@@ -40,7 +40,7 @@ def demo():
 def scanned(demo) -> tuple[Session, list[str]]:
     s = Session()
     seen = record(s)
-    s.open(demo, s.initial_expansion(demo))
+    s.adopt(demo, s.initial_expansion(demo))
     wait_for(s.start_scan())
     return s, seen
 
@@ -94,8 +94,11 @@ def test_apply_builds_a_validated_fused_model(demo, tmp_path):
     s, seen = scanned(demo)
     assert s.apply() is None  # nothing accepted
     s.accept_all()
-    job = s.apply(prepare=lambda fdoc, progress: len(fdoc.graph.nodes))
+    laid = []
+    s.events.applied.connect(lambda e: laid.append(e.extra))
+    job = s.apply()
     wait_for(job)
+    assert laid and laid[0].layout.boxes and laid[0].extras is None  # laid out in the worker, no view hook
     assert s.fused is not None and s.fused.validation is not None and s.fused.validation.ok
     assert s.fused.applied == set(s.decisions.accepted())
     assert all(s.decisions.status(i) == "applied" for i in s.fused.applied)
@@ -110,19 +113,57 @@ def test_opening_another_model_drops_what_was_derived(demo):
     s, seen = scanned(demo)
     s.accept_all()
     s.set_heat({"original": {"x": 1.0}})
-    s.open(demo)
+    s.adopt(demo)
     assert s.scan is None and s.decisions is None and s.fused is None and s.heat is None
     assert seen[-1] == "document"
 
 
 def test_inner_graph_navigation(demo):
     s = Session()
-    s.open(demo)
+    s.adopt(demo)
+    went: list = []
+    s.events.navigated.connect(lambda e: went.append((e.doc, e.expanded)))
     inner = load_document(DEMO)
     s.enter("function f", inner)
     assert s.doc is inner and not s.on_root and s.path_labels() == ["main", "function f"]
     entry = s.go_up()
     assert entry is not None and s.doc is demo and s.on_root and s.go_up() is None
+    assert [d for d, _x in went] == [inner, demo] and went[0][1] == s.initial_expansion(inner)
+
+
+def test_open_loads_and_lays_out_as_one_job():
+    s = Session()
+    seen = record(s)
+    s.layout_extras = lambda lay: len(lay.boxes)  # what a view adds, computed in the worker
+    got: list = []
+    s.events.document.connect(lambda e: got.append(e.laid))
+    job = s.open(DEMO)
+    assert job.kind == "layout" and job.title == "Opening demo_gpt2_2l.onnx"
+    wait_for(job)
+    assert s.root is not None and s.root.path.name == DEMO.name and seen[-1] == "document"
+    assert got[0].extras == len(got[0].layout.boxes) > 0 and got[0].expanded == s.expanded
+    failures: list = []
+    s.events.open_failed.connect(lambda e: failures.append((e.title, str(e.error))))
+    wait_for(s.open(DEMO.parent / "no_such_model.onnx"))
+    assert failures and failures[0][0] == "Cannot open the model" and "no_such_model" in failures[0][1]
+    assert s.root.path.name == DEMO.name  # what was open stays open
+
+
+def test_dims_and_status_are_evented_and_feed_the_scan(demo):
+    s = Session()
+    seen = record(s)
+    s.adopt(demo)
+    lines: list = []
+    s.events.status.connect(lambda e: lines.append((e.text, e.timeout_ms)))
+    s.set_status("hello", 500)
+    assert lines == [("hello", 500)] and s.status == "hello"
+    s.set_dims({"seq": 16})
+    s.set_dims({"seq": 16})  # unchanged: no second event
+    assert seen.count("dims") == 1
+    wait_for(s.start_scan())
+    assert s.scan_dims == {"seq": 16}
+    s.adopt(demo)  # another model: its own dims
+    assert s.dims == {} and seen.count("dims") == 2
 
 
 def test_job_cancel_stops_at_next_progress():
@@ -215,7 +256,7 @@ def test_demo_model_exists():
 
 def test_pane_overlays_are_session_data_with_events(demo):
     s = Session()
-    s.open(demo)
+    s.adopt(demo)
     parts: list[tuple[str, str]] = []
     s.events.pane.connect(lambda e: parts.append((e.role, e.part)))
     state = s.panes["original"]
@@ -225,7 +266,7 @@ def test_pane_overlays_are_session_data_with_events(demo):
     assert parts == [("original", "focus"), ("fused", "highlight"), ("original", "heat")]
     assert state.focus == ["n:1", "n:2"] and state.heat == {"n:1": 0.5}
     assert s.panes["fused"].highlight == {"n:3"}
-    s.open(demo)  # a new model: the same pane objects (the scenes stay bound to them), emptied
+    s.adopt(demo)  # a new model: the same pane objects (the scenes stay bound to them), emptied
     assert s.panes["original"] is state and state.focus == [] and state.heat is None
 
 
@@ -278,7 +319,7 @@ def test_a_big_models_fused_variant_keeps_the_weights_on_disk_and_saves_them_who
     monkeypatch.setattr(loader, "LAZY_FILE_BYTES", 0)
     s = Session()
     doc = load_document(path)
-    s.open(doc, s.initial_expansion(doc))
+    s.adopt(doc, s.initial_expansion(doc))
     wait_for(s.start_scan())
     s.accept_all()
     wait_for(s.apply(dims={"batch": 1, "sequence": 4}))

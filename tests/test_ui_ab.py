@@ -133,7 +133,7 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
         panel.set_profile(other)
         assert panel.costs == {} and table.item(0, 7).text() == ""
     finally:
-        w.runner.shutdown()
+        w.session.jobs.shutdown()
         wb.profile_panel.shutdown()
 
 

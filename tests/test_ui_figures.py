@@ -64,7 +64,7 @@ def test_a_truncated_model_gets_a_dialog_that_says_so(qtbot, tmp_path):
     title, text = seen[0]
     assert f"truncated or corrupt ONNX file ({len(good) // 2:,} bytes, ended inside field graph." in text
     assert "cut.onnx" in text and title
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def test_fused_nodes_show_shapes_and_the_models_dim_names(qtbot, win):

@@ -113,7 +113,7 @@ def win(qtbot, tmp_path, monkeypatch):
     qtbot.addWidget(w)
     w.show()
     yield w
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def test_open_body_then_nested_if_then_back_up(qtbot, win, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def profiled(qapp, tmp_path_factory, request):
     with bot.waitSignal(pp.profileFinished, timeout=MS):
         pp.start_profile()
     yield w, bot
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
     pp.shutdown()
     w.close()
 

@@ -32,7 +32,7 @@ def win(qtbot, tmp_path, errors) -> MainWindow:
     w.resize(1400, 900)
     w.show()
     yield w
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def open_scanned(qtbot, w: MainWindow, path) -> None:
@@ -212,7 +212,7 @@ def test_fuseview_model_shows_the_window_before_loading(qtbot, monkeypatch, tmp_
     w.open_file(GPT2_12L)
     assert w.isVisible() and w.progress.isVisible() and w.doc is None
     qtbot.waitUntil(lambda: w.doc is not None and not w.busy, timeout=MS)
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def test_fuseview_missing_model_is_one_line_and_no_window(capsys):

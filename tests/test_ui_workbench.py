@@ -34,7 +34,7 @@ def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
     w.resize(1400, 900)
     w.show()
     yield w
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def open_scanned(qtbot, w: MainWindow, path: Path) -> None:

@@ -8,12 +8,12 @@ from fuseview.session.events import EmitterGroup, Event, EventEmitter
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState, candidate_marks, nodes_between
-from fuseview.session.session import FUSED, ORIGINAL, FusedResult, NavEntry, Session
+from fuseview.session.session import FUSED, ORIGINAL, FusedResult, Laid, NavEntry, Session
 
 __all__ = [
     "ACCEPTED", "APPLIED", "EXPANSION_MODES", "FUSED", "ORIGINAL", "PENDING", "REJECTED", "STATUSES",
     "Cancelled", "Decisions", "EmitterGroup", "Event", "EventEmitter", "Expansion", "FusedResult",
-    "JobHandle", "JobService", "Links", "Marks", "NavEntry", "PaneState", "Progress", "Session",
+    "JobHandle", "JobService", "Laid", "Links", "Marks", "NavEntry", "PaneState", "Progress", "Session",
     "adopt_origin_scopes", "candidate_marks", "collapsed_expansion", "expansion_for", "link_graphs",
     "nodes_between",
 ]

@@ -58,7 +58,7 @@ class JobHandle:
     """One submitted job: cancel it, wait for it, read its last progress and its outcome."""
 
     def __init__(self, service: JobService, fn: Callable[[Progress], Any], kind: str | None, title: str,
-                 callbacks: dict[str, Callable | None]) -> None:
+                 callbacks: dict[str, Callable[..., Any] | None]) -> None:
         self.id = next(_ids)
         self.kind = kind
         self.title = title
@@ -149,12 +149,11 @@ class JobHandle:
         else:
             self.outcome, args = DONE, (self.result,)
         self._service._finished(self)
+        # views of the service (the job bar) hear of the end first: the outcome's callback sees them idle
+        self._service.events.finished.emit(job=self, outcome=self.outcome)
         cb = self._callbacks.get(self.outcome)
-        try:
-            if cb is not None:
-                cb(*args)
-        finally:
-            self._service.events.finished.emit(job=self, outcome=self.outcome)
+        if cb is not None:
+            cb(*args)
 
 
 class JobService:

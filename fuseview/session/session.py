@@ -17,6 +17,7 @@ from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.graph.lazy_weights import record_folder
+from fuseview.graph.loader import load_document
 from fuseview.graph.save import save_model_atomic
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
@@ -29,10 +30,14 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.fusion.apply import ApplyResult
     from fuseview.fusion.scan import ScanResult
     from fuseview.fusion.validate import Validation
+    from fuseview.graph.geometry import Layout
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
-    "document",  # a new model is open (everything derived from the last one was dropped)
+    "document",  # a new model is open (everything derived from the last one was dropped): doc, laid
+    "open_failed",  # opening or laying out a model failed: error, title (what failed, in words)
+    "status",  # a line for the status bar: text, timeout_ms (0: until the next one)
+    "dims",  # the input dims the scan, Apply and the profile use changed: dims
     "navigated",  # the document on screen changed (an inner graph opened, or back up)
     "scanned",  # the scan of the open model is done: decisions exist
     "scan_failed",  # error
@@ -75,7 +80,13 @@ class FusedResult:
         return "not validated" if self.validation is None else self.validation.headline()
 
 
-Prepare = Callable[[ModelDocument, Progress], Any]
+@dataclass
+class Laid:
+    """A graph laid out off the UI thread: its expansion, the layout, and what the views add to it."""
+
+    expanded: Expansion
+    layout: Layout
+    extras: Any = None  # Session.layout_extras(layout), e.g. the window's route paths
 
 
 class Session:
@@ -92,6 +103,9 @@ class Session:
         self.dims: dict[str, int] = {}  # the dims the scan uses; apply validates on them too
         self.scan_pending = False
         self.panes: dict[str, PaneState] = {ORIGINAL: PaneState(), FUSED: PaneState()}
+        self.status = ""  # the last status line (the status event carries each one)
+        # what the views compute beside each layout in the worker (the window: its Qt route paths)
+        self.layout_extras: Callable[[Layout], Any] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -104,7 +118,7 @@ class Session:
         self.fused: FusedResult | None = None
         self.links = Links()
         self.heat: dict[str, dict[str, float]] | None = None
-        self.profile: dict | None = None
+        self.profile: dict[str, Any] | None = None
         for pane in self.panes.values():
             pane.clear()
 
@@ -113,7 +127,45 @@ class Session:
         """The expansion a newly shown document starts with, by the session's expansion mode."""
         return expansion_for(doc.graph, self.expansion_mode)
 
-    def open(self, doc: ModelDocument | None, expanded: Expansion = None) -> None:
+    def lay_out(self, doc: ModelDocument, expanded: Expansion, progress: Progress) -> Laid:
+        """Lay doc's graph out with expanded (in a worker), with the views' extras."""
+        from fuseview.graph.layout import layout_graph
+
+        progress("laying out", 0.65)
+        lay = layout_graph(doc.graph, expanded)
+        progress("drawing", 0.9)
+        return Laid(expanded, lay, self.layout_extras(lay) if self.layout_extras is not None else None)
+
+    def open(self, source: str | os.PathLike[str] | ModelDocument) -> JobHandle:
+        """Load a model file (or take a loaded document) and lay it out, as one job of kind 'layout'.
+
+        When it is done the model is adopted (the document event carries the layout as laid); a failure is
+        the open_failed event, and what was open stays open.
+        """
+        mode = self.expansion_mode
+        name = source.path.name if isinstance(source, ModelDocument) and source.path else (
+            "model" if isinstance(source, ModelDocument) else Path(source).name)
+        title = f"Laying out {name}" if isinstance(source, ModelDocument) else f"Opening {name}"
+
+        def work(progress: Progress) -> tuple[ModelDocument, Laid]:
+            if isinstance(source, ModelDocument):
+                doc = source
+            else:
+                doc = load_document(str(source), progress=lambda m, f: progress(m, 0.6 * f))
+            return doc, self.lay_out(doc, expansion_for(doc.graph, mode), progress)
+
+        def failed(exc: BaseException) -> None:
+            loaded = isinstance(source, ModelDocument)
+            what = "Cannot lay out the graph" if loaded else "Cannot open the model"
+            self.events.open_failed.emit(error=exc, title=what)
+
+        def done(result: tuple[ModelDocument, Laid]) -> None:
+            doc, laid = result
+            self.adopt(doc, laid.expanded, laid)
+
+        return self.jobs.submit(work, "layout", title, on_done=done, on_failed=failed)
+
+    def adopt(self, doc: ModelDocument | None, expanded: Expansion = None, laid: Laid | None = None) -> None:
         """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped."""
         for kind in ("scan", "ort", "apply"):
             self.jobs.cancel(kind)  # their results belong to the model being replaced
@@ -122,7 +174,19 @@ class Session:
         self.scan_pending = doc is not None  # the window starts it once the graph is on screen
         self.nav_stack = []
         self.expanded = expanded
-        self.events.document.emit(doc=doc)
+        self.set_dims({})  # a model's dims keys are its own
+        self.events.document.emit(doc=doc, laid=laid)
+
+    def set_status(self, text: str, timeout_ms: int = 0) -> None:
+        """Say something on the status line (every view writes status through here)."""
+        self.status = text
+        self.events.status.emit(text=text, timeout_ms=timeout_ms)
+
+    def set_dims(self, dims: dict[str, int]) -> None:
+        """The input dims the scan, Apply and the profile use (the Profile dock's dims box writes them)."""
+        if dims != self.dims:
+            self.dims = dict(dims)
+            self.events.dims.emit(dims=dict(dims))
 
     @property
     def on_root(self) -> bool:
@@ -130,12 +194,12 @@ class Session:
         return self.doc is not None and self.doc is self.root
 
     def enter(self, label: str, inner: ModelDocument) -> None:
-        """Show an inner graph, remembering where we came from."""
+        """Show an inner graph, remembering where we came from (navigated: doc, expanded to show it with)."""
         if self.doc is None:
             raise FuseviewError("no model open")
         self.nav_stack.append(NavEntry(label, self.doc, self.expanded))
         self.doc = inner
-        self.events.navigated.emit(doc=inner)
+        self.events.navigated.emit(doc=inner, expanded=self.initial_expansion(inner))
 
     def go_up(self) -> NavEntry | None:
         """Back to the graph that holds the inner graph on screen; returns where we went, None at the top."""
@@ -143,7 +207,7 @@ class Session:
             return None
         entry = self.nav_stack.pop()
         self.doc = entry.doc
-        self.events.navigated.emit(doc=entry.doc)
+        self.events.navigated.emit(doc=entry.doc, expanded=entry.expanded)
         return entry
 
     def path_labels(self) -> list[str]:
@@ -253,7 +317,7 @@ class Session:
         if src is not None and path.resolve() == src:
             raise FuseviewError(f"{path}: that is the source model; choose another file")
 
-    def save_fused(self, path: str | os.PathLike) -> Path:
+    def save_fused(self, path: str | os.PathLike[str]) -> Path:
         """Write the fused model atomically (never over the source model)."""
         if self.fused is None:
             raise FuseviewError("nothing applied yet: accept candidates and Apply first")
@@ -266,7 +330,7 @@ class Session:
         self.fused.saved = True
         return out
 
-    def save_plan(self, path: str | os.PathLike) -> Path:
+    def save_plan(self, path: str | os.PathLike[str]) -> Path:
         """Write the decisions as a plan JSON (atomic, never over the source model)."""
         decisions = self._need_decisions()
         out = Path(path)
@@ -275,7 +339,7 @@ class Session:
         self._saved_decisions = self._decision_snapshot()
         return out
 
-    def open_plan(self, path: str | os.PathLike) -> list[str]:
+    def open_plan(self, path: str | os.PathLike[str]) -> list[str]:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
         unknown = self._need_decisions().load(Path(path))
         self._saved_decisions = self._decision_snapshot()  # what is on screen is what the file says
@@ -292,14 +356,13 @@ class Session:
         return what
 
     # apply ----------------------------------------------------------------------------------------
-    def apply(self, dims: dict[str, int] | None = None, expanded: Expansion = None,
-              prepare: Prepare | None = None, **callbacks: Any) -> JobHandle | None:
+    def apply(self, dims: dict[str, int] | None = None, expanded: Expansion = None) -> JobHandle | None:
         """Build the fused model from the accepted candidates in the background (kind 'apply').
 
         The one pipeline `fuseview fuse` runs (same checks, validation, tolerances), validated on dims
-        (default: the scan's). prepare(fused_doc, progress), when given, runs in the worker too (the
-        window lays the fused graph out there); its value arrives as the applied event's extra.
-        None when there is nothing accepted. callbacks: on_done, on_failed, on_cancelled, on_progress.
+        (default: the session's dims, else the scan's). The fused graph is laid out in the worker too
+        (with expanded); the applied event carries the result and its layout as extra (a Laid), a failure
+        is the apply_failed event. None when there is nothing accepted.
         """
         d, doc, scan = self.decisions, self.root, self.scan
         if d is None or doc is None or scan is None:
@@ -309,7 +372,7 @@ class Session:
             return None
         model, original, path = doc.model, doc.graph, doc.path
         base = doc.path.parent if doc.path else None
-        dims = dict(self.scan_dims if dims is None else dims)
+        dims = dict(dims if dims is not None else (self.dims or self.scan_dims))
 
         def work(progress: Progress) -> tuple[FusedResult, Any]:
             from fuseview.fusion.pipeline import FuseOptions, build_fused
@@ -327,23 +390,16 @@ class Session:
             adopt_origin_scopes(original, fdoc.graph)
             fused = FusedResult(res.model, fdoc, {c.id for c in res.applied}, outcome.validation,
                                 list(outcome.notes), res, FuseReport.of(model, scan, outcome, path), expanded)
-            return fused, prepare(fdoc, progress) if prepare is not None else None
+            return fused, self.lay_out(fdoc, expanded, progress)
 
-        on_done, on_failed = callbacks.pop("on_done", None), callbacks.pop("on_failed", None)
-
-        def done(result: tuple[FusedResult, Any]) -> None:
-            if doc is not self.root:
-                return
-            self._applied(*result)
-            if on_done is not None:
-                on_done(result)
+        def done(result: tuple[FusedResult, Laid]) -> None:
+            if doc is self.root:
+                self._applied(*result)
 
         def failed(exc: BaseException) -> None:
             self.events.apply_failed.emit(error=exc)
-            if on_failed is not None:
-                on_failed(exc)
 
-        return self.jobs.submit(work, "apply", "Applying", on_done=done, on_failed=failed, **callbacks)
+        return self.jobs.submit(work, "apply", "Applying", on_done=done, on_failed=failed)
 
     def _applied(self, fused: FusedResult, extra: Any) -> None:
         assert self.root is not None and self.decisions is not None
@@ -358,7 +414,7 @@ class Session:
         self.heat = values
         self.events.heat.emit(heat=values)
 
-    def set_profile(self, report: dict | None) -> None:
+    def set_profile(self, report: dict[str, Any] | None) -> None:
         """The profile report on show (from a run or a file)."""
         self.profile = report
         self.events.profiled.emit(report=report)
@@ -392,4 +448,4 @@ class Session:
         self.panes[role].selection = list(keys)
 
 
-__all__ = ["FUSED", "ORIGINAL", "FusedResult", "NavEntry", "Session"]
+__all__ = ["FUSED", "ORIGINAL", "FusedResult", "Laid", "NavEntry", "Session"]

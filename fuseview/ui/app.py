@@ -67,7 +67,7 @@ def run_app(
     else:
         code = app.exec()
     restore_signals()
-    win.runner.shutdown()
+    win.session.jobs.shutdown()
     win.settings.sync()
     code = code or status["code"]
     if end_process:

@@ -170,7 +170,7 @@ def run_workbench(
     else:
         code = app.exec()
     restore_signals()
-    win.runner.shutdown()
+    win.session.jobs.shutdown()
     win.end_jobs()
     return code or status["code"]
 

@@ -1,14 +1,11 @@
-"""The window's progress bar and Cancel button over the session's job service (load, layout, apply)."""
+"""The window's progress bar and Cancel button: a view of the session's job service events (layout, apply)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 
-from fuseview.session.jobs import JobHandle, JobService, Progress
+from fuseview.session.jobs import JobHandle, JobService
 
 # the kinds of work the bar follows; a newer job of a kind supersedes only that kind's running job, so
 # collapsing a group (a layout) never cancels an Apply (the scan and onnxruntime check run unseen)
@@ -16,15 +13,17 @@ JOB_KINDS = ("layout", "apply")
 
 
 class JobBar(QObject):
-    """Shows the newest running job of JOB_KINDS in the status bar and starts them with window callbacks."""
+    """Shows the newest running job of JOB_KINDS in the status bar; it only follows the service's events.
+
+    Jobs are submitted to the service (by the Session or the window); the bar hears started, progress and
+    finished, whoever submitted them, and its Cancel cancels the newest one.
+    """
 
     busy_changed = Signal(bool)
 
-    def __init__(self, jobs: JobService, bar: QStatusBar, on_error: Callable[[str, BaseException], str],
-                 parent: QObject | None = None) -> None:
+    def __init__(self, jobs: JobService, bar: QStatusBar, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.jobs = jobs
-        self.on_error = on_error  # shows a failure titled by what failed; returns the message shown
         # what runs and its stage in words, beside a bar that only has to hold "100%"
         self.stage = QLabel("")
         self.stage.setObjectName("job_stage")
@@ -41,6 +40,19 @@ class JobBar(QObject):
         self.progress.hide()
         self.cancel_button.hide()
         self._busy = False
+        jobs.events.started.connect(self._on_started)
+        jobs.events.progress.connect(self._on_event)
+        jobs.events.finished.connect(self._on_event)
+
+    def _on_started(self, event) -> None:
+        if event.job.kind in JOB_KINDS:
+            self._busy = True
+            self.show()
+            self.busy_changed.emit(True)
+
+    def _on_event(self, event) -> None:
+        if event.job.kind in JOB_KINDS:
+            self._changed()
 
     def active(self, kind: str | None = None) -> list[JobHandle]:
         """The window's running jobs (of one kind), oldest first."""
@@ -50,45 +62,6 @@ class JobBar(QObject):
     def busy(self) -> bool:
         """Whether a load, layout or apply is running."""
         return bool(self.active())
-
-    def callbacks(self, kind: str, failure: str, on_done: Callable[[Any], Any],
-                  on_failed: Callable[[str], Any] | None = None) -> dict[str, Callable]:
-        """The job callbacks that keep the bar in step: on_done(result) guarded, a failure titled failure.
-
-        on_failed(message) runs after the error is shown.
-        """
-        if kind not in JOB_KINDS:
-            raise ValueError(f"unknown job kind {kind!r}")
-
-        def done(result: Any) -> None:
-            self._changed()
-            try:
-                on_done(result)
-            except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
-                self.on_error(failure, exc)
-
-        def failed(exc: BaseException) -> None:
-            self._changed()
-            message = self.on_error(failure, exc)
-            if on_failed is not None:
-                on_failed(message)
-
-        return {"on_done": done, "on_failed": failed, "on_cancelled": self._changed,
-                "on_progress": lambda _m, _f: self.show()}
-
-    def start(self, kind: str, fn: Callable[[Progress], Any], title: str, on_done: Callable[[Any], Any],
-              failure: str = "", on_failed: Callable[[str], Any] | None = None) -> JobHandle:
-        """Run fn(progress) off the UI thread as the job of its kind, replacing only that kind's job."""
-        cbs = self.callbacks(kind, failure or f"{title} failed", on_done, on_failed)
-        job = self.jobs.submit(fn, kind, title, **cbs)
-        self.started()
-        return job
-
-    def started(self) -> None:
-        """A job of the window's kinds was submitted (by start or by the session)."""
-        self._busy = True
-        self.show()
-        self.busy_changed.emit(True)
 
     def cancel(self, kind: str | None = None) -> JobHandle | None:
         """Cancel the newest running job (or the one of this kind); returns it, None when none runs."""

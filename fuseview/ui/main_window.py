@@ -15,9 +15,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QWidget
 
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
-from fuseview.graph.groups import Expansion, collapsed_expansion, expansion_for
+from fuseview.graph.groups import Expansion, collapsed_expansion
 from fuseview.graph.layout import layout_graph
-from fuseview.graph.loader import load_document
 from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.session import ORIGINAL, Session
 from fuseview.session.jobs import JobHandle
@@ -54,7 +53,7 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else QSettings("fuseview", "fuseview")
         self.recent = RecentFiles(self.settings)
         self.session = Session(qt_job_service(self), expansion_mode)
-        self.runner = JobRunner(self, self.session.jobs)
+        self.session.layout_extras = route_paths  # built in the worker beside each layout
         self.session.events.pane.connect(self._draw_pane)
         self.layout_: Layout | None = None
         self.scene: GraphScene | None = None
@@ -88,6 +87,12 @@ class MainWindow(QMainWindow):
 
         self.workbench = Workbench(self)
         self.profile_panel = self.workbench.profile_panel
+        # after the workbench's: it takes the new model first, then the window draws it
+        self.session.events.document.connect(self._opened)
+        self.session.events.open_failed.connect(lambda e: self.error(e.title, e.error))
+        self.session.events.navigated.connect(self._show_inner)
+        # the one writer of the status line: views say things through session.set_status
+        self.session.events.status.connect(lambda e: self.statusBar().showMessage(e.text, e.timeout_ms))
 
     # the session's state, as the window's views read it ------------------------------------------
     @property
@@ -123,7 +128,7 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.counts_label = QLabel("")
         bar.addWidget(self.counts_label, 1)
-        self.jobs = JobBar(self.session.jobs, bar, self.error, self)
+        self.jobs = JobBar(self.session.jobs, bar, self)
         self.jobs.busy_changed.connect(self.busy_changed.emit)
         self.jobs.busy_changed.connect(lambda _busy: self.doc is None and self._show_placeholder())
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
@@ -162,39 +167,18 @@ class MainWindow(QMainWindow):
         return answer == dialogs.DISCARD
 
     def open_file(self, path: str | os.PathLike) -> JobHandle:
-        """Load and lay out a model in the background; errors show a dialog and keep what was open."""
-        path = str(path)
-        mode = self.expansion_mode
-
-        def work(progress):
-            doc = load_document(path, progress=lambda m, f: progress(m, 0.6 * f))
-            progress("laying out", 0.65)
-            expanded = expansion_for(doc.graph, mode)
-            lay = layout_graph(doc.graph, expanded)
-            progress("drawing", 0.9)
-            return doc, expanded, lay, route_paths(lay)
-
-        return self._start(work, f"Opening {Path(path).name}", self._opened, path)
+        """Load and lay out a model in the background (Session.open); an error shows a dialog."""
+        return self.session.open(path)
 
     def show_document(self, doc: ModelDocument) -> JobHandle:
         """Show an already loaded document (the command line loads before opening the window)."""
-        mode = self.expansion_mode
+        return self.session.open(doc)
 
-        def work(progress):
-            progress("laying out", 0.1)
-            expanded = expansion_for(doc.graph, mode)
-            lay = layout_graph(doc.graph, expanded)
-            progress("drawing", 0.9)
-            return doc, expanded, lay, route_paths(lay)
-
-        return self._start(
-            work, f"Laying out {doc.path.name if doc.path else 'model'}", self._opened, str(doc.path or "")
-        )
-
-    def _opened(self, result, path: str) -> None:
-        doc, expanded, lay, paths = result
-        self.session.open(doc, expanded)  # a running Apply's fused model belongs to the model replaced
-        self.jobs.show()
+    def _opened(self, event) -> None:
+        if event.laid is None:  # adopted without a layout (a caller that draws it itself)
+            return
+        doc, path = event.doc, str(event.doc.path or "")
+        expanded, lay, paths = event.laid.expanded, event.laid.layout, event.laid.extras
         self.crumb_bar.hide()
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
@@ -222,7 +206,7 @@ class MainWindow(QMainWindow):
             if not placed:
                 place()
             for w in doc.warnings:
-                self.statusBar().showMessage(w, 10000)
+                self.session.set_status(w, 10000)
             self.document_shown.emit()
 
         self._show_layout(expanded, lay, paths, shown)
@@ -239,11 +223,30 @@ class MainWindow(QMainWindow):
 
         A failure shows an error titled failure, then calls on_failed(message) when given.
         """
-        return self.jobs.start(kind, fn, title, lambda result: on_done(result, *extra), failure, on_failed)
+        cbs = self.job_callbacks(failure or f"{title} failed", lambda r: on_done(r, *extra), on_failed)
+        return self.session.jobs.submit(fn, kind, title, **cbs)
 
-    def _start(self, fn, title: str, on_done, *extra) -> JobHandle:
-        failure = "Cannot open the model" if on_done == self._opened else "Cannot lay out the graph"
-        return self.start_job("layout", fn, title, on_done, *extra, failure=failure)
+    def job_callbacks(self, failure: str, on_done, on_failed=None) -> dict:
+        """on_done / on_failed for a job whose failure (or failing on_done) shows an error titled failure."""
+
+        def done(result) -> None:
+            try:
+                on_done(result)
+            except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
+                self.error(failure, exc)
+
+        def failed(exc: BaseException) -> None:
+            message = self.error(failure, exc)
+            if on_failed is not None:
+                on_failed(message)
+
+        return {"on_done": done, "on_failed": failed}
+
+    @property
+    def runner(self) -> JobRunner:
+        """Deprecated: the session's jobs with job-first callbacks (ui/tune_dialog.py, until it moves)."""
+        return JobRunner(self, self.session.jobs)
+
 
     @property
     def busy(self) -> bool:
@@ -257,13 +260,13 @@ class MainWindow(QMainWindow):
     def cancel_job(self, kind: str | None = None) -> None:
         """Stop the newest running job (or the one of this kind); the window keeps what it showed before."""
         if self.jobs.cancel(kind) is not None:
-            self.statusBar().showMessage("Cancelled.", 5000)
+            self.session.set_status("Cancelled.", 5000)
 
     def error(self, title: str, exc: BaseException) -> str:
         """Show a failure titled by what failed (a dialog unless unattended); the window stays usable."""
         message = dialogs.error_text(exc)
         self.last_error = message
-        self.statusBar().showMessage(message, 15000)
+        self.session.set_status(message, 15000)
         self.error_shown.emit(message)
         if self.show_dialogs:
             dialogs.show_error(self, title, message)
@@ -316,12 +319,10 @@ class MainWindow(QMainWindow):
             return
 
         def work(progress):
-            progress("laying out", 0.1)
-            lay = layout_graph(doc.graph, expanded)
-            progress("drawing", 0.9)
-            return expanded, lay, route_paths(lay)
+            laid = self.session.lay_out(doc, expanded, progress)
+            return laid.expanded, laid.layout, laid.extras
 
-        self._start(work, "Laying out", self._relaid, then)
+        self.start_job("layout", work, "Laying out", self._relaid, then, failure="Cannot lay out the graph")
 
     def _relaid(self, result, then) -> None:
         expanded, lay, paths = result
@@ -418,7 +419,7 @@ class MainWindow(QMainWindow):
                 if found:
                     self.open_inner_graph(it.box.node, found[0][1])
                     return
-        self.statusBar().showMessage("The selected node has no subgraph or local function.", 5000)
+        self.session.set_status("The selected node has no subgraph or local function.", 5000)
 
     def open_inner_graph(self, node_index: int, key: str) -> None:
         """Show a body of a node (key 'sub:<attr>') or a local function ('fn:<domain:name>') as the graph."""
@@ -433,17 +434,14 @@ class MainWindow(QMainWindow):
             label = f"function {key[3:]}"
         else:
             label = f"{self.doc.graph.nodes[node_index].name} ▸ {key[4:]}"
-        self.session.enter(label, inner)
-        self._show_inner(self.session.initial_expansion(inner))
+        self.session.enter(label, inner)  # navigated: _show_inner draws it
 
     def go_up(self) -> None:
         """Back to the graph that holds the inner graph on screen."""
-        entry = self.session.go_up()
-        if entry is not None:
-            self._show_inner(entry.expanded)
+        self.session.go_up()
 
-    def _show_inner(self, expanded: Expansion) -> None:
-        doc = self.session.doc
+    def _show_inner(self, event) -> None:
+        doc, expanded = event.doc, event.expanded
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
         path = " ▸ ".join(self.session.path_labels())
@@ -464,17 +462,17 @@ class MainWindow(QMainWindow):
             return 0
         picked = [it for it in self._selected_boxes() if it.box.kind == "node" and it.box.node is not None]
         if len(picked) != 2:
-            self.statusBar().showMessage("Select exactly two nodes to select everything between them.", 6000)
+            self.session.set_status("Select exactly two nodes to select everything between them.", 6000)
             return 0
         graph = self.doc.graph
         first, second = (graph.nodes[it.box.node].name for it in picked)
         names = nodes_between(graph, first, second)
         if not names:
-            self.statusBar().showMessage("No path joins these two nodes.", 6000)
+            self.session.set_status("No path joins these two nodes.", 6000)
             return 0
         keys, _hidden = keys_for_names(graph, self.scene, names)  # hidden ones: their collapsed group
         self.scene.select_keys(keys)
-        self.statusBar().showMessage(f"Selected {len(names)} nodes between the two.", 6000)
+        self.session.set_status(f"Selected {len(names)} nodes between the two.", 6000)
         return len(names)
 
     def clear_selection(self) -> None:
@@ -541,7 +539,7 @@ class MainWindow(QMainWindow):
         msg = f"{op_type}: {shown + hidden} nodes"
         if hidden:
             msg += f", {hidden} inside collapsed groups (highlighted)"
-        self.statusBar().showMessage(msg, 10000)
+        self.session.set_status(msg, 10000)
 
     # status ---------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:

@@ -42,7 +42,7 @@ from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
-from fuseview.ui.workers import JobRunner
+from fuseview.ui.workers import qt_job_service
 
 ERROR_STYLE = "color: #b00020;"
 INFO_STYLE = "color: #1b2430;"
@@ -134,7 +134,7 @@ class ProfilePanel(QDockWidget):
         self._report: dict | None = None
         self._report_source: str | None = None
         self._job: JobHandle | None = None  # the running profile (fuseview.session.profile_run)
-        self._runner = JobRunner(self, jobs)  # the window's job service when given
+        self._jobs = jobs if jobs is not None else qt_job_service(self)  # the window's service when given
         app = QApplication.instance()
         if app is not None:  # a QThread must not be destroyed while it runs
             app.aboutToQuit.connect(self.shutdown)
@@ -310,6 +310,15 @@ class ProfilePanel(QDockWidget):
             attribution_opt="disabled",
         )
 
+    def show_dims(self, dims: dict[str, int]) -> None:
+        """Show the session's input dims in the dims box (unless it already says the same)."""
+        try:
+            same = parse_dim_text(self.dims.text()) == dims
+        except FuseviewError:
+            same = False
+        if not same:
+            self.dims.setText(", ".join(f"{k}={v}" for k, v in dims.items()))
+
     def start_profile(self) -> None:
         """Profile in a child process (the window never waits on it); progress bar, Cancel kills it."""
         if self.is_running():
@@ -322,9 +331,11 @@ class ProfilePanel(QDockWidget):
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
-        self._job = self._runner.start(
-            lambda progress: profile_in_child(req, progress), "profile", self._progressed, self._finished,
-            self._failed, self._cancelled, kind="profile",
+        # one profile at a time: Run is refused while one runs, and the service supersedes by kind
+        self._job = self._jobs.submit(
+            lambda progress: profile_in_child(req, progress), "profile", "Profiling",
+            on_done=self._finished, on_failed=self._failed, on_cancelled=self._cancelled,
+            on_progress=self._progressed,
         )
         self._update_enabled()
 
@@ -339,28 +350,23 @@ class ProfilePanel(QDockWidget):
         """Whether a profile is running."""
         return self._job is not None
 
-    def _progressed(self, job, message: str, fraction: float) -> None:
-        if job is self._job:
-            self.progress.setValue(int(fraction * 1000))
-            self.progress.setFormat(message)
+    def _progressed(self, message: str, fraction: float) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        self.progress.setFormat(message)
 
-    def _finished(self, job, report: dict) -> None:
-        if job is not self._job:
-            return
+    def _finished(self, report: dict) -> None:
         self._job = None
         self._end(None)
         self._show_report(report, None)
         self.profileFinished.emit(report)
 
-    def _failed(self, job, exc: BaseException) -> None:
-        if job is self._job:
-            self._job = None
-            self._fail(error_text(exc))
+    def _failed(self, exc: BaseException) -> None:
+        self._job = None
+        self._fail(error_text(exc))
 
-    def _cancelled(self, job) -> None:
-        if job is self._job:
-            self._job = None
-            self._end("Profile cancelled.")
+    def _cancelled(self) -> None:
+        self._job = None
+        self._end("Profile cancelled.")
 
     def _end(self, message: str | None) -> None:
         """Back to idle: progress cleared, controls on; message on the status line."""

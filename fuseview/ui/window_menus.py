@@ -118,4 +118,4 @@ def choose_export(win) -> None:
     except Exception as exc:  # noqa: BLE001 - shown to the user, the window stays
         win.error("Cannot export", exc)
         return
-    win.statusBar().showMessage(f"Wrote {path} ({info['width']}×{info['height']})", 8000)
+    win.session.set_status(f"Wrote {path} ({info['width']}×{info['height']})", 8000)

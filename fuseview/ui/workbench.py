@@ -12,15 +12,15 @@ from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
-from fuseview.graph.layout import layout_graph
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
 from fuseview.runtime.report import fused_pane_title
 from fuseview.session import FUSED, ORIGINAL, Decisions, FusedResult, Links, Marks, Session
 from fuseview.session.panes import candidate_marks
+from fuseview.session.session import Laid
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
-from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
+from fuseview.ui.graph_scene import BoxItem, GraphScene
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
 from fuseview.ui.profile_panel import ProfilePanel
@@ -65,7 +65,6 @@ class Workbench(QObject):
         win.splitDockWidget(self.panel, win.inspector, Qt.Orientation.Vertical)
         win.inspector.show()
         self.panel.candidate_selected.connect(self.focus_candidate)
-        self.panel.changed.connect(self._decisions_changed)
         self.panel.apply_requested.connect(self.apply)
         self.profile_panel = ProfilePanel(win, self.session.jobs)
         # the right column runs the full height: the profile dock sits under the graphs only
@@ -87,6 +86,11 @@ class Workbench(QObject):
         events.heat.connect(lambda _e: self._apply_heat())
         events.profiled.connect(lambda e: self._profiled(e.report))
         events.pane.connect(self._draw_pane)
+        events.decisions.connect(lambda _e: self._decisions_changed())
+        events.applied.connect(self._apply_done)
+        events.apply_failed.connect(self._apply_failed)
+        events.dims.connect(lambda e: self.profile_panel.show_dims(e.dims))
+        self.profile_panel.dims.editingFinished.connect(lambda: self.take_dims("Input dims not taken"))
         win.document_shown.connect(self._shown)
 
     # the session's state, as the views read it ---------------------------------------------------
@@ -252,7 +256,7 @@ class Workbench(QObject):
 
     def _shown(self) -> None:
         if self.session.scan_pending:
-            self.win.statusBar().showMessage("Scanning for fusion candidates…")
+            self.win.session.set_status("Scanning for fusion candidates…")
             self.session.start_scan()
         scene = self.win.scene
         if scene is not self._seen_scene and scene is not None:
@@ -278,7 +282,7 @@ class Workbench(QObject):
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.decisions, scopes)
         self.paint_original()
-        self.win.statusBar().showMessage(
+        self.win.session.set_status(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
             f"(scan {seconds * 1000:.0f} ms)",
             10000,
@@ -292,7 +296,7 @@ class Workbench(QObject):
 
     def _ort_failed(self, exc: BaseException) -> None:
         # the column stays empty; the scan and everything else are unaffected
-        self.win.statusBar().showMessage(f"onnxruntime's own fusions unknown: {exc}", 10000)
+        self.win.session.set_status(f"onnxruntime's own fusions unknown: {exc}", 10000)
 
     # the overlay ----------------------------------------------------------------------------------
     def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
@@ -408,28 +412,31 @@ class Workbench(QObject):
         if d is None or doc is None:
             return False
         if not d.accepted():
-            self.win.statusBar().showMessage("No accepted candidates to apply.", 8000)
+            self.win.session.set_status("No accepted candidates to apply.", 8000)
             return False
         expanded = self.win.expanded if self._on_root() else None
-        try:  # the Profile dock's dims, so Apply validates on the inputs its Outputs tab will use
-            dims = parse_dim_text(self.profile_panel.dims.text())
-        except FuseviewError as exc:
-            self.win.statusBar().showMessage(f"Not applied: {exc}", 15000)
+        if not self.take_dims("Not applied"):  # Apply validates on the inputs the Outputs tab will use
             return False
-
-        def lay_out(fdoc: ModelDocument, progress) -> tuple:
-            lay = layout_graph(fdoc.graph, expanded)
-            progress("drawing", 0.9)
-            return lay, route_paths(lay)
-
         # The one pipeline `fuseview fuse` runs (session.apply): same weights, checks, validation, tolerances.
-        cbs = self.win.jobs.callbacks(
-            "apply", "Cannot apply the fusions", self._applied, self.apply_failed.emit
-        )
-        if self.session.apply(dims, expanded, lay_out, **cbs) is None:
+        return self.session.apply(None, expanded) is not None
+
+    def take_dims(self, failure: str) -> bool:
+        """The Profile dock's dims box into the session's dims (they feed scan, Apply and the profile)."""
+        try:
+            self.session.set_dims(parse_dim_text(self.profile_panel.dims.text()))
+        except FuseviewError as exc:
+            self.win.session.set_status(f"{failure}: {exc}", 15000)
             return False
-        self.win.jobs.started()
         return True
+
+    def _apply_done(self, event) -> None:
+        try:
+            self._applied(event.fused, event.extra)
+        except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
+            self.win.error("Cannot apply the fusions", exc)
+
+    def _apply_failed(self, event) -> None:
+        self.apply_failed.emit(self.win.error("Cannot apply the fusions", event.error))
 
     def _profiled(self, report: dict | None) -> None:
         self.panel.set_profile(report)
@@ -437,8 +444,8 @@ class Workbench(QObject):
             title = self.fused_pane.title
             self.fused_pane.set_title(fused_pane_title(report, title.full_text), title.details)
 
-    def _applied(self, result: tuple[FusedResult, tuple]) -> None:
-        fused, (lay, paths) = result
+    def _applied(self, fused: FusedResult, laid: Laid) -> None:
+        lay, paths = laid.layout, laid.extras
         fdoc, applied, notes = fused.doc, fused.applied, fused.notes
         scene = self.fused_pane.show_layout(fdoc, lay, paths)
         self._hook_fused(scene)
@@ -457,7 +464,7 @@ class Workbench(QObject):
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fused_pane.view.setTransform(self.win.view.transform())
         self.pane_links._follow(self.win.view)
-        self.win.statusBar().showMessage(fused.report.status_line() if fused.report else figures, 15000)
+        self.win.session.set_status(fused.report.status_line() if fused.report else figures, 15000)
         self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
         self.applied.emit()

@@ -35,7 +35,7 @@ class WorkbenchFiles:
         msg = f"Plan {Path(path).name}: {len(self.wb.decisions.accepted())} accepted"
         if unknown:
             msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
-        self.wb.win.statusBar().showMessage(msg, 15000)
+        self.wb.win.session.set_status(msg, 15000)
         return unknown
 
     def _save_dialog(self, title: str, name: str, filt: str) -> str:
@@ -79,7 +79,7 @@ class WorkbenchFiles:
         """File → Fusion → Save Profile Report (the profile panel writes it)."""
         pp = self.wb.profile_panel
         if pp.report() is None:
-            self.wb.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
+            self.wb.win.session.set_status("No profile yet: run one in the Profile panel.", 8000)
             return
         path = self._save_dialog("Save profile report", f"{self._stem()}.profile.json", "Report (*.json)")
         if path:
@@ -89,16 +89,16 @@ class WorkbenchFiles:
         """File → Fusion → Export Profile Plots (PNG or SVG, one file per plot)."""
         pp = self.wb.profile_panel
         if pp.report() is None:
-            self.wb.win.statusBar().showMessage("No profile yet: run one in the Profile panel.", 8000)
+            self.wb.win.session.set_status("No profile yet: run one in the Profile panel.", 8000)
             return
         folder = QFileDialog.getExistingDirectory(self.wb.win, "Export plots into folder")
         if folder:
             self._guard(
                 "Cannot export plots",
-                lambda: self.wb.win.statusBar().showMessage(
+                lambda: self.wb.win.session.set_status(
                     f"Wrote {len(pp.export_plots(folder, fmt))} plots to {folder}", 8000
                 ),
             )
 
     def _said(self, path: Path) -> None:
-        self.wb.win.statusBar().showMessage(f"Wrote {path}", 8000)
+        self.wb.win.session.set_status(f"Wrote {path}", 8000)

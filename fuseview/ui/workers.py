@@ -36,7 +36,11 @@ def qt_job_service(parent: QObject | None = None) -> JobService:
 
 
 class JobRunner(QObject):
-    """Starts jobs on a JobService; each callback gets the job first (a receiver can tell jobs apart)."""
+    """Deprecated adapter: jobs on a JobService with callbacks that get the job first.
+
+    Every view submits to the session's JobService (`win.session.jobs.submit`); this adapter remains only
+    for ui/trace_view.py and ui/tune_dialog.py until their own branches move them onto the service.
+    """
 
     def __init__(self, parent: QObject | None = None, service: JobService | None = None):
         super().__init__(parent)
