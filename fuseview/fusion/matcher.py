@@ -131,8 +131,8 @@ class PatternMatcher:
                 return
             yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
             return
-        kind = type(term)
-        if kind is POut:
+        # exact types, not isinstance: this runs for every tensor a pattern term meets
+        if type(term) is POut:
             pn = term.node
             if pn.label in st.nodes:
                 node = st.nodes[pn.label]
@@ -152,7 +152,7 @@ class PatternMatcher:
                 return
             yield from self._match_node(pn, node, st)
             return
-        if kind is PConst:
+        if type(term) is PConst:
             v = idx.const_value(tensor)
             if v is None:
                 self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
@@ -166,11 +166,11 @@ class PatternMatcher:
                 return
             yield st
             return
-        if kind is PAlt:
+        if type(term) is PAlt:
             for alt in term.alternatives:
                 yield from self._match_term(alt, tensor, st)
             return
-        if kind is POpt:
+        if type(term) is POpt:
             if tensor:
                 yield from self._match_term(term.term, tensor, st)
             else:
@@ -216,8 +216,13 @@ def _producer_ops(term: PTerm) -> frozenset[str] | None:
     if isinstance(term, POut):
         return frozenset(term.node.op_types)
     if isinstance(term, PAlt):
-        sets = [_producer_ops(a) for a in term.alternatives]
-        return None if any(x is None for x in sets) else frozenset().union(*sets)
+        ops: set[str] = set()
+        for a in term.alternatives:
+            some = _producer_ops(a)
+            if some is None:
+                return None
+            ops |= some
+        return frozenset(ops)
     return None
 
 
@@ -289,11 +294,11 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
             f = Failure(len(st.nodes) + 1, reason, list(st.nodes.values()))
             if best is None or f.depth >= best.depth:
                 best = f
-        f = pm.failure
+        pf = pm.failure
         n = pattern.min_nodes
-        if f is not None and f.depth >= (max(3, n - 1) if n >= 4 else n + 1):
-            if best is None or f.depth > best.depth:
-                best = f
+        if pf is not None and pf.depth >= (max(3, n - 1) if n >= 4 else n + 1):
+            if best is None or pf.depth > best.depth:
+                best = pf
     # An excluded match silences near misses, except a larger match that failed its check.
     if best is not None and excluded >= 0 and len(best.nodes) <= excluded:
         best = None

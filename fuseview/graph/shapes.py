@@ -103,6 +103,13 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
+def _known(value: np.ndarray | None) -> np.ndarray:
+    """A value the caller checked is known (the checks are in the branch's condition)."""
+    if value is None:
+        raise ValueError("a value checked to be known is not")
+    return value
+
+
 def _bcast(shapes: list[Shape]) -> Shape | None:
     try:
         return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
@@ -132,9 +139,10 @@ class _Prop:
             elif op == "Identity" and vals[0] is not None:
                 outv[0] = vals[0]
         elif op in _BINARY and ins and all(s is not None for s, i in zip(shp, ins, strict=False) if i):
-            out[0] = _bcast([s for s, i in zip(shp, ins, strict=False) if i])
+            out[0] = _bcast([s for s, i in zip(shp, ins, strict=False) if i and s is not None])
             if all(v is not None for v, i in zip(vals, ins, strict=False) if i):
-                outv[0] = _eval_binary(op, [v for v, i in zip(vals, ins, strict=False) if i])
+                operands = [v for v, i in zip(vals, ins, strict=False) if i and v is not None]
+                outv[0] = _eval_binary(op, operands)
         elif op == "Shape" and shp[0] is not None:
             start, end = _attr(n, "start", 0), _attr(n, "end", None)
             dims = shp[0][start:end] if end is not None else shp[0][start:]
@@ -173,13 +181,15 @@ class _Prop:
             out[0] = s
             if vals[0] is not None:
                 outv[0] = np.reshape(vals[0], s)
-        elif op == "Concat" and all(x is not None for x in shp):
-            axis = _attr(n, "axis", 0) % max(1, len(shp[0]))
-            s = list(shp[0])
-            s[axis] = sum(x[axis] for x in shp)
+        elif op == "Concat" and shp and all(x is not None for x in shp):
+            shapes = [x for x in shp if x is not None]
+            axis = _attr(n, "axis", 0) % max(1, len(shapes[0]))
+            s = list(shapes[0])
+            s[axis] = sum(x[axis] for x in shapes)
             out[0] = s
-            if all(v is not None for v in vals):
-                outv[0] = np.concatenate(vals, axis=axis)
+            parts = [v for v in vals if v is not None]
+            if len(parts) == len(vals):
+                outv[0] = np.concatenate(parts, axis=axis)
         elif op == "Reshape" and shp[0] is not None and vals[1] is not None:
             target = [int(d) for d in np.ravel(vals[1])]
             allowzero = _attr(n, "allowzero", 0)
@@ -246,7 +256,7 @@ class _Prop:
                 out[j] = s
         elif op == "Slice" and shp[0] is not None and all(v is not None for v in vals[1:]):
             s = list(shp[0])
-            starts, ends = np.ravel(vals[1]), np.ravel(vals[2])
+            starts, ends = np.ravel(_known(vals[1])), np.ravel(_known(vals[2]))
             axes = np.ravel(vals[3]) if len(vals) > 3 and vals[3] is not None else np.arange(len(starts))
             steps = np.ravel(vals[4]) if len(vals) > 4 and vals[4] is not None else np.ones(len(starts), int)
             sl = [slice(None)] * len(s)
@@ -261,21 +271,22 @@ class _Prop:
             v is not None for v in vals[1 if op == "Expand" else 0 :]
         ):
             if op == "ConstantOfShape":
-                dims = [int(d) for d in np.ravel(vals[0])]
+                dims = [int(d) for d in np.ravel(_known(vals[0]))]
                 out[0] = dims
                 t = _attr(n, "value")
                 if int(np.prod(dims)) <= _MAX_VALUE:
                     fill = onnx.numpy_helper.to_array(t) if t is not None else np.zeros(1, np.float32)
                     outv[0] = np.full(dims, np.ravel(fill)[0], dtype=fill.dtype)
             elif op == "Expand" and shp[0] is not None:
-                out[0] = _bcast([shp[0], [int(d) for d in np.ravel(vals[1])]])
+                out[0] = _bcast([shp[0], [int(d) for d in np.ravel(_known(vals[1]))]])
                 if vals[0] is not None and out[0] is not None and int(np.prod(out[0])) <= _MAX_VALUE:
                     outv[0] = np.broadcast_to(vals[0], out[0]).copy()
             elif op == "Range":
-                r = np.arange(np.ravel(vals[0])[0], np.ravel(vals[1])[0], np.ravel(vals[2])[0])
-                out[0] = [len(r)]
-                if len(r) <= _MAX_VALUE:
-                    outv[0] = r
+                start, limit, delta = (np.ravel(_known(v))[0] for v in vals[:3])
+                rng = np.arange(start, limit, delta)
+                out[0] = [len(rng)]
+                if len(rng) <= _MAX_VALUE:
+                    outv[0] = rng
         elif op in ("Conv", "FusedConv") and shp[0] is not None and shp[1] is not None:
             out[0] = _conv_shape(n, shp[0], shp[1])
         elif op == "BatchNormalization" and shp[0] is not None:

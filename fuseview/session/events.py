@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -61,11 +61,12 @@ class EmitterGroup:
 
     def __getattr__(self, name: str) -> EventEmitter:
         try:
-            return self.__dict__["_emitters"][name]
+            emitters: dict[str, EventEmitter] = self.__dict__["_emitters"]
+            return emitters[name]
         except KeyError:
             raise AttributeError(f"no event named {name!r}") from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[EventEmitter]:
         return iter(self._emitters.values())
 
     @property

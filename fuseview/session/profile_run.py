@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import onnx
 
@@ -82,7 +82,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def profile_in_child(req: ProfileRequest, progress: Progress) -> dict:
+def profile_in_child(req: ProfileRequest, progress: Progress) -> dict[str, Any]:
     """Run req in the profile child process; returns the report dict (FuseviewError with its message)."""
     tmp = tempfile.mkdtemp(prefix="fuseview-profile-")
     try:
@@ -91,7 +91,7 @@ def profile_in_child(req: ProfileRequest, progress: Progress) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict:
+def _run(req: ProfileRequest, progress: Progress, tmp: str) -> dict[str, Any]:
     models = {"model": req.model, "against": req.against}
     written = {k for k, m in models.items() if isinstance(m, onnx.ModelProto)}
     progress("starting…", 0.0)

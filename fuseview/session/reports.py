@@ -165,7 +165,8 @@ class FuseReport:
     valid: bool | None = None  # None: not validated
 
     @classmethod
-    def of(cls, model: Any, scan: Any, outcome: Any, path: str | os.PathLike | None = None) -> FuseReport:
+    def of(cls, model: Any, scan: Any, outcome: Any,
+           path: str | os.PathLike[str] | None = None) -> FuseReport:
         """The report of a FuseOutcome (fusion.pipeline.build_fused) of model after scan."""
         result, v = outcome.result, outcome.validation
         applied: dict[str, int] = {}
@@ -273,13 +274,13 @@ class ProfileReport:
         }
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> ProfileReport:
+    def load(cls, path: str | os.PathLike[str]) -> ProfileReport:
         """Read and check a report file (bounded read; FuseviewError on anything else)."""
         from fuseview.runtime import report as profile_schema
 
         return cls.from_json(profile_schema.load_report(path), str(path))
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the report atomically."""
         from fuseview.runtime import report as profile_schema
 
@@ -328,13 +329,13 @@ class TraceReport:
         return trace_schema.report_text(self.to_json())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> TraceReport:
+    def load(cls, path: str | os.PathLike[str]) -> TraceReport:
         """Read and check a report file."""
         from fuseview.traces import report as trace_schema
 
         return cls.from_json(trace_schema.load_report(path))
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Check and write the report atomically."""
         from fuseview.traces import report as trace_schema
 
