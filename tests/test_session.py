@@ -334,3 +334,18 @@ def test_a_big_models_fused_variant_keeps_the_weights_on_disk_and_saves_them_who
     (tmp_path / "child").mkdir()
     child = model_files({"model": s.fused.model}, str(tmp_path / "child"))["model"]
     assert onnx.load(child) == saved
+
+
+def test_profile_runs_through_the_session_and_arrives_as_an_event():
+    s = Session()
+    seen = record(s)
+    req = ProfileRequest(model=str(DEMO), runs=2, warmup=0, dims={"batch": 1, "seq": 8}, threads=1,
+                         profile_runs=1)
+    job = s.profile(req)
+    assert job.kind == "profile"
+    wait_for(job)
+    assert seen[-1] == "profiled" and s.profile_report is not None
+    assert s.profile_report["models"][0]["runs"] == 2
+    failed = s.profile(ProfileRequest(model=str(DEMO.parent / "no_such.onnx")))
+    wait_for(failed)
+    assert seen[-1] == "profile_failed"

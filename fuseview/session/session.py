@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.fusion.scan import ScanResult
     from fuseview.fusion.validate import Validation
     from fuseview.graph.geometry import Layout
+    from fuseview.runtime.job import ProfileRequest
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -47,7 +48,9 @@ SESSION_EVENTS = (
     "applied",  # the fused result is built: fused, extra (what prepare returned)
     "apply_failed",  # error
     "heat",  # the heat map changed
-    "profiled",  # a profile report arrived: report
+    "profiled",  # a profile report arrived (Session.profile, or a report set from a file): report
+    "profile_failed",  # Session.profile failed: error
+    "profile_cancelled",  # Session.profile was cancelled
     "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
 )
 
@@ -118,7 +121,7 @@ class Session:
         self.fused: FusedResult | None = None
         self.links = Links()
         self.heat: dict[str, dict[str, float]] | None = None
-        self.profile: dict[str, Any] | None = None
+        self.profile_report: dict[str, Any] | None = None  # the report on show
         for pane in self.panes.values():
             pane.clear()
 
@@ -414,9 +417,22 @@ class Session:
         self.heat = values
         self.events.heat.emit(heat=values)
 
+    def profile(self, request: ProfileRequest) -> JobHandle:
+        """Profile in a child process as the job of kind 'profile' (its Cancel kills the child).
+
+        The report arrives as the profiled event (and self.profile_report); a failure as profile_failed."""
+        from fuseview.session.profile_run import profile_in_child
+
+        def failed(exc: BaseException) -> None:
+            self.events.profile_failed.emit(error=exc)
+
+        return self.jobs.submit(lambda progress: profile_in_child(request, progress), "profile", "Profiling",
+                                on_done=self.set_profile, on_failed=failed,
+                                on_cancelled=lambda: self.events.profile_cancelled.emit())
+
     def set_profile(self, report: dict[str, Any] | None) -> None:
         """The profile report on show (from a run or a file)."""
-        self.profile = report
+        self.profile_report = report
         self.events.profiled.emit(report=report)
 
     # what each pane draws over its graph: the views draw the pane event's part of panes[role]

@@ -37,8 +37,8 @@ from fuseview.runtime.report import (
     speedup_text,
 )
 from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
+from fuseview.session import Session
 from fuseview.session.jobs import JobHandle, JobService
-from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
@@ -126,7 +126,9 @@ class ProfilePanel(QDockWidget):
     profileFinished = Signal(object)  # the report dict
     profileFailed = Signal(str)  # one-line message, already shown in the panel
 
-    def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None,
+                 session: Session | None = None) -> None:
+        """session: the window's (profiles run through Session.profile); a standalone panel makes its own."""
         super().__init__("Profile", parent)
         self.setObjectName("ProfilePanel")
         self._original: ModelSource | None = None
@@ -134,7 +136,14 @@ class ProfilePanel(QDockWidget):
         self._report: dict | None = None
         self._report_source: str | None = None
         self._job: JobHandle | None = None  # the running profile (fuseview.session.profile_run)
-        self._jobs = jobs if jobs is not None else qt_job_service(self)  # the window's service when given
+        if session is None:
+            session = Session(jobs if jobs is not None else qt_job_service(self))
+        self._session = session
+        session.events.profiled.connect(lambda e: self._job is not None and self._finished(e.report))
+        session.events.profile_failed.connect(lambda e: self._job is not None and self._failed(e.error))
+        session.events.profile_cancelled.connect(lambda _e: self._job is not None and self._cancelled())
+        session.jobs.events.progress.connect(
+            lambda e: e.job.kind == "profile" and self._progressed(e.job.message, e.job.fraction))
         app = QApplication.instance()
         if app is not None:  # a QThread must not be destroyed while it runs
             app.aboutToQuit.connect(self.shutdown)
@@ -331,12 +340,8 @@ class ProfilePanel(QDockWidget):
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
-        # one profile at a time: Run is refused while one runs, and the service supersedes by kind
-        self._job = self._jobs.submit(
-            lambda progress: profile_in_child(req, progress), "profile", "Profiling",
-            on_done=self._finished, on_failed=self._failed, on_cancelled=self._cancelled,
-            on_progress=self._progressed,
-        )
+        # one profile at a time: Run is refused while one runs; the session's events end it
+        self._job = self._session.profile(req)
         self._update_enabled()
 
     def cancel(self) -> None:

@@ -66,7 +66,7 @@ class Workbench(QObject):
         win.inspector.show()
         self.panel.candidate_selected.connect(self.focus_candidate)
         self.panel.apply_requested.connect(self.apply)
-        self.profile_panel = ProfilePanel(win, self.session.jobs)
+        self.profile_panel = ProfilePanel(win, session=self.session)
         # the right column runs the full height: the profile dock sits under the graphs only
         win.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.profile_panel)
@@ -74,7 +74,6 @@ class Workbench(QObject):
         self.profile_panel.nodeActivated.connect(self.pane_links.select_node)
         self.profile_panel.opTypeActivated.connect(self.pane_links.highlight_op)
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
-        self.profile_panel.profileFinished.connect(self.session.set_profile)
         self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
         events = self.session.events
