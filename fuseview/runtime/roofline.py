@@ -314,7 +314,10 @@ def node_costs(model: onnx.ModelProto, dims: dict[str, int]) -> dict[str, NodeCo
     for n, name in zip(model.graph.node, unique_node_names(model.graph.node), strict=True):
         if n.op_type == "Constant":
             continue  # onnxruntime makes it an initializer: it never runs
-        flops = _Costing(n, shapes).flops()
+        try:
+            flops = _Costing(n, shapes).flops()
+        except (IndexError, TypeError, ValueError, ZeroDivisionError):  # shapes that do not fit the op
+            flops = None
         nbytes, known = _bytes(n, shapes)
         estimated = flops is None or not known
         if flops is None:
@@ -322,3 +325,55 @@ def node_costs(model: onnx.ModelProto, dims: dict[str, int]) -> dict[str, NodeCo
             flops = _numel(s[0]) if s is not None else 0
         out[name] = NodeCost(name, n.op_type, n.domain, int(flops), int(nbytes), estimated)
     return out
+
+
+def is_gemm(op_type: str) -> bool:
+    """True for ops whose time is matrix products (MatMul, Gemm, Conv, attention): the rest is non-GEMM."""
+    return op_type in GEMM_OPS
+
+
+def non_gemm_share(nodes: list[dict]) -> float:
+    """Share of the summed per-node medians spent outside GEMM ops (fuseview.stats' shares)."""
+    from fuseview.stats import by_median
+
+    return float(sum(share for n, share in by_median(nodes) if not is_gemm(n["op_type"])))
+
+
+def bound(intensity: float, machine: dict) -> str:
+    """"memory" when the intensity is left of the ridge point (bandwidth caps it), else "compute"."""
+    return "compute" if intensity * machine["peak_gbps"] >= machine["peak_gflops"] else "memory"
+
+
+def roofline_rows(costs: dict[str, NodeCost], nodes: list[dict], machine: dict) -> list[dict]:
+    """One roofline point per profiled node that has a cost: FLOPs, bytes, median time, achieved rates."""
+    from fuseview.stats import TIME_KEY
+
+    rows = []
+    for n in nodes:
+        c = costs.get(n["name"])
+        if c is None:
+            continue
+        t = float(n[TIME_KEY])
+        attainable = min(machine["peak_gflops"], c.intensity * machine["peak_gbps"])
+        achieved = c.flops / t / 1e3 if t > 0 else 0.0
+        rows.append({
+            "node": c.node, "op_type": c.op_type, "domain": c.domain, "flops": c.flops, "bytes": c.bytes,
+            "intensity": c.intensity, "time_us": t, "achieved_gflops": achieved,
+            "achieved_gbps": c.bytes / t / 1e3 if t > 0 else 0.0, "bound": bound(c.intensity, machine),
+            # achieved over what the roofs allow at this intensity: 1 is on the roof
+            "roof_fraction": achieved / attainable if attainable > 0 else None,
+            "estimated": c.estimated,
+        })
+    return rows
+
+
+def model_roofline(model: onnx.ModelProto, dims: dict[str, int], nodes: list[dict], machine: dict) -> dict:
+    """A profiled model's roofline section: the machine, a point per node, and the non-GEMM share."""
+    costs = node_costs(model, dims)
+    return {
+        "machine": machine,
+        "nodes": roofline_rows(costs, nodes, machine),
+        "non_gemm_share": non_gemm_share(nodes),
+        "flops": sum(c.flops for c in costs.values()),
+        "bytes": sum(c.bytes for c in costs.values()),
+    }

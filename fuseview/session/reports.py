@@ -236,7 +236,7 @@ class CompareReport:
 
 @dataclass
 class ProfileReport:
-    """A profile (fuseview.profile, schema_version 2): what `fuseview profile --json` and the child write."""
+    """A profile (fuseview.profile, schema_version 3): what `fuseview profile --json` and the child write."""
 
     KIND: ClassVar[str] = PROFILE_KIND
     schema_version: int
