@@ -42,6 +42,7 @@ from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
+from fuseview.ui.roofline_card import RooflineCard
 from fuseview.ui.workers import JobRunner
 
 ERROR_STYLE = "color: #b00020;"
@@ -258,6 +259,9 @@ class ProfilePanel(QDockWidget):
         hl.addWidget(self.hist_plot, 1)
         outputs.addWidget(hist_box)
         self.tabs.addTab(outputs, "Outputs")
+        self.roofline_card = RooflineCard()
+        self.roofline_card.pointClicked.connect(self.nodeActivated.emit)
+        self.tabs.addTab(self.roofline_card, "Roofline")
 
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 4, 6, 4)
@@ -269,7 +273,8 @@ class ProfilePanel(QDockWidget):
 
     def plot_cards(self) -> list[plots.PlotCard]:
         """Every plot of the panel, in tab order."""
-        return [self.op_plot, *self.node_plots.values(), self.fusion_plot, self.diff_plot, self.hist_plot]
+        return [self.op_plot, *self.node_plots.values(), self.fusion_plot, self.diff_plot, self.hist_plot,
+                self.roofline_card]
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
@@ -474,6 +479,7 @@ class ProfilePanel(QDockWidget):
         self.hist_output.setVisible(bool(cmp) and len(cmp["outputs"]) > 1)
         self.hist_output.blockSignals(False)
         self._show_histogram(self.hist_output.currentText())
+        self.roofline_card.set_report(report)
         self._update_enabled()
         self._emit_heatmap()
 
