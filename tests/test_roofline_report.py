@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 import fuseview
@@ -61,3 +62,39 @@ def test_api_costs_use_the_profile_dims():
     lm_head = [c for c in costs.values() if c.op_type == "MatMul"][-1]
     at_128 = [c for c in fuseview.costs(GPT2).values() if c.op_type == "MatMul"][-1]
     assert at_128.flops == 8 * lm_head.flops  # a MatMul's FLOPs scale with the sequence length
+
+
+def test_scan_gain_counts_the_traffic_a_candidate_removes_at_the_measured_bandwidth():
+    import onnx
+
+    from fuseview.dims import resolve_dims
+    from fuseview.fusion.scan import scan_file
+    from fuseview.runtime.costs import candidate_costs
+    from fuseview.runtime.roofline import tensor_shapes
+    from fuseview.session.reports import ScanReport
+
+    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1)
+    scan = scan_file(GPT2, {})
+    costs = candidate_costs(rep, scan.candidates)
+    roof = rep["models"][0]["roofline"]
+    rows = {r["node"]: r for r in roof["nodes"]}
+    gbps = roof["machine"]["peak_gbps"]
+    model = onnx.load(GPT2)
+    shapes = tensor_shapes(model, resolve_dims(model))
+    gelu = next(c for c in scan.candidates if c.rule == "bias_fast_gelu")
+    # independently: each removed tensor written once and read by each node of the candidate that takes it
+    reads = {t: sum(list(n.input).count(t) for n in gelu.match.node_list) for t in gelu.removed_tensors}
+    expect = sum(4 * int(np.prod(shapes[t][0])) * (1 + reads[t]) for t in gelu.removed_tensors)
+    assert gelu.traffic_bytes == expect >= 2 * gelu.saved_bytes
+    for c in scan.candidates:
+        cost = costs[c.id]
+        assert cost.traffic_us == pytest.approx(c.traffic_bytes / gbps / 1e3)
+        timed = [rows[n] for n in c.nodes if n in rows]
+        total = sum(r["time_us"] for r in timed)
+        if total > 0:
+            share = sum(r["time_us"] for r in timed if r["bound"] == "compute") / total
+            assert cost.compute_share == pytest.approx(share)
+            assert cost.bound == ("compute" if share > 0.5 else "memory")
+            assert cost.bound + "-bound" in cost.gain_text()
+    js = ScanReport.of(scan, costs).to_json()["candidates"]
+    assert all(c["traffic_us"] == costs[c["id"]].traffic_us for c in js)

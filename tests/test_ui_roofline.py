@@ -87,3 +87,22 @@ def test_an_old_report_says_it_has_no_roofline(qtbot, panel, report, tmp_path):
     assert not panel.roofline_card.has_data
     assert "schema 3" in panel.roofline_card.message.text()
     assert panel.node_plots[ORIGINAL].has_data  # the rest of the panel still shows the old report
+
+
+def test_candidates_tooltip_says_what_the_traffic_costs_and_where_the_time_is(qtbot):
+    from fuseview.fusion.scan import scan_file
+    from fuseview.session.decisions import Decisions
+    from fuseview.ui.candidates_panel import MEASURED_COLUMNS, CandidatesPanel
+
+    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1)
+    panel = CandidatesPanel()
+    qtbot.addWidget(panel)
+    panel.set_decisions(Decisions(scan_file(GPT2, {})))
+    panel.set_profile(rep)
+    table = panel.table
+    for r in range(table.rowCount()):
+        cid = table.item(r, 0).data(256)
+        tip = table.item(r, MEASURED_COLUMNS[0]).toolTip()
+        cost = panel.costs[cid]
+        assert cost.gain_text() in tip and f"{cost.traffic_us:.3g} µs" in tip
+        assert ("compute-bound" in tip) == (cost.bound == "compute")
