@@ -213,7 +213,11 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
+    if progress:  # measured once per machine (about 2 s), then read from the user's cache
+        progress("machine roofline", 0, 1)
     machine = machine_roofline(req.provider, req.threads)
+    if progress:
+        progress("machine roofline", 1, 1)
     models = []
     for role, m, path, lat, provider in zip(roles, sources, [req.model, req.against], latency, choices,
                                             strict=False):
