@@ -1,11 +1,13 @@
 """Non-GEMM share of original and fused models, and the Roofline card's picture (docs/roofline.md).
 
     QT_QPA_PLATFORM=offscreen python scripts/roofline_figures.py MODEL... [--runs 20] [--threads 1]
-        [--screenshot OUT.png]
+        [--report REPORT.json]... [--screenshot OUT.png]
 
-Each model is fused with every candidate (as `fuseview fuse`), then profiled against its fused version
-(as `fuseview profile --against`); one line per model gives the non-GEMM share of each, the machine's
-roofline and the latency verdict. --screenshot draws the first model's Roofline card to a PNG.
+Each model is fused with every candidate (as `fuseview fuse`, in memory), then profiled against its fused
+version (as `fuseview profile --against`); --report adds a report `fuseview profile --against --json`
+already wrote (a real-width model: the CLI keeps its weights on disk). One line per report gives the
+non-GEMM share of each model, the bytes, the machine's roofline and the latency verdict; --screenshot
+draws the first report's Roofline card to a PNG.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     """Fuse and profile each model; print the shares; optionally save the first one's card."""
     import fuseview
-    from fuseview.runtime.report import verdict_line
+    from fuseview.runtime.report import load_report, verdict_line
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="+", type=Path)
+    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument("--report", action="append", default=[], type=Path)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--screenshot", type=Path)
     args = ap.parse_args()
     first = None
-    for path in args.models:
-        fused = fuseview.fuse(path).model
-        rep = fuseview.profile(path, against=fused, runs=args.runs, threads=args.threads, ort_opt="all",
-                               attribution_opt="disabled")  # as `fuseview profile` does
+    made = ((path, None) for path in args.models)
+    for path, rep in [*made, *((p, load_report(p)) for p in args.report)]:
+        if rep is None:
+            fused = fuseview.fuse(path).model
+            rep = fuseview.profile(path, against=fused, runs=args.runs, threads=args.threads, ort_opt="all",
+                                   attribution_opt="disabled")  # as `fuseview profile` does
         first = first or rep
         a, b = (m["roofline"] for m in rep["models"])
         mach = a["machine"]

@@ -56,6 +56,9 @@ def test_card_draws_roofs_points_and_arrows_and_a_click_selects(qtbot, report, t
     with qtbot.waitSignal(card.pointClicked) as got:
         card.click(FUSED, spot.data().node)
     assert got.args == [FUSED, spot.data().node]
+    # arrow heads point along their line on screen (pyqtgraph: 0 points left, 90 up)
+    assert 90 < card._angle(0, 0, 1, 1, 1, 1) < 180 and -180 < card._angle(0, 1, 1, 0, 1, 1) < -90
+    assert card._angle(1, 0, 0, 0, 1, 1) == 0
     out = card.export(tmp_path / "roofline.png")
     assert out.stat().st_size > 5000
 

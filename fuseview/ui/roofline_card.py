@@ -195,10 +195,10 @@ class RooflineCard(PlotCard):
                            f" · ridge {ridge:.2g} FLOP/byte", color="#1b2430", size="10pt")
 
     def _angle(self, x0: float, y0: float, x1: float, y1: float, x_span: float, y_span: float) -> float:
-        """The arrow head's angle on screen (pyqtgraph: 0 points left), from the plot's aspect."""
+        """The arrow head's angle on screen (pyqtgraph: 0 points left, 90 up), from the plot's aspect."""
         w, h = max(self.plot.width(), 1), max(self.plot.height(), 1)
         dx, dy = (x1 - x0) / x_span * w, (y1 - y0) / y_span * h
-        return 180.0 - math.degrees(math.atan2(-dy, dx)) if (dx or dy) else 0.0
+        return math.degrees(math.atan2(dy, -dx)) if (dx or dy) else 0.0  # 0 left, 90 up (y up)
 
     def _clicked(self, _scatter, spots, *_args) -> None:
         if spots is not None and len(spots):
