@@ -12,7 +12,13 @@ from PySide6.QtTest import QTest
 import fuseview
 from fuseview.runtime.report import save_report
 from fuseview.ui.profile_plots import FUSED, ORIGINAL
-from fuseview.ui.roofline_card import RooflineCard, family_color, fusion_arrows, roofline_points
+from fuseview.ui.roofline_card import (
+    RooflineCard,
+    family_color,
+    fusion_arrows,
+    roof_distance_heat,
+    roofline_points,
+)
 from tests import test_ui_profile_panel as dock_tests
 from tests.conftest import GPT2_MODELS
 
@@ -109,3 +115,20 @@ def test_candidates_tooltip_says_what_the_traffic_costs_and_where_the_time_is(qt
         cost = panel.costs[cid]
         assert cost.gain_text() in tip and f"{cost.traffic_us:.3g} µs" in tip
         assert ("compute-bound" in tip) == (cost.bound == "compute")
+
+
+def test_heat_map_by_distance_to_the_roof(qtbot, panel, report, tmp_path):
+    panel.open_report(save_report(report, tmp_path / "r.json"))
+    with qtbot.waitSignal(panel.heatmapChanged) as got:
+        panel.roofline_card.heat_box.setChecked(True)
+    heat = got.args[0]
+    assert heat == roof_distance_heat(report) and set(heat) == {ORIGINAL, FUSED}
+    rows = {n["node"]: n for n in report["models"][0]["roofline"]["nodes"]}
+    for name, d in heat[ORIGINAL].items():
+        assert 0.0 <= d <= 1.0
+        frac = rows[name]["roof_fraction"]
+        if frac is not None:
+            assert d == pytest.approx(1 - min(frac, 1.0))
+    with qtbot.waitSignal(panel.heatmapChanged) as got:
+        panel.roofline_card.heat_box.setChecked(False)
+    assert got.args[0] is None  # the dock's own heat map is off: the graph goes back to plain

@@ -42,7 +42,7 @@ from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
-from fuseview.ui.roofline_card import RooflineCard
+from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
 from fuseview.ui.workers import JobRunner
 
 ERROR_STYLE = "color: #b00020;"
@@ -261,6 +261,7 @@ class ProfilePanel(QDockWidget):
         self.tabs.addTab(outputs, "Outputs")
         self.roofline_card = RooflineCard()
         self.roofline_card.pointClicked.connect(self.nodeActivated.emit)
+        self.roofline_card.heatToggled.connect(self._emit_heatmap)
         self.tabs.addTab(self.roofline_card, "Roofline")
 
         lay = QVBoxLayout(body)
@@ -519,6 +520,9 @@ class ProfilePanel(QDockWidget):
 
     def _emit_heatmap(self, *_args) -> None:
         on = self.heat.isChecked() and self._report is not None
+        if self._report is not None and self.roofline_card.heat_box.isChecked():
+            self.heatmapChanged.emit(roof_distance_heat(self._report))  # the roofline card's choice
+            return
         self.heatmapChanged.emit(plots.heatmap(self._report) if on else None)
 
     # ------------------------------------------------------------------------------------ dialogs

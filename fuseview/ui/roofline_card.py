@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QCheckBox, QWidget
 
 from fuseview.colors import PALETTE
 from fuseview.ui import style
@@ -113,6 +113,27 @@ def fusion_arrows(report: dict) -> list[FusionArrow]:
     return out
 
 
+def roof_distance_heat(report: dict) -> dict[str, dict[str, float]]:
+    """Per role, each costed node's distance below the roof: 0 on (or above) it, 1 far below.
+
+    The roof at a node's intensity is min(peak FLOP/s, intensity × bandwidth); a node without FLOPs is
+    measured against the bandwidth alone (achieved GB/s over the peak GB/s).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for role, m in models_by_role(report).items():
+        roof = m.get("roofline")
+        if not roof:
+            continue
+        gbps = roof["machine"]["peak_gbps"]
+        heat = out.setdefault(role, {})
+        for n in roof["nodes"]:
+            frac = n.get("roof_fraction")
+            if frac is None:
+                frac = n["achieved_gbps"] / gbps if gbps > 0 else 1.0
+            heat[n["node"]] = 1.0 - min(max(float(frac), 0.0), 1.0)
+    return out
+
+
 def family_color(op_type: str, domain: str) -> str:
     """The op family's strong colour, as the graph draws the node."""
     return PALETTE.get(style.op_category(op_type, domain), PALETTE["other"])[0]
@@ -122,6 +143,7 @@ class RooflineCard(PlotCard):
     """Log-log roofline of a profile report; clicking a point emits (role, node name)."""
 
     pointClicked = Signal(str, str)
+    heatToggled = Signal(bool)  # colour the graph by distance to the roof (True) or as before (False)
 
     def __init__(self, name: str = "roofline", title: str = "Roofline: achieved GFLOP/s vs FLOPs per byte",
                  parent: QWidget | None = None) -> None:
@@ -129,6 +151,12 @@ class RooflineCard(PlotCard):
         self.points: dict[str, list[RoofPoint]] = {}
         self.arrows: list[FusionArrow] = []
         self._scatter: dict[str, object] = {}
+        self.heat_box = QCheckBox("Heat map: distance to the roof")
+        self.heat_box.setToolTip("colour the graph's nodes by how far below the roof they run (dark: far)")
+        self.heat_box.toggled.connect(self.heatToggled.emit)
+        layout = self.layout()
+        assert layout is not None
+        layout.insertWidget(0, self.heat_box)  # type: ignore[attr-defined]
 
     def set_report(self, report: dict) -> None:
         """Draw the report's roofline, or say why there is none (an older report, no costed node)."""
