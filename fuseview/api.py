@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from fuseview.fusion.scan import ScanResult
     from fuseview.tuning.run import TuneResult
 
-__all__ = ["load", "scan", "fuse", "profile", "trace", "tune"]
+__all__ = ["load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune"]
 
 PathLike = str | os.PathLike
 
@@ -63,13 +63,31 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
 
 
 def profile(model: PathLike, against: PathLike | None = None, **settings: Any) -> dict:
-    """Profile a model (and A/B it against another), as `fuseview profile`; the report dict (schema 2).
+    """Profile a model (and A/B it against another), as `fuseview profile`; the report dict (schema 3).
 
     settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, ...).
     """
     from fuseview.runtime.job import ProfileRequest, run_profile
 
     return run_profile(ProfileRequest(model=model, against=against, **settings))
+
+
+def costs(model: PathLike | onnx.ModelProto, dims: dict[str, int] | None = None) -> dict:
+    """Node name -> NodeCost (FLOPs, bytes, intensity) at the dims a profile would use (fuseview.dims)."""
+    import onnx
+
+    from fuseview.dims import resolve_dims
+    from fuseview.runtime.roofline import node_costs
+
+    proto = model if isinstance(model, onnx.ModelProto) else load(model)
+    return node_costs(proto, resolve_dims(proto, dims))
+
+
+def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = False) -> dict:
+    """This machine's peak GFLOP/s and GB/s in onnxruntime (measured once, then from the user cache)."""
+    from fuseview.runtime.machine import machine_roofline as roofline
+
+    return roofline(provider, threads, refresh)
 
 
 def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None) -> dict:

@@ -83,7 +83,7 @@ def test_cli_prints_one_verdict_line_and_writes_v2(files, tmp_path, capsys):
     lines = [ln for ln in cap.out.splitlines() if ln.startswith("verdict: ")]
     assert len(lines) == 1 and "slower" in lines[0] and "95% CI" in lines[0] and "threshold 5%" in lines[0]
     rep = load_report(out)
-    assert rep["schema_version"] == 2 and rep["comparison"]["latency"]["threshold"] == 0.05
+    assert rep["schema_version"] == 3 and rep["comparison"]["latency"]["threshold"] == 0.05
     assert [m["profiled_runs"] for m in rep["models"]] == [3, 3]
     assert [m["runs"] for m in rep["models"]] == [42, 42]  # 14 rounds of 3 sessions a model
     assert "profiler overhead:" in cap.out

@@ -1,4 +1,4 @@
-"""The JSON report: schema_version 2 (1 still read), written atomically, round-trips, bad files refused."""
+"""The JSON report: schema_version 3 (1 and 2 still read), written atomically, bad files refused."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def report(tmp_path_factory):
 
 
 def test_report_contents(report):
-    assert report["schema_version"] == SCHEMA_VERSION == 2
+    assert report["schema_version"] == SCHEMA_VERSION == 3
     env = report["environment"]
     assert env["onnxruntime"] and "CPUExecutionProvider" in env["providers"] and env["cpu"]
     assert env["gpu"] is None  # CUDA not used
@@ -70,7 +70,9 @@ def test_round_trip(report, tmp_path):
 @pytest.mark.parametrize(
     "edit, needle",
     [
-        (lambda r: r.update(schema_version=3), "schema_version 3"),
+        (lambda r: r.update(schema_version=4), "schema_version 4"),
+        (lambda r: r["models"][0]["roofline"]["nodes"][0].update(bound="fast"), "bound must be"),
+        (lambda r: r["models"][0]["roofline"]["machine"].pop("peak_gbps"), "machine has no 'peak_gbps'"),
         (lambda r: r["comparison"].pop("latency"), "comparison has no 'latency'"),
         (lambda r: r["comparison"]["latency"].update(verdict="maybe"), "verdict 'maybe'"),
         (lambda r: r["comparison"]["latency"].update(ci=[1.0]), "ci must be two numbers"),

@@ -245,7 +245,8 @@ def test_export_plots_png_and_svg(qtbot, panel, report_file, tmp_path):
     panel.open_report(report_file)
     pngs = panel.export_plots(tmp_path, "png")
     names = {p.stem for p in pngs}
-    assert names == {"op_types", "nodes_original", "nodes_fused", "fusions", "output_diffs", "diff_histogram"}
+    assert names == {"op_types", "nodes_original", "nodes_fused", "fusions", "output_diffs", "diff_histogram",
+                     "roofline"}
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         img = QImage(str(p))

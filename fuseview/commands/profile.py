@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also show what onnxruntime itself fuses (at --ort-opt, or extended when disabled)")
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
     p.add_argument("--json", metavar="OUT",
-                   help="write the report (JSON, schema_version 2) to OUT (- prints it instead of the table)")
+                   help="write the report (JSON, schema_version 3) to OUT (- prints it instead of the table)")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -76,6 +76,22 @@ class _StderrProgress:
 
 def _g(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
+
+
+def roofline_lines(m: dict, top: int = 5) -> list[str]:
+    """A model's roofline: the machine's roofs, the non-GEMM share, the top memory-bound nodes."""
+    roof = m.get("roofline")
+    if not roof:
+        return []
+    mach = roof["machine"]
+    out = [f"non-GEMM share of the node time: {roof['non_gemm_share']:.1%}"]
+    mem = sorted((n for n in roof["nodes"] if n["bound"] == "memory"), key=lambda n: -n["time_us"])[:top]
+    if mem:
+        out.append("top memory-bound nodes (median time; FLOP/byte; achieved GB/s of the roof's"
+                   f" {mach['peak_gbps']:.1f}):")
+        out += [f"  {_us(n['time_us']):>10}  {n['flops'] / max(n['bytes'], 1):7.2f}"
+                f"  {n['achieved_gbps']:7.2f}  {n['op_type']:<16} {n['node']}" for n in mem]
+    return out
 
 
 def print_report(rep: dict, out=None) -> None:
@@ -120,11 +136,22 @@ def print_report(rep: dict, out=None) -> None:
         w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
         for n, share in by_median(m["nodes"])[:5]:
             w(f"    {spread_text(n, _us):>24}  {share * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+        for text in roofline_lines(m):
+            w(f"  {text}")
     ovh = rep.get("profiler_overhead")
     if ovh:
         w()
         w(f"profiler overhead: {ovh['per_event_us']:.1f} us of wall time per node event; a node doing nothing"
           f" reads {ovh['node_floor_us']:.1f} us ('overhead' column: that times the nodes; {ovh['method']})")
+    roofs = [m["roofline"] for m in rep["models"] if m.get("roofline")]
+    if roofs:
+        mach = roofs[0]["machine"]
+        w()
+        w(f"machine roofline: peak {mach['peak_gflops']:.1f} GFLOP/s, {mach['peak_gbps']:.1f} GB/s"
+          f" ({'cached' if mach.get('cached') else 'measured now'}: {mach['method']})")
+    if len(roofs) == 2:
+        w(f"non-GEMM share of the node time: model {roofs[0]['non_gemm_share']:.1%},"
+          f" against {roofs[1]['non_gemm_share']:.1%}")
     if len(rep["models"]) == 2:
         a, b = (m["latency_ms"]["p50"] for m in rep["models"])
         w()

@@ -69,12 +69,16 @@ def run(args: argparse.Namespace) -> int:
     if report is not None:
         print(f"measured   time of the nodes each candidate replaces (median us per run, share of the run):"
               f" {args.profile}")
+        print("traffic    the memory traffic fusing removes, at the profile's measured bandwidth; memory or"
+              " compute: where most of its nodes' time is (compute-bound: removing traffic wins little)")
     for c in cands:
         where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")
         conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
         cost = costs.get(c.id)
         measured = f"  {cost.measured_us:>9.1f} us {cost.share * 100:5.1f}%" if cost else ""
+        if cost and cost.traffic_us is not None:
+            measured += f"  traffic {cost.traffic_us:>7.1f} us {cost.bound or '-':<7}"
         ort_col = f"  ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]:<3}" if ort_cmp else ""
         print(
             f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"

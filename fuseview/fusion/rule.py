@@ -433,6 +433,8 @@ class Candidate:
     notes: list[str] = field(default_factory=list)
     match: Match | None = field(default=None, repr=False, compare=False)
     scope: str = ""  # "" for the main graph, else the inner graph, e.g. "cond_node:then_branch ▸ loop:body"
+    # memory traffic fusing removes: each removed tensor written once and read by each of its consumers
+    traffic_bytes: int | None = None
 
     def to_json(self) -> dict:
         """The JSON object `fuseview scan --json` prints for this candidate."""
@@ -445,6 +447,7 @@ class Candidate:
             "nodes": list(self.nodes),
             "removed_tensors": list(self.removed_tensors),
             "saved_bytes": self.saved_bytes,
+            "traffic_bytes": self.traffic_bytes,
             "conflicts": list(self.conflicts),
             "scope": self.scope,
         }

@@ -47,7 +47,6 @@ _UNARY = {
     "Dropout",
     "LayerNormalization",
     "SimplifiedLayerNormalization",
-    "SkipLayerNormalization",
     "RMSNormalization",
     "BiasGelu",
     "Trilu",
@@ -291,6 +290,8 @@ class _Prop:
             out[0] = _conv_shape(n, shp[0], shp[1])
         elif op == "BatchNormalization" and shp[0] is not None:
             out[0] = shp[0]
+        elif shp and shp[0] is not None:
+            _contrib_shapes(n, shp, out)
         self._store(n, out, outv)
 
     def _store(self, n, out, outv) -> None:
@@ -306,6 +307,50 @@ class _Prop:
                     self.s[o] = dims
             if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
                 self.v[o] = v
+
+
+def _contrib_shapes(n: onnx.NodeProto, shp: list[Shape | None], out: list[Shape | None]) -> None:
+    """Output shapes of onnxruntime's fused ops (com.microsoft) a fused model holds, by their definitions."""
+    op, x = n.op_type, shp[0]
+    assert x is not None
+    heads = _attr(n, "num_heads", 0)
+    if op in ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"):
+        out[0] = list(x)
+        if len(out) > 3:
+            out[3] = list(x)  # input + skip (+ bias)
+    elif op == "EmbedLayerNormalization" and len(shp) > 2 and shp[2] is not None:
+        out[0] = list(x) + [shp[2][-1]]
+        if len(out) > 1:
+            out[1] = [x[0]]
+    elif op in ("RotaryEmbedding", "BiasSplitGelu", "BiasAdd"):
+        out[0] = list(x)
+    elif op == "Attention" and n.domain == "com.microsoft" and len(shp) > 1 and shp[1] is not None:
+        sizes = _attr(n, "qkv_hidden_sizes") or [shp[1][1] // 3] * 3
+        out[0] = [x[0], x[1], int(sizes[2])]
+        past = shp[4] if len(shp) > 4 else None
+        if len(out) > 1 and past is not None and heads:
+            out[1] = [2, x[0], heads, past[3] + x[1], int(sizes[0]) // heads]
+    elif op == "MultiHeadAttention" and len(x) == 3 and heads:
+        k, v = (shp[i] if len(shp) > i else None for i in (1, 2))
+        if v is None:
+            return
+        hv = v[-1] if len(v) == 4 else v[2] // heads
+        out[0] = [x[0], x[1], heads * hv]
+        past = shp[6] if len(shp) > 6 else None
+        if len(out) > 1 and k is not None and len(k) == 3:
+            t = k[1] + (past[2] if past is not None else 0)
+            out[1] = [x[0], heads, t, x[2] // heads]
+            if len(out) > 2:
+                out[2] = [x[0], heads, t, hv]
+    elif op == "GroupQueryAttention" and len(x) == 3 and heads:
+        kv_heads = _attr(n, "kv_num_heads", heads)
+        packed = len(shp) < 2 or shp[1] is None
+        h = x[2] // (heads + 2 * kv_heads) if packed else x[2] // heads
+        out[0] = [x[0], x[1], heads * h]
+        past = shp[3] if len(shp) > 3 else None
+        if len(out) > 2:
+            t = (past[2] if past is not None else 0) + x[1]
+            out[1] = out[2] = [x[0], kv_heads, t, h]
 
 
 def _conv_shape(n, x: Shape, w: Shape) -> Shape | None:

@@ -15,6 +15,7 @@ from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.ab import time_models
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
+from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.profiling import (
     Cancel,
     Progress,
@@ -25,6 +26,7 @@ from fuseview.runtime.profiling import (
     profile_model,
 )
 from fuseview.runtime.report import build_report
+from fuseview.runtime.roofline import model_roofline
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
@@ -211,6 +213,11 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
+    if progress:  # measured once per machine (about 2 s), then read from the user's cache
+        progress("machine roofline", 0, 1)
+    machine = machine_roofline(req.provider, req.threads)
+    if progress:
+        progress("machine roofline", 1, 1)
     models = []
     for role, m, path, lat, provider in zip(roles, sources, [req.model, req.against], latency, choices,
                                             strict=False):
@@ -224,6 +231,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         prof["path"] = None if path is None else _path(path)
         prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
+        prof["roofline"] = model_roofline(load_model_graph(m), dims, prof["nodes"], machine)
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor

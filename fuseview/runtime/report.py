@@ -1,4 +1,4 @@
-"""The profile report: one JSON file (schema_version 2; 1 still read), written atomically, validated."""
+"""The profile report: one JSON file (schema_version 3; 1 and 2 still read), written atomically, validated."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from fuseview.errors import FuseviewError
 from fuseview.runtime.sessions import CUDA, available_providers
 from fuseview.safe_io import load_json
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3  # 3: each model may hold a roofline section
+READABLE_VERSIONS = (1, 2, 3)
 KIND = "fuseview.profile"
 
 # key -> type(s) a valid report must have; nested checks below.
@@ -88,7 +88,7 @@ def build_report(
     inputs: dict, models: list[dict], comparison: dict | None, ort_fusions: list | None = None,
     profiler_overhead: dict | None = None,
 ) -> dict:
-    """Assemble a schema_version 2 report from the runtime results."""
+    """Assemble a report of the current schema_version from the runtime results."""
     import datetime
 
     cuda_used = any(m.get("provider", {}).get("provider") == CUDA for m in models)
@@ -156,7 +156,7 @@ def _check_hist(h, where: str, src: str) -> None:
 
 
 def validate(report: object, src: str = "report") -> None:
-    """FuseviewError naming the first thing that does not match schema_version 1 or 2."""
+    """FuseviewError naming the first thing that does not match a readable schema_version."""
     if not isinstance(report, dict):
         raise FuseviewError(f"{src}: not a fuseview profile report (top level is not an object)")
     if report.get("kind") != KIND:
@@ -183,6 +183,8 @@ def validate(report: object, src: str = "report") -> None:
             _check(n, _NODE, f"{where}.nodes[{j}]", src)
         for j, n in enumerate(m["op_types"]):
             _check(n, _OP, f"{where}.op_types[{j}]", src)
+        if version >= 3 and "roofline" in m:
+            _check_roofline(m["roofline"], f"{where}.roofline", src)
     cmp = report["comparison"]
     if cmp is not None:
         _check(cmp, {"atol": (int, float), "rtol": (int, float), "outputs": dict, "passed": bool,
@@ -194,6 +196,22 @@ def validate(report: object, src: str = "report") -> None:
             _check_latency(cmp.get("latency"), src)
     if version >= 2 and "profiler_overhead" in report:
         _check(report["profiler_overhead"], _OVERHEAD, "profiler_overhead", src)
+
+
+_ROOFLINE = {"machine": dict, "nodes": list, "non_gemm_share": (int, float)}
+_MACHINE = {"peak_gflops": (int, float), "peak_gbps": (int, float), "method": str}
+_ROOF_NODE = {"node": str, "op_type": str, "flops": int, "bytes": int, "time_us": (int, float),
+              "achieved_gflops": (int, float), "achieved_gbps": (int, float), "bound": str}
+
+
+def _check_roofline(roof, where: str, src: str) -> None:
+    """A model's roofline section (version 3): the machine's roofs and one point per costed node."""
+    _check(roof, _ROOFLINE, where, src)
+    _check(roof["machine"], _MACHINE, f"{where}.machine", src)
+    for j, n in enumerate(roof["nodes"]):
+        _check(n, _ROOF_NODE, f"{where}.nodes[{j}]", src)
+        if n["bound"] not in ("memory", "compute"):
+            raise FuseviewError(f"{src}: {where}.nodes[{j}].bound must be 'memory' or 'compute'")
 
 
 def _check_latency(lat, src: str) -> None:

@@ -131,6 +131,8 @@ class ScanReport:
             cost = costs.get(c["id"])
             if cost is not None:
                 c["measured_us"], c["share"] = cost.measured_us, cost.share
+                if cost.traffic_us is not None:  # the roofline's part: a profile of schema 3
+                    c.update(traffic_us=cost.traffic_us, bound=cost.bound, compute_share=cost.compute_share)
             c["ort_does_it"] = ort_check.does_it.get(c["id"]) if ort_check is not None else None
         return cls(base["model"], base["dims"], base["candidates"], base["near_misses"], base["notes"],
                    profile, ort_check.to_json() if ort_check is not None else None)
@@ -237,7 +239,7 @@ class CompareReport:
 
 @dataclass
 class ProfileReport:
-    """A profile (fuseview.profile, schema_version 2): what `fuseview profile --json` and the child write."""
+    """A profile (fuseview.profile, schema_version 3): what `fuseview profile --json` and the child write."""
 
     KIND: ClassVar[str] = PROFILE_KIND
     schema_version: int

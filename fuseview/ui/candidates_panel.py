@@ -198,6 +198,8 @@ class CandidatesPanel(QDockWidget):
                     item.setToolTip(_ORT_TIPS[self.ort_does_it[cid]])
                 elif col == EFFECT_COLUMN and cid in self.effects:
                     item.setToolTip(self.effects[cid][1])
+                elif col in MEASURED_COLUMNS and cid in self.costs:
+                    item.setToolTip(f"{cid}\n{text}\n{self.costs[cid].gain_text()}")
                 else:
                     item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
                 if blocked:

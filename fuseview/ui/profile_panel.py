@@ -42,6 +42,7 @@ from fuseview.session.jobs import JobHandle, JobService
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
+from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
 from fuseview.ui.workers import qt_job_service
 
 ERROR_STYLE = "color: #b00020;"
@@ -267,6 +268,10 @@ class ProfilePanel(QDockWidget):
         hl.addWidget(self.hist_plot, 1)
         outputs.addWidget(hist_box)
         self.tabs.addTab(outputs, "Outputs")
+        self.roofline_card = RooflineCard()
+        self.roofline_card.pointClicked.connect(self.nodeActivated.emit)
+        self.roofline_card.heatToggled.connect(self._emit_heatmap)
+        self.tabs.addTab(self.roofline_card, "Roofline")
 
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 4, 6, 4)
@@ -278,7 +283,8 @@ class ProfilePanel(QDockWidget):
 
     def plot_cards(self) -> list[plots.PlotCard]:
         """Every plot of the panel, in tab order."""
-        return [self.op_plot, *self.node_plots.values(), self.fusion_plot, self.diff_plot, self.hist_plot]
+        return [self.op_plot, *self.node_plots.values(), self.fusion_plot, self.diff_plot, self.hist_plot,
+                self.roofline_card]
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
@@ -485,6 +491,7 @@ class ProfilePanel(QDockWidget):
         self.hist_output.setVisible(bool(cmp) and len(cmp["outputs"]) > 1)
         self.hist_output.blockSignals(False)
         self._show_histogram(self.hist_output.currentText())
+        self.roofline_card.set_report(report)
         self._update_enabled()
         self._emit_heatmap()
 
@@ -524,6 +531,9 @@ class ProfilePanel(QDockWidget):
 
     def _emit_heatmap(self, *_args) -> None:
         on = self.heat.isChecked() and self._report is not None
+        if self._report is not None and self.roofline_card.heat_box.isChecked():
+            self.heatmapChanged.emit(roof_distance_heat(self._report))  # the roofline card's choice
+            return
         self.heatmapChanged.emit(plots.heatmap(self._report) if on else None)
 
     # ------------------------------------------------------------------------------------ dialogs

@@ -1,0 +1,145 @@
+"""The machine's roofline: peak FLOP/s and memory bandwidth, measured once in onnxruntime and cached.
+
+Peak FLOP/s is the fastest of a few runs of a large float32 MatMul (weights as an initializer, as a model's
+are); bandwidth is the fastest run of a large float32 Add (two inputs read, one output written, each far
+larger than any cache). Both run in one onnxruntime session each, with the threads the profile uses, for a
+bounded time. The result is cached in the user's cache folder, keyed by host, CPU, provider, threads and
+onnxruntime version, so a profile measures it once per machine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from fuseview.atomic import write_text_atomic
+from fuseview.errors import FuseviewError
+from fuseview.runtime.report import cpu_name
+from fuseview.runtime.sessions import create_session
+
+MATMUL_N = 1024  # [N, N] x [N, N]: 2.1 GFLOP a run, 12 MiB of operands
+STREAM_ELEMENTS = 1 << 24  # 64 MiB per tensor: well past any CPU's last-level cache
+BUDGET_S = 1.5  # both timed loops together; with the sessions' set-up the whole stays under about 2 s
+CACHE_FILE = "roofline.json"
+CACHE_VERSION = 1
+
+
+def cache_path() -> Path:
+    """Where measured rooflines are kept: $XDG_CACHE_HOME/fuseview (else ~/.cache/fuseview)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fuseview" / CACHE_FILE
+
+
+def machine_key(provider: str, threads: int) -> str:
+    """The cache key: host, CPU, onnxruntime version, provider and intra-op threads."""
+    return f"{platform.node()}|{cpu_name() or '?'}|onnxruntime {ort.__version__}|{provider}|threads {threads}"
+
+
+def _matmul_model(n: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "peak_flops",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _add_model(n: int) -> onnx.ModelProto:
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "peak_bandwidth",
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n]) for x in ("a", "b")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _fastest_s(model: onnx.ModelProto, feeds: dict, provider: str, threads: int, budget_s: float
+               ) -> tuple[float, int, str]:
+    """The fastest run (s) of a model within budget_s after one warm-up run, the runs made, the provider."""
+    sess, choice = create_session(model, provider, "all", threads=threads)
+    sess.run(None, feeds)
+    best, runs = float("inf"), 0
+    end = time.perf_counter() + budget_s
+    while runs < 3 or (time.perf_counter() < end and runs < 200):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return best, runs, choice.provider
+
+
+def measure_machine(provider: str = "auto", threads: int = 0, budget_s: float = BUDGET_S) -> dict:
+    """Measure peak GFLOP/s (MatMul) and GB/s (Add) in onnxruntime now; the dict says how it was measured."""
+    rng = np.random.default_rng(1)
+    n, m = MATMUL_N, STREAM_ELEMENTS
+    mm_s, mm_runs, used = _fastest_s(_matmul_model(n), {"x": rng.standard_normal((n, n)).astype(np.float32)},
+                                     provider, threads, budget_s / 2)
+    feeds = {k: np.full(m, v, np.float32) for k, v in (("a", 1.5), ("b", 0.25))}  # bandwidth: values moot
+    add_s, add_runs, _ = _fastest_s(_add_model(m), feeds, provider, threads, budget_s / 2)
+    del feeds
+    flops, moved = 2 * n**3, 3 * m * 4
+    peak_gflops, peak_gbps = flops / mm_s / 1e9, moved / add_s / 1e9
+    return {
+        "peak_gflops": peak_gflops,
+        "peak_gbps": peak_gbps,
+        "ridge_flops_per_byte": peak_gflops / peak_gbps,
+        "method": (f"fastest of {mm_runs} runs of a float32 MatMul [{n},{n}]x[{n},{n}]"
+                   f" ({flops / 1e9:.2f} GFLOP)"
+                   f" and of {add_runs} runs of a float32 Add of two [{m}] tensors ({moved / 2**20:.0f} MiB"
+                   " read and written), onnxruntime optimization all"),
+        "provider": used,
+        "threads": threads,
+        "onnxruntime": ort.__version__,
+        "cpu": cpu_name(),
+        "host": platform.node(),
+        "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cached": False,
+    }
+
+
+def _read_cache(path: Path) -> dict:
+    from fuseview.safe_io import load_json
+
+    try:
+        data = load_json(path, "json", "roofline cache")
+    except FuseviewError:
+        return {}
+    if isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(
+            data.get("machines"), dict):
+        return data
+    return {}
+
+
+def _valid(entry: object) -> bool:
+    return isinstance(entry, dict) and all(
+        isinstance(entry.get(k), (int, float)) and entry[k] > 0 for k in ("peak_gflops", "peak_gbps"))
+
+
+def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = False) -> dict:
+    """This machine's roofline for the provider and threads: from the cache, else measured and cached.
+
+    A cache that cannot be read or written only costs a measurement (the profile goes on without it).
+    """
+    key = machine_key(provider, threads)
+    path = cache_path()
+    data = _read_cache(path) if path.is_file() else {}
+    entry = data.get("machines", {}).get(key)
+    if not refresh and _valid(entry):
+        return {**entry, "cached": True}
+    entry = measure_machine(provider, threads)
+    machines = dict(data.get("machines", {}))
+    machines[key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        import json
+
+        write_text_atomic(path, json.dumps({"version": CACHE_VERSION, "machines": machines}, indent=1))
+    except (OSError, FuseviewError):
+        pass
+    return entry
