@@ -22,16 +22,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from fuseview.errors import TargetError
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel
 from fuseview.runtime.sessions import ModelSource
-
-
-class TargetError(Exception):
-    """The target could not run a measurement (cluster unreachable, node lost, budget exceeded).
-
-    Not a FuseviewError on purpose: tune turns a FuseviewError from one A/B into "this variant cannot be
-    timed" and goes on; a lost target must end the whole run instead (the CLI prints it as one line).
-    """
 
 
 @dataclass
@@ -124,7 +117,8 @@ def pack_model(source: ModelSource,
     return out.SerializeToString(), {key: path for path, key in keys.items()}
 
 
-def _bytes_writer(data: bytes) -> Callable[[str], None]:
+def bytes_writer(data: bytes) -> Callable[[str], None]:
+    """A writer for fuseview.atomic.write_atomic that writes these bytes."""
     def write(tmp: str) -> None:
         Path(tmp).write_bytes(data)
     return write
@@ -139,7 +133,7 @@ def unpack_model(packed: PackedModel, folder: str | os.PathLike) -> onnx.ModelPr
     for key, data in packed.files.items():
         if "/" in key or "\\" in key or key in ("", ".", ".."):
             raise TargetError(f"packed model: bad weight file name {key!r}")
-        write_atomic(folder / key, _bytes_writer(data))
+        write_atomic(folder / key, bytes_writer(data))
     model = onnx.ModelProto.FromString(packed.graph)
     from fuseview.graph.lazy_weights import record_folder
 
@@ -208,6 +202,7 @@ class LocalTarget:
     """Measurements in this process (the default target)."""
 
     kind = "local"
+    budget_s: float | None = None  # a bound on a run elsewhere; here Cancel stops a run
 
     def describe(self) -> dict:
         """environment.target of the reports made here."""
