@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 DEMO_MODEL = Path(__file__).resolve().parent / "data" / "demo_gpt2_2l.onnx"
 
 
-_API = ("load", "scan", "fuse", "profile", "trace", "tune")  # fuseview.api.__all__
+_API = ("load", "scan", "fuse", "profile", "trace", "tune", "sweep")  # fuseview.api.__all__
 
 
 def __getattr__(name: str):

@@ -77,12 +77,13 @@ class SweepSummary:
 
     def text(self) -> str:
         """The summary as a table."""
-        lines = [f"{'item':<28}{'chosen':<16}{'x original':>11}{'x accept-all':>13}  {'interval':<15}"
+        w = max([4, *(len(r.item) for r in self.rows)]) + 2
+        lines = [f"{'item':<{w}}{'chosen':<16}{'x original':>11}{'x accept-all':>13}  {'interval':<15}"
                  f"{'node':<16}status"]
         for r in self.rows:
             chosen = f"{(r.chosen or '-').replace('_', '-')} ({r.accepted})" if r.chosen else "-"
             iv = f"[{r.interval[0]:.2f}, {r.interval[1]:.2f}]" if r.interval else "-"
-            lines.append(f"{r.item[:27]:<28}{chosen[:15]:<16}{_x(r.x_original):>11}{_x(r.x_accept_all):>13}"
+            lines.append(f"{r.item:<{w}}{chosen[:15]:<16}{_x(r.x_original):>11}{_x(r.x_accept_all):>13}"
                          f"  {iv:<15}{(r.node or '-')[:15]:<16}{r.status}")
         return "\n".join(lines)
 
