@@ -169,6 +169,7 @@ class RayTarget(LocalTarget):
         self.budget_s: float | None = None  # a bound on each task when the request gives none
         self.facts: dict = {}
         self._files: dict[tuple, Any] = {}  # (path, size, mtime) -> object ref of the file's bytes
+        self.tasks = 0  # measurement tasks run on the node
 
     @classmethod
     def connect(cls, address: str, provider: str = "auto") -> RayTarget:
@@ -261,6 +262,7 @@ class RayTarget(LocalTarget):
         if progress:
             progress(f"A/B on {self.hostname}", 0, 1)
         budget = request.budget_s if request.budget_s is not None else self.budget_s
+        self.tasks += 1
         res = self._wait(self._task(_measure_task).remote(shipped), budget, cancel, "an A/B")
         if progress:
             progress(f"A/B on {self.hostname}", 1, 1)
