@@ -248,3 +248,26 @@ def test_a_task_over_its_budget_is_cancelled_one_line_exit_2(ray_cluster, slow_p
                "--budget", "3", "--target", f"ray:{ray_cluster['address']}", "--json", str(out), "--quiet"])
     err = _one_line_error(capsys)
     assert rc == 2 and "exceeded the budget of 3 s" in err and not out.exists(), err
+
+
+def test_the_profile_dock_runs_on_the_cluster_and_shows_the_node(ray_cluster, qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from fuseview.ui.profile_panel import ProfilePanel
+    from fuseview.ui.target_selector import TargetSelector
+
+    panel = ProfilePanel()
+    qtbot.addWidget(panel)
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    panel.target.settings = settings  # not the user's settings
+    spec = f"ray:{ray_cluster['address']}"
+    panel.target.combo.setCurrentText(spec)
+    panel.set_models(str(MLP), None)
+    panel.runs.setValue(5)
+    with qtbot.waitSignal(panel.profileFinished, timeout=180_000) as finished:
+        panel.start_profile()
+    report = finished.args[0]
+    assert report["environment"]["target"]["kind"] == "ray"
+    assert panel.target.where.text().startswith(f"measured on Ray node {socket.gethostname()}")
+    assert settings.value("targets/last") == spec  # remembered for the next run
+    assert TargetSelector(settings=settings).spec() == spec

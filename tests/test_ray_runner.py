@@ -108,3 +108,27 @@ def test_local_sweep_writes_a_report_and_model_per_item_and_skips_them_when_run_
     assert main(argv) == 0  # resumed: nothing left to do
     again = json.loads((out / "sweep.json").read_text())
     assert all(r["status"] == "done before" for r in again["items"])
+
+
+def test_the_tune_dialog_offers_the_target_and_remembers_a_ray_address(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from fuseview.tuning.settings import TuneSettings
+    from fuseview.ui.target_selector import TargetSelector, environment_text, on_target
+    from fuseview.ui.tune_dialog import TuneDialog
+
+    dialog = TuneDialog()
+    qtbot.addWidget(dialog)
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    dialog.target.settings = settings
+    assert dialog.target.spec() in ("local",) or dialog.target.spec().startswith("ray:")
+    dialog.target.combo.setCurrentText("ray:10.0.0.5:6379")
+    assert dialog.target.remember() == "ray:10.0.0.5:6379"
+    again = TargetSelector(settings=settings)
+    assert again.spec() == "ray:10.0.0.5:6379" and again.combo.findText("ray:10.0.0.5:6379") > 0
+    again.combo.setCurrentText("ssh:box")
+    with pytest.raises(FuseviewError):
+        again.spec()
+    run = on_target("local", TuneSettings(budget_s=5))
+    assert run.target.describe() == {"kind": "local"} and run.budget_s == 5
+    assert environment_text(run.target.environment()).startswith("measured on this machine")

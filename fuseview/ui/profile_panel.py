@@ -42,6 +42,7 @@ from fuseview.session.profile_run import profile_in_child
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
+from fuseview.ui.target_selector import TargetSelector, profile_job
 from fuseview.ui.workers import JobRunner
 
 ERROR_STYLE = "color: #b00020;"
@@ -175,6 +176,7 @@ class ProfilePanel(QDockWidget):
             controls.addWidget(QLabel(label))
             controls.addWidget(w, 1 if w is self.dims else 0)
 
+        self.target = TargetSelector(self)  # Local or a Ray cluster; the result's machine beside it
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.start_profile)
         self.cancel_button = QPushButton("Cancel")
@@ -262,6 +264,7 @@ class ProfilePanel(QDockWidget):
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 4, 6, 4)
         lay.addLayout(controls)
+        lay.addWidget(self.target)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
         lay.addWidget(self.env)
@@ -316,14 +319,16 @@ class ProfilePanel(QDockWidget):
             return
         try:
             req = self.request()
+            spec = self.target.remember()
         except FuseviewError as exc:
             self._fail(error_text(exc))
             return
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
+        work = profile_job(spec, req) or (lambda progress: profile_in_child(req, progress))
         self._job = self._runner.start(
-            lambda progress: profile_in_child(req, progress), "profile", self._progressed, self._finished,
+            work, "profile", self._progressed, self._finished,
             self._failed, self._cancelled, kind="profile",
         )
         self._update_enabled()
@@ -416,6 +421,7 @@ class ProfilePanel(QDockWidget):
         by_role = plots.models_by_role(report)
         self._say(f"Provider: {provider_text(report)}")
         self.env.setText(environment_text(report, source) + "\n" + summary_text(report))
+        self.target.show_environment(report.get("environment"))
 
         ops, times = plots.op_type_rows(report)
         self._ops = ops
