@@ -28,6 +28,7 @@ from fuseview.tuning.settings import TuneSettings
 
 from .conftest import ASSET_MODELS, ROOT
 from .test_tune import FAST, MLP, slow_gelu_rule
+from .test_ui_workbench import win  # noqa: F401 - the window fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CONV = ASSET_MODELS / "convnet_bn_relu_ts17.onnx"
@@ -294,3 +295,17 @@ def test_a_worker_killed_during_a_tune_ends_it_with_one_line_and_nothing_written
     err = _one_line_error(capsys)
     assert killed, "no worker ran an A/B"
     assert rc == 2 and "lost" in err and not out.exists() and not rep.exists(), err
+
+
+def test_the_windows_tune_runs_its_abs_on_the_cluster_and_names_the_node(ray_cluster, qtbot, win):  # noqa: F811
+    from .test_ui_workbench import open_scanned
+
+    open_scanned(qtbot, win, MLP)
+    wb = win.workbench
+    settings = TuneSettings(threads=1, runs=10, sessions=2, max_batches=1, warmup=1, seeds=1,
+                            ort_optimizer="off", budget_s=30)
+    with qtbot.waitSignal(wb.tuner.finished, timeout=180_000) as finished:
+        assert wb.tuner.start(settings, f"ray:{ray_cluster['address']}") is not None
+    env = finished.args[0].report.config["environment"]
+    assert env["target"]["kind"] == "ray" and env["target"]["address"] == ray_cluster["address"]
+    assert f"measured on Ray node {socket.gethostname()}" in win.statusBar().currentMessage()
