@@ -8,6 +8,7 @@ packed bytes (`pack_model`: the graph with its weights' files listed, so they tr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -70,6 +71,13 @@ class MeasureResult:
 def fingerprint() -> dict:
     """Where a measurement runs: host, CPU model, cores, memory, GPU (if any), onnxruntime, providers."""
     from fuseview.runtime.ab import available_memory
+
+    return {**_machine(), "memory_available_bytes": available_memory()}
+
+
+@functools.lru_cache(maxsize=1)
+def _machine() -> dict:
+    """The facts of this machine that do not change while it runs (nvidia-smi is asked once)."""
     from fuseview.runtime.report import environment, gpu_name
 
     env = environment(False)
@@ -79,8 +87,7 @@ def fingerprint() -> dict:
     except (ValueError, OSError, AttributeError):
         pass
     env.update({"hostname": socket.gethostname(), "cpu_cores": os.cpu_count(), "memory_bytes": total,
-                "memory_available_bytes": available_memory(), "gpu": gpu_name(),
-                "machine": platform.machine()})
+                "gpu": gpu_name(), "machine": platform.machine()})
     return env
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from fuseview.textsafe import one_line
 PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
 FINGERPRINT_TIMEOUT_S = 120.0
 _CONNECTED: list[str] = []  # the address this process's Ray connection was made to
+_CONNECTING = threading.Lock()  # the window's profile and tune jobs may connect from two threads
 
 
 def _ray() -> Any:
@@ -68,6 +70,11 @@ def _probe(address: str) -> None:
 
 
 def _connect(address: str) -> Any:
+    with _CONNECTING:
+        return _connect_once(address)
+
+
+def _connect_once(address: str) -> Any:
     ray = _ray()
     if ray.is_initialized():
         if _CONNECTED and _CONNECTED[0] == address:
