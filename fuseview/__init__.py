@@ -10,7 +10,7 @@ DEMO_MODEL = Path(__file__).resolve().parent / "data" / "demo_gpt2_2l.onnx"
 
 
 # fuseview.api.__all__
-_API = ("load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune")
+_API = ("load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune", "sweep")
 
 
 def __getattr__(name: str):

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
     from fuseview.fusion.pipeline import FuseOutcome
     from fuseview.fusion.scan import ScanResult
+    from fuseview.targets.sweep import SweepSummary
     from fuseview.tuning.run import TuneResult
 
-__all__ = ["load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune"]
+__all__ = ["load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune", "sweep"]
 
 PathLike = str | os.PathLike
 
@@ -62,14 +63,17 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
     return build_fused(model, found, decided.accepted(), opts, os.path.dirname(os.fspath(path)) or ".")
 
 
-def profile(model: PathLike, against: PathLike | None = None, **settings: Any) -> dict:
+def profile(model: PathLike, against: PathLike | None = None, target: str = "local", **settings: Any) -> dict:
     """Profile a model (and A/B it against another), as `fuseview profile`; the report dict (schema 3).
 
-    settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, ...).
+    settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, ...); target is
+    "local" or "ray:ADDRESS" (environment.target says where it ran).
     """
-    from fuseview.runtime.job import ProfileRequest, run_profile
+    from fuseview.runtime.job import ProfileRequest
+    from fuseview.targets import open_target
 
-    return run_profile(ProfileRequest(model=model, against=against, **settings))
+    req = ProfileRequest(model=model, against=against, **settings)
+    return open_target(target, req.provider).profile(req)
 
 
 def costs(model: PathLike | onnx.ModelProto, dims: dict[str, int] | None = None) -> dict:
@@ -98,22 +102,40 @@ def trace(before: PathLike, after: PathLike | None = None, steps: int | None = N
     return build_report(load_trace(before, steps), load_trace(after, steps) if after else None)
 
 
-def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, **settings: Any) -> TuneResult:
+def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: str = "local",
+         **settings: Any) -> TuneResult:
     """Decide every fusion by measurement at the deployment's settings, as `fuseview tune`.
 
     model is a file or a ModelProto (with its weights in memory); settings are TuneSettings fields
     (provider, threads, ort_opt, dims, budget_s, keep_neutral, ...); progress(message, fraction) reports,
-    and setting the threading.Event `cancel` stops the search with the best set so far.
+    and setting the threading.Event `cancel` stops the search with the best set so far. target: "local" or
+    "ray:ADDRESS" (every A/B on one node there); report.config["environment"] says where it ran.
     """
     import onnx
 
+    from fuseview.targets import open_target
     from fuseview.tuning.run import tune_file, tune_model
     from fuseview.tuning.settings import TuneSettings
 
     s = TuneSettings(**settings)
+    s.target = open_target(target, s.provider)
+    s.target.budget_s = s.budget_s
     if isinstance(model, onnx.ModelProto):
         from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
 
         found = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
-        return tune_model(model, found, s, progress=progress, cancel=cancel)
-    return tune_file(model, s, progress, cancel)
+        result = tune_model(model, found, s, progress=progress, cancel=cancel)
+    else:
+        result = tune_file(model, s, progress, cancel)
+    result.report.config["environment"] = s.target.environment()
+    return result
+
+
+def sweep(models: list[PathLike], out_dir: PathLike, target: str = "local",
+          dims_sets: list[dict[str, int]] | None = None, progress=None, cancel=None,
+          **settings: Any) -> SweepSummary:
+    """Tune every model at every dims set into out_dir, as `fuseview sweep` (in parallel on a ray: target);
+    settings are TuneSettings fields (budget_s per item). Items whose report is in out_dir are skipped."""
+    from fuseview.targets.sweep import sweep as run_sweep
+
+    return run_sweep(models, out_dir, target, dims_sets or [], progress, cancel, **settings)

@@ -147,7 +147,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 # Commands that run models in onnxruntime in this process.
-_ORT_COMMANDS = frozenset({"fuse", "profile", "tune"})
+_ORT_COMMANDS = frozenset({"fuse", "profile", "tune", "sweep"})
 
 
 def _quiet_onnxruntime(command: str | None) -> None:

@@ -29,6 +29,14 @@ class WriteError(FuseviewError, OSError):
         return str(self.args[0]) if self.args else "cannot write"
 
 
+class TargetError(Exception):
+    """A target could not run a measurement (cluster unreachable, node lost, budget exceeded): one line.
+
+    Not a FuseviewError on purpose: tune turns a FuseviewError from one A/B into "this variant cannot be
+    timed" and goes on; a lost target must end the whole run instead.
+    """
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -41,6 +49,8 @@ def user_error_message(exc: BaseException) -> str | None:
     onnx's checker and shape inference, onnxruntime (loading or running a model), protobuf and text
     decoding, exhausted memory and runaway recursion all come from what the user gave us.
     """
+    if isinstance(exc, TargetError):
+        return str(exc)
     module = type(exc).__module__ or ""
     if module.startswith("onnxruntime"):
         return f"onnxruntime refused the model: {_first_line(exc)}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fuseview.defaults import DEFAULT_SESSIONS, OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
+from fuseview.targets import TARGET_HELP
 from fuseview.units import format_us as _us  # a short name: the tables below are long lines
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
@@ -51,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="on a ray target: the most the profile may take there (default: no bound)")
 
 
 class _StderrProgress:
@@ -199,12 +203,15 @@ def print_report(rep: dict, out=None) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
     from fuseview.dims import parse_dim_args
-    from fuseview.runtime.job import ProfileRequest, run_profile
+    from fuseview.runtime.job import ProfileRequest
     from fuseview.session.reports import ProfileReport
+    from fuseview.targets import open_target
 
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
             raise FuseviewError(f"{label} {path}: file not found")
+    if args.budget is not None and not args.budget > 0:
+        raise FuseviewError("--budget must be more than 0 seconds")
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the table
     if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
         raise FuseviewError(f"--json {args.json}: folder does not exist")
@@ -215,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads, threshold=args.threshold, profile_runs=args.profile_runs,
         sessions=args.sessions,
     )
-    report = ProfileReport.from_json(run_profile(req, None if args.quiet else _StderrProgress()))
+    target = open_target(args.target, args.provider)  # a ray: target is reached here (one line if not)
+    target.budget_s = args.budget
+    report = ProfileReport.from_json(target.profile(req, None if args.quiet else _StderrProgress()))
     if to_stdout:
         print(report.text())
     else:

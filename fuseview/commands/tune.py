@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from fuseview.errors import FuseviewError
+from fuseview.targets import TARGET_HELP
 
 HELP = "decide each fusion by measurement at the deployment's settings and write the fastest correct model"
 PROVIDERS = ("auto", "cpu", "cuda")
@@ -46,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="REPORT", help="write the report (kind fuseview.tune, schema_version 1)")
     p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions as a plan (fuse --plan)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
 
 
 class _Progress:
@@ -126,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
     # here, not at the top: `fuseview --help` and the other commands start without onnx
     from fuseview.dims import parse_dim_args
+    from fuseview.targets import open_target
     from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
 
@@ -136,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold, atol=args.atol, rtol=args.rtol, seeds=args.seeds,
         keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer)
     settings.check()
+    settings.target = open_target(args.target, args.provider)  # every A/B runs there (one node)
+    settings.target.budget_s = args.budget  # no single A/B may take the whole budget
     cancel = threading.Event()
     progress = None if args.quiet else _Progress()
 
@@ -155,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         if progress:
             progress.done()
     rep = result.report
+    rep.config["environment"] = settings.target.environment()
     write = not (result.unchanged and args.no_write_unchanged)
     rep.output = args.output if write else None
     rep.plan = args.save_plan

@@ -13,7 +13,6 @@ from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
-from fuseview.runtime.ab import time_models
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.profiling import (
@@ -27,6 +26,7 @@ from fuseview.runtime.profiling import (
 )
 from fuseview.runtime.report import build_report
 from fuseview.runtime.roofline import model_roofline
+from fuseview.runtime.runner import MeasureRequest, measure
 from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
@@ -208,8 +208,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
     roles = ["model", "against"][: len(sources)]
     per_model = req.sessions if len(sources) > 1 else 1
     # one (sessions x rounds) array per model; its runs pooled for the model's own latency figures
-    grouped, choices = time_models(sources, feeds, req.provider, req.ort_opt, req.threads, per_model,
-                                   req.runs, req.warmup, req.seed, progress, cancel)
+    timed = measure(MeasureRequest(sources, feeds, {}, req.provider, req.ort_opt, req.threads, per_model,
+                                   req.runs, req.warmup, req.seed), progress, cancel)
+    grouped, choices = timed.times, timed.providers
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)

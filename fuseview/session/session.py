@@ -417,8 +417,9 @@ class Session:
         self.heat = values
         self.events.heat.emit(heat=values)
 
-    def profile(self, request: ProfileRequest) -> JobHandle:
-        """Profile in a child process as the job of kind 'profile' (its Cancel kills the child).
+    def profile(self, request: ProfileRequest, target: str = "local") -> JobHandle:
+        """Profile as the job of kind 'profile': locally in a child process (Cancel kills it), or on a
+        Ray target ("ray:ADDRESS") as one task on one node (Cancel cancels the task).
 
         The report arrives as the profiled event (and self.profile_report); a failure as profile_failed."""
         from fuseview.session.profile_run import profile_in_child
@@ -426,7 +427,17 @@ class Session:
         def failed(exc: BaseException) -> None:
             self.events.profile_failed.emit(error=exc)
 
-        return self.jobs.submit(lambda progress: profile_in_child(request, progress), "profile", "Profiling",
+        def on_target(progress: Any) -> dict[str, Any]:
+            from fuseview.targets import open_target
+
+            where = open_target(target, request.provider)
+            report: dict[str, Any] = where.profile(
+                request, lambda stage, done, total: progress(stage, done / max(total, 1)),
+                lambda: progress.cancelled)
+            return report
+
+        work = (lambda progress: profile_in_child(request, progress)) if target == "local" else on_target
+        return self.jobs.submit(work, "profile", "Profiling",
                                 on_done=self.set_profile, on_failed=failed,
                                 on_cancelled=lambda: self.events.profile_cancelled.emit())
 

@@ -162,8 +162,9 @@ class Search:
     def measure(self, models: list, pairs: list[tuple[int, int]], label: str) -> dict:
         """Interleaved multi-session timing of the models (id sets or protos), in batches of sessions
         until every pair's interval decides or max_batches is reached; {pair: SpeedupEstimate}."""
-        from fuseview.runtime.ab import time_models
+        from fuseview.runtime.local_target import timer_of
 
+        time_models = timer_of(self.s.target)  # this process, or a target such as a Ray node
         protos = [m if isinstance(m, onnx.ModelProto) else
                   (self.model if not m else self.build(m).model) for m in models]
         rows: list[list[np.ndarray]] = [[] for _ in protos]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from fuseview.errors import FuseviewError
 from fuseview.stats import DEFAULT_THRESHOLD
@@ -33,6 +34,7 @@ class TuneSettings:
     seed: int = 0
     keep_neutral: bool = False
     ort_optimizer: str = "auto"  # "auto" (guess bert/gpt2 from node names), "off", "bert", "gpt2"
+    target: Any = field(default=None, compare=False, repr=False)  # where A/Bs run; None: here
 
     def check(self) -> None:
         """FuseviewError naming the first bad setting."""

@@ -43,6 +43,7 @@ from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
 from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
+from fuseview.ui.target_selector import TargetSelector
 from fuseview.ui.workers import qt_job_service
 
 ERROR_STYLE = "color: #b00020;"
@@ -185,6 +186,7 @@ class ProfilePanel(QDockWidget):
             controls.addWidget(QLabel(label))
             controls.addWidget(w, 1 if w is self.dims else 0)
 
+        self.target = TargetSelector(self)  # Local or a Ray cluster; the result's machine beside it
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.start_profile)
         self.cancel_button = QPushButton("Cancel")
@@ -276,6 +278,7 @@ class ProfilePanel(QDockWidget):
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 4, 6, 4)
         lay.addLayout(controls)
+        lay.addWidget(self.target)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
         lay.addWidget(self.env)
@@ -340,6 +343,7 @@ class ProfilePanel(QDockWidget):
             return
         try:
             req = self.request()
+            spec = self.target.remember()
         except FuseviewError as exc:
             self._fail(error_text(exc))
             return
@@ -347,7 +351,7 @@ class ProfilePanel(QDockWidget):
         self.progress.setFormat("starting…")
         self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
         # one profile at a time: Run is refused while one runs; the session's events end it
-        self._job = self._session.profile(req)
+        self._job = self._session.profile(req, target=spec)
         self._update_enabled()
 
     def cancel(self) -> None:
@@ -433,6 +437,7 @@ class ProfilePanel(QDockWidget):
         by_role = plots.models_by_role(report)
         self._say(f"Provider: {provider_text(report)}")
         self.env.setText(environment_text(report, source) + "\n" + summary_text(report))
+        self.target.show_environment(report.get("environment"))
 
         ops, times = plots.op_type_rows(report)
         self._ops = ops

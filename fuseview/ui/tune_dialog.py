@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.tuning.settings import TuneSettings
+from fuseview.ui.target_selector import TargetSelector, environment_text, on_target
 
 PROVIDERS = ("auto", "cpu", "cuda")
 ORT_LEVELS = ("all", "extended", "basic", "disabled")
@@ -50,7 +51,8 @@ class TuneDialog(QDialog):
         self.budget.setValue(int(s.budget_s))
         self.keep_neutral = QCheckBox("Keep fusions with no measurable difference (fewer nodes)")
         self.keep_neutral.setChecked(s.keep_neutral)
-        for label, w in (("Provider", self.provider), ("Threads", self.threads),
+        self.target = TargetSelector(self)
+        for label, w in (("Target", self.target), ("Provider", self.provider), ("Threads", self.threads),
                          ("ORT optimization", self.ort_opt), ("Budget", self.budget),
                          ("", self.keep_neutral)):
             form.addRow(label, w)
@@ -114,13 +116,13 @@ class TuneRunner(QObject):
             return
         dialog = TuneDialog(self.wb.win, self.last_settings)
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.start(dialog.settings(self._dims()))
+            self.start(dialog.settings(self._dims()), dialog.target.remember())
 
     def _dims(self) -> dict[str, int]:
         scan = self.wb.decisions.scan if self.wb.decisions is not None else None
         return dict(scan.index.dims_used) if scan is not None else {}
 
-    def start(self, settings: TuneSettings):
+    def start(self, settings: TuneSettings, target: str = "local"):
         """Tune in a worker thread with a progress dialog; Stop keeps the best set so far."""
         from fuseview.tuning.run import tune_file
 
@@ -139,7 +141,10 @@ class TuneRunner(QObject):
 
         def work(progress):
             # Stop keeps the best set so far; a cancelled job (the window closing) stops the search too
-            return tune_file(path, settings, progress, lambda: stop.is_set() or progress.cancelled)
+            run = on_target(target, settings)  # a Ray cluster is reached here, off the UI thread
+            result = tune_file(path, run, progress, lambda: stop.is_set() or progress.cancelled)
+            result.report.config["environment"] = run.target.environment()
+            return result
 
         self.job = self.wb.win.runner.start(work, "tune", self._progress, self._done, self._failed,
                                             self._cancelled, kind="tune")
@@ -193,6 +198,7 @@ class TuneRunner(QObject):
         f = rep.final
         vs = f" · chosen/original {f.against_original.text()}" if f.against_original else ""
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
+        stopped += f"; {environment_text(rep.config.get('environment'))}"
         self.wb.win.statusBar().showMessage(
             f"Tune kept {len(rep.accepted())} of {len(rep.decisions)} fusions ({f.chosen}){vs}{stopped};"
             " Apply builds it", 30000)

@@ -1,0 +1,39 @@
+"""Where measurements run: `local` (this process) or `ray:ADDRESS` (one node of a Ray cluster).
+
+Ray is imported only when a Ray target is opened (fuseview.targets.ray_target), never by `import fuseview`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuseview.errors import FuseviewError
+
+TARGET_HELP = ("where the measurements run: local (this process, the default) or ray:ADDRESS, a Ray cluster"
+               " as ray.init takes it (ray:auto, ray:HOST:PORT, ray:ray://HOST:PORT); needs fuseview[ray]")
+
+
+def parse_target(spec: str | None) -> tuple[str, str | None]:
+    """("local", None) or ("ray", ADDRESS) from a --target value; FuseviewError for anything else."""
+    text = (spec or "local").strip()
+    if text == "local":
+        return "local", None
+    if text.startswith("ray:"):
+        address = text[4:].strip()
+        if not address:
+            raise FuseviewError("--target ray:ADDRESS needs an address (auto, HOST:PORT or ray://HOST:PORT)")
+        return "ray", address
+    raise FuseviewError(f"--target {text!r}: use local or ray:ADDRESS (e.g. ray:auto, ray:10.0.0.5:6379)")
+
+
+def open_target(spec: str | None, provider: str = "auto") -> Any:
+    """The target a --target value names, connected (a Ray cluster is reached here: TargetError if not)."""
+    kind, address = parse_target(spec)
+    if kind == "local":
+        from fuseview.runtime.local_target import LocalTarget
+
+        return LocalTarget()
+    from fuseview.targets.ray_target import RayTarget
+
+    assert address is not None
+    return RayTarget.connect(address, provider)

@@ -1,0 +1,338 @@
+"""Measurements on one node of a Ray cluster: fuseview's only Ray code (imported only for a ray: target).
+
+Each measurement is a Ray task pinned to one node (NodeAffinitySchedulingStrategy, not soft), so every A/B
+of a profile or a tune runs on the same machine, its models interleaved there as they are here. The models
+travel as packed graphs plus their weight files (put in the object store once per file and run). A task is
+never retried (max_retries=0): a worker or node lost mid-run ends the run with one line, as does a task that
+outlives its budget (it is cancelled on the node).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from fuseview.errors import Cancelled, FuseviewError, user_error_message
+from fuseview.runtime.local_target import LocalTarget
+from fuseview.runtime.profiling import Cancel, Progress, check_cancel
+from fuseview.runtime.runner import (
+    MeasureRequest,
+    MeasureResult,
+    PackedModel,
+    TargetError,
+    fingerprint,
+    pack_model,
+    unpack_model,
+)
+from fuseview.textsafe import one_line
+
+PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
+FINGERPRINT_TIMEOUT_S = 120.0
+_CONNECTED: list[str] = []  # the address this process's Ray connection was made to
+_CONNECTING = threading.Lock()  # the window's profile and tune jobs may connect from two threads
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise FuseviewError("--target ray: Ray is not installed; pip install 'fuseview[ray]'") from None
+    return ray
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of HOST:PORT or ray://HOST:PORT; None for auto and other forms ray.init resolves."""
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _probe(address: str) -> None:
+    """TargetError unless the address answers a TCP connect (ray.init waits minutes on a dead address)."""
+    hp = _host_port(address)
+    if hp is None:
+        return
+    try:
+        socket.create_connection(hp, timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise TargetError(f"cannot reach the Ray cluster at {address}: {why}") from None
+
+
+def _connect(address: str) -> Any:
+    with _CONNECTING:
+        return _connect_once(address)
+
+
+def _connect_once(address: str) -> Any:
+    ray = _ray()
+    if ray.is_initialized():
+        if _CONNECTED and _CONNECTED[0] == address:
+            return ray
+        ray.shutdown()
+        _CONNECTED.clear()
+    _probe(address)
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, version mismatches: one line
+        why = one_line(str(exc))[:300]
+        raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}") from None
+    _CONNECTED.append(address)
+    return ray
+
+
+def _pick_node(ray: Any, provider: str) -> tuple[dict, int]:
+    """(node, GPUs per task): the first alive node (by id) with a GPU for cuda (auto prefers one), else
+    with a CPU."""
+    nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
+    gpu = [n for n in nodes if n.get("Resources", {}).get("GPU", 0) >= 1]
+    cpu = [n for n in nodes if n.get("Resources", {}).get("CPU", 0) >= 1]
+    if provider == "cuda" and not gpu:
+        raise TargetError("--provider cuda: no alive node of the Ray cluster has a GPU")
+    if provider != "cpu" and gpu:
+        return gpu[0], 1
+    if not cpu:
+        raise TargetError("no alive node of the Ray cluster has a CPU to run on")
+    return cpu[0], 0
+
+
+def _resolved(p: PackedModel) -> PackedModel:
+    """The packed model with its weight files' object refs fetched (on the node)."""
+    ray = _ray()
+    keys = list(p.files)
+    values = ray.get([p.files[k] for k in keys]) if keys else []
+    return PackedModel(p.graph, dict(zip(keys, values, strict=True)))
+
+
+def _node_facts() -> dict:
+    ray = _ray()
+    return {**fingerprint(), "node_id": ray.get_runtime_context().get_node_id()}
+
+
+# ------------------------------------------------------------------ the functions that run on the node
+def _fingerprint_task() -> dict:
+    return _node_facts()
+
+
+def _measure_task(request: MeasureRequest) -> MeasureResult:
+    models = [_resolved(m) if isinstance(m, PackedModel) else m for m in request.models]
+    res = LocalTarget().measure(dataclasses.replace(request, models=models))
+    res.environment = _node_facts()
+    return res
+
+
+def _profile_task(fields: dict, packs: list[PackedModel], inputs: bytes | None) -> dict:
+    from fuseview.runtime.job import ProfileRequest
+
+    with tempfile.TemporaryDirectory(prefix="fuseview-ray-") as tmp:
+        protos = []
+        for i, p in enumerate(packs):
+            folder = Path(tmp) / f"m{i}"
+            folder.mkdir()
+            protos.append(unpack_model(_resolved(p), folder))
+        if inputs is not None:
+            npz = Path(tmp) / "inputs.npz"
+            npz.write_bytes(inputs)
+            fields = {**fields, "inputs_npz": str(npz)}
+        req = ProfileRequest(model=protos[0], against=protos[1] if len(protos) > 1 else None, **fields)
+        report = LocalTarget().profile(req)
+    report["environment"].update(_node_facts())
+    return report
+
+
+def _tune_task(pack: PackedModel, settings: dict, name: str) -> dict:
+    from fuseview.targets.sweep import tune_one
+
+    with tempfile.TemporaryDirectory(prefix="fuseview-ray-") as tmp:
+        folder = Path(tmp) / "model"
+        folder.mkdir()
+        model = unpack_model(_resolved(pack), folder)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        done = tune_one(model, settings, out, name)
+        done["files"] = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    done["environment"] = _node_facts()
+    return done
+
+
+# ------------------------------------------------------------------ the driver's side
+class RayTarget(LocalTarget):
+    """One node of a Ray cluster; every measurement a task pinned to it."""
+
+    kind = "ray"
+
+    def __init__(self, address: str, node_id: str, hostname: str, gpus: int) -> None:
+        self.address, self.node_id, self.hostname, self.gpus = address, node_id, hostname, gpus
+        self.budget_s: float | None = None  # a bound on each task when the request gives none
+        self.facts: dict = {}
+        self._files: dict[tuple, Any] = {}  # (path, size, mtime) -> object ref of the file's bytes
+        self.tasks = 0  # measurement tasks run on the node
+
+    @classmethod
+    def connect(cls, address: str, provider: str = "auto") -> RayTarget:
+        """Connect to the cluster, choose the node and read its fingerprint (TargetError when unreachable)."""
+        ray = _connect(address)
+        try:
+            node, gpus = _pick_node(ray, provider)
+        except TargetError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a Ray client error while listing nodes
+            raise TargetError(f"the Ray cluster at {address}: {one_line(str(exc))[:300]}") from None
+        target = cls(address, node["NodeID"], node.get("NodeManagerHostname") or node["NodeManagerAddress"],
+                     gpus)
+        target.facts = target._wait(target._task(_fingerprint_task).remote(), FINGERPRINT_TIMEOUT_S, None,
+                                    "reading the node's fingerprint")
+        target.hostname = target.facts.get("hostname") or target.hostname
+        return target
+
+    def describe(self) -> dict:
+        """environment.target of the reports measured on this node."""
+        return {"kind": "ray", "address": self.address, "node_id": self.node_id, "hostname": self.hostname}
+
+    def environment(self) -> dict:
+        """The node's fingerprint with the target."""
+        return {**self.facts, "target": self.describe()}
+
+    # -------------------------------------------------------------- tasks
+    def _task(self, fn: Callable, cpus: float = 1) -> Any:
+        ray = _ray()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return ray.remote(fn).options(
+            num_cpus=cpus, num_gpus=self.gpus, max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False))
+
+    def _wait(self, ref: Any, budget_s: float | None, cancel: Cancel, what: str) -> Any:
+        """The task's result; Cancelled, or TargetError for a lost node or an exceeded budget."""
+        ray = _ray()
+        end = None if budget_s is None else time.monotonic() + budget_s
+        while not ray.wait([ref], timeout=0.25)[0]:
+            try:
+                check_cancel(cancel)
+            except Cancelled:
+                ray.cancel(ref, force=True)
+                raise
+            if end is not None and time.monotonic() > end:
+                ray.cancel(ref, force=True)
+                raise TargetError(f"{what} on Ray node {self.hostname} exceeded the budget of {budget_s:g} s"
+                                  " (the task was cancelled)")
+        return self._result(ref, what)
+
+    def _result(self, ref: Any, what: str) -> Any:
+        ray = _ray()
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, (FuseviewError, TargetError)):
+                raise cause from None
+            message = user_error_message(cause) if isinstance(cause, BaseException) else None
+            if message is not None:
+                raise FuseviewError(message) from None
+            text = one_line(str(cause if cause is not None else exc))[:300]
+            raise TargetError(f"{what} failed on Ray node {self.hostname}: {text}") from None
+        except ray.exceptions.RayError as exc:  # worker crashed, node died, object lost, unschedulable
+            first = one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            raise TargetError(f"{what}: the Ray node {self.hostname} was lost"
+                              f" ({type(exc).__name__}: {first[:200]})") from None
+
+    def _put(self, path: Path) -> Any:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in self._files:
+            from fuseview.safe_io import read_bytes
+
+            self._files[key] = _ray().put(read_bytes(path, "model", "weights"))
+        return self._files[key]
+
+    def ship(self, source: Any, base_dir: str | os.PathLike | None = None) -> PackedModel:
+        """The model packed for the node, its weight files in the object store (each put once)."""
+        graph, files = pack_model(source, base_dir)
+        return PackedModel(graph, {k: self._put(p) for k, p in files.items()})
+
+    # -------------------------------------------------------------- the runner contract
+    def measure(self, request: MeasureRequest, progress: Progress | None = None,
+                cancel: Cancel = None) -> MeasureResult:
+        """The request run on the node as one task (both models' sessions interleaved there)."""
+        models = [m if isinstance(m, PackedModel) else self.ship(m, request.base_dir) for m in request.models]
+        shipped = dataclasses.replace(request, models=models, base_dir=None)
+        if progress:
+            progress(f"A/B on {self.hostname}", 0, 1)
+        budget = request.budget_s if request.budget_s is not None else self.budget_s
+        self.tasks += 1
+        res = self._wait(self._task(_measure_task).remote(shipped), budget, cancel, "an A/B")
+        if progress:
+            progress(f"A/B on {self.hostname}", 1, 1)
+        return res
+
+    def profile(self, request: Any, progress: Progress | None = None, cancel: Cancel = None) -> dict:
+        """run_profile on the node; the report's paths are this machine's, its environment the node's."""
+        paths = [request.model, request.against]
+        packs = [self.ship(m) for m in paths if m is not None]
+        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
+                  if f.name not in ("model", "against", "inputs_npz")}
+        inputs = None
+        if request.inputs_npz:
+            from fuseview.safe_io import read_bytes
+
+            inputs = read_bytes(request.inputs_npz, "inputs")
+        if progress:
+            progress(f"profile on {self.hostname}", 0, 1)
+        report = self._wait(self._task(_profile_task).remote(fields, packs, inputs), self.budget_s, cancel,
+                            "the profile")
+        if progress:
+            progress(f"profile on {self.hostname}", 1, 1)
+        by_role = {"model": request.model, "against": request.against}
+        for m in report["models"]:
+            path = by_role.get(m["role"])
+            m["path"] = str(path) if isinstance(path, (str, os.PathLike)) else None
+        if request.inputs_npz:
+            report["inputs"]["source"] = str(request.inputs_npz)
+        report["environment"]["target"] = self.describe()
+        return report
+
+    def tune_many(self, items: Sequence[tuple[str, str, dict]], per_item_s: float | None,
+                  cancel: Cancel = None) -> Iterator[tuple[str, Any]]:
+        """Tune every (name, model path, settings) as parallel tasks on any node with room; yields (name,
+        the task's result or its TargetError/FuseviewError) as they finish. per_item_s bounds each task,
+        counted as if as many ran at once as the cluster has CPUs (GPUs for CUDA)."""
+        from fuseview.targets.sweep import task_deadline
+
+        ray = _ray()
+        fn = ray.remote(_tune_task).options(num_cpus=1, num_gpus=self.gpus, max_retries=0)
+        pending = {fn.remote(self.ship(path), settings, name): name for name, path, settings in items}
+        end = None
+        if per_item_s is not None:
+            slots = int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1))
+            end = time.monotonic() + task_deadline(per_item_s, len(pending), slots)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+            if not ready:
+                try:
+                    check_cancel(cancel)
+                except Cancelled:
+                    for ref in pending:
+                        ray.cancel(ref, force=True)
+                    raise
+                if end is not None and time.monotonic() > end:
+                    for ref, name in pending.items():
+                        ray.cancel(ref, force=True)
+                        yield name, TargetError(f"over the budget of {per_item_s:g} s per item (cancelled)")
+                    return
+                continue
+            ref = ready[0]
+            name = pending.pop(ref)
+            try:
+                yield name, self._result(ref, f"tuning {name}")
+            except (TargetError, FuseviewError) as exc:
+                yield name, exc
