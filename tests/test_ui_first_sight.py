@@ -1,0 +1,82 @@
+"""Issue 30: the window at first sight — complete screenshots, at the screen's size or --size WxH."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtGui import QImage
+
+from fuseview import DEMO_MODEL
+from fuseview.graph.loader import load_document
+from fuseview.ui import app as ui_app
+from fuseview.ui.headless import DEFAULT_SIZE, run_workbench
+from tests.conftest import ROOT
+
+
+def _shoot_and_record(monkeypatch, tmp_path, **kw) -> tuple[dict, QImage]:
+    """Run an unattended screenshot in this process; record the window's state when the picture is taken."""
+    seen: dict = {}
+    real_grab = ui_app.grab_to_png
+
+    def grab(win, path) -> None:
+        wb = win.workbench
+        table = wb.panel.table
+        seen.update(
+            size=(win.width(), win.height()),
+            rows=table.rowCount(),
+            rule_cells=[table.item(r, 0).text() for r in range(table.rowCount()) if table.item(r, 0)],
+            ort_known=len(wb.panel.ort_does_it),
+            legend_visible=wb.legend.isVisible(),
+            legend=wb.legend.plain_text(),
+            status=win.statusBar().currentMessage(),
+            jobs=[j.title for j in win.session.jobs.active()],
+            fused=wb.fused is not None,
+        )
+        real_grab(win, path)
+
+    monkeypatch.setattr(ui_app, "grab_to_png", grab)
+    out = tmp_path / "shot.png"
+    code = run_workbench(load_document(DEMO_MODEL), screenshot=str(out), **kw)
+    assert code == 0
+    return seen, QImage(str(out))
+
+
+def test_plain_screenshot_waits_for_scan_and_ort_check(qapp, monkeypatch, tmp_path):
+    seen, img = _shoot_and_record(monkeypatch, tmp_path)
+    assert seen["rows"] == 28 and all(seen["rule_cells"]), seen  # the demo's 28 candidates, each named
+    assert seen["ort_known"] == 28, "the ORT does it column was still empty"
+    assert seen["legend_visible"] and seen["legend"].count("\n") >= 3, seen["legend"]
+    assert "Scanning" not in seen["status"] and "No model" not in seen["status"]
+    assert seen["jobs"] == []
+    # no real screen offscreen: the default size, the same as --apply/--profile shots
+    assert seen["size"] == DEFAULT_SIZE and (img.width(), img.height()) == DEFAULT_SIZE
+
+
+def test_apply_screenshot_takes_the_same_default_size(qapp, monkeypatch, tmp_path):
+    seen, img = _shoot_and_record(monkeypatch, tmp_path, apply=True)
+    assert seen["fused"] and seen["rows"] == 28 and seen["jobs"] == []
+    assert (img.width(), img.height()) == DEFAULT_SIZE
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "fuseview", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=ROOT)
+
+
+def test_size_option_sets_the_picture_size(tmp_path):
+    out = tmp_path / "big.png"
+    proc = _cli("open", "--screenshot", str(out), "--size", "1920x1080")
+    assert proc.returncode == 0, proc.stderr
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1920, 1080)
+
+
+@pytest.mark.parametrize("bad", ["1400", "0x900", "axb", "1400x900x2"])
+def test_bad_size_is_one_line_exit_2(tmp_path, bad):
+    proc = _cli("open", "--screenshot", str(tmp_path / "s.png"), "--size", bad)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "fuseview: error:" in proc.stderr and not (tmp_path / "s.png").exists()
