@@ -80,3 +80,35 @@ def test_bad_size_is_one_line_exit_2(tmp_path, bad):
     proc = _cli("open", "--screenshot", str(tmp_path / "s.png"), "--size", bad)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "fuseview: error:" in proc.stderr and not (tmp_path / "s.png").exists()
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from fuseview.ui.main_window import MainWindow
+
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    w.show_dialogs = False
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    yield w
+    w.runner.shutdown()
+
+
+def test_collapsed_groups_of_several_rules_are_neutral_with_swatches_and_in_the_legend(qtbot, win):
+    from fuseview.colors import MIXED_RULES
+    from tests.conftest import GPT2_MODELS
+
+    with qtbot.waitSignal(win.workbench.scanned, timeout=60_000):
+        win.open_file(GPT2_MODELS / "gpt2_12l_ts17.onnx")
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    mixed = [it for it in win.scene.boxes.values() if it.swatches]
+    assert len(mixed) >= 12, "the 12 collapsed layers each hold candidates of several rules"
+    colours = set(win.workbench.decisions.colors.values())
+    for it in mixed:
+        assert it.box.kind == "group" and it.mark.name() == MIXED_RULES
+        assert len(it.swatches) >= 2 and {c.name() for c in it.swatches} <= colours
+    legend = win.workbench.legend
+    assert legend.mixed_groups == len(mixed) and "group of several rules" in legend.plain_text()

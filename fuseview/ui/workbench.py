@@ -312,9 +312,10 @@ class Workbench(QObject):
         entries = (
             (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
         )
-        self.session.set_marks(ORIGINAL, candidate_marks(entries))
+        marks = candidate_marks(entries)
+        self.session.set_marks(ORIGINAL, marks)
         counts = d.counts()
-        self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
+        self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules], len(marks.swatches))
         for name, misses in d.misses_of_node.items():
             idx = self.root_doc.graph.node_by_name.get(name)
             item = scene.boxes.get(node_key(idx)) if idx is not None else None
