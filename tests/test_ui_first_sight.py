@@ -112,3 +112,52 @@ def test_collapsed_groups_of_several_rules_are_neutral_with_swatches_and_in_the_
         assert len(it.swatches) >= 2 and {c.name() for c in it.swatches} <= colours
     legend = win.workbench.legend
     assert legend.mixed_groups == len(mixed) and "group of several rules" in legend.plain_text()
+
+
+def _fitted(view) -> bool:
+    """The view shows its whole graph, or its full width from the graph's top."""
+    from fuseview.ui.graph_scene import layout_rect
+
+    vis, whole = view.visible_scene_rect(), layout_rect(view.scene().layout)
+    across = vis.left() <= whole.left() and vis.right() >= whole.right()
+    return vis.contains(whole) or (across and vis.top() <= whole.top())
+
+
+def test_both_panes_open_fitted_after_apply_at_1400x900(qtbot, win):
+    from fuseview.graph.geometry import node_key
+    from fuseview.provenance import RULE_KEY
+
+    wb = win.workbench
+    with qtbot.waitSignal(wb.scanned, timeout=60_000):
+        win.open_file(DEMO_MODEL)
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    wb.panel.accept_all()
+    with qtbot.waitSignal(wb.applied, timeout=60_000):
+        assert wb.apply()
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    qtbot.wait(100)  # the panes' layout settles (they are fitted again once it has)
+    fused = wb.fused_pane.view
+    for view in (win.view, fused):
+        assert _fitted(view), (view.visible_scene_rect(), view.scene().layout.width)
+    assert win.view.scale_factor() == pytest.approx(fused.scale_factor())  # linked panes: one zoom
+    # the fused pane is framed on its fused nodes: every one of them is in sight
+    scene = wb.fused_pane.scene
+    nodes = [n for n in wb.fused.doc.graph.nodes if n.metadata.get(RULE_KEY)]
+    assert nodes
+    vis = fused.visible_scene_rect()
+    for n in nodes:
+        item = scene.boxes.get(node_key(n.index))
+        assert item is None or vis.contains(item.sceneBoundingRect()), n.name
+
+
+@pytest.mark.parametrize(
+    "model", ["current/llama_2l_sdpa_past_dynamo.onnx", "decoders/mistral_2l_sdpa_past_ts17.onnx",
+              "current/gpt2_2l_sdpa_past_ts17.onnx"]
+)
+def test_kv_cache_decoders_open_with_their_left_column_in_sight(qtbot, win, model):
+    from tests.conftest import ASSET_MODELS
+
+    with qtbot.waitSignal(win.workbench.scanned, timeout=60_000):
+        win.open_file(ASSET_MODELS / model)
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    assert _fitted(win.view), (win.view.visible_scene_rect(), win.view.scene().layout.width)

@@ -273,6 +273,13 @@ class GraphScene(QGraphicsScene):
                 rect = rect.united(item.sceneBoundingRect())
         return rect
 
+    def marked_rect(self) -> QRectF:
+        """Scene rectangle around the boxes that wear a candidate mark (empty when none)."""
+        rect = QRectF()
+        for it in self._marked:
+            rect = rect.united(it.sceneBoundingRect())
+        return rect
+
     def focus_rect(self) -> QRectF:
         """Scene rectangle around the outlined boxes (empty when none)."""
         rect = QRectF()

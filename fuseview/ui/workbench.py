@@ -21,6 +21,7 @@ from fuseview.session.panes import candidate_marks
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
 from fuseview.ui.graph_scene import BoxItem, GraphScene, route_paths
+from fuseview.ui.graph_view import fit_panes
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
 from fuseview.ui.profile_panel import ProfilePanel
@@ -456,8 +457,9 @@ class Workbench(QObject):
         self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
-        self.fused_pane.view.setTransform(self.win.view.transform())
-        self.pane_links._follow(self.win.view)
+        # both panes open fitted (whole, or from the top), the fused one framed on its fused nodes
+        fit_panes([(self.win.view, None), (self.fused_pane.view, scene.marked_rect())],
+                  hold=lambda on: setattr(self.pane_links, "hold_views", on))
         self.win.statusBar().showMessage(fused.report.status_line() if fused.report else figures, 15000)
         self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
