@@ -161,3 +161,18 @@ def test_kv_cache_decoders_open_with_their_left_column_in_sight(qtbot, win, mode
         win.open_file(ASSET_MODELS / model)
     qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
     assert _fitted(win.view), (win.view.visible_scene_rect(), win.view.scene().layout.width)
+
+
+def test_the_conflicts_column_is_in_sight_at_1400_px(qtbot, win):
+    from fuseview.ui.candidates_panel import COLUMNS
+
+    with qtbot.waitSignal(win.workbench.ort_checked, timeout=60_000):
+        win.open_file(DEMO_MODEL)
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    qtbot.wait(50)
+    table = win.workbench.panel.table
+    header = table.horizontalHeader()
+    for name in ("Rule", "Status", "Nodes", "Measured", "Share", "ORT does it", "Conflicts"):
+        col = COLUMNS.index(name)
+        left = header.sectionViewportPosition(col)
+        assert 0 <= left and left + header.sectionSize(col) <= table.viewport().width(), name
