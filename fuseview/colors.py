@@ -44,13 +44,15 @@ RESERVED = tuple(
 # least CIEDE2000 difference between two rule colours, and from a reserved colour (about 2 is "just
 # noticeable"; 20 is told apart at a glance, on a 2-px outline too)
 MIN_DISTANCE = 20.0
-# lightness range of a rule colour: readable as an outline and a tint on the pale boxes
-LIGHTNESS = (25.0, 80.0)
-# 12 colours, the most that keep MIN_DISTANCE within LIGHTNESS from each other and from RESERVED on a
-# 16-level sRGB grid (scripts/pick_rule_colors.py searches it; tests/test_colors.py checks the distances)
+# lightness range of a rule colour: readable as an outline and a tint on the pale boxes, and none so dark
+# that a small swatch reads as black
+LIGHTNESS = (32.0, 80.0)
+# 11 colours, the most that keep MIN_DISTANCE within LIGHTNESS from each other and from RESERVED on a
+# 16-level sRGB grid (scripts/pick_rule_colors.py searches it; tests/test_colors.py checks the distances);
+# the most rules one of the committed or GPT-2 48-layer models has is 9
 RULE_PALETTE = (
-    "#ff0044", "#00dd00", "#114433", "#00ccdd", "#ccaaee", "#553344",
-    "#ccaa99", "#881100", "#ee00ff", "#bbccaa", "#555500", "#ff77aa",
+    "#00dd99", "#ff0044", "#555500", "#ccaaee", "#ccaa99", "#00ccdd",
+    "#ee00ff", "#883333", "#99cc00", "#225544", "#ff77aa",
 )
 
 
