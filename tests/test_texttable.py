@@ -53,3 +53,25 @@ def test_profile_op_type_table_aligns(tmp_path):
     assert len({len(line) for line in table}) == 1, table  # every column after the provider right-aligned
     provider = table[0].index("provider")
     assert all(line[provider - 2:provider] == "  " and line[provider] != " " for line in table)
+
+
+def test_tune_summary_tables_align():
+    import io
+
+    from fuseview.commands.tune import print_summary
+    from fuseview.tuning.run import tune_file
+    from fuseview.tuning.settings import TuneSettings
+    from tests.test_tune import CONV, FAST
+
+    rep = tune_file(CONV, TuneSettings(budget_s=20, **FAST)).report
+    out = io.StringIO()
+    print_summary(rep, out)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("decisions"))
+    rows = lines[start + 1:start + 1 + len(rep.decisions)]
+    assert len(rows) == len(rep.decisions) >= 2
+    for d in rep.decisions:
+        assert any(r.split()[:2] == [d.decision, d.candidate] for r in rows)
+    # the candidate and the reason columns start at one place in every row
+    assert len({r.index(d.candidate) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
+    assert len({r.index(d.reason) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
