@@ -136,6 +136,8 @@ def run_workbench(
 
         def picture() -> None:
             select_fused(win)
+            if wb.fused is not None:
+                wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
             # the views fit their graphs once laid out at the final size, then the legends settle
             settled(lambda: QTimer.singleShot(300, lambda: settled(shoot)))
 

@@ -457,13 +457,17 @@ class Workbench(QObject):
         self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
-        # both panes open fitted (whole, or from the top), the fused one framed on its fused nodes
-        fit_panes([(self.win.view, None), (self.fused_pane.view, scene.marked_rect())],
-                  hold=lambda on: setattr(self.pane_links, "hold_views", on))
+        self.fit_panes()
         self.win.statusBar().showMessage(fused.report.status_line() if fused.report else figures, 15000)
         self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
         self.applied.emit()
+
+    def fit_panes(self) -> None:
+        """Both panes fitted at one zoom (whole, or from the top), the fused one framed on its fused nodes."""
+        if self.fused_pane.scene is not None:
+            fit_panes([(self.win.view, None), (self.fused_pane.view, self.fused_pane.scene.marked_rect())],
+                      hold=lambda on: setattr(self.pane_links, "hold_views", on))
 
     def validation_text(self) -> str:
         """'validated on onnxruntime: max |diff| 3e-07, max rel 1e-05 over 3 input sets (ok)' or why not."""
