@@ -93,3 +93,74 @@ def test_workbench_with_profile_dock_fits(profiled, size, tmp_path):
     shot = tmp_path / f"workbench_{size[0]}x{size[1]}.png"
     assert win.grab().save(str(shot), "PNG") and shot.stat().st_size > 20_000
     assert isinstance(win.view, GraphView)
+
+
+def _bar_rects(vb, bars) -> list:
+    """Scene rects of a Bars item's bars, by index."""
+    from PySide6.QtCore import QRectF
+
+    o = bars.opts
+    out = []
+    for i, y in enumerate(o["y"]):
+        h = o["height"]
+        out.append(vb.mapViewToScene(QRectF(o["x0"][i], y - h / 2, o["width"][i], h)).boundingRect())
+    return out
+
+
+def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
+    """Issue 30: rows that fit ("top N of M"), titles that wrap, value labels beside or inside their bars
+    (never over another bar or label, never outside the data area), legends outside the data."""
+    from fuseview.ui.profile_plots import BarChart
+
+    win, bot = profiled
+    wb = win.workbench
+    pp = wb.profile_panel
+    win.resize(1400, 900)
+    pp.hide()
+    pp.show()
+    bot.wait(300)
+    checked = 0
+    for tab in range(pp.tabs.count()):
+        pp.tabs.setCurrentIndex(tab)
+        bot.wait(250)  # the tab's layout settles; the cards refit on their resize
+        QApplication.processEvents()
+        for card in pp.plot_cards():
+            if not card.isVisible() or not card.has_data:
+                continue
+            checked += 1
+            card.grab().save(str(tmp_path / f"{card.name}.png"))
+            head = card.header
+            assert head.heightForWidth(head.width()) <= head.height() + 1, f"{card.name}: title cut"
+            assert card.rect().contains(QRect(head.pos(), head.size())), card.name
+            if not isinstance(card, BarChart):
+                continue
+            item = card.plot.getPlotItem()
+            assert item.legend is None, f"{card.name}: a legend over the data"
+            vb = item.getViewBox()
+            area = vb.sceneBoundingRect()
+            low, high = vb.viewRange()[1]
+            n = card.bar_count()
+            shown = [r for r in range(n) if low < n - 1 - r < high]
+            assert len(shown) >= min(n, 2), f"{card.name}: {len(shown)} rows of {n}"
+            if len(shown) < n:
+                assert f"top {len(shown)} of {n}" in head.text(), head.text()
+            rects = {
+                (s, i): r for s, b in enumerate(card.bars.values()) for i, r in enumerate(_bar_rects(vb, b))
+            }
+            owners = [(s, i) for s in range(len(card.bars)) for i in range(n)]  # set_bars' label order
+            labels = []
+            for (text, _end), (s, i) in zip(card.values, owners, strict=True):
+                if i not in shown:
+                    continue
+                r = text.sceneBoundingRect().adjusted(1, 1, -1, -1)
+                assert area.contains(r), f"{card.name}: label {text.toPlainText()!r} leaves the plot"
+                for key, bar in rects.items():
+                    if key != (s, i) and key[1] in shown:
+                        assert not r.intersects(bar), f"{card.name}: {text.toPlainText()!r} over a bar {key}"
+                labels.append((text.toPlainText(), r))
+            for a, (ta, ra) in enumerate(labels):
+                for tb, rb in labels[a + 1:]:
+                    assert not ra.intersects(rb), f"{card.name}: {ta!r} over {tb!r}"
+            axis = item.getAxis("left")
+            assert axis.width() <= 0.45 * card.width() + 20, f"{card.name}: row labels crowd out the bars"
+    assert checked >= 5, checked

@@ -308,7 +308,7 @@ def test_a_short_dock_shows_the_top_rows_and_scrolls(qtbot, panel, report_file):
     chart = panel.op_plot
     fit = chart.fit_rows()
     assert 1 <= fit < chart.bar_count()
-    assert f"{fit} of {chart.bar_count()}: scroll for more" in chart.plot.getPlotItem().titleLabel.text
+    assert f"top {fit} of {chart.bar_count()}, scroll for more" in chart.header.text()
     vb = chart.plot.getPlotItem().getViewBox()
     top = vb.viewRange()[1]
     assert top[1] == pytest.approx(chart.bar_count() - 0.4)  # the slowest rows first

@@ -18,7 +18,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--screenshot",
         metavar="OUT.png",
-        help="wait for the graph to be drawn, save a picture of the window and exit",
+        help="wait for the work the picture shows (load, layout, scan, onnxruntime check; --apply, "
+        "--profile), save a picture of the window and exit",
+    )
+    p.add_argument(
+        "--size",
+        metavar="WxH",
+        type=parse_size,
+        help="window size in pixels, e.g. 1400x900 (default: the screen's; 1400x900 without a real screen)",
     )
     p.add_argument(
         "--plan", metavar="PLAN.json", help="load this plan's accept/reject decisions (by candidate id)"
@@ -33,6 +40,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"
     )
     add_expansion_arguments(p)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """WxH (e.g. 1400x900) as (width, height); each between 320 and 10000 pixels."""
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected WIDTHxHEIGHT, e.g. 1400x900")
+    w, h = (int(p) for p in parts)
+    if not (320 <= w <= 10_000 and 320 <= h <= 10_000):
+        raise argparse.ArgumentTypeError(f"{text!r}: width and height must be 320 to 10000 pixels")
+    return w, h
 
 
 def _check_openable(path: Path) -> None:
@@ -58,16 +76,15 @@ def run(args: argparse.Namespace) -> int:
 
         # the window and its progress bar appear before the model is read (a 48-layer model takes seconds);
         # a model that fails to load is a dialog in that window, which stays usable
-        return run_app(path=str(path), expansion_mode=args.expansion, end_process=True)
+        kw = {"size": args.size} if args.size else {}
+        return run_app(path=str(path), expansion_mode=args.expansion, end_process=True, **kw)
     from fuseview.graph.loader import load_document
 
     doc = load_document(path)  # FuseviewError before any window appears
-    if args.plan or args.apply or args.profile:
-        from fuseview.ui.headless import run_workbench
+    from fuseview.ui.headless import run_workbench
 
-        return run_workbench(
-            doc, args.plan, args.apply, args.profile, args.screenshot, expansion_mode=args.expansion
-        )
-    from fuseview.ui.app import run_app
-
-    return run_app(doc=doc, expansion_mode=args.expansion, screenshot=args.screenshot, end_process=True)
+    # a plain screenshot waits for the scan and the onnxruntime check as --apply/--profile ones do
+    return run_workbench(
+        doc, args.plan, args.apply, args.profile, args.screenshot, expansion_mode=args.expansion,
+        size=args.size,
+    )

@@ -102,6 +102,7 @@ def print_report(rep: dict, out=None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
     from fuseview.runtime.report import verdict_line
     from fuseview.stats import by_median, spread_text
+    from fuseview.texttable import table_lines
 
     out = out or sys.stdout
     env = rep["environment"]
@@ -130,16 +131,18 @@ def print_report(rep: dict, out=None) -> None:
         sources = sorted({n["time_source"] for n in m["nodes"]})
         if "host-side" in sources:
             w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
-        w(f"  {'op type':<28}{'provider':<10}{'nodes':>6}{'mean':>12}{'p50':>12}{'p90':>12}{'share':>8}"
-          f"{'overhead':>11}")
-        for o, share in by_median(m["op_types"])[:TOP]:
-            prov_short = o["provider"].replace("ExecutionProvider", "")
-            w(f"  {o['op_type']:<28}{prov_short:<10}{o['nodes']:>6}{_us(o['mean_us']):>12}"
-              f"{_us(o['p50_us']):>12}{_us(o['p90_us']):>12}{share * 100:>7.1f}%"
-              f"{_us(o.get('overhead_us')):>11}")
+        ops = [[o["op_type"], o["provider"].replace("ExecutionProvider", ""), str(o["nodes"]),
+                _us(o["mean_us"]), _us(o["p50_us"]), _us(o["p90_us"]), f"{share * 100:.1f}%",
+                _us(o.get("overhead_us"))]
+               for o, share in by_median(m["op_types"])[:TOP]]
+        head = ["op type", "provider", "nodes", "mean", "p50", "p90", "share", "overhead"]
+        for row in table_lines(ops, "llrrrrrr", head):
+            w(row)
         w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
-        for n, share in by_median(m["nodes"])[:5]:
-            w(f"    {spread_text(n, _us):>24}  {share * 100:5.1f}%  {n['op_type']:<16} {n['name']}")
+        top = [[spread_text(n, _us), f"{share * 100:.1f}%", n["op_type"], n["name"]]
+               for n, share in by_median(m["nodes"])[:5]]
+        for row in table_lines(top, "rr", indent="    "):
+            w(row)
         for text in roofline_lines(m):
             w(f"  {text}")
     ovh = rep.get("profiler_overhead")
@@ -170,27 +173,28 @@ def print_report(rep: dict, out=None) -> None:
     if cmp:
         w()
         w(f"outputs (atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {'PASS' if cmp['passed'] else 'FAIL'}")
-        w(f"  {'output':<24}{'max abs':>11}{'max rel':>11}{'mean abs':>11}{'cosine':>12}  result")
-        for name, d in cmp["outputs"].items():
-            w(f"  {name:<24}{_g(d['max_abs']):>11}{_g(d['max_rel']):>11}{_g(d['mean_abs']):>11}"
-              f"{_g(d['cosine']):>12}  {'pass' if d['passed'] else 'FAIL'}")
+        outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
+                 "pass" if d["passed"] else "FAIL"] for name, d in cmp["outputs"].items()]
+        head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
+        for row in table_lines(outs, "lrrrr", head):
+            w(row)
         if cmp["fusions"]:
             w(f"fusions ({len(cmp['fusions'])}):")
             w("  times: sums of per-node medians (p50) over the profiled runs")
             w("  'not measurable': the difference is within the runs' spread or the profiler's node floor")
-            w(f"  {'rule':<22}{'fused ops':<30}{'fused':>11}{'original (nodes)':>18}{'speedup':>15}"
-              f"{'max abs':>11}  result  node")
+            rows = []
             for f in cmp["fusions"]:
                 t = f.get("time") or {}
                 errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
                 res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
                 sp = t.get("speedup_p50")
                 sp_text = "-" if not sp else (f"{sp:.2f}x" if t.get("measurable", True) else "not measurable")
-                ops = "+".join(f["op_types"])
                 orig = f"{_us(t.get('original_p50_us'))}" + (f" ({t['original_nodes']})" if t else "")
-                w(f"  {(f['rule'] or '-')[:21]:<22}{ops[:29]:<30}{_us(t.get('fused_p50_us')):>11}{orig:>18}"
-                  f"{sp_text:>15}{_g(max(errs) if errs else None):>11}  {res:<6}"
-                  f"  {f['node']}")
+                rows.append([f["rule"] or "-", "+".join(f["op_types"]), _us(t.get("fused_p50_us")), orig,
+                             sp_text, _g(max(errs) if errs else None), res, f["node"]])
+            head = ["rule", "fused ops", "fused", "original (nodes)", "speedup", "max abs", "result", "node"]
+            for row in table_lines(rows, "llrrrr", head):
+                w(row)
     for f in rep.get("ort_fusions") or []:
         w()
         w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"

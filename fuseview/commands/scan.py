@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.runtime.costs import candidate_costs
     from fuseview.runtime.report import load_report
     from fuseview.session.reports import ScanReport
+    from fuseview.texttable import table_lines
     from fuseview.units import format_bytes
 
     dims = parse_dim_args(args.dim)
@@ -71,20 +72,26 @@ def run(args: argparse.Namespace) -> int:
               f" {args.profile}")
         print("traffic    the memory traffic fusing removes, at the profile's measured bandwidth; memory or"
               " compute: where most of its nodes' time is (compute-bound: removing traffic wins little)")
+    rows = []
+    traffic_known = any(k.traffic_us is not None for k in costs.values())
     for c in cands:
         where = (c.nodes[-1] if c.nodes else "-") + (f" in {c.scope}" if c.scope else "")
-        conflicts = f"  conflicts {len(c.conflicts)}" if c.conflicts else ""
         dom = f"{c.domain}:" if c.domain else ""
         cost = costs.get(c.id)
-        measured = f"  {cost.measured_us:>9.1f} us {cost.share * 100:5.1f}%" if cost else ""
-        if cost and cost.traffic_us is not None:
-            measured += f"  traffic {cost.traffic_us:>7.1f} us {cost.bound or '-':<7}"
-        ort_col = f"  ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]:<3}" if ort_cmp else ""
-        print(
-            f"  {c.id:<32} {dom}{c.fused_op:<28} {len(c.nodes):>3} nodes"
-            f"  saves {format_bytes(c.saved_bytes):>10}{measured}{ort_col}"
-            f"  at {where}{conflicts}"
-        )
+        measured = [f"{cost.measured_us:.1f} us", f"{cost.share * 100:.1f}%"] if cost else []
+        measured = measured or (["", ""] if costs else [])
+        if traffic_known:
+            measured += ([f"traffic {cost.traffic_us:.1f} us", cost.bound or "-"]
+                         if cost and cost.traffic_us is not None else ["", ""])
+        ort_col = [f"ort {_ORT_WORD[ort_cmp.does_it.get(c.id)]}"] if ort_cmp else []
+        conflicts = f"conflicts {len(c.conflicts)}" if c.conflicts else ""
+        rows.append([c.id, dom + c.fused_op, f"{len(c.nodes)} nodes", "saves", format_bytes(c.saved_bytes),
+                     *measured, *ort_col, f"at {where}", conflicts])
+    align = "llrlr" + ("rr" if costs else "")
+    if traffic_known:
+        align += "rl"
+    for line in table_lines(rows, align):
+        print(line)
     by_rule: dict[str, int] = {}
     for c in cands:
         by_rule[c.rule] = by_rule.get(c.rule, 0) + 1

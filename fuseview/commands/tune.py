@@ -85,6 +85,8 @@ def _checks(args: argparse.Namespace) -> None:
 
 def print_summary(rep, out=None) -> None:
     """The readable summary of a tune report: accept-all, groups, decisions, the final check."""
+    from fuseview.texttable import table_lines
+
     w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
     c = rep.config
     dims = ", ".join(f"{k}={v}" for k, v in c["dims"].items()) or "defaults"
@@ -100,12 +102,13 @@ def print_summary(rep, out=None) -> None:
         w(f"accuracy   over tolerance (found by bisection): {', '.join(b['over_tolerance'])}")
     if rep.groups:
         w("groups     (time without / time with: >1 is faster with the group)")
-        for g in rep.groups:
-            eff = g.effect.text() if g.effect else "-"
-            w(f"  {g.rule:<24}{len(g.tested):>3} of {len(g.candidates):<3} {g.outcome:<11}{eff}")
+        groups = [[g.rule, f"{len(g.tested)} of {len(g.candidates)}", g.outcome,
+                   g.effect.text() if g.effect else "-"] for g in rep.groups]
+        for line in table_lines(groups, "lr"):
+            w(line)
     w(f"decisions  {len(rep.accepted())} of {len(rep.decisions)} accepted")
-    for d in rep.decisions:
-        w(f"  {d.decision:<7} {d.candidate:<34} {d.reason}")
+    for line in table_lines([[d.decision, d.candidate, d.reason] for d in rep.decisions]):
+        w(line)
     f = rep.final
     w(f"final      chosen {f.chosen.replace('_', '-')}: {f.accepted} fusions, {f.nodes} nodes")
     for label, e, note in (("original", f.against_original, ""),

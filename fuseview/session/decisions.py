@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-from fuseview.colors import rule_color
+from fuseview.colors import assign_rule_colors
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate, NearMiss
 from fuseview.fusion.scan import ScanResult
@@ -35,7 +35,8 @@ class Decisions:
         self.plan = Plan(self.candidates, model_path)
         self.applied: set[str] = set()
         self.rules = sorted({c.rule for c in self.candidates})
-        self.colors = {r: rule_color(r, rule_order()) for r in self.rules}  # the same colour in every model
+        # chosen as a set: no two rules of a model alike; a rule keeps its own colour when it is free
+        self.colors = assign_rule_colors(self.rules, rule_order())
         self.of_node: dict[str, list[str]] = {}
         for c in self.candidates:
             for n in c.nodes:

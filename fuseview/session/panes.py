@@ -23,11 +23,13 @@ STATUS_RANK = {"rejected": 0, "pending": 1, "accepted": 2, "applied": 3}
 
 @dataclass
 class Marks:
-    """Candidate outlines: colour per box key, the faded ones (rejected), and counts on collapsed groups."""
+    """Candidate outlines: colour per box key, the faded ones (rejected), counts on collapsed groups, and the
+    rules' colours on a collapsed group holding candidates of several rules (drawn neutral, with swatches)."""
 
     colors: dict[str, str] = field(default_factory=dict)
     faded: set[str] = field(default_factory=set)
     badges: dict[str, int] = field(default_factory=dict)
+    swatches: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -49,24 +51,25 @@ def candidate_marks(entries: Iterable[tuple[str, str, str, list[str]]]) -> Marks
     """Marks for (rule, colour, status, box keys) of each candidate.
 
     A box in several candidates wears the colour of the most decided one (applied > accepted > pending >
-    rejected); a collapsed group ('g:' key) holding candidates of several rules wears a colour of its
-    own (mixed_rules_color) rather than one rule's, and counts them all.
+    rejected); a collapsed group ('g:' key) holding candidates of several rules wears the neutral
+    mixed_rules_color rather than one rule's, with each rule's colour as a swatch, and counts them all.
     """
     marks = Marks()
     rank: dict[str, int] = {}
-    group_rules: dict[str, set[str]] = {}
+    group_rules: dict[str, dict[str, str]] = {}
     for rule, color, status, keys in entries:
         r = STATUS_RANK.get(status, 1)
         for k in keys:
             if k.startswith("g:"):
                 marks.badges[k] = marks.badges.get(k, 0) + 1
-                group_rules.setdefault(k, set()).add(rule)
+                group_rules.setdefault(k, {})[rule] = color
             if r >= rank.get(k, -1):
                 rank[k] = r
                 marks.colors[k] = color
     for k, rules in group_rules.items():
         if len(rules) > 1:
             marks.colors[k] = mixed_rules_color()
+            marks.swatches[k] = [rules[r] for r in sorted(rules)]
     marks.faded = {k for k, r in rank.items() if r == STATUS_RANK["rejected"]}
     return marks
 

@@ -218,10 +218,12 @@ class CandidatesPanel(QDockWidget):
             self.table.setColumnWidth(
                 5, max(self.table.columnWidth(5), fm.horizontalAdvance("accepted") + 16)
             )
-            # measured columns fill in later (a profile): wide enough for their widest text from the start
-            for col, widest in ((7, "9999.0 µs"), (8, "100.0%"), (ORT_COLUMN, "ORT does it")):
-                room = fm.horizontalAdvance(widest) + 16
-                self.table.setColumnWidth(col, max(self.table.columnWidth(col), room))
+            # measured columns fill in later (a profile): as wide as their widest text or heading from the
+            # start, no wider (the default 100 px each pushed Conflicts out of a 1400 px window's dock)
+            for col, widest in ((7, "9999.0 µs"), (8, "100.0%"), (ORT_COLUMN, "yes")):
+                heading = self.table.horizontalHeaderItem(col).text()
+                room = max(fm.horizontalAdvance(widest), fm.horizontalAdvance(heading)) + 18
+                self.table.setColumnWidth(col, room)
             self._sized = True
         self.table.setUpdatesEnabled(True)
         self._filling = False

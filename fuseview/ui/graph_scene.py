@@ -184,20 +184,24 @@ class GraphScene(GraphSceneBase):
         return len(self._highlighted)
 
     def set_marks(
-        self, colors: dict[str, QColor], faded: set[str] | None = None, badges: dict[str, int] | None = None
+        self, colors: dict[str, QColor], faded: set[str] | None = None, badges: dict[str, int] | None = None,
+        swatches: dict[str, list[str]] | None = None,
     ) -> int:
-        """Colour candidate boxes by key (faded: rejected ones; badges: candidate count on groups)."""
+        """Colour candidate boxes by key (faded: rejected ones; badges: candidate count on groups; swatches:
+        the rules' colours on a group holding several rules, drawn neutral)."""
         for item in self._marked:
-            item.mark, item.mark_faded, item.badge = None, False, 0
+            item.mark, item.mark_faded, item.badge, item.swatches = None, False, 0, []
             item.update()
         faded = faded or set()
         badges = badges or {}
+        swatches = swatches or {}
         self._marked = []
         for k, color in colors.items():
             item = self.boxes.get(k)
             if item is None:
                 continue
             item.mark, item.mark_faded, item.badge = QColor(color), k in faded, badges.get(k, 0)
+            item.swatches = [QColor(c) for c in swatches.get(k, [])]
             item.update()
             self._marked.append(item)
         self._refresh_overview()
@@ -227,7 +231,8 @@ class GraphScene(GraphSceneBase):
 
     def draw_marks(self, marks: Marks) -> int:
         """Draw a pane's candidate marks (fuseview.session.panes.Marks); returns how many boxes wear one."""
-        return self.set_marks({k: QColor(c) for k, c in marks.colors.items()}, marks.faded, marks.badges)
+        return self.set_marks({k: QColor(c) for k, c in marks.colors.items()}, marks.faded, marks.badges,
+                              marks.swatches)
 
     def marked_keys(self) -> dict[str, str]:
         """Key -> candidate colour name of every marked box."""
@@ -264,6 +269,13 @@ class GraphScene(GraphSceneBase):
             item = self.boxes.get(k)
             if item is not None:
                 rect = rect.united(item.sceneBoundingRect())
+        return rect
+
+    def marked_rect(self) -> QRectF:
+        """Scene rectangle around the boxes that wear a candidate mark (empty when none)."""
+        rect = QRectF()
+        for it in self._marked:
+            rect = rect.united(it.sceneBoundingRect())
         return rect
 
     def focus_rect(self) -> QRectF:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QDragEnterEvent,
     QDropEvent,
@@ -14,13 +14,18 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QGraphicsView, QWidget
 
-from fuseview.ui.graph_scene import GraphScene
+from fuseview.ui.graph_scene import GraphScene, layout_rect
 
 MIN_SCALE = 0.0005
 # Fit never goes below this zoom (the overview picture still shows the graph's shape): a graph too tall
 # for it is shown from its top, as wide as the viewport allows, instead of as a hairline.
 FIT_FLOOR = 0.03
 MAX_SCALE = 6.0
+# a graph shown from its top narrows to fit the pane's width down to this zoom; wider still, it is shown from
+# its left edge (its first column whole), never from its middle
+TOP_FLOOR = 0.3
+# below this zoom a graph fitted whole is unreadable: linked panes open at its top (or its focus) instead
+READABLE = 0.25
 
 
 def _onnx_paths(event) -> list[str]:
@@ -138,11 +143,17 @@ class GraphView(QGraphicsView):
         self.setTransform(QTransform.fromScale(scale, scale))
 
     def show_top(self, rect: QRectF, scale: float) -> None:
-        """Show rect's top middle at the top of the viewport at scale, in one transform change."""
+        """Show rect's top at the top of the viewport at scale (less, down to TOP_FLOOR, to fit its width), in
+        one transform change: centred when its width fits, else from its left edge."""
+        room = self.viewport().width() - 24
+        scale = max(min(scale, room / max(rect.width(), 1.0)), min(scale, TOP_FLOOR))
         if self.scale_factor() != scale:
             self.setTransform(QTransform.fromScale(scale, scale))
         self._update_scroll_room()
-        self.keep_at(QPointF(rect.center().x(), rect.top()), QPointF(self.viewport().width() / 2, 12))
+        if rect.width() * scale <= room:
+            self.keep_at(QPointF(rect.center().x(), rect.top()), QPointF(self.viewport().width() / 2, 12))
+        else:
+            self.keep_at(rect.topLeft(), QPointF(12, 12))
         self.zoom_changed.emit(self.scale_factor())
 
     def zoom_to_selection(self) -> None:
@@ -269,3 +280,52 @@ class GraphView(QGraphicsView):
             self.file_dropped.emit(paths[0])
         else:
             event.ignore()
+
+
+
+def _pane_plan(view: GraphView, focus: QRectF | None) -> tuple[QRectF, float] | None:
+    """(what to show, the zoom it wants): the whole graph when readable fitted, else focus or the graph as
+    wide as the pane (at most 0.8, at least TOP_FLOOR)."""
+    scene = view.scene()
+    if not isinstance(scene, GraphScene):
+        return None
+    whole = layout_rect(scene.layout).adjusted(-20, -20, 20, 20)
+    if view.fit_scale(whole) >= READABLE:
+        return whole, view.fit_scale(whole)
+    rect = whole if focus is None or focus.isEmpty() else focus.adjusted(-40, -40, 40, 40)
+    if view.fit_scale(rect, 0.8) >= READABLE:
+        return rect, view.fit_scale(rect, 0.8)
+    across = (view.viewport().width() - 24) / max(rect.width(), 1.0)
+    return rect, min(0.8, max(across, TOP_FLOOR))
+
+
+def fit_panes(panes: list[tuple[GraphView, QRectF | None]], hold=None) -> None:
+    """Open linked side-by-side panes at one zoom, each fitted: its whole graph when every pane's graph is
+    readable so, else its focus (e.g. the fused nodes) or its graph, from the top and as wide as the pane.
+
+    hold(True/False) pauses the panes' links meanwhile (one pane following the other would re-place it);
+    they stay paused until the event loop has laid the panes out, then the panes are fitted again."""
+
+    def place() -> None:
+        plans = [(v, plan) for v, focus in panes if (plan := _pane_plan(v, focus)) is not None]
+        if not plans:
+            return
+        zoom = min(s for _v, (_r, s) in plans)
+        for view, (rect, _s) in plans:
+            view.setTransform(QTransform.fromScale(zoom, zoom))
+            view._update_scroll_room()
+            port = view.viewport()
+            if rect.height() * zoom <= port.height() and rect.width() * zoom <= port.width():
+                view.centerOn(rect.center())
+            else:
+                view.show_top(rect, zoom)
+
+    def settled() -> None:
+        place()
+        if hold is not None:
+            hold(False)
+
+    if hold is not None:
+        hold(True)
+    place()
+    QTimer.singleShot(0, settled)

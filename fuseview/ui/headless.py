@@ -20,6 +20,9 @@ from fuseview.safe_io import check_regular
 from fuseview.textsafe import one_line
 
 TIMEOUT_MS = 600_000
+# the size of an unattended window when the screen is not a real one (offscreen, minimal: 800×800)
+DEFAULT_SIZE = (1400, 900)
+VIRTUAL_PLATFORMS = ("offscreen", "minimal")
 
 
 @contextlib.contextmanager
@@ -54,6 +57,25 @@ def check_screenshot_path(screenshot: str) -> None:
     check_output(screenshot)  # not an input of this run, a folder or a device
 
 
+def window_size(app, size: tuple[int, int] | None = None) -> tuple[int, int]:
+    """The size asked for, else the screen's free area (a virtual screen: DEFAULT_SIZE)."""
+    if size is not None:
+        return size
+    screen = app.primaryScreen()
+    if screen is None or app.platformName() in VIRTUAL_PLATFORMS:
+        return DEFAULT_SIZE
+    free = screen.availableGeometry()
+    return free.width(), free.height()
+
+
+def pending_work(win) -> list[str]:
+    """What the window is still doing that a picture of it would miss (empty: the picture is complete)."""
+    left = [j.title for j in win.session.jobs.active()]  # load, layout, scan, onnxruntime check, apply
+    if win.doc is not None and win.workbench.decisions is None and win.session.on_root:
+        left.append("scan not delivered")
+    return left
+
+
 def run_workbench(
     doc: ModelDocument,
     plan: str | None = None,
@@ -61,9 +83,10 @@ def run_workbench(
     profile: bool = False,
     screenshot: str | None = None,
     expansion_mode: str = "auto",
-    size: tuple[int, int] = (1760, 1100),
+    size: tuple[int, int] | None = None,
 ) -> int:
-    """Show the model, scan, open the plan, apply, profile; with screenshot, save a PNG and exit."""
+    """Show the model, scan, open the plan, apply, profile; with screenshot, wait for all of it, save a PNG
+    of the window (size: WxH, else the screen's) and exit."""
     from fuseview.ui.main_window import MainWindow
     from fuseview.ui.qt_app import ensure_app, grab_to_png
 
@@ -73,7 +96,7 @@ def run_workbench(
         check_regular(plan, "plan", "plan")  # a FIFO or /dev/zero is refused before the window opens
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
-    win.resize(*size)
+    win.resize(*window_size(app, size))
     wb = win.workbench
     status = {"code": 0, "done": False, "failed": False}
     unattended = screenshot is not None
@@ -97,8 +120,8 @@ def run_workbench(
         if not unattended:
             return
 
-        def settled(then) -> None:  # run then() once no layout job is running
-            if win.busy:
+        def settled(then) -> None:  # run then() once no job (layout, scan, onnxruntime check) is running
+            if pending_work(win):
                 QTimer.singleShot(50, lambda: settled(then))
             else:
                 then()
@@ -113,9 +136,12 @@ def run_workbench(
 
         def picture() -> None:
             select_fused(win)
-            settled(lambda: QTimer.singleShot(300, shoot))
+            if wb.fused is not None:
+                wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
+            # the views fit their graphs once laid out at the final size, then the legends settle
+            settled(lambda: QTimer.singleShot(300, lambda: settled(shoot)))
 
-        arrange(win)
+        arrange(win, outline=bool(plan or apply or profile))
         settled(picture)
 
     def profile_step() -> None:
@@ -183,12 +209,13 @@ def _first_candidate(win) -> str | None:
     return next(done, d.candidates[0].id)
 
 
-def arrange(win) -> None:
-    """Make the window presentable for a picture: docks sized, the first applied candidate outlined."""
+def arrange(win, outline: bool = True) -> None:
+    """Make the window presentable for a picture: docks sized, (outline) the first applied candidate
+    outlined."""
     wb = win.workbench
     wb.tidy_docks()
     wb.set_pane_mode(wb.pane_mode)
-    first = _first_candidate(win)
+    first = _first_candidate(win) if outline else None
     if first is not None:
         wb.panel.select_id(first)  # may open groups (a background re-layout on big graphs)
 

@@ -13,6 +13,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
+from fuseview.colors import MIXED_RULES
 from fuseview.ui.graph_scene import heat_color
 from fuseview.ui.scene_items import BoxItem
 
@@ -71,6 +72,7 @@ class Legend(QFrame):
         self.corner = "top-right"
         self.moved = False  # the user dragged it: it stays where it was put (kept inside the view)
         self.rules: list[tuple[str, str, int]] = []
+        self.mixed_groups = 0  # collapsed groups drawn neutral: they hold candidates of several rules
         self.scale: tuple[str, str, str] | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 6)
@@ -99,9 +101,11 @@ class Legend(QFrame):
         self.title = title
         self._render()
 
-    def set_rules(self, rules: list[tuple[str, str, int]]) -> None:
-        """Entries (rule, colour, count); [] removes the rule part."""
+    def set_rules(self, rules: list[tuple[str, str, int]], mixed_groups: int = 0) -> None:
+        """Entries (rule, colour, count), and how many groups are drawn neutral as holding several rules;
+        [] removes the rule part."""
         self.rules = list(rules)
+        self.mixed_groups = mixed_groups if rules else 0
         self._render()
 
     def set_scale(self, title: str | None, low: str = "0", high: str = "max") -> None:
@@ -128,6 +132,12 @@ class Legend(QFrame):
                 f"<td>{escape(r)}</td><td align='right'>&nbsp;{n}</td></tr>"
                 for r, c, n in self.rules
             )
+            if self.mixed_groups:
+                rows += (  # drawn dashed grey, with a swatch per rule inside
+                    f"<tr><td><span style='color:{MIXED_RULES}; font-size:14px'>▢</span></td>"
+                    "<td><i>group of several rules</i></td>"
+                    f"<td align='right'>&nbsp;{self.mixed_groups}</td></tr>"
+                )
             parts.append(f"<table cellspacing='0' cellpadding='1'>{rows}</table>")
         if self.scale is not None:
             title, low, high = self.scale
@@ -226,6 +236,8 @@ class Legend(QFrame):
     def plain_text(self) -> str:
         """The legend's entries as text (tests, accessibility)."""
         lines = [f"{r} {n}" for r, _c, n in self.rules]
+        if self.mixed_groups:
+            lines.append(f"group of several rules {self.mixed_groups}")
         if self.scale is not None:
             lines.append(f"{self.scale[0]} {self.scale[1]}..{self.scale[2]}")
         return "\n".join(lines)

@@ -18,6 +18,7 @@ class PaneLinks(QObject):
         super().__init__(wb)
         self.wb = wb  # the Workbench: its session, panes and panels
         self._syncing = False  # one pane is following the other: its own signals are not news
+        self.hold_views = False  # the panes are being fitted each on its own: neither follows the other
 
     # linked selection -----------------------------------------------------------------------------
     def _original_selection(self) -> None:
@@ -135,7 +136,9 @@ class PaneLinks(QObject):
     # the viewports in step ------------------------------------------------------------------------
     def _follow(self, src) -> None:
         wb = self.wb
-        if self._syncing or wb.fused is None or wb.fused_pane.scene is None or wb.win.scene is None:
+        if self._syncing or self.hold_views or wb.fused is None:
+            return
+        if wb.fused_pane.scene is None or wb.win.scene is None:
             return
         if not (self.wb.fused_pane.isVisible() and self.wb.splitter.widget(0).isVisible()):
             return

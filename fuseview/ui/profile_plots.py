@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QEventLoop, QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
@@ -38,6 +39,15 @@ COLORS = {
 TOP_N = 15
 LABEL_CHARS = 60
 LABEL_PX = 300  # widest row label; longer ones are elided in the middle
+BAR_SHARE = 0.92  # of a series' band in its row: the rest is the gap between bars
+VALUE_PT = 8  # value labels' font size
+
+
+def value_font() -> QFont:
+    """The font of the bars' value labels."""
+    font = QFont()
+    font.setPointSize(VALUE_PT)
+    return font
 
 
 # ------------------------------------------------------------------------------------ report -> rows
@@ -186,11 +196,6 @@ def fmt_us(us: float) -> str:
 
 
 # ------------------------------------------------------------------------------------ drawing
-def _decade_ticks(lo: int, hi: int) -> list[tuple[float, str]]:
-    step = max(1, math.ceil((hi - lo) / 8))
-    return [(float(e), f"1e{e}") for e in range(lo, hi + 1, step)]
-
-
 def _pg():
     import pyqtgraph
 
@@ -240,15 +245,22 @@ def _items() -> tuple[type, type]:
 
 
 class PlotCard(QWidget):
-    """A pyqtgraph plot with a message shown in its place when there is nothing to plot."""
+    """A pyqtgraph plot under a wrapping title (with the series' legend: outside the data), and a message
+    shown in the plot's place when there is nothing to plot."""
 
     def __init__(self, name: str, title: str, parent: QWidget | None = None, scroll_rows: bool = False):
         super().__init__(parent)
         self.name = name
         self.title = title
+        self.legend_html = ""  # the series' colour keys, shown after the title
+        self.note = ""  # how much of the data shows ("top 5 of 15 · scroll for more")
         self._drawn: tuple[str, tuple] | None = None  # the last set_* call, replayed by export
         self._scroll_rows = scroll_rows
         self._plot: pg.PlotWidget | None = None  # made when first drawn (see the module's docstring)
+        self.header = QLabel()
+        self.header.setWordWrap(True)
+        self.header.setTextFormat(Qt.TextFormat.RichText)
+        self.header.setStyleSheet("color: #1b2430;")
         self.message = QLabel()
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.message.setStyleSheet("color: #5b6573;")
@@ -256,7 +268,9 @@ class PlotCard(QWidget):
         self.stack.addWidget(self.message)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.stack)
+        lay.setSpacing(2)
+        lay.addWidget(self.header)
+        lay.addWidget(self.stack, 1)
         self.has_data = False
         self.show_message("no profile yet: Run, or Open report…")
 
@@ -266,18 +280,25 @@ class PlotCard(QWidget):
         if self._plot is None:
             view_box = _items()[1]() if self._scroll_rows else None
             self._plot = _pg().PlotWidget(background="w", viewBox=view_box)
-            self._plot.setTitle(self.title, color="#1b2430", size="10pt")
             self._plot.setMenuEnabled(False)
             self._plot.setMouseEnabled(x=False, y=False)
             self._plot.hideButtons()
             self.stack.addWidget(self._plot)
+            if self._scroll_rows:  # rows and value labels follow the data area's size, once laid out
+                self._plot.getPlotItem().getViewBox().sigResized.connect(lambda _vb: self.fit_rows())
         return self._plot
+
+    def fit_rows(self) -> int:
+        """Lay the rows out for the plot's size (bar charts); how many rows show."""
+        return 0
 
     def show_message(self, text: str) -> None:
         """Show a line of text instead of the plot."""
         if self._plot is not None:
             self._plot.clear()
         self._drawn = None
+        self.legend_html, self.note = "", ""
+        self._show_header()
         self.message.setText(text)
         self.stack.setCurrentWidget(self.message)
         self.has_data = False
@@ -285,8 +306,6 @@ class PlotCard(QWidget):
     def _show_plot(self) -> pg.PlotItem:
         item = self.plot.getPlotItem()
         item.clear()
-        if item.legend is not None:
-            item.legend.clear()
         self.stack.setCurrentWidget(self.plot)
         self.has_data = True
         return item
@@ -294,8 +313,16 @@ class PlotCard(QWidget):
     def set_title(self, title: str) -> None:
         """Change the plot's title."""
         self.title = title
-        if self._plot is not None:
-            self._plot.setTitle(title, color="#1b2430", size="10pt")
+        self._show_header()
+
+    def header_html(self) -> str:
+        """The title, then the series' colour keys and how much of the data shows."""
+        extra = " · ".join(t for t in (self.legend_html, escape(self.note)) if t)
+        more = f"<br><span style='color:#5b6573'>{extra}</span>" if extra else ""
+        return f"<b>{escape(self.title)}</b>{more}"
+
+    def _show_header(self) -> None:
+        self.header.setText(self.header_html())
 
     def _clone(self) -> PlotCard:
         return type(self)(self.name, self.title)
@@ -317,6 +344,8 @@ class PlotCard(QWidget):
         copy.resize(w, h)
         copy.show()
         getattr(copy, self._drawn[0])(*self._drawn[1])
+        copy.title, copy.legend_html = self.title, self.legend_html
+        copy.plot.setTitle(copy.header_html(), color="#1b2430", size="10pt")
         QApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
 
         import pyqtgraph.exporters as pg_exporters
@@ -375,7 +404,9 @@ class BarChart(PlotCard):
         self.legend = legend  # without a legend, each bar's value text starts with its series name
         self.labels: list[str] = []
         self.bars: dict[str, Any] = {}  # series name -> its bars (_items' Bars)
+        self.values: list[tuple[Any, float]] = []  # each bar's value label and the x of the bar's end
         self._series_count = 1
+        self._lo, self._max_x = 0.0, 1.0  # x axis start (log: a decade below the least value), largest end
 
     def set_bars(
         self, labels: list[str], series: dict[str, list[float | None]], names: list[str] | None = None
@@ -388,15 +419,22 @@ class BarChart(PlotCard):
         self._drawn = ("set_bars", (labels, series, names))
         self.labels = list(labels)
         self.bars = {}
+        self.values = []
         n, k = len(labels), len(series)
-        h = 0.8 / max(k, 1)
+        h = 0.9 / max(k, 1)
         values = [v for vs in series.values() for v in vs if v]
-        lo = 0.0
+        self._lo = 0.0
         if self.log_x:
-            lo = math.floor(math.log10(min(values))) - 1 if values else -12
-        if k > 1 and self.legend:
-            white = _pg().mkBrush(255, 255, 255, 220)
-            item.addLegend(offset=(-10, -30), labelTextColor="#1b2430", brush=white)
+            self._lo = math.floor(math.log10(min(values))) - 1 if values else -12
+        lo = self._lo
+        self._max_x = max([self._x(v, lo) for v in values] + [lo + (1 if self.log_x else 1e-9)])
+        self.legend_html = ""
+        if k > 1 and self.legend:  # in the header, outside the data
+            self.legend_html = " ".join(
+                f"<span style='color:{COLORS.get(name, '#888888')}'>■</span> {escape(name)}"
+                for name in series
+            )
+        font = value_font()
         for s, (name, vals) in enumerate(series.items()):
             ys = [(n - 1 - r) - (s - (k - 1) / 2) * h for r in range(n)]
             ends = [self._x(v, lo) for v in vals]
@@ -409,7 +447,7 @@ class BarChart(PlotCard):
                 tips,
                 x0=[lo] * n,
                 y=ys,
-                height=h * 0.9,
+                height=h * BAR_SHARE,
                 width=[e - lo for e in ends],
                 brush=COLORS.get(name, "#888888"),
                 pen=None,
@@ -419,47 +457,74 @@ class BarChart(PlotCard):
             self.bars[name] = bars
             for y, e, v in zip(ys, ends, vals, strict=True):
                 value = self.value_text(v) if v is not None else "none"
-                text = _pg().TextItem(
-                    value if self.legend else f"{name} {value}", color="#5b6573", anchor=(0, 0.5)
-                )
+                text = _pg().TextItem(value if self.legend else f"{name} {value}", anchor=(0, 0.5))
+                text.setFont(font)
+                text.textItem.document().setDocumentMargin(1)
                 text.setPos(e, y)
                 item.addItem(text)
-        left = item.getAxis("left")
-        # pyqtgraph drops a tick label wider than its axis: elide in the middle (op type and name's end stay)
-        fm = QFontMetrics(left.font())
-        shown = [fm.elidedText(t, Qt.TextElideMode.ElideMiddle, LABEL_PX) for t in labels]
-        left.setTicks([[(float(n - 1 - r), t) for r, t in enumerate(shown)], []])
-        left.setWidth(max((fm.horizontalAdvance(t) for t in shown), default=40) + 14)
-        bottom = item.getAxis("bottom")
-        bottom.setLabel(self.x_label)
-        if self.log_x:
-            hi = max([math.ceil(self._x(v, lo)) for v in values] + [lo + 1])
-            bottom.setTicks([_decade_ticks(int(lo), int(hi)), []])
-            item.setXRange(lo, hi + (hi - lo) * 0.3, padding=0)
-        else:
-            bottom.setTicks(None)
-            item.setXRange(0, max(values + [1e-9]) * 1.22, padding=0)
-        item.showGrid(x=True, y=False, alpha=0.25)
+                self.values.append((text, e))
+        # every bar says its value and the header its unit: the rows get the axis' height
+        item.hideAxis("bottom")
         self._series_count = k
         self.fit_rows()
 
+    def _row_px(self) -> float:
+        """Pixels a row takes: each bar as tall as its value label, so a label never reaches the next bar."""
+        return math.ceil(QFontMetrics(value_font()).height() + 3) * self._series_count / BAR_SHARE / 0.9
+
     def fit_rows(self) -> int:
-        """Show as many rows as the plot's height allows, from the top; the rest scroll (wheel or drag)."""
+        """Show the top rows that the plot's height holds ("top N of M" in the header); the rest scroll."""
         n = len(self.labels)
         if not self.has_data or n == 0:
             return 0
-        per_row = 6 + 12 * self._series_count
-        fit = max(1, min(n, int((self.plot.height() - 90) // per_row)))
-        vb = self.plot.getPlotItem().getViewBox()
+        item = self.plot.getPlotItem()
+        vb = item.getViewBox()
+        self._elide_rows(item)
+        height = vb.height() if vb.height() > 0 else self.plot.height() - 40
+        fit = max(1, min(n, int(height // self._row_px())))
         vb.setMouseEnabled(x=False, y=fit < n)
         vb.setLimits(yMin=-0.6, yMax=n - 0.4, minYRange=fit, maxYRange=fit)
         vb.setYRange(n - 0.4 - fit, n - 0.4, padding=0)
-        more = f"  ({fit} of {n}: scroll for more)" if fit < n else ""
-        self.plot.setTitle(self.title + more, color="#1b2430", size="10pt")
+        self.note = f"{self.x_label} · " if self.x_label else ""
+        self.note += f"top {fit} of {n}, scroll for more" if fit < n else f"all {n}"
+        self._show_header()
+        self.place_values()
         return fit
 
+    def _elide_rows(self, item) -> None:
+        # pyqtgraph drops a tick label wider than its axis: elide in the middle (op type and name's end stay),
+        # to at most 40 % of the card, so a narrow card keeps room for its bars
+        left = item.getAxis("left")
+        fm = QFontMetrics(left.font())
+        room = max(60, min(LABEL_PX, int(self.width() * 0.4)))
+        n = len(self.labels)
+        shown = [fm.elidedText(t, Qt.TextElideMode.ElideMiddle, room) for t in self.labels]
+        left.setTicks([[(float(n - 1 - r), t) for r, t in enumerate(shown)], []])
+        axis_width = max((fm.horizontalAdvance(t) for t in shown), default=40) + 14
+        if left.width() != axis_width:
+            left.setWidth(axis_width)
+
+    def place_values(self) -> None:
+        """Size the x axis so each value label fits beside its bar, else put it inside the bar's end."""
+        if not self.has_data or not self.values:
+            return
+        item = self.plot.getPlotItem()
+        width = item.getViewBox().width()
+        if width <= 0:
+            return
+        fm = QFontMetrics(value_font())
+        lo, top = self._lo, self._max_x - self._lo
+        pads = [(e - lo, fm.horizontalAdvance(t.toPlainText()) + 8) for t, e in self.values]
+        span = max([top] + [x * width / (width - w) for x, w in pads if width - w > width / 2])
+        span = min(span, top * 2.5)
+        for (text, _e), (x, w) in zip(self.values, pads, strict=True):
+            inside = x / span * width + w > width
+            text.setAnchor((1, 0.5) if inside else (0, 0.5))
+            text.setColor("#ffffff" if inside else "#3b4350")
+        item.setXRange(lo, lo + span, padding=0)
+
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        """Refit the rows to the new height."""
+        """Refit the rows and the value labels to the new size."""
         super().resizeEvent(event)
         self.fit_rows()
 
@@ -506,8 +571,9 @@ class HistogramChart(PlotCard):
         ticks = [(zero_x, "0")] + [(e, f"1e{round(e)}") for e in exps[::2]]
         bottom = item.getAxis("bottom")
         bottom.setTicks([ticks, []])
-        bottom.setLabel("element-wise |fused − original| (decades; the first bar counts exact zeros)")
-        item.getAxis("left").setLabel("elements")
+        bottom.setLabel(None)  # said in the header, which wraps: a narrow card cuts no axis title
+        self.note = "elements per decade of element-wise |fused − original|; the first bar counts exact zeros"
+        self._show_header()
         item.setXRange(zero_x - 0.6, exps[-1] + 0.2, padding=0)
         item.showGrid(x=False, y=True, alpha=0.25)
         self.counts = [hist["zero"]] + list(hist["counts"])

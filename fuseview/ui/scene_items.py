@@ -100,6 +100,7 @@ class BoxItem(QGraphicsItem):
         self.mark_faded = False
         self.focused = False
         self.badge = 0
+        self.swatches: list[QColor] = []  # a group of several rules: neutral outline, one swatch per rule
         self.heat: QColor | None = None
         self._base_tip = ""
         self._rect = QRectF(0, 0, box.w, box.h)
@@ -169,6 +170,14 @@ class BoxItem(QGraphicsItem):
             self._texts = (label, sub)
         return self._texts
 
+    def _paint_swatches(self, painter: QPainter) -> None:
+        # the rules inside a group of several: a row of small squares along its bottom edge
+        r, side = self._rect, 7.0
+        painter.setPen(QPen(QColor("#ffffff"), 0.8))
+        for i, color in enumerate(self.swatches[: max(1, int((r.width() - 12) // (side + 2)))]):
+            painter.setBrush(color)
+            painter.drawRect(QRectF(r.x() + 6 + i * (side + 2), r.bottom() - side - 3, side, side))
+
     def paint(
         self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
     ) -> None:
@@ -179,7 +188,7 @@ class BoxItem(QGraphicsItem):
         on_screen_h = r.height() * lod
         if self.heat is not None:
             pale = self.heat
-        elif self.mark is not None and not self.mark_faded:
+        elif self.mark is not None and not self.mark_faded and not self.swatches:
             pale = _tint(pale, self.mark)
         if on_screen_h < _MIN_DETAIL_PX and not selected and not self.highlighted and not self.focused:
             fill = strong if self.box.kind != "node" else pale.darker(115)
@@ -209,7 +218,7 @@ class BoxItem(QGraphicsItem):
             if self.mark_faded:
                 color.setAlpha(90)
             pen = QPen(color, 2.5)
-            if self.mark_faded:
+            if self.mark_faded or self.swatches:
                 pen.setStyle(Qt.PenStyle.DashLine)
             painter.setPen(pen)
             painter.drawRoundedRect(r.adjusted(-0.5, -0.5, 0.5, 0.5), 4.5, 4.5)
@@ -222,6 +231,8 @@ class BoxItem(QGraphicsItem):
             pen = QPen(QColor(FOCUS_COLOR), 3.0, Qt.PenStyle.DashLine)
             painter.setPen(pen)
             painter.drawRoundedRect(r.adjusted(-4, -4, 4, 4), 6, 6)
+        if self.swatches:
+            self._paint_swatches(painter)
         if self.badge and self.mark is not None:
             d = 16.0
             badge = QRectF(r.right() - d * 0.7, r.top() - d * 0.4, d, d)

@@ -21,6 +21,7 @@ from fuseview.session.session import Laid
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
 from fuseview.ui.graph_scene import BoxItem, GraphScene
+from fuseview.ui.graph_view import fit_panes
 from fuseview.ui.legend import Legend
 from fuseview.ui.pane_links import PaneLinks
 from fuseview.ui.profile_panel import ProfilePanel
@@ -315,9 +316,10 @@ class Workbench(QObject):
         entries = (
             (c.rule, d.colors[c.rule], d.status(c.id), self.candidate_keys(c.id)[0]) for c in d.candidates
         )
-        self.session.set_marks(ORIGINAL, candidate_marks(entries))
+        marks = candidate_marks(entries)
+        self.session.set_marks(ORIGINAL, marks)
         counts = d.counts()
-        self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules])
+        self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules], len(marks.swatches))
         for name, misses in d.misses_of_node.items():
             idx = self.root_doc.graph.node_by_name.get(name)
             item = scene.boxes.get(node_key(idx)) if idx is not None else None
@@ -461,12 +463,17 @@ class Workbench(QObject):
         self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
-        self.fused_pane.view.setTransform(self.win.view.transform())
-        self.pane_links._follow(self.win.view)
+        self.fit_panes()
         self.win.session.set_status(fused.report.status_line() if fused.report else figures, 15000)
         self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
         self._apply_heat()
         self.applied.emit()
+
+    def fit_panes(self) -> None:
+        """Both panes fitted at one zoom (whole, or from the top), the fused one framed on its fused nodes."""
+        if self.fused_pane.scene is not None:
+            fit_panes([(self.win.view, None), (self.fused_pane.view, self.fused_pane.scene.marked_rect())],
+                      hold=lambda on: setattr(self.pane_links, "hold_views", on))
 
     def validation_text(self) -> str:
         """'validated on onnxruntime: max |diff| 3e-07, max rel 1e-05 over 3 input sets (ok)' or why not."""

@@ -1,0 +1,77 @@
+"""Issue 30: the CLI's text tables (scan, profile, tune) size their columns to their content."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from fuseview.texttable import table_lines
+from tests.conftest import ASSET_MODELS, ROOT
+
+
+def test_columns_are_as_wide_as_their_widest_cell():
+    lines = table_lines(
+        [["skip_rms_norm", "com.microsoft:SkipSimplifiedLayerNormalization", "8"], ["x", "Reshape", "120"]],
+        "llr", header=["rule", "op", "n"],
+    )
+    assert lines == [
+        "  rule           op                                                n",
+        "  skip_rms_norm  com.microsoft:SkipSimplifiedLayerNormalization    8",
+        "  x              Reshape                                         120",
+    ]
+    # the last column is not padded; a control character counts as the escape it prints as
+    assert table_lines([["a\tb", "end"], ["c", "x"]]) == ["  a\tb  end", "  c       x"]  # a\x09b: 6
+
+
+def _cli(*args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "fuseview", *args], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_scan_rows_align_with_and_without_a_domain():
+    out = _cli("scan", str(ASSET_MODELS / "current" / "llama_2l_sdpa_past_dynamo.onnx"))
+    rows = [line for line in out.splitlines() if line.startswith("  ") and " nodes " in line]
+    assert any("com.microsoft:" in r for r in rows)
+    assert any(" SimplifiedLayerNormalization " in r for r in rows)  # no domain
+    for word in (" nodes ", "saves", " at "):
+        assert len({r.index(word) for r in rows}) == 1, word
+
+
+def test_profile_op_type_table_aligns(tmp_path):
+    from fuseview import DEMO_MODEL
+
+    out = _cli("profile", str(DEMO_MODEL), "--runs", "3", "--warmup", "1")
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("op type"))
+    end = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("top nodes"))
+    table = lines[start:end]
+    assert len(table) >= 5
+    assert len({len(line) for line in table}) == 1, table  # every column after the provider right-aligned
+    provider = table[0].index("provider")
+    assert all(line[provider - 2:provider] == "  " and line[provider] != " " for line in table)
+
+
+def test_tune_summary_tables_align():
+    import io
+
+    from fuseview.commands.tune import print_summary
+    from fuseview.tuning.run import tune_file
+    from fuseview.tuning.settings import TuneSettings
+    from tests.test_tune import CONV, FAST
+
+    rep = tune_file(CONV, TuneSettings(budget_s=20, **FAST)).report
+    out = io.StringIO()
+    print_summary(rep, out)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("decisions"))
+    rows = lines[start + 1:start + 1 + len(rep.decisions)]
+    assert len(rows) == len(rep.decisions) >= 2
+    for d in rep.decisions:
+        assert any(r.split()[:2] == [d.decision, d.candidate] for r in rows)
+    # the candidate and the reason columns start at one place in every row
+    assert len({r.index(d.candidate) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
+    assert len({r.index(d.reason) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
