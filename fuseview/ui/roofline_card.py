@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QCheckBox, QWidget
 
 from fuseview.colors import PALETTE
 from fuseview.ui import style
-from fuseview.ui.profile_plots import FUSED, ORIGINAL, PlotCard, _decade_ticks, _pg, fmt_us, models_by_role
+from fuseview.ui.profile_plots import FUSED, ORIGINAL, PlotCard, _pg, fmt_us, models_by_role
 
 ROOF_COLOR = "#1b2430"
 ARROW_COLOR = "#e07b00"
@@ -53,6 +53,11 @@ class RoofPoint:
                 f" ({self.x:.3g} FLOP/byte), {fmt_us(self.time_us)} median\n{self.y:.3g} GFLOP/s,"
                 f" {self.bytes / self.time_us / 1e3:.3g} GB/s"
                 + (f"; {self.bound}-bound" if self.bound else ""))
+
+
+def _decade_ticks(lo: int, hi: int) -> list[tuple[float, str]]:
+    step = max(1, math.ceil((hi - lo) / 8))
+    return [(float(e), f"1e{e}") for e in range(lo, hi + 1, step)]
 
 
 def _placeable(flops: float, nbytes: float, time_us: float) -> bool:
