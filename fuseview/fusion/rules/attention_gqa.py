@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
-from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
 from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
 
 INT32 = onnx.TensorProto.INT32
@@ -122,8 +122,11 @@ def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
     shape_ids: set[int] = set()
     if a.cache is not None:
         raise Miss("key/value are full heads with a cache: MultiHeadAttention takes them")
-    kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
-    kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
+    if a.kv_groups > 1:  # the core already reads the key/value heads unrepeated (a packed query)
+        kv_k, kvh, kv_v, kvh_v = a.k, a.num_heads // a.kv_groups, a.v, a.num_heads // a.kv_groups
+    else:
+        kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
+        kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
     if kvh != kvh_v:
         raise Miss(f"{a.softmax.name}: key has {kvh} heads, value {kvh_v}")
     k_new, past_k, present_k = _new_heads(s, kv_k, nodes)
@@ -217,7 +220,7 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
 
 
 def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
-    if a.cache is not None or not _repeats(s, a.k):
+    if a.cache is not None or not (a.kv_groups > 1 or _repeats(s, a.k)):
         return None  # full key/value heads: MultiHeadAttention's block, not a grouped one
     g = match_gqa(s, a)
     return g, g.nodes, [a.output, *(g.present or ())]
@@ -230,7 +233,7 @@ RULES = [
         fused_op="GroupQueryAttention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[0], _gqa),
+        find=lambda ctx: widen(ctx, RULES[0], _gqa, grouped_blocks(ctx)),
         replace=lambda m: gqa_replacement(m.payload),
         requires=("attention_mha",),
         priority=105,

@@ -59,6 +59,8 @@ class AttentionMatch:
     guard: bool = False
     opset: int = 17
     bias_terms: tuple[str, str] | None = None  # bias is their sum, made in front of the fused op
+    # query heads per key/value head of a core over unrepeated K/V (packed query): GroupQueryAttention's
+    kv_groups: int = 1
 
 
 def _past_concat(s: Structure, t: str) -> tuple[onnx.NodeProto, str, tuple] | None:
@@ -153,7 +155,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
         k3, v3 = c.k_bnsh, c.v  # BNSH key/value, e.g. after rotary or repeat_kv
         for x, what in ((k3, "K"), (v3, "V")):
             h, dd = s.bnsh_heads(x, what)
-            if (h, dd) != (hq, dq):
+            if (h * c.groups, dd) != (hq, dq):
                 raise Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
     for x in (q3 or c.q, k3, v3):
         if ix.const_dtype(x) not in (FLOAT, None):
@@ -176,7 +178,8 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     s.check_contained(core, matched, {out_t} | present)
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
                           q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
-                          guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms)
+                          guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms,
+                          kv_groups=c.groups)
 
 
 def _sliced_per_head(s: Structure, q: str) -> bool:
@@ -214,7 +217,17 @@ def _needs_row_guard(s: Structure, c: SdpaCore) -> bool:
 
 
 def find_attention(ctx: ScanContext) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
-    """Exact attention blocks and near misses (matched node names, reason) of a scan."""
+    """Exact attention blocks and near misses (matched node names, reason) of a scan; found once per scan."""
+    return ctx.memo(find_attention, _find_attention)
+
+
+def grouped_blocks(ctx: ScanContext) -> list[AttentionMatch]:
+    """The blocks whose key/value keep fewer heads than the query (a packed query): GroupQueryAttention's
+    to fuse, never MultiHeadAttention's."""
+    return [a for a in find_attention(ctx)[0] if a.kv_groups > 1]
+
+
+def _find_attention(ctx: ScanContext) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
     cores, misses = attention_cores(ctx)
     found: list[AttentionMatch] = []
     misses = list(misses)
@@ -318,12 +331,12 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
         Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
 
 
-def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple]
-          ) -> Iterator[Match | NearMiss]:
-    """The matches of a rule built over each attention_mha block: build(structure, block) returns
-    (payload, nodes, outputs), None when the block is not of its kind at all (no near miss), or raises
-    Miss (then a near miss at the block's Softmax)."""
-    for a in ctx.result("attention_mha"):
+def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple],
+          extra: list[AttentionMatch] | None = None) -> Iterator[Match | NearMiss]:
+    """The matches of a rule built over each attention_mha block (and the extra ones): build(structure,
+    block) returns (payload, nodes, outputs), None when the block is not of its kind at all (no near miss),
+    or raises Miss (then a near miss at the block's Softmax)."""
+    for a in [*ctx.result("attention_mha"), *(extra or ())]:
         name = ctx.index.name(a.softmax)
         try:
             built = build(ctx.structure, a)
@@ -339,6 +352,8 @@ def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMat
 def _find_matches(ctx: ScanContext) -> Iterator[Match | NearMiss]:
     found, misses = find_attention(ctx)
     for a in found:
+        if a.kv_groups > 1:
+            continue  # grouped key/value heads: attention_gqa's
         yield Match.custom(RULES[0], ctx.index, a.nodes, fused_outputs(a, a.output),
                            bindings={"softmax_node": ctx.index.name(a.softmax)}, payload=a)
     for nodes, reason in misses:
