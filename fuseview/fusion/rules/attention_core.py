@@ -163,6 +163,12 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
     """Back from Softmax: [Add mask | Where mask] [scale] MatMul; (QK MatMul, scale, bias, where mask)."""
     d, ix = s.d, s.ix
     s_in = sm.input[0]
+    cast = s.prod(s_in, "Cast")
+    while (cast is not None and ix.attr(cast, "to") == FLOAT and single_reader(ix, cast.input[0]) is cast
+           and ix.const_dtype(cast.input[0]) in (FLOAT, None)):
+        core.append(cast)  # T5's scores.float() on float scores: no work
+        s_in = cast.input[0]
+        cast = s.prod(s_in, "Cast")
     bias = None
     terms: tuple[str, str] | None = None
     where = None

@@ -86,6 +86,26 @@ def _cache(s: Structure, c: SdpaCore, core: list, shape_nodes: set) -> tuple | N
     return k_split, v_split, (past_k, past_v, cat_k.output[0], cat_v.output[0])
 
 
+def _bias_reads_cache(s: Structure, c: SdpaCore) -> bool:
+    """Whether the mask is computed from the concatenated key or value (GPT-2 slices its causal mask to the
+    key's length): the fused op cannot write a present tensor its own input reads, so the Concats stay
+    and the op takes the concatenated key and value."""
+    cats = {x for x in (c.k_bnsh, c.v) if x and s.prod(x, "Concat") is not None}
+    seen: set[str] = set()
+    todo = [t for t in (c.bias, *(c.bias_terms or ())) if t]
+    while todo and len(seen) < 400:
+        t = todo.pop()
+        if t in cats:
+            return True
+        if t in seen:
+            continue
+        seen.add(t)
+        n = s.d.producer(t)
+        if n is not None:
+            todo.extend(i for i in n.input if i)
+    return False
+
+
 def _keep_shared_splits(ix, core: list, inputs: set[str]) -> None:
     """Leave in the graph the head-split Reshapes of the fused op's inputs that others read too."""
     ids = {id(n) for n in core}
@@ -107,8 +127,10 @@ def _merge_heads(s: Structure, tr_o: onnx.NodeProto, q_ref: str, hidden: int, co
     merge = merges[0]
     vec = d.vec(merge.input[1], probe_nodes := set())
     allow0 = not ix.attr(merge, "allowzero", 0)
+    # one -1 among batch and sequence is the other's complement when the last is the hidden size (T5 eager)
+    free = vec is not None and len(vec) == 3 and vec[2] == hidden and [vec[0], vec[1]].count(-1) == 1
     ok3 = vec is not None and len(vec) == 3 and all(
-        (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j))
+        (vec[j] == 0 and allow0) or (vec[j] == -1 and free) or d.same(vec[j], ("dim", out_t, j))
         or d.same(vec[j], ("dim", q_ref, j)) for j in (0, 1)) and (vec[2] == -1 or vec[2] == hidden)
     core.append(merge)
     if ok3:
@@ -136,7 +158,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     else:
         q3 = None
         hq, dq = s.bnsh_heads(c.q, "Q")
-    cache = _cache(s, c, core, shape_nodes) if q3 is not None else None
+    cache = _cache(s, c, core, shape_nodes) if q3 is not None and not _bias_reads_cache(s, c) else None
     k_split, v_split = (cache[0], cache[1]) if cache else (c.k_split, s.split3d(c.v))
     if k_split is not None and v_split is not None:
         k3, k_nodes, dk, hk, k_sn = k_split
