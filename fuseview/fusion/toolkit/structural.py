@@ -36,8 +36,8 @@ def scalar(dims: SymbolicDims, t: str) -> float | None:
 _SCALAR_OPS: dict[str, Callable[[float], float]] = {"Sqrt": lambda x: float(np.sqrt(x)),
                                                     "Reciprocal": lambda x: 1.0 / x}
 _SCALAR_BINARY: dict[str, Callable[[float, float], float]] = {
-    "Div": lambda x, y: x / y, "Mul": lambda x, y: x * y, "Add": lambda x, y: x + y, "Sub": lambda x, y: x - y,
-    "Pow": lambda x, y: x ** y}
+    "Div": lambda x, y: x / y, "Mul": lambda x, y: x * y, "Add": lambda x, y: x + y,
+    "Sub": lambda x, y: x - y, "Pow": lambda x, y: x ** y}
 
 
 def computed_scalar(dims: SymbolicDims, t: str, nodes: list, depth: int = 0) -> float | None:
