@@ -74,6 +74,7 @@ def build_models(args: argparse.Namespace, work: Path) -> tuple[dict, dict[str, 
     out = _run([args.export_python, "-c", _EXPORT, str(ROOT / "scripts"), width, str(work)],
                "torch export (TorchScript, KV cache)")
     facts = json.loads(out.strip().splitlines()[-1])
+    (work / "facts.json").write_text(json.dumps(facts) + "\n")
     _run([args.genai_python, "-m", "onnxruntime_genai.models.builder", "-i", str(work / "hf"), "-o",
           str(work / "builder"), "-p", "fp32", "-e", "cpu", "-c", str(work / "cache")],
          "onnxruntime-genai builder (fp32, cpu)")
@@ -123,13 +124,14 @@ def logits_agree(models: dict[str, Path], facts: dict) -> str:
     return ", ".join(f"{n} {d:.1e}" for n, d in diffs.items())
 
 
-def time_case(models: dict[str, Path], facts: dict, past: int, new: int, threads: int, runs: int) -> dict:
+def time_case(models: dict[str, Path], facts: dict, past: int, new: int, threads: int, runs: int,
+              sessions: int = 3) -> dict:
     """Interleaved times of every model on one shape; medians and ratios with intervals."""
     from fuseview.stats import compare_timings
 
     names = list(models)
     per_model = {n: feeds_for(models[n], facts, past, new) for n in names}
-    times = _interleaved(models, per_model, threads, runs)
+    times = _interleaved(models, per_model, threads, runs, sessions)
     row = {"past": past, "new": new, "threads": threads,
            "median_ms": {n: float(np.median(times[n])) for n in names}}
     pairs = [("fused", "original"), ("fused", "builder"), ("original", "builder")]
@@ -138,7 +140,7 @@ def time_case(models: dict[str, Path], facts: dict, past: int, new: int, threads
     return row
 
 
-def _interleaved(models: dict[str, Path], feeds: dict[str, dict], threads: int, runs: int
+def _interleaved(models: dict[str, Path], feeds: dict[str, dict], threads: int, runs: int, sessions: int
                  ) -> dict[str, np.ndarray]:
     """time_models on the union of the models' inputs (the same names, dtypes and shapes in every model
     here, checked): one (sessions x runs) array a model."""
@@ -152,10 +154,31 @@ def _interleaved(models: dict[str, Path], feeds: dict[str, dict], threads: int, 
             if union.setdefault(k, v).dtype != v.dtype or union[k].shape != v.shape:
                 raise SystemExit(f"bench_decode: the models disagree on input {k}")
     grouped, _choices = ab.time_models([str(models[n]) for n in names], union, opt_level="all",
-                                       threads=threads, sessions=2, runs=runs, warmup=3)
+                                       threads=threads, sessions=sessions, runs=runs, warmup=3)
     for n, g in zip(names, grouped, strict=True):
         out[n] = g
     return out
+
+
+def profile_ops(models: dict[str, Path], facts: dict, past: int, runs: int, top: int = 8) -> None:
+    """onnxruntime's node-by-node profile of each model's decode step (1 thread, ORT_ENABLE_ALL), summed by
+    op type: where the time goes, and which op types the fused model spends more on than the builder."""
+    from fuseview.runtime.profiling import profile_model
+
+    by_type: dict[str, dict[str, tuple[int, float]]] = {}
+    for name, path in models.items():
+        r = profile_model(str(path), feeds_for(path, facts, past, 1), opt_level="all", runs=runs, threads=1)
+        by_type[name] = {o["op_type"]: (o["nodes"], o["mean_us"]) for o in r["op_types"]}
+        total = sum(us for _n, us in by_type[name].values())
+        rows = sorted(by_type[name].items(), key=lambda kv: -kv[1][1])[:top]
+        print(f"profile {name} (decode past {past}, 1 thread): node time {total / 1000:.2f} ms; "
+              + ", ".join(f"{op} {n}x {us / 1000:.2f} ms" for op, (n, us) in rows))
+    if "fused" in by_type and "builder" in by_type:
+        ops = set(by_type["fused"]) | set(by_type["builder"])
+        diff = {op: by_type["fused"].get(op, (0, 0.0))[1] - by_type["builder"].get(op, (0, 0.0))[1]
+                for op in ops}
+        worst = sorted(diff.items(), key=lambda kv: -kv[1])[:top]
+        print("fused - builder by op type (ms): " + ", ".join(f"{op} {d / 1000:+.2f}" for op, d in worst))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,22 +189,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--pasts", type=int, nargs="+", default=[128, 512])
     ap.add_argument("--prefill", type=int, default=32)
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--sessions", type=int, default=3, help="onnxruntime sessions per model (the interval "
+                    "comes from the spread of their medians)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--reuse", action="store_true", help="time the models an earlier run left in --work")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile each model's decode step node by node (first --pasts length)")
     ap.add_argument("--export-python", default="/work/venvs/decoders/bin/python")
     ap.add_argument("--genai-python", default="/work/venvs/genai/bin/python")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fuseview-decode-") as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        facts, models = build_models(args, work)
+        models = {"original": work / "llama_torch.onnx", "fused": work / "fused.onnx",
+                  "builder": work / "builder" / "model.onnx"}
+        if args.reuse and (work / "facts.json").exists() and all(p.exists() for p in models.values()):
+            facts = json.loads((work / "facts.json").read_text())  # the models of an earlier run, as they are
+        else:
+            facts, models = build_models(args, work)
         print(f"logits vs original at past 16 + 1: {logits_agree(models, facts)}")
         print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         rows = []
         for threads in args.threads:
             shapes = [(p, 1) for p in args.pasts] + [(0, args.prefill)]
             for past, new in shapes:
-                row = time_case(models, facts, past, new, threads, args.runs)
+                row = time_case(models, facts, past, new, threads, args.runs, args.sessions)
                 rows.append(row)
                 med = " ".join(f"{n} {v:.2f}" for n, v in row["median_ms"].items())
                 rat = "  ".join(f"{k} {v['speedup_p50']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
@@ -189,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                 what = f"decode past {past}" if new == 1 else f"prefill {new}"
                 print(f"{threads} thr  {what:16s} ms: {med} | {rat}", flush=True)
         print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        if args.profile:
+            profile_ops(models, facts, args.pasts[0], args.runs)
         if args.json:
             Path(args.json).write_text(json.dumps({"facts": facts, "rows": rows}, indent=1) + "\n")
     return 0
