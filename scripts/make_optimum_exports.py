@@ -15,6 +15,8 @@ transformers < 4.58, so it runs in a venv of its own:
 Files: ``gpt2_2l_past.onnx``, ``llama_2l_past.onnx`` (text-generation-with-past), ``bert_2l.onnx``
 (feature-extraction), ``t5_2l_encoder.onnx`` and ``t5_2l_decoder_past.onnx`` (text2text-generation-with-past).
 Each is checked with onnx.checker and run once in onnxruntime; INDEX.json records inputs, outputs and ops.
+``--real`` exports at the real widths of _export_builders.py instead (GPT-2 small, BERT-base, the 768 x 8
+Llama, T5-small; 0.1-0.7 GB each, not committed) into ``--out``.
 """
 
 from __future__ import annotations
@@ -70,12 +72,12 @@ def _feeds(sess: ort.InferenceSession) -> dict:
     return feeds
 
 
-def export(name: str, out_dir: Path) -> dict[str, dict]:
+def export(name: str, out_dir: Path, width: str = "narrow") -> dict[str, dict]:
     """Build, save, export with main_export, check and copy the kept files; their INDEX.json entries."""
     from optimum.exporters.onnx import main_export
 
     make_config, cls, task, keep = EXPORTS[name]
-    cfg = make_config("narrow")
+    cfg = make_config(width)
     torch.manual_seed(SEED)
     model = cls(cfg).eval()
     perturb_norms(model)
@@ -85,21 +87,27 @@ def export(name: str, out_dir: Path) -> dict[str, dict]:
         model.save_pretrained(src)
         main_export(str(src), str(dst), task=task, do_validation=False)
         for written, kept in keep.items():
+            layers = getattr(cfg, "num_hidden_layers", None) or cfg.num_layers
+            kept = kept.replace("_2l", f"_{layers}l")  # the narrow files are 2 layers; the real ones more
             path = dst / written
             onnx.checker.check_model(str(path))
             sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
             sess.run(None, _feeds(sess))
-            proto = onnx.load(str(path))
-            size = path.stat().st_size
-            if size > LIMIT_BYTES:
+            proto = onnx.load(str(path), load_external_data=False)
+            size = sum(f.stat().st_size for f in dst.glob(written + "*"))
+            if width == "narrow" and size > LIMIT_BYTES:
                 raise RuntimeError(f"{kept} is {size} bytes, over {LIMIT_BYTES}")
-            tmp_out = out_dir / f".{kept}.tmp"
-            shutil.copyfile(path, tmp_out)
-            os.replace(tmp_out, out_dir / kept)
+            if width != "narrow":  # weights in one file beside nothing: load and save them together
+                proto = onnx.load(str(path))
+                onnx.save(proto, str(out_dir / f".{kept}.tmp"))
+                proto = onnx.load(str(out_dir / f".{kept}.tmp"), load_external_data=False)
+            else:
+                shutil.copyfile(path, out_dir / f".{kept}.tmp")
+            os.replace(out_dir / f".{kept}.tmp", out_dir / kept)
             heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "num_heads", None)
             entries[kept.removesuffix(".onnx")] = {
                 "file": kept, "architecture": cls.__name__, "task": task, "written_as": written,
-                "layers": getattr(cfg, "num_hidden_layers", None) or cfg.num_layers, "heads": heads,
+                "layers": layers, "heads": heads,
                 "kv_heads": getattr(cfg, "num_key_value_heads", None) or heads, "bytes": size,
                 "nodes": len(proto.graph.node),
                 "ops": dict(sorted(Counter(n.op_type for n in proto.graph.node).items())),
@@ -113,13 +121,15 @@ def main() -> int:
     """Export the selected models and merge INDEX.json; 1 when some failed."""
     import optimum.version
 
-    out_dir, only = parse_selection(__doc__, ROOT / "assets" / "models" / "optimum", set(EXPORTS))
+    width = "real" if "--real" in sys.argv else "narrow"
+    argv = [a for a in sys.argv[1:] if a != "--real"]
+    out_dir, only = parse_selection(__doc__, ROOT / "assets" / "models" / "optimum", set(EXPORTS), argv)
     failed, entries = [], {}
     for name in EXPORTS:
         if only and name not in only:
             continue
         try:
-            entries.update(export(name, out_dir))
+            entries.update(export(name, out_dir, width))
         except Exception as exc:  # noqa: BLE001 - report it and go on with the others
             print(f"FAILED {name}: {type(exc).__name__}: {str(exc)[:2000]}", file=sys.stderr, flush=True)
             failed.append(name)
