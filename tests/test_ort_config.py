@@ -94,6 +94,12 @@ def test_a_transformer_another_wanted_rule_needs_stays_on() -> None:
 
 
 def test_emit_needs_ort_config_and_a_folder(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "fuseview", "fuse", str(BERT), "-o", str(tmp_path / "f.onnx"),
-                        "--emit", "ort-config", str(tmp_path / "missing")], capture_output=True, text=True)
+    def fuse(*emit: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fuseview", "fuse", str(BERT), "-o",
+                               str(tmp_path / "f.onnx"), "--emit", *emit], capture_output=True, text=True)
+
+    r = fuse("ort-config", str(tmp_path / "missing"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("fuseview: error: --emit")
+    (tmp_path / "decisions.json").symlink_to(BERT)  # never written through, and refused before the model
+    r = fuse("ort-config", str(tmp_path))
+    assert r.returncode == 2 and "symbolic link" in r.stderr and not (tmp_path / "f.onnx").exists()

@@ -84,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     if args.emit and (args.emit[0] != "ort-config" or not Path(args.emit[1]).is_dir()):
         raise FuseviewError(f"--emit {args.emit[0]} {args.emit[1]}: expected --emit ort-config DIR, DIR an"
                             " existing folder")
+    if args.emit:  # refused before anything is written (a link, a folder, an input of this run)
+        from fuseview.atomic import check_output
+        from fuseview.fusion.ort_config import FILES
+
+        for name in FILES:
+            check_output(Path(args.emit[1]) / name)
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
