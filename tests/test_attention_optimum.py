@@ -46,6 +46,17 @@ def test_every_optimum_attention_layer_fuses_and_validates(name: str) -> None:
     assert v.ok and v.max_abs <= 1e-4, v.figures()
 
 
+def test_optimum_llama_goes_into_group_query_attention() -> None:
+    """Optimum's Llama sizes its mask by the repeated key's shape: the block takes that Shape over and
+    computes [B, H, P + S, D] from the new key heads and the past, so GroupQueryAttention fuses."""
+    model, fused, kinds = _attention_ops("llama_2l_past")
+    assert kinds["GroupQueryAttention"] == INDEX["llama_2l_past"]["layers"]
+    from fuseview.fusion.validate_cache import validate_cache_lengths
+
+    for past, new, v in validate_cache_lengths(model, fused):
+        assert v.ok and v.max_abs <= 1e-4, (past, new, v.figures())
+
+
 def test_the_scale_computed_at_run_time_is_one_factor() -> None:
     """Optimum's sdpa multiplies Q and K^T each by sqrt(1/sqrt(D)) computed from Q's shape: one scale."""
     _model, fused, _kinds = _attention_ops("gpt2_2l_past")
