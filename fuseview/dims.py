@@ -157,21 +157,90 @@ class CacheDims:
     total: tuple[str, ...]
 
 
+def _through_copies(g: onnx.GraphProto, t: str, producers: dict[str, onnx.NodeProto]) -> str:
+    """The tensor t copies: back through Identity and one-input Concat nodes (the exporters' cache copies)."""
+    for _ in range(8):
+        n = producers.get(t)
+        if n is None or not (n.op_type == "Identity" or (n.op_type == "Concat" and len(n.input) == 1)):
+            return t
+        t = n.input[0]
+    return t
+
+
+def _graph_cache(model: onnx.ModelProto) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(past slots, total slots) the graph itself ties: a Concat along the length axis whose first input is a
+    graph input copies that input's length as the past (whatever its dims are called), and when the Concat's
+    output is a graph output (the present key/value), that output's length is past + new."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    # a cache tensor is [batch, heads, length, head size] with the heads and head size fixed
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in g.input if vi.name not in inits
+             and len(vi.type.tensor_type.shape.dim) == 4
+             and all(isinstance(declared_dim(vi.type.tensor_type.shape.dim[j]), int) for j in (1, 3))}
+    outputs = {vi.name for vi in g.output}
+    producers = {o: n for n in g.node for o in n.output if o}
+    past: list[tuple[str, int]] = []
+    total: list[tuple[str, int]] = []
+    for n in g.node:
+        if n.op_type != "Concat" or n.domain not in ("", "ai.onnx") or len(n.input) != 2:
+            continue
+        src = _through_copies(g, n.input[0], producers)
+        rank = ranks.get(src)
+        axis = next((int(a.i) for a in n.attribute if a.name == "axis"), 0)
+        if rank is None or axis % rank != rank - 2 or n.input[1] in ranks:
+            continue
+        past.append((src, rank - 2))
+        if n.output[0] in outputs:
+            total.append((n.output[0], rank - 2))
+    return past, total
+
+
+def _output_key(model: onnx.ModelProto, name: str, axis: int) -> str | None:
+    vi = next((v for v in model.graph.output if v.name == name), None)
+    dims = vi.type.tensor_type.shape.dim if vi is not None else ()
+    d = declared_dim(dims[axis]) if axis < len(dims) else None
+    return d if isinstance(d, str) else None
+
+
 def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
-    """The KV-cache relations of a decoder's inputs, or None for a model without past inputs."""
+    """The KV-cache relations of a decoder's inputs, or None for a model without past inputs.
+
+    The graph says them first: the inputs a Concat of past and new tokens starts from are the past (one
+    length), and a present output's declared length, when an input shares its name, is past + new. Names
+    fill in what the graph does not tie (a `past*` input no Concat reads, a mask with a symbol of its own)."""
     slots = dim_slots(model)
-    past = [s.key for s in slots if any(w in s.input.lower() for w in _PAST_INPUT_WORDS)
-            and dim_kind(s.key) != "batch"]
+    by_slot = {(s.input, s.axis): s.key for s in slots}
+    graph_past, graph_total = _graph_cache(model)
+    batch_keys = {by_slot[(x, 0)] for x, _a in graph_past if (x, 0) in by_slot}
+    past = [by_slot[x] for x in graph_past if x in by_slot]
+    past += [s.key for s in slots if any(w in s.input.lower() for w in _PAST_INPUT_WORDS)
+             and dim_kind(s.key) != "batch" and s.axis != 0]
     if not past:
         return None
     past_set = set(past)
-    ids = [s for s in slots if s.key not in past_set and dim_kind(s.key) != "batch"
+    keys = {s.key for s in slots}
+    total = [k for k in (_output_key(model, o, a) for o, a in graph_total) if k in keys and k not in past_set]
+
+    def is_batch(key: str) -> bool:
+        return dim_kind(key) == "batch" or key in batch_keys
+
+    ids = [s for s in slots if s.key not in past_set and s.key not in total and not is_batch(s.key)
            and "mask" not in s.input.lower() and "position" not in s.input.lower()]
     new = next((s.key for s in ids if "ids" in s.input.lower() or "embeds" in s.input.lower()),
                ids[0].key if ids else None)
-    total = [s.key for s in slots if s.key not in past_set and s.key != new and dim_kind(s.key) != "batch"
-             and ("mask" in s.input.lower() or "total" in s.key.lower())]
+    total += [s.key for s in slots if s.key not in past_set and s.key != new and not is_batch(s.key)
+              and ("mask" in s.input.lower() or "total" in s.key.lower())]
     return CacheDims(tuple(dict.fromkeys(past)), new, tuple(dict.fromkeys(total)))
+
+
+def decode_step_dims(model: onnx.ModelProto, dims: dict[str, int] | None) -> dict[str, int] | None:
+    """The dims with one new token (a decoder's decode step) when the model has a KV cache and the user did
+    not set the new tokens' dim; None otherwise. An export traced at one new token may run only there."""
+    cache = cache_dims(model)
+    dims = dict(dims or {})
+    if cache is None or cache.new is None or cache.new in dims or any(k in dims for k in cache.total):
+        return None
+    return {**dims, cache.new: 1}
 
 
 def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:

@@ -181,6 +181,11 @@ class Spec:
     exporter: str  # torchscript or dynamo
     opset: int | None  # None: the dynamo exporter's default
     kv_cache: bool = False
+    # TorchScript's names for the new tokens, the mask's past + new and the past length (dynamo names its own)
+    dim_names: tuple[str, str, str] = ("sequence", "total_sequence", "past_sequence")
+    # traced at this many new tokens; 1 as a decode-step export (transformers then packs the grouped query per
+    # key/value head, and TorchScript bakes that in: such an export runs on one new token only)
+    traced_new: int = EXAMPLE_SEQ
 
 
 _FAMILIES: dict[str, tuple[Callable[[str], transformers.PretrainedConfig], type, bool]] = {
@@ -281,13 +286,14 @@ def export(spec: Spec, model: nn.Module, cfg: transformers.PretrainedConfig, pat
     """Export with torch.onnx.export (the spec's exporter), weights inside the one file."""
     ins, outs = io_names(spec, cfg)
     past = EXAMPLE_PAST if spec.kv_cache else 0
-    args = _torch_args(spec, sample_feed(spec, cfg, EXAMPLE_SEQ, past, SEED), ins)
+    args = _torch_args(spec, sample_feed(spec, cfg, spec.traced_new, past, SEED), ins)
     if spec.exporter == "torchscript":
-        total = "total_sequence" if spec.kv_cache else "sequence"
-        axes = {n: {1: total if n == "attention_mask" else "sequence"} for n in ins
+        new, total, past_name = spec.dim_names
+        total = total if spec.kv_cache else new
+        axes = {n: {1: total if n == "attention_mask" else new} for n in ins
                 if not n.startswith("past_key_values.")}
-        axes.update({n: {2: "past_sequence"} for n in ins if n.startswith("past_key_values.")})
-        axes.update({n: {2: total} if n.startswith("present.") else {1: "sequence"}
+        axes.update({n: {2: past_name} for n in ins if n.startswith("past_key_values.")})
+        axes.update({n: {2: total} if n.startswith("present.") else {1: new}
                      for n in outs if n != "pooler_output"})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -335,8 +341,9 @@ def check(spec: Spec, model: nn.Module, cfg: transformers.PretrainedConfig, path
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     ins, outs = io_names(spec, cfg)
     if spec.kv_cache:
-        shapes = [(p, n, 0) for p in PAST_LENGTHS for n in NEW_TOKENS]
-        shapes.append((PAST_LENGTHS[-1], NEW_TOKENS[-1], 2))
+        news = (1,) if spec.traced_new == 1 else NEW_TOKENS
+        shapes = [(p, n, 0) for p in PAST_LENGTHS for n in news]
+        shapes.append((PAST_LENGTHS[-1], news[-1], 2))
     else:
         shapes = [(0, n, 0) for n in PLAIN_SEQUENCES] + [(0, PLAIN_SEQUENCES[-1], 2)]
     rows = []

@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
     p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
+    p.add_argument("--emit", nargs=2, metavar=("ort-config", "DIR"),
+                   help="also write the decisions as onnxruntime, Optimum and Olive read them, into DIR"
+                   " (fusion_options.json, ort_config.json, session_options.json, olive_pass.json,"
+                   " decisions.json)")
     p.add_argument("--target-opset", type=int, metavar="N",
                    help="convert the fused model to ONNX opset N (default: keep the source's opset; fused ops"
                    " the opset lacks are onnxruntime contrib ops); says what the conversion rewrote")
@@ -77,6 +81,15 @@ def run(args: argparse.Namespace) -> int:
         raise FuseviewError(f"--target-opset {args.target_opset}: not an ONNX opset")
     if args.atol < 0 or args.rtol < 0:
         raise FuseviewError("--atol and --rtol must be 0 or more")
+    if args.emit and (args.emit[0] != "ort-config" or not Path(args.emit[1]).is_dir()):
+        raise FuseviewError(f"--emit {args.emit[0]} {args.emit[1]}: expected --emit ort-config DIR, DIR an"
+                            " existing folder")
+    if args.emit:  # refused before anything is written (a link, a folder, an input of this run)
+        from fuseview.atomic import check_output
+        from fuseview.fusion.ort_config import FILES
+
+        for name in FILES:
+            check_output(Path(args.emit[1]) / name)
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
@@ -112,4 +125,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote      {out}")
     if args.save_plan:  # last, with the model: a run that fails writes nothing
         plan.save(args.save_plan)
+    if args.emit:
+        from fuseview.fusion.ort_config import decisions, write_ort_config
+
+        made = decisions(scan.candidates, set(plan.accepted()), set(args.reject))
+        for path in write_ort_config(args.emit[1], made, str(src)):
+            print(f"wrote      {path}")
     return 0

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-exported
-from fuseview.dims import resolve_dims
+from fuseview.dims import decode_step_dims, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized, weight_bytes
@@ -63,6 +63,7 @@ class Validation:
     dims: dict[str, int] = field(default_factory=dict)
     atol: float = ATOL
     rtol: float = RTOL
+    note: str = ""  # why the dims differ from those asked for (a decoder that runs only at its decode step)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +91,8 @@ class Validation:
 
     def headline(self) -> str:
         """'validated on onnxruntime: max |diff| …' as the CLI, the Apply line and the fused pane show it."""
-        return f"validated on {self.engine}: {self.figures()}"
+        note = f" ({self.note})" if self.note else ""
+        return f"validated on {self.engine}{note}: {self.figures()}"
 
     def to_json(self) -> dict:
         """JSON-ready summary."""
@@ -100,6 +102,7 @@ class Validation:
             "atol": self.atol,
             "rtol": self.rtol,
             "dims": dict(self.dims),
+            "note": self.note,
             "outputs": [
                 {"name": o.name, "max_abs": o.max_abs, "max_rel": o.max_rel, "ok": o.ok} for o in self.outputs
             ],
@@ -107,6 +110,10 @@ class Validation:
                 {"label": r.label, "seed": r.seed, "feeds": r.feeds, "outputs": r.outputs} for r in self.runs
             ],
         }
+
+
+class OriginalFails(FuseviewError):
+    """The original model does not run on the inputs validation made or was given."""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -199,11 +206,36 @@ def validate(
     One engine per model, reused for every input set; the original's engine is released before the fused
     one is made, so a big model's weights are held by one session at a time. original_outputs, when given,
     keeps the original's outputs per input set across calls (tune validates many fused variants of one
-    model on the same inputs)."""
+    model on the same inputs).
+
+    A KV-cache decoder that does not run on the default number of new tokens (an export traced at one new
+    token, as a decode step is, may run only there) is validated at one new token, with a note saying so."""
+    args = (atol, rtol, progress, original_outputs, base_dir)
+    try:
+        return _validate_at(original, fused, reference_only, dims, seed, seeds, inputs, *args)
+    except OriginalFails:
+        decode = None if inputs else decode_step_dims(original, dims)
+        if decode is None:
+            raise
+    try:
+        v = _validate_at(original, fused, reference_only, decode, seed, seeds, inputs, *args)
+    except OriginalFails:
+        used = ", ".join(f"{k}={n}" for k, n in resolve_dims(original, dims).items())
+        raise OriginalFails(f"the original model does not run on generated inputs (dims {used}) nor at one"
+                            f" new token; {HINT}") from None
+    new = next(k for k in decode if k not in (dims or {}))
+    v.note = f"at {new}=1: the original runs only on one new token"
+    return v
+
+
+def _validate_at(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool,
+                 dims: dict[str, int] | None, seed: int, seeds: int, inputs: str | None, atol: float,
+                 rtol: float, progress, original_outputs: dict | None, base_dir) -> Validation:
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
     used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
     engine_key = "reference" if reference_only else "onnxruntime"
-    keys = [f"{label}|{engine_key}" for label, _s, _f in sets]
+    at = ",".join(f"{k}={n}" for k, n in sorted(used.items()))
+    keys = [f"{label}|{engine_key}|{at}" for label, _s, _f in sets]
     cache = original_outputs if original_outputs is not None else {}
     # without a caller's cache the original's outputs wait on disk while the fused model runs: a real
     # decoder's logits are 16-26 MB per input set (README "Real size")
@@ -251,7 +283,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
     except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
         label = sets[len(expected)][0] if len(expected) < len(sets) else sets[0][0]
         where = f"the inputs of {label}" if given else f"generated inputs (dims {dims_text})"
-        raise FuseviewError(
+        raise OriginalFails(
             f"the original model does not run on {where}: {_first_line(exc)}; {HINT}"
         ) from None
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import onnx
 
+from fuseview.dims import cache_dims as cache_relations
 from fuseview.dims import dim_kind, dim_slots
 from fuseview.errors import FuseviewError
 from fuseview.fusion.validate import ATOL, RTOL, Validation, validate
@@ -23,18 +24,25 @@ def _is_past(name: str) -> bool:
 
 
 def has_kv_cache(model: onnx.ModelProto) -> bool:
-    """True when some input is a cached key/value (its name says past) with a non-fixed length."""
-    return any(_is_past(s.input) for s in dim_slots(model))
+    """True when some input is a cached key/value (the graph concatenates it with the new tokens' key or
+    value, or its name says past) with a non-fixed length."""
+    return cache_relations(model) is not None or any(_is_past(s.input) for s in dim_slots(model))
 
 
 def cache_dims(model: onnx.ModelProto, past: int, new: int) -> dict[str, int]:
-    """Every non-fixed input dim for `past` cached and `new` tokens: past inputs' axis 2 = past, the mask's
-    last axis = past + new, batch-like dims 1, the other dims new; FuseviewError if two share a key."""
+    """Every non-fixed input dim for `past` cached and `new` tokens: the past length (whatever its name, as
+    the graph ties it: fuseview.dims.cache_dims) = past, past + new where the graph or the mask says so,
+    batch-like dims 1, the other dims new; FuseviewError if two share a key."""
     cached = has_kv_cache(model)
+    rel = cache_relations(model)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
     dims: dict[str, int] = {}
     for s in dim_slots(model):
-        if _is_past(s.input) and s.axis == ranks[s.input] - 2:
+        if rel is not None and s.key in rel.past:
+            want = past
+        elif rel is not None and s.key in rel.total:
+            want = past + new
+        elif _is_past(s.input) and s.axis == ranks[s.input] - 2:
             want = past
         elif "mask" in s.input.lower() and s.axis == ranks[s.input] - 1:
             want = past + new if cached else new

@@ -47,6 +47,9 @@ class SdpaCore:
     pv: onnx.NodeProto  # MatMul(probs, v)
     output: str  # [B,H,S,D] result (after an identity Reshape when there is one)
     guarded: bool = False  # probabilities pass Where(IsNaN(p), 0, p): fully masked rows give 0
+    # query heads per key/value head when Q is packed per KV head ([B,H,1,D] -> [B,KVH,R,D], transformers'
+    # pack_gqa for one new token) and K, V keep their KVH heads; 1 otherwise
+    groups: int = 1
     notes: list[str] = field(default_factory=list)
 
 
@@ -160,6 +163,12 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
     """Back from Softmax: [Add mask | Where mask] [scale] MatMul; (QK MatMul, scale, bias, where mask)."""
     d, ix = s.d, s.ix
     s_in = sm.input[0]
+    cast = s.prod(s_in, "Cast")
+    while (cast is not None and ix.attr(cast, "to") == FLOAT and single_reader(ix, cast.input[0]) is cast
+           and ix.const_dtype(cast.input[0]) in (FLOAT, None)):
+        core.append(cast)  # T5's scores.float() on float scores: no work
+        s_in = cast.input[0]
+        cast = s.prod(s_in, "Cast")
     bias = None
     terms: tuple[str, str] | None = None
     where = None
@@ -259,11 +268,66 @@ def match_core(s: Structure, sm: onnx.NodeProto) -> SdpaCore:
     guarded = any(n.op_type == "IsNaN" for n in core)
     mm_qk, scale, bias, where, terms = _scores(s, sm, core)
     qa, fq = s.scale_mul(mm_qk.input[0], core)
+    groups = 1
+    packed = packed_query(s, qa, out, core, shape_nodes)
+    if packed is not None:
+        qa, out, groups = packed
+        qa, fq2 = s.scale_mul(qa, core)
+        fq *= fq2
+        for t in terms or ((bias,) if bias is not None else ()):
+            shape = s.ix.shape(t)
+            one_head = shape is not None and len(shape) == 4 and shape[1] == 1
+            if s.d.canon(("dim", t, 1)) != 1 and not one_head:
+                raise Miss(f"{sm.name}: per-head mask over a query packed per key/value head")
     kh, k_split, tr_k, fk = _key(s, mm_qk, core, shape_nodes)
     if terms is not None:
         bias = pv.output[0] + "_attention_bias"  # the sum, made in front of the fused op
     return SdpaCore(sm, core, shape_nodes, qa, kh, k_split, tr_k, pv.input[1], scale * fq * fk, bias,
-                    terms, where, pv, out, guarded)
+                    terms, where, pv, out, guarded, groups)
+
+
+def packed_query(s: Structure, qa: str, out: str, core: list, shape_nodes: set
+                 ) -> tuple[str, str, int] | None:
+    """(query [B,H,S,D], unpacked output [B,H,S,D], R) when the query is packed per key/value head and the
+    output unpacked back, as transformers' ``pack_gqa`` writes it for one new token:
+
+        Reshape(q, [B, H/R, R, D]) -> core over [B, KVH, T, D] keys -> Reshape(o, [B, -1, S, D])
+
+    The pack holds only where S is 1 (H*S*D elements into H*D), so the original runs only there, and there
+    it is grouped-query attention with query head h reading key/value head h // R."""
+    pack = s.prod(qa, "Reshape")
+    if pack is None or s.d.rank(pack.input[0]) != 4:
+        return None
+    q = pack.input[0]
+    local: set[int] = set()
+    vec = s.d.vec(pack.input[1], local)
+    heads, size = s.d.canon(("dim", q, 1)), s.d.canon(("dim", q, 3))
+    if vec is None or len(vec) != 4 or not isinstance(heads, int) or not isinstance(vec[2], int):
+        return None
+    r = vec[2]
+    allow0 = not s.ix.attr(pack, "allowzero", 0)
+    if r < 2 or heads % r or s.d.canon(vec[1]) != heads // r:
+        return None
+    if not ((vec[0] == 0 and allow0) or s.d.same(vec[0], ("dim", q, 0))) or s.d.canon(vec[3]) != size:
+        return None
+    users = s.ix.consumers.get(out, ())
+    rest = [u for u in users if u.op_type != "Shape"]
+    if len(rest) != 1 or rest[0].op_type != "Reshape" or out in s.ix.graph_outputs:
+        return None
+    unpack = rest[0]
+    uvec = s.d.vec(unpack.input[1], local)
+    if uvec is None or len(uvec) != 4:
+        return None
+    batch_ok = (uvec[0] == 0 and not s.ix.attr(unpack, "allowzero", 0)) or any(
+        s.d.same(uvec[0], ("dim", x, 0)) for x in (out, q))
+    heads_ok = uvec[1] == -1 or s.d.canon(uvec[1]) == heads
+    if not (batch_ok and heads_ok and s.d.same(uvec[2], ("dim", q, 2)) and s.d.canon(uvec[3]) == size):
+        return None
+    if any(u.op_type == "Shape" and id(u) not in local for u in users):
+        return None
+    core.extend([pack, unpack])
+    shape_nodes |= local
+    return q, unpack.output[0], r
 
 
 def _find_cores(ctx: ScanContext) -> tuple[dict[str, SdpaCore], list[tuple[list[str], str]]]:

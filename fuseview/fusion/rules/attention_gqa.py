@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
-from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
+from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
 from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
 
 INT32 = onnx.TensorProto.INT32
@@ -42,6 +42,10 @@ class GqaMatch:
     value_3d: bool
     past: tuple[str, str] | None  # past key, past value [B, KVH, P, D]
     present: tuple[str, str] | None  # the model's present key and value (the fused op writes them)
+    # outputs of Shape nodes outside the block that read the repeated key or value (Optimum's Llama sizes its
+    # mask by the repeated key): the replacement computes [B, H, P + S, D] for them from the new heads and
+    # the past, so the mask never waits on the fused op's own outputs
+    repeat_shapes: tuple[str, ...] = ()
 
 
 def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
@@ -122,8 +126,11 @@ def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
     shape_ids: set[int] = set()
     if a.cache is not None:
         raise Miss("key/value are full heads with a cache: MultiHeadAttention takes them")
-    kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
-    kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
+    if a.kv_groups > 1:  # the core already reads the key/value heads unrepeated (a packed query)
+        kv_k, kvh, kv_v, kvh_v = a.k, a.num_heads // a.kv_groups, a.v, a.num_heads // a.kv_groups
+    else:
+        kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
+        kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
     if kvh != kvh_v:
         raise Miss(f"{a.softmax.name}: key has {kvh} heads, value {kvh_v}")
     k_new, past_k, present_k = _new_heads(s, kv_k, nodes)
@@ -142,11 +149,29 @@ def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
     for n in list(nodes):
         if n.op_type == "Reshape":
             shape_inputs_walk(s, n.input[1], shape_ids)
+    shapes = _repeat_shape_readers(s, a, nodes, k_split is None)
     matched = s.absorb(nodes, shape_ids)
     present = {x for x in (present_k, present_v) if x}
-    s.check_contained(nodes, matched, {a.output} | present)
+    s.check_contained(nodes, matched, {a.output} | present | set(shapes))
     return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
-                    (past_k, past_v) if past_k else None, (present_k, present_v) if present_k else None)
+                    (past_k, past_v) if past_k else None, (present_k, present_v) if present_k else None,
+                    tuple(shapes))
+
+
+def _repeat_shapes_of(s: Structure, t: str, nodes: list) -> list[onnx.NodeProto]:
+    ids = {id(n) for n in nodes}
+    return [u for u in s.ix.consumers.get(t, ()) if id(u) not in ids and u.op_type == "Shape"
+            and not any(a.name in ("start", "end") for a in u.attribute)]
+
+
+def _repeat_shape_readers(s: Structure, a: AttentionMatch, nodes: list, bnsh: bool) -> list[str]:
+    """Whole-shape Shape nodes outside the block reading the repeated key/value: they join the block (their
+    outputs are then written by the replacement). Only where the new key goes in as [B, KVH, S, D] heads."""
+    if a.kv_groups > 1 or not bnsh:
+        return []
+    readers = _repeat_shapes_of(s, a.k, nodes) + _repeat_shapes_of(s, a.v, nodes)
+    nodes.extend(readers)
+    return [n.output[0] for n in readers]
 
 
 def _to_bsh(t: str, out: str) -> list[Replacement]:
@@ -185,6 +210,30 @@ def _lengths(g: GqaMatch, query: str, base: str) -> list[Replacement]:
     return reps
 
 
+def _repeat_shape_values(g: GqaMatch, base: str) -> list[Replacement]:
+    """[B, H, P + S, D] (the repeated key's shape) for each Shape output the block took over."""
+    if not g.repeat_shapes:
+        return []
+
+    def part(x: str, start: int, out: str) -> Replacement:
+        return Replacement(inputs=[x], attrs={"start": start, "end": start + 1}, op="Shape", domain="",
+                           outputs=[out])
+
+    heads, length = base + "_rep_heads", base + "_rep_new"
+    reps = [part(g.key, 0, base + "_rep_b"), part(g.key, 2, length), part(g.key, 3, base + "_rep_d")]
+    if g.past is not None:
+        reps += [part(g.past[0], 2, base + "_rep_past"),
+                 Replacement(inputs=[base + "_rep_past", length], op="Add", domain="",
+                             outputs=[base + "_rep_t"])]
+        length = base + "_rep_t"
+    out = g.repeat_shapes[0]
+    reps.append(Replacement(inputs=[base + "_rep_b", heads, length, base + "_rep_d"], attrs={"axis": 0},
+                            op="Concat", domain="", outputs=[out],
+                            initializers={heads: np.array([g.mha.num_heads], np.int64)}))
+    reps += [Replacement(inputs=[out], op="Identity", domain="", outputs=[o]) for o in g.repeat_shapes[1:]]
+    return reps
+
+
 def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
     a = g.mha
@@ -202,6 +251,7 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
         value = base + "_value"
         pre += _to_bsh(g.value, value)
     pre += _lengths(g, query, base)
+    pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
     inputs = [query, key, value, *past, base + "_seqlens_k", base + "_total_sequence_length",
               "", "", "", bias or ""]
@@ -217,10 +267,10 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
 
 
 def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
-    if a.cache is not None or not _repeats(s, a.k):
+    if a.cache is not None or not (a.kv_groups > 1 or _repeats(s, a.k)):
         return None  # full key/value heads: MultiHeadAttention's block, not a grouped one
     g = match_gqa(s, a)
-    return g, g.nodes, [a.output, *(g.present or ())]
+    return g, g.nodes, [a.output, *(g.present or ()), *g.repeat_shapes]
 
 
 RULES = [
@@ -230,7 +280,7 @@ RULES = [
         fused_op="GroupQueryAttention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[0], _gqa),
+        find=lambda ctx: widen(ctx, RULES[0], _gqa, grouped_blocks(ctx)),
         replace=lambda m: gqa_replacement(m.payload),
         requires=("attention_mha",),
         priority=105,

@@ -59,6 +59,8 @@ class AttentionMatch:
     guard: bool = False
     opset: int = 17
     bias_terms: tuple[str, str] | None = None  # bias is their sum, made in front of the fused op
+    # query heads per key/value head of a core over unrepeated K/V (packed query): GroupQueryAttention's
+    kv_groups: int = 1
 
 
 def _past_concat(s: Structure, t: str) -> tuple[onnx.NodeProto, str, tuple] | None:
@@ -84,6 +86,26 @@ def _cache(s: Structure, c: SdpaCore, core: list, shape_nodes: set) -> tuple | N
     return k_split, v_split, (past_k, past_v, cat_k.output[0], cat_v.output[0])
 
 
+def _bias_reads_cache(s: Structure, c: SdpaCore) -> bool:
+    """Whether the mask is computed from the concatenated key or value (GPT-2 slices its causal mask to the
+    key's length): the fused op cannot write a present tensor its own input reads, so the Concats stay
+    and the op takes the concatenated key and value."""
+    cats = {x for x in (c.k_bnsh, c.v) if x and s.prod(x, "Concat") is not None}
+    seen: set[str] = set()
+    todo = [t for t in (c.bias, *(c.bias_terms or ())) if t]
+    while todo and len(seen) < 400:
+        t = todo.pop()
+        if t in cats:
+            return True
+        if t in seen:
+            continue
+        seen.add(t)
+        n = s.d.producer(t)
+        if n is not None:
+            todo.extend(i for i in n.input if i)
+    return False
+
+
 def _keep_shared_splits(ix, core: list, inputs: set[str]) -> None:
     """Leave in the graph the head-split Reshapes of the fused op's inputs that others read too."""
     ids = {id(n) for n in core}
@@ -105,8 +127,10 @@ def _merge_heads(s: Structure, tr_o: onnx.NodeProto, q_ref: str, hidden: int, co
     merge = merges[0]
     vec = d.vec(merge.input[1], probe_nodes := set())
     allow0 = not ix.attr(merge, "allowzero", 0)
+    # one -1 among batch and sequence is the other's complement when the last is the hidden size (T5 eager)
+    free = vec is not None and len(vec) == 3 and vec[2] == hidden and [vec[0], vec[1]].count(-1) == 1
     ok3 = vec is not None and len(vec) == 3 and all(
-        (vec[j] == 0 and allow0) or d.same(vec[j], ("dim", out_t, j))
+        (vec[j] == 0 and allow0) or (vec[j] == -1 and free) or d.same(vec[j], ("dim", out_t, j))
         or d.same(vec[j], ("dim", q_ref, j)) for j in (0, 1)) and (vec[2] == -1 or vec[2] == hidden)
     core.append(merge)
     if ok3:
@@ -134,7 +158,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     else:
         q3 = None
         hq, dq = s.bnsh_heads(c.q, "Q")
-    cache = _cache(s, c, core, shape_nodes) if q3 is not None else None
+    cache = _cache(s, c, core, shape_nodes) if q3 is not None and not _bias_reads_cache(s, c) else None
     k_split, v_split = (cache[0], cache[1]) if cache else (c.k_split, s.split3d(c.v))
     if k_split is not None and v_split is not None:
         k3, k_nodes, dk, hk, k_sn = k_split
@@ -153,7 +177,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
         k3, v3 = c.k_bnsh, c.v  # BNSH key/value, e.g. after rotary or repeat_kv
         for x, what in ((k3, "K"), (v3, "V")):
             h, dd = s.bnsh_heads(x, what)
-            if (h, dd) != (hq, dq):
+            if (h * c.groups, dd) != (hq, dq):
                 raise Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
     for x in (q3 or c.q, k3, v3):
         if ix.const_dtype(x) not in (FLOAT, None):
@@ -176,7 +200,8 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     s.check_contained(core, matched, {out_t} | present)
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
                           q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
-                          guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms)
+                          guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms,
+                          kv_groups=c.groups)
 
 
 def _sliced_per_head(s: Structure, q: str) -> bool:
@@ -214,7 +239,17 @@ def _needs_row_guard(s: Structure, c: SdpaCore) -> bool:
 
 
 def find_attention(ctx: ScanContext) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
-    """Exact attention blocks and near misses (matched node names, reason) of a scan."""
+    """Exact attention blocks and near misses (matched node names, reason) of a scan; found once per scan."""
+    return ctx.memo(find_attention, _find_attention)
+
+
+def grouped_blocks(ctx: ScanContext) -> list[AttentionMatch]:
+    """The blocks whose key/value keep fewer heads than the query (a packed query): GroupQueryAttention's
+    to fuse, never MultiHeadAttention's."""
+    return [a for a in find_attention(ctx)[0] if a.kv_groups > 1]
+
+
+def _find_attention(ctx: ScanContext) -> tuple[list[AttentionMatch], list[tuple[list[str], str]]]:
     cores, misses = attention_cores(ctx)
     found: list[AttentionMatch] = []
     misses = list(misses)
@@ -318,12 +353,12 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
         Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
 
 
-def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple]
-          ) -> Iterator[Match | NearMiss]:
-    """The matches of a rule built over each attention_mha block: build(structure, block) returns
-    (payload, nodes, outputs), None when the block is not of its kind at all (no near miss), or raises
-    Miss (then a near miss at the block's Softmax)."""
-    for a in ctx.result("attention_mha"):
+def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple],
+          extra: list[AttentionMatch] | None = None) -> Iterator[Match | NearMiss]:
+    """The matches of a rule built over each attention_mha block (and the extra ones): build(structure,
+    block) returns (payload, nodes, outputs), None when the block is not of its kind at all (no near miss),
+    or raises Miss (then a near miss at the block's Softmax)."""
+    for a in [*ctx.result("attention_mha"), *(extra or ())]:
         name = ctx.index.name(a.softmax)
         try:
             built = build(ctx.structure, a)
@@ -339,6 +374,8 @@ def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMat
 def _find_matches(ctx: ScanContext) -> Iterator[Match | NearMiss]:
     found, misses = find_attention(ctx)
     for a in found:
+        if a.kv_groups > 1:
+            continue  # grouped key/value heads: attention_gqa's
         yield Match.custom(RULES[0], ctx.index, a.nodes, fused_outputs(a, a.output),
                            bindings={"softmax_node": ctx.index.name(a.softmax)}, payload=a)
     for nodes, reason in misses:

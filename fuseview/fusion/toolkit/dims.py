@@ -28,6 +28,10 @@ Dim = Any  # int, ("param", name), ("dim", tensor, i) or None
 
 
 # --------------------------------------------------------------------------------------- symbolic shapes
+# a shape expression of two fixed sizes, as an ONNX int64 op computes it (sizes are never negative)
+_FOLD = {"Mul": lambda x, y: x * y, "Add": lambda x, y: x + y, "Sub": lambda x, y: x - y,
+         "Div": lambda x, y: x // y}
+
 class SymbolicDims:
     """Symbolic reasoning about dims and 1-D shape vectors over a GraphIndex (memoised per scan)."""
 
@@ -381,7 +385,10 @@ class SymbolicDims:
         if isinstance(e, tuple) and e[0] == "dim":
             return self.dim(e[1], e[2], depth + 1)
         if isinstance(e, tuple) and e[0] == "expr" and depth < 50:
-            return ("expr", e[1], self.canon(e[2], depth + 1), self.canon(e[3], depth + 1))
+            x, y = self.canon(e[2], depth + 1), self.canon(e[3], depth + 1)
+            if isinstance(x, int) and isinstance(y, int) and (e[1] != "Div" or y > 0):
+                return _FOLD[e[1]](x, y)  # both sides fixed sizes: the expression is a number
+            return ("expr", e[1], x, y)
         return e
 
     def vec(self, t: str, visited: set[int], depth: int = 0) -> list[Dim] | None:
@@ -447,13 +454,15 @@ class SymbolicDims:
             return data[slice(start, min(end, 2**62), step)]
         if op == "Where":
             return self._where_vec(n, visited, d)
-        if op in ("Mul", "Add", "Sub") and len(n.input) == 2:
+        if op in ("Mul", "Add", "Sub", "Div") and len(n.input) == 2:
             a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
             if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
                 return None
             size = max(len(a), len(b))
             a, b = (a * size if len(a) == 1 else a), (b * size if len(b) == 1 else b)
-            py = {"Mul": lambda x, y: x * y, "Add": lambda x, y: x + y, "Sub": lambda x, y: x - y}[op]
+            if op == "Div" and any(isinstance(y, int) and y <= 0 for y in b):
+                return None  # sizes are never negative: a division by 0 or less is no size
+            py = _FOLD[op]
             # an expression of dims: equal only to the same expression (never a number it may happen to be)
             return [py(x, y) if isinstance(x, int) and isinstance(y, int) else ("expr", op, x, y)
                     for x, y in zip(a, b, strict=True)]

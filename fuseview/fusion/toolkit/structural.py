@@ -9,7 +9,7 @@ such match needs: ``absorb`` (take in the shape subgraphs only the match reads) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,59 @@ def scalar(dims: SymbolicDims, t: str) -> float | None:
     if v is None or v.size != 1 or v.dtype.kind not in "fiu":
         return None
     return float(np.ravel(v)[0])
+
+
+_SCALAR_OPS: dict[str, Callable[[float], float]] = {"Sqrt": lambda x: float(np.sqrt(x)),
+                                                    "Reciprocal": lambda x: 1.0 / x}
+_SCALAR_BINARY: dict[str, Callable[[float, float], float]] = {
+    "Div": lambda x, y: x / y, "Mul": lambda x, y: x * y, "Add": lambda x, y: x + y,
+    "Sub": lambda x, y: x - y, "Pow": lambda x, y: x ** y}
+
+
+def computed_scalar(dims: SymbolicDims, t: str, nodes: list, depth: int = 0) -> float | None:
+    """The value of a one-element tensor computed from constants and fixed dims, as torch's sdpa export
+    writes its scale (``Sqrt(1 / Sqrt(Shape(q)[-1]))`` on Q and on K); the nodes computing it go in nodes."""
+    if (c := scalar(dims, t)) is not None:
+        return c
+    n = dims.producer(t)
+    if n is None or depth > 12 or n.domain not in ("", "ai.onnx"):
+        return None
+    found: list = []
+    value: float | None = None
+    if n.op_type in ("Shape", "Slice", "Gather", "Squeeze", "Unsqueeze"):
+        vec = dims.vec(t, set())
+        v = [dims.canon(e) for e in vec] if vec is not None else None
+        if v is None or len(v) != 1 or not isinstance(v[0], int):
+            return None
+        _shape_nodes(dims, t, set(), found)
+        value = float(v[0])
+    elif n.op_type == "Cast" or n.op_type in _SCALAR_OPS:
+        x = computed_scalar(dims, n.input[0], found, depth + 1)
+        value = None if x is None else (x if n.op_type == "Cast" else float(_SCALAR_OPS[n.op_type](x)))
+    elif n.op_type in _SCALAR_BINARY and len(n.input) == 2:
+        x = computed_scalar(dims, n.input[0], found, depth + 1)
+        y = computed_scalar(dims, n.input[1], found, depth + 1)
+        if x is None or y is None or (n.op_type == "Div" and y == 0) or (n.op_type == "Pow" and x < 0):
+            return None
+        value = float(_SCALAR_BINARY[n.op_type](x, y))
+    if value is None or not np.isfinite(value):
+        return None
+    found.append(n)
+    nodes.extend(x for x in found if all(x is not y for y in nodes))
+    return value
+
+
+def _shape_nodes(dims: SymbolicDims, t: str, seen: set[int], out: list) -> None:
+    """The nodes computing a shape element back to (and with) its Shape nodes."""
+    n = dims.producer(t)
+    if n is None or id(n) in seen or n.op_type == "Constant":
+        return
+    seen.add(id(n))
+    out.append(n)
+    if n.op_type != "Shape":
+        for i in n.input:
+            if i:
+                _shape_nodes(dims, i, seen, out)
 
 
 def single_reader(ix: Any, t: str) -> onnx.NodeProto | None:
@@ -118,6 +171,12 @@ class Structure:
         if ca is not None:
             core.append(n)
             return b, ca
+        for x, f in ((a, b), (b, a)) if n.op_type == "Mul" else ((a, b),):
+            computed: list = []
+            c = computed_scalar(self.d, f, computed)
+            if c is not None and (n.op_type == "Mul" or c != 0):
+                core.extend([n] + [m for m in computed if all(m is not y for y in core)])
+                return x, (c if n.op_type == "Mul" else 1.0 / c)
         return t, 1.0
 
     def heads(self, t: str, core: list, shape_nodes: set, which: str) -> tuple[str, int, int | None]:
