@@ -11,7 +11,7 @@ from PySide6.QtGui import QImage
 
 from fuseview import DEMO_MODEL
 from fuseview.graph.loader import load_document
-from fuseview.ui import app as ui_app
+from fuseview.ui import qt_app as ui_app  # headless takes grab_to_png from its home
 from fuseview.ui.headless import DEFAULT_SIZE, run_workbench
 from tests.conftest import ROOT
 
