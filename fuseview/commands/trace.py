@@ -47,6 +47,11 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
           f" step p50 {_us(s['p50'])}, min {_us(s['min'])}, max {_us(s['max'])})")
         for why in t.get("excluded_steps", []):
             w(f"  left out: {why}")
+    choice = rep.get("provenance_choice")
+    if choice and choice["ignored"]:
+        w(f"provenance: read {choice['used']}")
+        for ig in choice["ignored"]:
+            w(f"  ignored {Path(ig['log']).name}: {ig['why']}")
     d = rep["diff"]
     if d is None:
         t = rep["traces"][0]
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
-    log = read_compile_log(prov) if prov is not None else None
+    log = read_compile_log(prov, after) if prov is not None and after is not None else None
     report = TraceReport.from_json(build_report(before, after, log))
     if to_stdout:
         print(report.text(), end="")

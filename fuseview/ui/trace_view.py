@@ -152,10 +152,10 @@ def load_report_job(paths: list[str], steps: int | None = None, provenance: str 
         progress("comparing", len(files) / (len(files) + 1))
         from fuseview.traces.timeline import step_timeline
 
-        log = read_compile_log(prov) if prov is not None and len(loaded) == 2 else None
+        log = read_compile_log(prov, loaded[1]) if prov is not None and len(loaded) == 2 else None
         drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
         timelines = [t for t in drawn if t is not None]
-        codes = {g.key: g.post_grad_code for g in log.graphs} if log is not None else {}
+        codes = {g.key: g.post_grad_graph for g in log.graphs} if log is not None else {}
         return build_report(*loaded, log=log), timelines, codes
 
     return work
@@ -379,7 +379,7 @@ class TraceView(QWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict, graph_codes: dict[str, str] | None = None) -> None:
+    def show_report(self, report: dict, graph_codes: dict | None = None) -> None:
         """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
         self.report = report
         self.status.setText(summary_text(report))
