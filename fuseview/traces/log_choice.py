@@ -18,7 +18,7 @@ from typing import Any
 
 from fuseview.errors import FuseviewError
 
-SLACK_S = 1.0  # header clocks have millisecond steps; the trace's clock and the log's may differ a little
+SLACK_S = 0.05  # header clocks have millisecond steps; the profiler's and the log's clocks agree to ms
 HALF_YEAR_S = 183 * 86400
 
 
@@ -45,7 +45,7 @@ def clock_seconds(clock: bytes | None, near: float) -> float | None:
 
 
 def _hms(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
 def _fits_graphs(log) -> str | None:

@@ -63,13 +63,18 @@ class RawTrace:
     flow_ts: array = field(default_factory=lambda: array("d"))
     # onnxruntime: (start, duration) of each model_run, read from the Session events
     runs: list[tuple[float, float]] = field(default_factory=list)
-    threads: list = field(default_factory=list)  # thread id -> its (pid, tid)
+    threads: list = field(default_factory=list)  # thread id -> its (pid, tid) as text
     # Kineto's baseTimeNanoseconds: the wall clock (ns since the epoch) of ts 0, when the trace says it
     base_ns: int | None = None
 
     def pids(self) -> frozenset[int]:
         """The process ids of the trace's threads."""
-        return frozenset(p for p, _t in self.threads if isinstance(p, int) and not isinstance(p, bool))
+        out = set()
+        for key in self.threads:  # "(14941, 14941)"
+            pid = key[1:].split(",", 1)[0]
+            if pid.isdigit() and len(pid) < 19:
+                out.add(int(pid))
+        return frozenset(out)
 
     def wall_span(self) -> tuple[float, float] | None:
         """(first start, last end) of the trace's events in seconds since the epoch, when it has a base."""
