@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     prefix = "trace_workspace" if len(paths) == 1 and Path(paths[0]).is_dir() else "trace_compare"
     if prefix == "trace_workspace":
         view.kernels.select(1)  # a fused kernel: several post-grad nodes selected
-    shots = [(1, f"{prefix}_kernels.png"), (0, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
+    shots = [(0, f"{prefix}_kernels.png"), (1, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
     if prefix == "trace_workspace":
         shots.append((4, f"{prefix}_flame.png"))
     for tab, name in shots:

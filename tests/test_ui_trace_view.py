@@ -53,13 +53,16 @@ def test_compare_draws_plots_and_table(qtbot, view):
     assert "step time before/after" in view.status.text()
     labels = view.event_plot.labels
     assert view.event_plot.bar_count() > 5 and set(view.event_plot.bars) == {BEFORE, AFTER}
-    # total time per step by default, the number the CLI prints for the same row; linear axes
-    assert view.time_stat.currentText() == TOTAL and not view.event_plot.log_x and not view.kernel_plot.log_x
-    totals = [{e["name"]: e["per_step_us"] for e in t["events"]} for t in rep["traces"]]
-    biggest = [max(t.get(n, 0.0) for t in totals) for n in labels]
+    # self time per step by default (nested calls counted once), the number the CLI prints; linear axes
+    assert view.time_stat.currentText() == SELF and not view.event_plot.log_x and not view.kernel_plot.log_x
+    selfs = [{e["name"]: e["self_us"] / t["steps"] for e in t["events"]} for t in rep["traces"]]
+    biggest = [max(t.get(n, 0.0) for t in selfs) for n in labels]
     assert biggest == sorted(biggest, reverse=True)
-    view.time_stat.setCurrentText(SELF)
     assert any(lbl.startswith("graph_3_cpp_fused") for lbl in view.event_plot.labels)
+    view.time_stat.setCurrentText(TOTAL)
+    totals = [{e["name"]: e["per_step_us"] for e in t["events"]} for t in rep["traces"]]
+    biggest = [max(t.get(n, 0.0) for t in totals) for n in view.event_plot.labels]
+    assert biggest == sorted(biggest, reverse=True)
     kernels = [kernel_label(k) for k in rep["diff"]["fused_kernels"]]
     assert view.kernel_plot.labels == kernels and set(view.kernel_plot.bars) == {REPLACED, KERNEL}
     # each row names the ops the kernel replaced, on screen
@@ -262,3 +265,34 @@ def test_selecting_a_kernel_selects_its_post_grad_nodes(qtbot, view):
         names = sorted(doc.graph.nodes[int(k[2:])].name for k in g.scene.selected_keys())
         assert names == sorted(r["post_grad"]) and names
         assert set(g.scene.marked_keys()) >= set(g.scene.selected_keys())
+
+
+def test_a_capture_opens_on_its_kernels_without_python_frames(qtbot, view):
+    """Issue 28.2: the first tab is the kernel table; Python frames only when asked; never fuseview's own."""
+    load(qtbot, view, [CAPTURE])
+    assert view.tabs.indexOf(view.kernels) == 0 and view.tabs.currentWidget() is view.kernels
+    t = view.kernels.table
+    names = [t.item(i, 0).text() for i in range(t.rowCount())]
+    assert any("cpp_fused" in n for n in names) and any("extern_kernels.addmm" in n for n in names)
+    verdicts = [t.item(i, 6).text() for i in range(t.rowCount())]
+    assert all(v.startswith("kernel ") and ("faster" in v or "slower" in v) for v in verdicts)
+    assert all(t.item(i, 8).text() for i in range(t.rowCount()))  # every kernel's source lines
+    labels = view.event_plot.labels
+    assert any(lbl.startswith("aten::") for lbl in labels)
+    assert not any("(" in lbl and "): " in lbl for lbl in labels)  # no `file.py(12): f` frame
+    shown = [view.table.item(i, 0).text() for i in range(view.table.rowCount())]
+    assert not any("fuseview/capture/" in n or n.startswith("nn.Module") for n in shown)
+    view.python.setChecked(True)
+    shown = [view.table.item(i, 0).text() for i in range(view.table.rowCount())]
+    assert any("): forward" in n for n in shown)
+    assert not any("fuseview/capture/" in n for n in shown)
+
+
+def test_a_frame_path_is_shown_relative_to_the_working_folder(tmp_path, monkeypatch):
+    from fuseview.traces.display import shown_name
+
+    monkeypatch.chdir(tmp_path)
+    inside = str(tmp_path / "pkg" / "model.py")
+    assert shown_name(f"{inside}(12): forward") == "pkg/model.py(12): forward"
+    assert shown_name("/elsewhere/model.py(3): f") == "/elsewhere/model.py(3): f"
+    assert shown_name("aten::addmm") == "aten::addmm"
