@@ -296,3 +296,71 @@ def test_a_frame_path_is_shown_relative_to_the_working_folder(tmp_path, monkeypa
     assert shown_name(f"{inside}(12): forward") == "pkg/model.py(12): forward"
     assert shown_name("/elsewhere/model.py(3): f") == "/elsewhere/model.py(3): f"
     assert shown_name("aten::addmm") == "aten::addmm"
+
+
+def _overlaps(rects) -> list:
+    return [(a, b) for i, a in enumerate(rects) for b in rects[i + 1:] if a.intersects(b)]
+
+
+def test_flame_view_at_1200x800_reads(qtbot, view, tmp_path):
+    """Issue 28.3: rows a text line tall, labels inside their boxes and never on each other, one time
+    scale for both steps, zoom and pan on the time axis, hover with the whole name."""
+    from PySide6.QtCore import QEvent, QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    from fuseview.traces.display import shown_name
+    from fuseview.ui.trace_flame import FlameChart
+
+    load(qtbot, view, [TRACES / "provenance" / "gpt2_block"])
+    view.resize(1200, 800)
+    view.show()
+    view.tabs.setCurrentWidget(view.flame)
+    qtbot.waitExposed(view)
+    flame = view.flame
+    flame.fit()
+    shot = view.grab()
+    assert shot.width() == 1200 and shot.height() == 800 and shot.save(str(tmp_path / "flame.png"))
+    for role, chart in flame.charts.items():
+        assert isinstance(chart, FlameChart) and chart.timeline is flame.timelines[role]
+        assert chart.row_height >= chart.fontMetrics().height()
+        assert len(chart.label_rects) >= 3, role
+        assert not _overlaps(chart.label_rects), role
+        boxes = [chart.box(i) for i in range(len(chart.timeline.start))]
+        for r in chart.label_rects:  # each label inside the box it names
+            assert any(b.contains(r.adjusted(1, 1, -1, -1)) for b in boxes)
+    # one time scale: a µs is as wide in both charts
+    before, after = flame.charts["before"], flame.charts["after"]
+    assert before.box(0).width() / max(float(before.timeline.dur[0]), 1e-9) == pytest.approx(
+        1 / flame.scale.us_per_px, rel=1e-6)
+    assert before.scale is after.scale
+    # zoom in about a point: that point stays, a µs gets wider; labels still apart; pan moves the origin
+    scale0, x = flame.scale.us_per_px, 400.0
+    at = before._us(x)
+    qtbot.wait(1)
+    flame.scale.zoom(4.0, at)
+    assert flame.scale.us_per_px == pytest.approx(scale0 / 4) and before._us(x) == pytest.approx(at)
+    fitted_labels = len(before.label_rects)
+    before.repaint()
+    assert not _overlaps(before.label_rects) and len(before.label_rects) > fitted_labels
+    x0 = flame.scale.x0
+    flame.scale.pan(100)
+    assert flame.scale.x0 == pytest.approx(x0 + 100 * flame.scale.us_per_px)
+    flame.fit()
+    # hover: the whole name of the box under the pointer
+    i = max(range(len(before.timeline.dur)), key=lambda k: (before.timeline.depth[k], before.timeline.dur[k]))
+    centre = before.box(i).center()
+    hit = before.event_at(QPointF(centre))
+    assert hit == i
+    assert before.hover_text(hit).split("\n")[0] == shown_name(before.timeline.names[hit])
+    assert f"{float(before.timeline.dur[hit]):.1f} µs" in before.hover_text(hit)
+    move = QMouseEvent(QEvent.Type.MouseMove, centre, before.mapToGlobal(centre), Qt.MouseButton.NoButton,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(before, move)
+    assert before.toolTip().startswith(before.hover_text(hit).split("\n")[0])
+    # Python frames (hidden by default) add rows when asked for; fuseview's own capture frames never
+    rows = before.minimumHeight()
+    view.python.setChecked(True)
+    assert before.minimumHeight() > rows
+    assert not any("fuseview/capture/" in n for n in before.timeline.names)
+    assert any("): forward" in n for n in before.timeline.names)

@@ -227,7 +227,8 @@ class TraceView(QWidget):
         self.python = QCheckBox("Python functions")
         self.python.setToolTip("List the Python-function events of a with_stack=True trace too (they nest:"
                                " their times overlap each other and the ops inside them)")
-        self.python.toggled.connect(lambda _on: (self._draw_events(), self._fill_table()))
+        self.python.toggled.connect(lambda on: (self._draw_events(), self._fill_table(),
+                                                self.flame.set_python(on)))
         for w in (self.open_button, self.capture_button, self.cancel_button, self.progress, self.time_stat,
                   self.python, self.save_button, self.export_button):
             buttons.addWidget(w, 1 if w is self.progress else 0)
