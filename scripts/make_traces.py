@@ -7,6 +7,9 @@ fuseview.capture.compare_compile (provenance tracking on, TORCH_TRACE log kept),
 provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json, torch_trace/).
 
     python scripts/make_traces.py [--out tests/data/traces] [--steps 12] [--only CASE ...]
+
+Requires: torch, fuseview, bin:gcc
+Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers.
 """
 
 from __future__ import annotations
@@ -18,15 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
+import torch
+import torch._inductor.config as inductor_config
 from _requires import require
+from torch import nn
 
-require("torch", "bin:gcc", what="make_traces.py")  # every case compiles; per case needs are checked there
-
-import torch  # noqa: E402
-import torch._inductor.config as inductor_config  # noqa: E402
-from torch import nn  # noqa: E402
-
-from fuseview.capture.compile import profile_steps  # noqa: E402
+from fuseview.capture.compile import profile_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 inductor_config.cpp.enable_kernel_profile = True

@@ -3,6 +3,8 @@
     QT_QPA_PLATFORM=offscreen python scripts/trace_screenshot.py [BEFORE.json AFTER.json | CAPTURE_DIR]
 
 Two traces give trace_compare_*.png; a capture folder (with its provenance log) trace_workspace_*.png.
+
+Requires: PySide6, pyqtgraph, fuseview
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
