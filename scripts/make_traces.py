@@ -9,7 +9,8 @@ provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json
     python scripts/make_traces.py [--out tests/data/traces] [--steps 12] [--only CASE ...]
 
 Requires: torch, fuseview, bin:gcc
-Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers.
+Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers,
+mlp_block_onnx needs onnxscript (torch's dynamo ONNX exporter).
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ PROVENANCE_CASES = {
     "graph_break": ((), lambda g, r: (GraphBreak(), (r(64, 64),))),
     "conv_bn_relu": ((), lambda g, r: (_conv_bn_relu(g), (r(1, 8, 16, 16),))),
     "gpt2_block": (("transformers",), lambda g, r: (_gpt2_block(), (r(1, 16, 64),))),
+    # also exported by the dynamo ONNX exporter (model.onnx), for the per-line join with fuseview's fusions
+    "mlp_block_onnx": (("onnxscript",), lambda g, r: (MLPBlock().eval(), (r(4, 16, 64),))),
 }
 
 
@@ -190,7 +193,8 @@ def _provenance(out_dir: Path, steps: int, only) -> None:
             continue
         require(*needs, what=f"make_traces.py {name}")
         fn, inputs = build(g, r)
-        folder = compare_compile(fn, inputs, out_dir / name, steps=steps, warmup=3)
+        folder = compare_compile(fn, inputs, out_dir / name, steps=steps, warmup=3,
+                                 onnx=name.endswith("_onnx"))
         _trim_log(folder / "torch_trace")
         _drop_python_frames(folder / "eager.json", keep_enclosing=True)
         _drop_python_frames(folder / "compiled.json", keep_enclosing=False)

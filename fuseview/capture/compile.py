@@ -8,6 +8,7 @@ averaged into a step. Needs torch (`pip install fuseview[torch]`); imported only
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import math
@@ -25,6 +26,7 @@ from fuseview.traces.torch_log import COMPILED, EAGER
 from fuseview.traces.torch_log import LOG_DIR as TORCH_TRACE
 
 CAPTURE = "capture.json"
+ONNX_MODEL = "model.onnx"
 DEFAULT_TIME_LIMIT_S = 1800.0  # the whole capture: warm-up, compile, profiled steps
 MAX_STEPS = 100_000
 # args of profiler events that fuseview reads (the rest, e.g. shapes, only make the file bigger)
@@ -114,6 +116,9 @@ def _target(out_dir) -> Path:
 
 def _publish(tmp: Path, out: Path) -> None:
     """Put the complete capture tmp at out; an earlier capture there is replaced only now."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)  # a folder as mkdir would make it (mkdtemp's is private)
     old = None
     if out.is_dir():
         old = Path(tempfile.mkdtemp(prefix=".fuseview-capture-old-", dir=out.parent))
@@ -130,13 +135,27 @@ def _publish(tmp: Path, out: Path) -> None:
 
 def compare_compile(fn: Callable, inputs: Sequence, out_dir: str | os.PathLike, steps: int = 10,
                     warmup: int = 3, with_stack: bool = True, no_grad: bool = True,
-                    time_limit_s: float = DEFAULT_TIME_LIMIT_S, **compile_kwargs) -> Path:
+                    time_limit_s: float = DEFAULT_TIME_LIMIT_S, onnx: bool = False, **compile_kwargs) -> Path:
     """Profile fn(*inputs) eager and torch.compile'd into out_dir (for `fuseview trace out_dir`).
 
     Everything is written into a fresh folder beside out_dir and moved into place only once complete: a
     call that fails or passes time_limit_s (checked between calls, and by an alarm that interrupts a
-    long one) leaves out_dir as it was, an earlier capture's log included."""
+    long one) leaves out_dir as it was, an earlier capture's log included. onnx=True also exports fn with
+    torch.onnx.export(dynamo=True) into model.onnx (needs onnxscript), for `fuseview trace` to set
+    Inductor's kernels beside fuseview's fusions of that model, per source line."""
     _check_arguments(steps, warmup, time_limit_s)
+    if onnx:
+        import importlib.util
+
+        import torch
+
+        if not isinstance(fn, torch.nn.Module):
+            # the exporter keeps the source lines of module forwards, not those of a plain function
+            raise FuseviewError("compare_compile(onnx=True): fn must be a torch.nn.Module (the ONNX exporter"
+                                " records the source lines of a module's forward, which the join needs)")
+        if importlib.util.find_spec("onnxscript") is None:
+            raise FuseviewError("compare_compile(onnx=True): torch's dynamo ONNX exporter needs onnxscript"
+                                " (pip install onnxscript)")
     out = _target(out_dir)
     deadline = Deadline(time_limit_s)
     tmp = Path(tempfile.mkdtemp(prefix=".fuseview-capture-", dir=out.parent))
@@ -144,6 +163,9 @@ def compare_compile(fn: Callable, inputs: Sequence, out_dir: str | os.PathLike, 
         with deadline.alarm():
             info = _capture(fn, tuple(inputs), tmp, steps, warmup, with_stack, no_grad, deadline,
                             compile_kwargs)
+            if onnx:
+                _export_onnx(fn, tuple(inputs), tmp / ONNX_MODEL)
+                info["onnx"] = ONNX_MODEL
         write_text_atomic(tmp / CAPTURE, json.dumps(info, indent=1) + "\n")
         _publish(tmp, out)
     finally:
@@ -151,6 +173,19 @@ def compare_compile(fn: Callable, inputs: Sequence, out_dir: str | os.PathLike, 
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"captured: fuseview trace {out}")
     return out
+
+
+def _export_onnx(fn, args: tuple, out: Path) -> None:
+    """fn exported by torch's dynamo ONNX exporter (its nodes keep their Python stacks) into out."""
+    import torch
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the exporter's progress lines
+            torch.onnx.export(fn, args, str(out), dynamo=True, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - any exporter failure is the one line below
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise FuseviewError(f"compare_compile(onnx=True): torch.onnx.export(dynamo=True) failed:"
+                            f" {type(exc).__name__}: {first}") from None
 
 
 def _capture(fn, args: tuple, tmp: Path, steps: int, warmup: int, with_stack: bool, no_grad: bool,

@@ -132,6 +132,28 @@ def _print_guessed(guessed: list[dict], exact: bool, w) -> None:
           f"  {ops} -> {matched}{dev}")
 
 
+def print_join(rows, out=None) -> None:
+    """Inductor's kernels beside fuseview's fusions of the exported model, per source line."""
+    w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
+    w()
+    w("torch.compile beside fuseview's fusions of model.onnx, per source line (lines where one compiler"
+      " fuses and the other does not first; time per step)")
+    for r in rows:
+        if not r.kernels and not r.onnx_before:
+            continue
+        who = {(True, True): "both fuse", (True, False): "only Inductor fuses",
+               (False, True): "only fuseview fuses", (False, False): "neither fuses"}
+        one = "; ONNX has one node there" if len(r.onnx_before) == 1 and not r.onnx_fuses else ""
+        w(f"  {r.file}:{r.line}  {_clip(r.code, 70)}  [{who[(r.inductor_fuses, r.onnx_fuses)]}{one}]")
+        eager = ", ".join(sorted(r.eager_ops)) or "no eager op found"
+        w(f"    eager {eager} {_us(r.eager_us)} -> Inductor {', '.join(r.kernels) or 'no kernel'}"
+          f" {_us(r.kernel_us)}")
+        after = f" -> {', '.join(r.onnx_after)}" if r.fusions else " (no fuseview fusion)"
+        w(f"    ONNX {', '.join(r.onnx_before) or 'no node'}{after}")
+        for f in r.fusions:
+            w(f"      {f}")
+
+
 def _lines(source: list[dict]) -> str:
     by_file: dict[str, list[int]] = {}
     for s in source:
@@ -172,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.traces.stats import load_trace
     from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
+    folder = args.before if os.path.isdir(args.before) else None
     args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
     if prov is not None and args.after is None:
         raise FuseviewError("--provenance: needs the compiled (AFTER) trace it belongs to")
@@ -193,6 +216,12 @@ def run(args: argparse.Namespace) -> int:
         print(report.text(), end="")
         return 0
     print_report(report.to_json(), args.top, python=args.python)
+    if folder is not None:
+        from fuseview.capture.onnx_join import capture_join
+
+        rows = capture_join(folder, report.to_json())
+        if rows is not None:
+            print_join(rows)
     if args.json:
         path = report.save(args.json)
         print(f"\nreport written to {path}")

@@ -1,0 +1,134 @@
+"""torch.compile beside ONNX: Inductor's kernels and fuseview's fusions of the same model, per source line.
+
+A capture made with `compare_compile(..., onnx=True)` holds the module exported by the dynamo ONNX exporter
+(`model.onnx`), whose nodes carry the Python stack that made them (`pkg.torch.onnx.stack_trace`). Inductor's
+provenance gives each kernel its source lines. Joined on (file name, line): per line, the eager ops and
+their time, Inductor's kernels and their time, the ONNX nodes there before fuseview's fusions and after
+them. Lines where one compiler fuses and the other does not come first. (onnxruntime timings of those
+nodes are not part of this join yet.)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+SCOPE_KEY = "pkg.torch.onnx.name_scopes"
+MODEL = "model.onnx"
+_TORCH_FILES = (f"{os.sep}torch{os.sep}", "/torch/")
+
+
+@dataclass
+class LineRow:
+    """One source line: what eager ran there, what each compiler made of it."""
+
+    file: str
+    line: int
+    code: str = ""
+    eager_ops: set[str] = field(default_factory=set)
+    eager_us: float = 0.0
+    kernels: list[str] = field(default_factory=list)
+    kernel_us: float = 0.0
+    inductor_fuses: bool = False  # a fused (not extern) kernel made of two or more graph nodes
+    onnx_before: list[str] = field(default_factory=list)  # node op types, graph order
+    onnx_after: list[str] = field(default_factory=list)  # the same after fuseview's candidates
+    fusions: list[str] = field(default_factory=list)  # the candidates (rule: fused op) touching the line
+
+    @property
+    def onnx_fuses(self) -> bool:
+        """Whether a fuseview candidate fuses nodes of this line."""
+        return bool(self.fusions)
+
+    @property
+    def disagree(self) -> bool:
+        """One compiler fuses here and the other does not."""
+        return self.inductor_fuses != self.onnx_fuses
+
+    def to_json(self) -> dict:
+        """JSON-ready dict."""
+        return {"file": self.file, "line": self.line, "code": self.code, "eager_ops": sorted(self.eager_ops),
+                "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
+                "inductor_fuses": self.inductor_fuses, "onnx_fuses": self.onnx_fuses,
+                "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions}
+
+
+def stack_frames(text: str) -> list[tuple[str, int]]:
+    """(file, line) of each `File "x.py", line 8, in f` frame of a stack trace, by splitting."""
+    out = []
+    for ln in text.split("\n"):
+        at = ln.find('File "')
+        if at < 0:
+            continue
+        file, sep, rest = ln[at + 6:].partition('", line ')
+        num = rest.split(",", 1)[0]
+        if sep and num.isdigit() and len(num) < 10:
+            out.append((file, int(num)))
+    return out
+
+
+def user_frames(text: str) -> list[tuple[str, int]]:
+    """The frames of a node's stack outside torch itself (the user's own lines)."""
+    return [(f, n) for f, n in stack_frames(text) if not any(t in f for t in _TORCH_FILES)]
+
+
+def _key(file: str, line: int) -> tuple[str, int]:
+    return Path(file).name, line
+
+
+def node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[onnx.NodeProto]]:
+    """The main graph's nodes under each user source line of their stacks (a node may be under several)."""
+    out: dict[tuple[str, int], list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        meta = {p.key: p.value for p in n.metadata_props}
+        for f, ln in dict.fromkeys(user_frames(meta.get(STACK_KEY, ""))):
+            out.setdefault(_key(f, ln), []).append(n)
+    return out
+
+
+def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow]:
+    """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
+    fuseview candidates (Candidate objects of a scan of model) there; disagreements first."""
+    rows: dict[tuple[str, int], LineRow] = {}
+    for k in (report.get("diff") or {}).get("fused_kernels") or []:
+        p = k.get("provenance")
+        if not p:
+            continue
+        for s in {(s["file"], s["line"]): s for s in p["source"]}.values():
+            r = rows.setdefault(_key(s["file"], s["line"]), LineRow(Path(s["file"]).name, s["line"]))
+            r.code = r.code or s.get("code", "")
+            name = p["kernel"] if k["kind"] == "extern" else k["name"]
+            r.kernels.append(name)
+            r.kernel_us += k["time_us"]
+            r.eager_ops.update(k["matched_before"])
+            r.eager_us += k["replaced_us"]
+            r.inductor_fuses |= k["kind"] == "fused" and len(p["post_grad"]) >= 2
+    by_line = node_lines(model)
+    owner = {n: c for c in candidates for n in c.nodes}
+    for key, nodes in by_line.items():
+        r = rows.setdefault(key, LineRow(key[0], key[1]))
+        r.onnx_before = [n.op_type for n in nodes]
+        seen: set[str] = set()
+        for n in nodes:
+            c = owner.get(n.name)
+            if c is None:
+                r.onnx_after.append(n.op_type)
+            elif c.id not in seen:
+                seen.add(c.id)
+                r.onnx_after.append(c.fused_op.split(":")[-1])
+                r.fusions.append(f"{c.rule}: {c.fused_op} of {len(c.nodes)} nodes")
+    return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
+
+
+def capture_join(folder: str | os.PathLike, report: dict) -> list[LineRow] | None:
+    """The join for a capture folder holding model.onnx (None when it holds none)."""
+    path = Path(folder) / MODEL
+    if not path.is_file():
+        return None
+    from fuseview.fusion.pipeline import load_for_fusion, scan_for_fusion
+
+    model = load_for_fusion(path)
+    return join(report, model, scan_for_fusion(model, {}, path).candidates)
