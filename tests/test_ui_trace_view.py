@@ -364,3 +364,14 @@ def test_flame_view_at_1200x800_reads(qtbot, view, tmp_path):
     assert before.minimumHeight() > rows
     assert not any("fuseview/capture/" in n for n in before.timeline.names)
     assert any("): forward" in n for n in before.timeline.names)
+
+
+def test_a_capture_with_its_onnx_model_shows_the_join(qtbot, view):
+    """Issue 28.4: the workspace's Compile vs ONNX tab, per source line."""
+    load(qtbot, view, [TRACES / "provenance" / "mlp_block_onnx"])
+    t = view.join.table
+    rows = {t.item(i, 1).text(): [t.item(i, c).text() for c in range(t.columnCount())]
+            for i in range(t.rowCount())}
+    gelu = next(v for k, v in rows.items() if "gelu(self.up(h))" in k)
+    assert gelu[2] == "both" and "BiasGelu" in gelu[8] and "cpp_fused_gelu" in gelu[5]
+    assert t.item(0, 2).text() in ("only Inductor", "only fuseview")  # disagreements first

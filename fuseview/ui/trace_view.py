@@ -35,6 +35,7 @@ from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.trace_join import JoinPanel
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import JobRunner
 
@@ -161,7 +162,14 @@ def load_report_job(paths: list[str], steps: int | None = None, provenance: str 
         drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
         timelines = [t for t in drawn if t is not None]
         codes = {g.key: g.post_grad_graph for g in log.graphs} if log is not None else {}
-        return build_report(*loaded, log=log), timelines, codes
+        report = build_report(*loaded, log=log)
+        joined = None
+        if Path(paths[0]).is_dir() and len(loaded) == 2:
+            from fuseview.capture.onnx_join import capture_join
+
+            progress("joining with model.onnx", 0.95)
+            joined = capture_join(paths[0], report)
+        return report, timelines, codes, joined
 
     return work
 
@@ -276,6 +284,8 @@ class TraceView(QWidget):
         self.tabs.addTab(self.step_plot, "Step times")
         self.tabs.addTab(table_page, "Diff table")
         self.tabs.addTab(self.flame, "One step (flame)")
+        self.join = JoinPanel()
+        self.tabs.addTab(self.join, "Compile vs ONNX")
         lay = QVBoxLayout(body)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
@@ -363,8 +373,9 @@ class TraceView(QWidget):
         self._job = None
         self.progress.setValue(1000)
         self.progress.setFormat("done")
-        report, timelines, codes = result
+        report, timelines, codes, joined = result
         self.flame.show_timelines(timelines)
+        self.join.set_rows(joined)
         self.show_report(report, codes)
 
     def _failed(self, job, exc: BaseException) -> None:
