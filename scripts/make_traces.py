@@ -10,7 +10,7 @@ provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json
 
 Requires: torch, fuseview, bin:gcc
 Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers,
-mlp_block_onnx needs onnxscript (torch's dynamo ONNX exporter).
+mlp_block_onnx and conv_bn_relu_onnx need onnxscript (torch's dynamo ONNX exporter).
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ PROVENANCE_CASES = {
     "gpt2_block": (("transformers",), lambda g, r: (_gpt2_block(), (r(1, 16, 64),))),
     # also exported by the dynamo ONNX exporter (model.onnx), for the per-line join with fuseview's fusions
     "mlp_block_onnx": (("onnxscript",), lambda g, r: (MLPBlock().eval(), (r(4, 16, 64),))),
+    "conv_bn_relu_onnx": (("onnxscript",), lambda g, r: (_conv_bn_relu(g), (r(1, 8, 16, 16),))),
 }
 
 

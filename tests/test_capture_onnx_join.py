@@ -63,6 +63,21 @@ def test_each_line_holds_its_kernels_and_its_fused_onnx_nodes():
     assert flags == sorted(flags, reverse=True) and rows.index(residual) < rows.index(gelu)
 
 
+def test_conv_bn_relu_joins_on_its_one_line():
+    folder = CAPTURE.parent / "conv_bn_relu_onnx"
+    after = load_trace(folder / "compiled.json")
+    log = read_compile_log(folder / "torch_trace", after)
+    rep = build_report(load_trace(folder / "eager.json"), after, log)
+    rows = [r for r in capture_join(folder, rep) or [] if r.kernels or r.onnx_before]
+    assert len(rows) == 1
+    r = rows[0]
+    assert "self.bn(self.conv(x))" in r.code
+    assert {"aten::conv2d", "aten::batch_norm", "aten::relu"} <= r.eager_ops
+    assert any("batch_norm" in k and "relu" in k for k in r.kernels) and r.inductor_fuses
+    # the exporter folded the BatchNorm into the Conv; fuseview fuses the Conv with its Relu
+    assert sorted(r.onnx_before) == ["Conv", "Relu"] and r.onnx_after == ["FusedConv"] and r.onnx_fuses
+
+
 def test_cli_prints_the_join_for_a_capture_with_its_onnx_model(capsys):
     assert main(["trace", str(CAPTURE)]) == 0
     out = capsys.readouterr().out
