@@ -10,7 +10,7 @@ provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json
 
 Requires: torch, fuseview, bin:gcc
 Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers,
-mlp_block_onnx and conv_bn_relu_onnx need onnxscript (torch's dynamo ONNX exporter).
+mlp_block_onnx, conv_bn_relu_onnx and gpt2_block_onnx need onnxscript (torch's dynamo ONNX exporter).
 """
 
 from __future__ import annotations
@@ -110,6 +110,21 @@ class ConvBNReLU(nn.Module):
         return torch.relu(self.bn(self.conv(x)))
 
 
+def _gpt2_module():
+    """The GPT2Block as an nn.Module returning its hidden states (what the ONNX exporter takes)."""
+    call = _gpt2_block()
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = call.__closure__[0].cell_contents  # the GPT2Block itself, as a submodule
+
+        def forward(self, x):
+            return self.block(x)[0]
+
+    return Block().eval()
+
+
 def _gpt2_block():
     from transformers import GPT2Config
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
@@ -140,6 +155,7 @@ PROVENANCE_CASES = {
     # also exported by the dynamo ONNX exporter (model.onnx), for the per-line join with fuseview's fusions
     "mlp_block_onnx": (("onnxscript",), lambda g, r: (MLPBlock().eval(), (r(4, 16, 64),))),
     "conv_bn_relu_onnx": (("onnxscript",), lambda g, r: (_conv_bn_relu(g), (r(1, 8, 16, 16),))),
+    "gpt2_block_onnx": (("onnxscript", "transformers"), lambda g, r: (_gpt2_module(), (r(1, 16, 64),))),
 }
 
 

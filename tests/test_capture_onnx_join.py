@@ -78,6 +78,24 @@ def test_conv_bn_relu_joins_on_its_one_line():
     assert sorted(r.onnx_before) == ["Conv", "Relu"] and r.onnx_after == ["FusedConv"] and r.onnx_fuses
 
 
+def test_gpt2_block_lines_hold_their_kernels_and_fused_nodes():
+    folder = CAPTURE.parent / "gpt2_block_onnx"
+    after = load_trace(folder / "compiled.json")
+    log = read_compile_log(folder / "torch_trace", after)
+    rows = capture_join(folder, build_report(load_trace(folder / "eager.json"), after, log)) or []
+    gelu = _row(rows, "torch.tanh(math.sqrt(2.0 / math.pi)")
+    assert any("fused_add_mul_pow_tanh" in k for k in gelu.kernels) and gelu.inductor_fuses
+    assert gelu.onnx_after == ["FastGelu"] and len(gelu.onnx_before) == 8
+    residual = _row(rows, "attn_output + residual")
+    assert residual.onnx_after == ["SkipLayerNormalization"] and residual.inductor_fuses
+    ln1 = _row(rows, "self.ln_1(hidden_states)")
+    assert ln1.onnx_before == ["LayerNormalization"] and ln1.inductor_fuses and not ln1.onnx_fuses
+    attn = _row(rows, "attention_interface(")
+    assert "MultiHeadAttention" in attn.onnx_after and "Softmax" in attn.onnx_before
+    flags = [r.disagree for r in rows]
+    assert flags == sorted(flags, reverse=True)
+
+
 def test_cli_prints_the_join_for_a_capture_with_its_onnx_model(capsys):
     assert main(["trace", str(CAPTURE)]) == 0
     out = capsys.readouterr().out

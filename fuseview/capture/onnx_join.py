@@ -56,23 +56,32 @@ class LineRow:
                 "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions}
 
 
-def stack_frames(text: str) -> list[tuple[str, int]]:
-    """(file, line) of each `File "x.py", line 8, in f` frame of a stack trace, by splitting."""
+def stack_frames(text: str) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each `File "x.py", line 8, in f` frame of a stack trace (outermost first),
+    by splitting; code is the line after the frame's, when it is not another frame."""
     out = []
-    for ln in text.split("\n"):
+    lines = text.split("\n")
+    for i, ln in enumerate(lines):
         at = ln.find('File "')
         if at < 0:
             continue
         file, sep, rest = ln[at + 6:].partition('", line ')
         num = rest.split(",", 1)[0]
         if sep and num.isdigit() and len(num) < 10:
-            out.append((file, int(num)))
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            out.append((file, int(num), "" if nxt.startswith('File "') else nxt))
     return out
 
 
 def user_frames(text: str) -> list[tuple[str, int]]:
-    """The frames of a node's stack outside torch itself (the user's own lines)."""
-    return [(f, n) for f, n in stack_frames(text) if not any(t in f for t in _TORCH_FILES)]
+    """The frames of a node's stack outside torch itself (the user's own lines), outermost first."""
+    return [(f, n) for f, n, _c in stack_frames(text) if not any(t in f for t in _TORCH_FILES)]
+
+
+def innermost_user_frame(text: str) -> tuple[str, int, str] | None:
+    """The innermost frame outside torch: the line that made the node (what Inductor's provenance names)."""
+    frames = [fr for fr in stack_frames(text) if not any(t in fr[0] for t in _TORCH_FILES)]
+    return frames[-1] if frames else None
 
 
 def _key(file: str, line: int) -> tuple[str, int]:
@@ -80,12 +89,17 @@ def _key(file: str, line: int) -> tuple[str, int]:
 
 
 def node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[onnx.NodeProto]]:
-    """The main graph's nodes under each user source line of their stacks (a node may be under several)."""
-    out: dict[tuple[str, int], list[onnx.NodeProto]] = {}
+    """The main graph's nodes under the user source line that made each (its innermost user frame)."""
+    return {k: [n for n, _code in v] for k, v in _node_lines(model).items()}
+
+
+def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]]:
+    out: dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]] = {}
     for n in model.graph.node:
         meta = {p.key: p.value for p in n.metadata_props}
-        for f, ln in dict.fromkeys(user_frames(meta.get(STACK_KEY, ""))):
-            out.setdefault(_key(f, ln), []).append(n)
+        frame = innermost_user_frame(meta.get(STACK_KEY, ""))
+        if frame is not None:
+            out.setdefault(_key(frame[0], frame[1]), []).append((n, frame[2]))
     return out
 
 
@@ -106,10 +120,12 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
             r.eager_ops.update(k["matched_before"])
             r.eager_us += k["replaced_us"]
             r.inductor_fuses |= k["kind"] == "fused" and len(p["post_grad"]) >= 2
-    by_line = node_lines(model)
+    by_line = _node_lines(model)
     owner = {n: c for c in candidates for n in c.nodes}
-    for key, nodes in by_line.items():
+    for key, pairs in by_line.items():
+        nodes = [n for n, _code in pairs]
         r = rows.setdefault(key, LineRow(key[0], key[1]))
+        r.code = r.code or next((code for _n, code in pairs if code), "")
         r.onnx_before = [n.op_type for n in nodes]
         seen: set[str] = set()
         for n in nodes:
