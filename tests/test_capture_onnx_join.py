@@ -133,3 +133,16 @@ def test_compare_compile_onnx_exports_the_module(tmp_path):
     rep = build_report(load_trace(out / "eager.json"), after, read_compile_log(out / "torch_trace", after))
     rows = capture_join(out, rep)
     assert rows and any(r.kernels and r.onnx_before for r in rows)
+
+
+def test_onnx_time_per_line_before_and_after_fusion(capsys):
+    """--onnx-time: onnxruntime profiles the exported model and its fused version at the same shapes."""
+    after = load_trace(CAPTURE / "compiled.json")
+    log = read_compile_log(CAPTURE / "torch_trace", after)
+    rows = capture_join(CAPTURE, build_report(load_trace(CAPTURE / "eager.json"), after, log), ort_time=True,
+                        runs=5) or []
+    timed = [r for r in rows if r.node_names]
+    assert timed and all(r.ort_before_us > 0 and r.ort_after_us > 0 for r in timed)
+    assert all(r.ort_before_us is None for r in rows if not r.node_names)
+    assert main(["trace", str(CAPTURE), "--onnx-time"]) == 0
+    assert "onnxruntime " in capsys.readouterr().out

@@ -37,6 +37,9 @@ class LineRow:
     onnx_before: list[str] = field(default_factory=list)  # node op types, graph order
     onnx_after: list[str] = field(default_factory=list)  # the same after fuseview's candidates
     fusions: list[str] = field(default_factory=list)  # the candidates (rule: fused op) touching the line
+    node_names: list[str] = field(default_factory=list)  # the ONNX nodes of the line (before fusion)
+    ort_before_us: float | None = None  # onnxruntime p50 per run of those nodes (--onnx-time)
+    ort_after_us: float | None = None  # the same after fuseview's fusions
 
     @property
     def onnx_fuses(self) -> bool:
@@ -53,7 +56,8 @@ class LineRow:
         return {"file": self.file, "line": self.line, "code": self.code, "eager_ops": sorted(self.eager_ops),
                 "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
                 "inductor_fuses": self.inductor_fuses, "onnx_fuses": self.onnx_fuses,
-                "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions}
+                "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions,
+                "ort_before_us": self.ort_before_us, "ort_after_us": self.ort_after_us}
 
 
 def stack_frames(text: str) -> list[tuple[str, int, str]]:
@@ -127,6 +131,7 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
         r = rows.setdefault(key, LineRow(key[0], key[1]))
         r.code = r.code or next((code for _n, code in pairs if code), "")
         r.onnx_before = [n.op_type for n in nodes]
+        r.node_names = [n.name for n in nodes]
         seen: set[str] = set()
         for n in nodes:
             c = owner.get(n.name)
@@ -139,12 +144,43 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
     return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
 
 
-def capture_join(folder: str | os.PathLike, report: dict) -> list[LineRow] | None:
-    """The join for a capture folder holding model.onnx (None when it holds none)."""
+def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False,
+                 runs: int = 20) -> list[LineRow] | None:
+    """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
+    the model and its fused version (every candidate) in onnxruntime at the exported shapes."""
     path = Path(folder) / MODEL
     if not path.is_file():
         return None
     from fuseview.fusion.pipeline import load_for_fusion, scan_for_fusion
 
     model = load_for_fusion(path)
-    return join(report, model, scan_for_fusion(model, {}, path).candidates)
+    rows = join(report, model, scan_for_fusion(model, {}, path).candidates)
+    if ort_time:
+        add_ort_times(path, rows, runs)
+    return rows
+
+
+def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
+    """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
+    model fused with all its candidates (fuseview.api.fuse), both profiled on the same inputs."""
+    import tempfile
+
+    from fuseview import api
+    from fuseview.atomic import save_model_atomic
+    from fuseview.provenance import ORIGIN_KEY, origin_names
+
+    fused = api.fuse(path, validate=False).model
+    with tempfile.TemporaryDirectory(prefix="fuseview-join-") as tmp:
+        other = save_model_atomic(fused, Path(tmp) / "fused.onnx", base_dir=path.parent)
+        rep = api.profile(path, against=other, runs=runs)
+    before, after = ({n["name"]: n["p50_us"] for n in m["nodes"]} for m in rep["models"][:2])
+    origins = {}
+    for n in fused.graph.node:
+        meta = {p.key: p.value for p in n.metadata_props}
+        origins[n.name] = set(origin_names(meta.get(ORIGIN_KEY)) or [n.name])
+    for r in rows:
+        if not r.node_names:
+            continue
+        mine = set(r.node_names)
+        r.ort_before_us = sum(before.get(n, 0.0) for n in mine)
+        r.ort_after_us = sum(us for n, us in after.items() if origins.get(n, {n}) & mine)

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
+    p.add_argument("--onnx-time", action="store_true",
+                   help="for a capture with model.onnx: also profile it and its fused version in onnxruntime"
+                        " (same shapes) and give each source line's ONNX time before and after fusion")
     p.add_argument("--python", action="store_true",
                    help="also list Python-function events (with_stack=True frames; hidden by default:"
                         " they nest, so their times add up to more than the step)")
@@ -149,7 +152,9 @@ def print_join(rows, out=None) -> None:
         w(f"    eager {eager} {_us(r.eager_us)} -> Inductor {', '.join(r.kernels) or 'no kernel'}"
           f" {_us(r.kernel_us)}")
         after = f" -> {', '.join(r.onnx_after)}" if r.fusions else " (no fuseview fusion)"
-        w(f"    ONNX {', '.join(r.onnx_before) or 'no node'}{after}")
+        ort = (f"  onnxruntime {_us(r.ort_before_us)} -> {_us(r.ort_after_us)}"
+               if r.ort_before_us is not None else "")
+        w(f"    ONNX {', '.join(r.onnx_before) or 'no node'}{after}{ort}")
         for f in r.fusions:
             w(f"      {f}")
 
@@ -219,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     if folder is not None:
         from fuseview.capture.onnx_join import capture_join
 
-        rows = capture_join(folder, report.to_json())
+        rows = capture_join(folder, report.to_json(), ort_time=args.onnx_time)
         if rows is not None:
             print_join(rows)
     if args.json:
