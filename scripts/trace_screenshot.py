@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
         view.kernels.select(1)  # a fused kernel: several post-grad nodes selected
     shots = [(0, f"{prefix}_kernels.png"), (1, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
     if prefix == "trace_workspace":
-        shots.append((4, f"{prefix}_flame.png"))
+        shots += [(4, f"{prefix}_flame.png"), (5, f"{prefix}_join.png")]
     for tab, name in shots:
         view.tabs.setCurrentIndex(tab)
         for _ in range(5):

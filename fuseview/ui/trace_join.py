@@ -9,6 +9,7 @@ from fuseview.units import format_us
 
 COLUMNS = ["source line", "code", "who fuses", "eager ops", "eager µs/step", "Inductor kernels",
            "kernels µs/step", "ONNX nodes before", "after fuseview's fusions"]
+MAX_COLUMN_PX = 230
 WHO = {(True, True): "both", (True, False): "only Inductor", (False, True): "only fuseview",
        (False, False): "neither"}
 
@@ -44,6 +45,8 @@ class JoinPanel(QWidget):
                 item.setToolTip("\n".join([text, *r.fusions]) if c == 8 else text)
                 self.table.setItem(i, c, item)
         self.table.resizeColumnsToContents()
+        for c in range(self.table.columnCount()):  # every column in view: long cells elide (tooltips whole)
+            self.table.setColumnWidth(c, min(self.table.columnWidth(c), MAX_COLUMN_PX))
         if rows:
             self.note.setText(f"{len(rows)} source lines: lines where one compiler fuses and the other does"
                               " not first (time per step; Inductor's kernels by provenance, fuseview's"
