@@ -162,6 +162,7 @@ def test_the_cli_refusal_helper_can_fail(tmp_path: Path) -> None:
     assert any("files written" in p for p in refusal_problems(run, before, tmp_path))
 
 
+@pytest.mark.slow
 def test_hostile_provenance_logs_are_linear_bounded_and_one_line(tmp_path: Path) -> None:
     """Issue 27.2: quadratic lines under a CPU bound, a big payload under an RSS bound, odd record shapes."""
     cases = [c for c in htc.build_cases(tmp_path / "cases", seed=1, mutant_count=6)
