@@ -6,9 +6,10 @@
 Each seed builds the hand-made cases (tests/hostile_cases.py) plus `--mutants` seeded byte-level mutants
 of a small MLP model, and the hand-made hostile traces (tests/hostile_trace_cases.py) plus
 `--trace-mutants` seeded mutants of a real torch.profiler trace (each read alone and compared with the
-eager trace), runs them, and prints the cases, failures, the longest run, the most CPU time and the peak
-RSS. Exit 1 when any case broke the promise (wrong exit code, not one line, a file written or changed,
-a hang, over its memory or CPU bound).
+eager trace) and as many of a real TORCH_TRACE provenance log (bytes mutated, then half of them with
+their payload md5s made right again, read with `--provenance`), runs them, and prints the cases,
+failures, the longest run, the most CPU time and the peak RSS. Exit 1 when any case broke the promise
+(wrong exit code, not one line, a file written or changed, a hang, over its memory or CPU bound).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ Prints per model: matches, near misses, match time, and max |diff| of every outp
 all-ones mask, a right-padded mask and a left-padded mask (onnxruntime CPU, graph optimizations disabled).
 With --bench also the median run time of original and attention-fused model (batch 1, sequence 128, one
 intra-op thread, runs interleaved so machine load hits both alike).
+
+Requires: numpy, onnx, onnxruntime, fuseview
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import numpy as np
 import onnx
 import onnx.numpy_helper

@@ -8,6 +8,8 @@ If (onnx.helper), and int8 models made by onnxruntime.quantization: an MLP quant
 quantized statically to QDQ. Needs torch, onnx and onnxruntime (scripts only; fuseview never imports torch).
 
     /work/venvs/torch/bin/python scripts/export_families.py [--out assets/models/families] [--only NAME ...]
+
+Requires: torch, numpy, onnx, onnxruntime, fuseview
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import numpy as np
 import onnx
 import onnxruntime as ort

@@ -5,6 +5,8 @@ Widths and vocabularies are tiny so the files can be committed; layer structure 
 Needs torch and transformers (scripts only; fuseview itself never imports them).
 
     python scripts/export_models.py [--out assets/models] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import numpy as np
 import onnx
 import onnxruntime as ort

@@ -15,6 +15,8 @@ relu(y + 1) and head is relu(z + 2): two graphs whose Triton kernels share one n
 ac2g flow events link them. Device times are fixed numbers, so the tests know the answer.
 
     python scripts/make_cuda_fixture.py [--out tests/data/traces/provenance_cuda]
+
+Requires: fuseview
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST, GPU, STREAM = 100, 0, 7

@@ -6,6 +6,8 @@ also with a KV cache. Every file is checked with onnx.checker and run in onnxrun
 Needs torch and transformers (scripts only).
 
     python scripts/make_current_exports.py [--out assets/models/current] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 from _export_builders import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,8 @@ dynamo, with and without a KV cache. Every file is checked with onnx.checker and
 against torch. Needs torch and transformers (scripts only).
 
     python scripts/make_decoder_exports.py [--out assets/models/decoders] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 from _export_builders import DECODER_FAMILIES, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

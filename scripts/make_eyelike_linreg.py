@@ -2,6 +2,8 @@
 
 The regularised normal matrix is written the way exporters write it, Add(A, Mul(EyeLike(A), lambda)), which is
 what fuseview's add_eyelike rule fuses into one reference-only AddEyeLike op. Uses onnx.helper only.
+
+Requires: onnx
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import onnx
 from onnx import TensorProto, helper
 

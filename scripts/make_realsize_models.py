@@ -7,6 +7,8 @@ Weights are inside each .onnx (one file, 0.1-0.7 GB); the output folder is not c
 downloaded. One model at a time, so peak memory is one model's (about 3-5 GB).
 
     python scripts/make_realsize_models.py [--out build/realsize] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 from _export_builders import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,10 @@ fuseview.capture.compare_compile (provenance tracking on, TORCH_TRACE log kept),
 provenance case in tests/data/traces/provenance/CASE/ (eager.json, compiled.json, torch_trace/).
 
     python scripts/make_traces.py [--out tests/data/traces] [--steps 12] [--only CASE ...]
+
+Requires: torch, fuseview, bin:gcc
+Per case, checked when it starts: ort needs onnxruntime and onnx, gpt2_block needs transformers,
+mlp_block_onnx, conv_bn_relu_onnx and gpt2_block_onnx need onnxscript (torch's dynamo ONNX exporter).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import torch
 import torch._inductor.config as inductor_config
+from _requires import require
 from torch import nn
 
 from fuseview.capture.compile import profile_steps
@@ -104,6 +110,21 @@ class ConvBNReLU(nn.Module):
         return torch.relu(self.bn(self.conv(x)))
 
 
+def _gpt2_module():
+    """The GPT2Block as an nn.Module returning its hidden states (what the ONNX exporter takes)."""
+    call = _gpt2_block()
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = call.__closure__[0].cell_contents  # the GPT2Block itself, as a submodule
+
+        def forward(self, x):
+            return self.block(x)[0]
+
+    return Block().eval()
+
+
 def _gpt2_block():
     from transformers import GPT2Config
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
@@ -115,21 +136,27 @@ def _gpt2_block():
     return lambda x: block(x)[0]
 
 
-def _provenance_cases() -> dict:
-    g = torch.Generator().manual_seed(0)
-    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    causal = torch.triu(torch.ones(16, 16, dtype=torch.bool), diagonal=1)
+def _conv_bn_relu(g):
     bn = ConvBNReLU().eval()
     with torch.no_grad():  # statistics away from 0/1, so the folded BatchNorm does real work
         bn.bn.running_mean.uniform_(-0.5, 0.5, generator=g)
         bn.bn.running_var.uniform_(0.5, 2.0, generator=g)
-    return {
-        "mlp_block": (MLPBlock().eval(), (r(4, 16, 64),)),
-        "op_attention": (OpByOpAttention().eval(), (r(2, 16, 32), causal)),
-        "graph_break": (GraphBreak(), (r(64, 64),)),
-        "conv_bn_relu": (bn, (r(1, 8, 16, 16),)),
-        "gpt2_block": (_gpt2_block(), (r(1, 16, 64),)),
-    }
+    return bn
+
+
+# provenance case -> (what it needs beyond torch, gcc and onnxruntime; its (module, inputs) built on call)
+PROVENANCE_CASES = {
+    "mlp_block": ((), lambda g, r: (MLPBlock().eval(), (r(4, 16, 64),))),
+    "op_attention": ((), lambda g, r: (OpByOpAttention().eval(),
+                                       (r(2, 16, 32), torch.triu(torch.ones(16, 16, dtype=torch.bool), 1)))),
+    "graph_break": ((), lambda g, r: (GraphBreak(), (r(64, 64),))),
+    "conv_bn_relu": ((), lambda g, r: (_conv_bn_relu(g), (r(1, 8, 16, 16),))),
+    "gpt2_block": (("transformers",), lambda g, r: (_gpt2_block(), (r(1, 16, 64),))),
+    # also exported by the dynamo ONNX exporter (model.onnx), for the per-line join with fuseview's fusions
+    "mlp_block_onnx": (("onnxscript",), lambda g, r: (MLPBlock().eval(), (r(4, 16, 64),))),
+    "conv_bn_relu_onnx": (("onnxscript",), lambda g, r: (_conv_bn_relu(g), (r(1, 8, 16, 16),))),
+    "gpt2_block_onnx": (("onnxscript", "transformers"), lambda g, r: (_gpt2_module(), (r(1, 16, 64),))),
+}
 
 
 # TORCH_TRACE records fuseview reads (the rest: timing events, config dumps, guards, are dropped for size)
@@ -138,12 +165,16 @@ _KEEP_RECORDS = ("inductor_provenance_tracking", "pre_grad_graph", "inductor_pos
 
 
 def _trim_log(folder: Path) -> None:
-    """Keep only the records fuseview reads, each with its payload intact (so its md5 still holds)."""
+    """Keep only the records fuseview reads and each log's first and last (its clock span), each with its
+    payload intact (so its md5 still holds)."""
     for log in folder.glob("*.log"):
         out, keep = [], False
-        for line in log.read_text().splitlines(keepends=True):
+        lines = log.read_text().splitlines(keepends=True)
+        heads = [i for i, line in enumerate(lines) if not line.startswith("\t")]
+        ends = {heads[0], heads[-1]} if heads else set()
+        for i, line in enumerate(lines):
             if not line.startswith("\t"):
-                keep = any(k in line.split("] ", 1)[-1][:200] for k in _KEEP_RECORDS)
+                keep = i in ends or any(k in line.split("] ", 1)[-1][:200] for k in _KEEP_RECORDS)
             if keep:
                 out.append(line)
         log.write_text("".join(out))
@@ -172,15 +203,95 @@ def _drop_python_frames(path: Path, keep_enclosing: bool) -> None:
 def _provenance(out_dir: Path, steps: int, only) -> None:
     from fuseview.capture import compare_compile
 
-    for name, (fn, inputs) in _provenance_cases().items():
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    for name, (needs, build) in PROVENANCE_CASES.items():
         if only is not None and name not in only:
             continue
-        folder = compare_compile(fn, inputs, out_dir / name, steps=steps, warmup=3)
+        require(*needs, what=f"make_traces.py {name}")
+        fn, inputs = build(g, r)
+        folder = compare_compile(fn, inputs, out_dir / name, steps=steps, warmup=3,
+                                 onnx=name.endswith("_onnx"))
         _trim_log(folder / "torch_trace")
         _drop_python_frames(folder / "eager.json", keep_enclosing=True)
         _drop_python_frames(folder / "compiled.json", keep_enclosing=False)
         size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"provenance/{name}: {size / 1024:.0f} KB", flush=True)
+
+
+def _provenance_config() -> None:
+    """Inductor settings under which the compile log holds provenance and kernels are named in traces."""
+    inductor_config.trace.provenance_tracking_level = 1
+    inductor_config.fx_graph_cache = False
+    inductor_config.autotune_local_cache = False
+
+
+def _one_run(out: Path, steps: int) -> None:
+    """One process's capture of the MLP block, its compile log written where TORCH_TRACE (env) says."""
+    _provenance_config()
+    torch.manual_seed(0)
+    fn, x = MLPBlock().eval(), torch.randn(4, 16, 64)
+    out.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        for _ in range(3):
+            fn(x)
+        profile_steps(lambda: fn(x), steps, with_stack=True, out=out / "eager.json")
+        compiled = torch.compile(fn)
+        for _ in range(3):
+            compiled(x)
+        profile_steps(lambda: compiled(x), steps, with_stack=True, out=out / "compiled.json")
+
+
+def _same_process_twice(folder: Path, steps: int) -> None:
+    """Two captures in one process, each with its own log in one folder: the same pid, told apart by clock."""
+    from fuseview.capture.compile import _structured_log
+
+    _provenance_config()
+    torch.manual_seed(0)
+    fn, x = MLPBlock().eval(), torch.randn(4, 16, 64)
+    with torch.no_grad():
+        for run in ("first", "second"):
+            (folder / run).mkdir(parents=True, exist_ok=True)
+            torch._dynamo.reset()
+            compiled = torch.compile(fn)
+            with _structured_log(folder / "torch_trace"):
+                for _ in range(3):
+                    compiled(x)
+            profile_steps(lambda c=compiled: c(x), steps, with_stack=True, out=folder / run / "compiled.json")
+            profile_steps(lambda: fn(x), steps, with_stack=True, out=folder / run / "eager.json")
+
+
+LOG_FOLDERS = ("two_runs", "one_process")
+
+
+def _log_folders(out_dir: Path, steps: int, only) -> None:
+    """Folders as torch writes them: TORCH_TRACE set once and used by two runs (two processes, each with
+    compile workers), and two captures in one process; each run's traces in its own subfolder."""
+    import os
+    import shutil
+    import subprocess
+
+    for name in LOG_FOLDERS:
+        if only is not None and name not in only:
+            continue
+        folder = out_dir / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        if name == "one_process":
+            _same_process_twice(folder, steps)
+        else:
+            for run in ("first", "second"):
+                env = {**os.environ, "TORCH_TRACE": str(folder / "torch_trace"),
+                       "TORCHINDUCTOR_COMPILE_THREADS": "2", "PYTHONPATH": str(ROOT)}
+                argv = [sys.executable, __file__, "--one-run", str(folder / run), "--steps", str(steps)]
+                subprocess.run(argv, env=env, check=True)
+        _trim_log(folder / "torch_trace")
+        for run in ("first", "second"):
+            _drop_python_frames(folder / run / "eager.json", keep_enclosing=True)
+            _drop_python_frames(folder / run / "compiled.json", keep_enclosing=False)
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        logs = len(list((folder / "torch_trace").glob("*.log")))
+        print(f"provenance/{name}: {logs} logs, {size / 1024:.0f} KB", flush=True)
 
 
 def _encoder_layer():
@@ -211,6 +322,7 @@ def _profile(fn, inputs, steps: int, out: Path) -> None:
 
 
 def _ort_trace(out_dir: Path) -> None:
+    require("onnxruntime", "onnx", what="make_traces.py ort")
     import onnxruntime as ort
 
     model = SmallMLP().eval()
@@ -238,7 +350,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "tests/data/traces"))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--one-run", metavar="DIR", help=argparse.SUPPRESS)  # a child of the two_runs case
     args = ap.parse_args(argv)
+    if args.one_run:
+        _one_run(Path(args.one_run), args.steps)
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -253,6 +369,7 @@ def main(argv=None) -> int:
     if args.only is None or "ort" in args.only:
         _ort_trace(out)
     _provenance(out / "provenance", args.steps, args.only)
+    _log_folders(out / "provenance", args.steps, args.only)
     return 0
 
 

@@ -2,6 +2,8 @@
 
     python scripts/profile_panel_demo.py MODEL [--fused FUSED] [--runs N] [--dims "seq=32"] [--shot OUT.png]
     python scripts/profile_panel_demo.py --report REPORT.json [--shot OUT.png]
+
+Requires: PySide6, pyqtgraph, fuseview
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMainWindow
 

@@ -9,6 +9,8 @@ miss. The decoders have their committed exports (scripts/make_decoder_exports.py
 transformers (scripts only).
 
     python scripts/survey_architectures.py [--keep DIR] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnxruntime
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 import numpy as np
 import onnxruntime as ort
 import torch

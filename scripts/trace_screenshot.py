@@ -3,6 +3,8 @@
     QT_QPA_PLATFORM=offscreen python scripts/trace_screenshot.py [BEFORE.json AFTER.json | CAPTURE_DIR]
 
 Two traces give trace_compare_*.png; a capture folder (with its provenance log) trace_workspace_*.png.
+
+Requires: PySide6, pyqtgraph, fuseview
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -42,9 +46,9 @@ def main(argv: list[str]) -> int:
     prefix = "trace_workspace" if len(paths) == 1 and Path(paths[0]).is_dir() else "trace_compare"
     if prefix == "trace_workspace":
         view.kernels.select(1)  # a fused kernel: several post-grad nodes selected
-    shots = [(1, f"{prefix}_kernels.png"), (0, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
+    shots = [(0, f"{prefix}_kernels.png"), (1, f"{prefix}_events.png"), (3, f"{prefix}_table.png")]
     if prefix == "trace_workspace":
-        shots.append((4, f"{prefix}_flame.png"))
+        shots += [(4, f"{prefix}_flame.png"), (5, f"{prefix}_join.png")]
     for tab, name in shots:
         view.tabs.setCurrentIndex(tab)
         for _ in range(5):

@@ -1,6 +1,8 @@
 """Save a picture of the candidates dock after Fusion → Tune… (the README's screenshot).
 
     QT_QPA_PLATFORM=offscreen python scripts/tune_screenshot.py MODEL OUT.png [--budget 60] [--threads 1]
+
+Requires: PySide6, pyqtgraph, fuseview
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -8,6 +8,7 @@ and bench/fuzz.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -18,6 +19,7 @@ from tests.hostile_cases import ANY, BYTE_MUTATIONS, FAIL, ROOT, Case, mlp, muta
 TRACES = ROOT / "tests" / "data" / "traces"
 MiB = 1 << 20
 GiB = 1 << 30
+LINEAR_S = 5  # CPU seconds a provenance log of one hostile line may cost (issue 27: 27 s before)
 COSTLY_S = 8  # CPU seconds for small files of huge cost: linear work takes a few (quadratic: 15+)
 
 
@@ -136,10 +138,107 @@ def mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
     return out
 
 
+CAPTURE = TRACES / "provenance" / "mlp_block"
+CAPTURE_LOG = next((CAPTURE / "torch_trace").glob("*.log"))
+
+
+def log_record(header: dict, payload: str | bytes | None = None, pid: int = 14941,
+               clock: str = "1203 05:39:51.000000") -> bytes:
+    """One TORCH_TRACE record as torch writes it: a header line, then its payload's lines with their md5."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    if data is not None:
+        header = header | {"has_payload": hashlib.md5(data, usedforsecurity=False).hexdigest()}
+    head = f"V{clock} {pid} torch/_inductor/compile_fx.py:1] {json.dumps(header)}\n".encode()
+    return head + b"".join(b"\t" + ln + b"\n" for ln in data.split(b"\n")) if data is not None else head
+
+
+def _post_grad(body: str, frame: int = 9) -> bytes:
+    code = f"class GraphModule(torch.nn.Module):\n    def forward(self, arg0_1: \"f32[2]\"):\n{body}\n"
+    return log_record({"artifact": {"name": "inductor_post_grad_graph", "encoding": "string"},
+                       "frame_id": frame, "frame_compile_id": 0, "attempt": 0}, code)
+
+
+def hostile_logs() -> dict[str, tuple[bytes, int | None, int | None]]:
+    """name -> (records appended to a real capture's log, CPU-second bound, RSS bound in MiB)."""
+    big_line = "        mul: \"f32[2]\" = arg0_1" + " " * 80_000 + "x"
+    file_line = "        # File: /x.py" + ":1 in x" * 30_000
+    nodes = "\n".join(f"        mul_{i}: \"f32[2]\" = torch.ops.aten.mul.Tensor(arg0_1, {i})"
+                      for i in range(600_000))  # a ~40 MiB payload of 600,000 nodes
+    h = {"artifact": {"name": "inductor_provenance_tracking_node_mappings", "encoding": "json"},
+         "frame_id": 9, "frame_compile_id": 0}
+    return {
+        "an 80,000-character line in a post-grad graph": (_post_grad(big_line), LINEAR_S, None),
+        "a # File: line of 30,000 ':1 in x' pieces": (_post_grad(f"{file_line}\n{big_line}"),
+                                                      LINEAR_S, None),
+        "a 40 MiB post-grad payload": (_post_grad(nodes), None, 250),
+        "a record header without attempt": (log_record(h, json.dumps({"postToPre": {}})), None, None),
+        "frame ids that are true and a string": (log_record(h | {"frame_id": True, "frame_compile_id": "0"},
+                                                            "{}"), None, None),
+        "an artifact name that is a list": (log_record(h | {"artifact": {"name": ["x"]}}, "{}"), None, None),
+        "has_payload true, no payload lines": (log_record(h | {"has_payload": True}), None, None),
+        "a provenance payload that is a list": (log_record(h | {"attempt": 0}, "[1, 2]"), None, None),
+        "a record header that is a list": (b"V1203 05:39:51.000000 14941 x.py:1] {\"a\": [1]}\n"
+                                           b"V1203 05:39:51.000000 14941 x.py:1] [1]\n", None, None),
+        "output code of 200,000 quoted graph_ names": (log_record(
+            {"inductor_output_code": {"filename": "x.py"}, "frame_id": 0, "frame_compile_id": 0,
+             "attempt": 0},
+            '"graph_0_cpp_' * 200_000), LINEAR_S, None),
+        "a stack of 100,000 'File \"' pieces": (log_record(
+            {"artifact": {"name": "inductor_provenance_tracking_kernel_stack_traces", "encoding": "json"},
+             "frame_id": 9, "frame_compile_id": 0, "attempt": 0},
+            json.dumps({"k": ['File "' * 100_000 + '", line 1, in f\nx']})), LINEAR_S, None),
+    }
+
+
+def provenance_mutants(seed: int, count: int) -> list[tuple[str, bytes]]:
+    """Seeded mutations of a real provenance log: bytes, then (half the time) payload md5s made right again,
+    so the reader gets past its md5 check into the records' contents."""
+    rng = random.Random(seed * 7919 + 3)
+    base = CAPTURE_LOG.read_bytes()
+    out = []
+    for k in range(count):
+        how = rng.choice(BYTE_MUTATIONS)
+        data = mutate_bytes(rng, bytearray(base), how)
+        if rng.random() < 0.5:
+            data = bytearray(_fix_md5s(bytes(data)))
+            how += "+md5"
+        out.append((f"provenance_mutant_{seed}_{k}_{how}", bytes(data)))
+    return out
+
+
+def _fix_md5s(data: bytes) -> bytes:
+    """Each header's has_payload set to its payload's md5 (headers that are not JSON left as they are)."""
+    out, lines = [], data.split(b"\n")
+    i = 0
+    while i < len(lines):
+        head, j = lines[i], i + 1
+        while j < len(lines) and lines[j].startswith(b"\t"):
+            j += 1
+        close = head.find(b"] {")
+        try:
+            rec = json.loads(head[close + 2:]) if close > 0 else None
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict) and "has_payload" in rec and j > i + 1:
+            body = b"\n".join(ln[1:] for ln in lines[i + 1:j])
+            rec["has_payload"] = hashlib.md5(body, usedforsecurity=False).hexdigest()
+            head = head[:close + 2] + json.dumps(rec).encode()
+        out.append(head)
+        out.extend(lines[i + 1:j])
+        i = j
+    return b"\n".join(out)
+
+
+def _capture_files(log: bytes) -> dict[str, object]:
+    return {"eager.json": (CAPTURE / "eager.json").read_bytes(),
+            "compiled.json": (CAPTURE / "compiled.json").read_bytes(), "torch_trace/t.log": log}
+
+
 def _write(folder: Path, files: dict[str, object]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
         if data == "fifo":
             os.mkfifo(p)
         elif isinstance(data, tuple):  # ("sparse", head, size): head, then NUL bytes that take no disk
@@ -167,12 +266,19 @@ def build_cases(root: Path, seed: int = 0, mutant_count: int = 10, hand_made: bo
         c.before = snapshot(folder)
         cases.append(c)
 
+    prov = ["trace", "eager.json", "compiled.json", "--provenance", "torch_trace"]
+    for name, data in provenance_mutants(seed, mutant_count):
+        case(name, prov, _capture_files(data), ANY)
     for name, data in mutants(seed, mutant_count):
         case(f"{name}/trace", ["trace", "t.json"], {"t.json": data}, ANY)
         case(f"{name}/compare", ["trace", "b.json", "t.json", "--json", "r.json"],
              {"t.json": data, "b.json": (TRACES / "cos_relu_eager.json").read_bytes()}, ANY, ("r.json",))
     if not hand_made:
         return cases
+    real = CAPTURE_LOG.read_bytes()
+    for name, (extra, cpu_s, rss) in hostile_logs().items():
+        case(f"provenance log: {name}", prov, _capture_files(real + extra), (0, 2), max_rss_mib=rss,
+             max_seconds=cpu_s)
     for name, (data, codes) in hostile_traces().items():
         case(name, ["trace", "t.json"], {"t.json": data}, codes, max_rss_mib=400)
     good = _kineto(_steps(3))

@@ -162,3 +162,24 @@ def test_the_cli_refusal_helper_can_fail(tmp_path: Path) -> None:
     run = run_cli(["trace", "t.json", "--json", "r.json"], tmp_path)
     assert run.code == 0
     assert any("files written" in p for p in refusal_problems(run, before, tmp_path))
+
+
+@pytest.mark.slow
+def test_hostile_provenance_logs_are_linear_bounded_and_one_line(tmp_path: Path) -> None:
+    """Issue 27.2: quadratic lines under a CPU bound, a big payload under an RSS bound, odd record shapes."""
+    cases = [c for c in htc.build_cases(tmp_path / "cases", seed=1, mutant_count=6)
+             if c.name.startswith("provenance")]
+    assert len(cases) >= 15
+    results = hc.run_cases(cases, workers=2, timeout_s=TIMEOUT_S, mem_bytes=4 * hc.GiB)
+    failures = []
+    for case, result in zip(cases, results, strict=True):
+        problems = hc.check(case, result) + htc.strict_problems(case, result)
+        if "internal error" in result["stderr"]:
+            problems.append("internal error")
+        if problems:
+            failures.append(f"{case.name}: {'; '.join(problems)} | {result['stderr'][:300]!r}")
+    assert not failures, "\n".join(failures)
+    by_name = {c.name: r for c, r in zip(cases, results, strict=True)}
+    # the real capture's kernels are still read beside each appended record that is merely odd
+    assert by_name["provenance log: a record header without attempt"]["code"] == 0
+    assert by_name["provenance log: an 80,000-character line in a post-grad graph"]["code"] == 0

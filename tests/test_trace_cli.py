@@ -73,3 +73,19 @@ def test_json_never_overwrites_an_input(tmp_path):
     line = _one_line_error([str(before), "--json", str(before)])
     assert "overwrite" in line
     assert before.read_bytes() == (TRACES / "cos_relu_eager.json").read_bytes()
+
+
+def test_cli_text_lists_kernels_then_ops_by_self_time_without_python_frames(capsys):
+    """Issue 28.2: the CLI's defaults are the workspace's: kernels first, no Python frames unless --python."""
+    capture = TRACES / "provenance" / "mlp_block"
+    assert main(["trace", str(capture)]) == 0
+    out = capsys.readouterr().out
+    kernels, events = out.index("compiled kernels by Inductor's provenance"), out.index("event (self time")
+    assert kernels < events
+    table = out[events:].splitlines()[1:16]
+    assert any(r.strip().startswith("aten::") for r in table)
+    assert not any("): " in r or "nn.Module" in r or "fuseview/capture" in r for r in table)
+    assert "--python lists them" in out
+    assert main(["trace", str(capture), "--python", "--top", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "): forward" in out and "fuseview/capture" not in out

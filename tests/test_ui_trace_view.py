@@ -53,13 +53,16 @@ def test_compare_draws_plots_and_table(qtbot, view):
     assert "step time before/after" in view.status.text()
     labels = view.event_plot.labels
     assert view.event_plot.bar_count() > 5 and set(view.event_plot.bars) == {BEFORE, AFTER}
-    # total time per step by default, the number the CLI prints for the same row; linear axes
-    assert view.time_stat.currentText() == TOTAL and not view.event_plot.log_x and not view.kernel_plot.log_x
-    totals = [{e["name"]: e["per_step_us"] for e in t["events"]} for t in rep["traces"]]
-    biggest = [max(t.get(n, 0.0) for t in totals) for n in labels]
+    # self time per step by default (nested calls counted once), the number the CLI prints; linear axes
+    assert view.time_stat.currentText() == SELF and not view.event_plot.log_x and not view.kernel_plot.log_x
+    selfs = [{e["name"]: e["self_us"] / t["steps"] for e in t["events"]} for t in rep["traces"]]
+    biggest = [max(t.get(n, 0.0) for t in selfs) for n in labels]
     assert biggest == sorted(biggest, reverse=True)
-    view.time_stat.setCurrentText(SELF)
     assert any(lbl.startswith("graph_3_cpp_fused") for lbl in view.event_plot.labels)
+    view.time_stat.setCurrentText(TOTAL)
+    totals = [{e["name"]: e["per_step_us"] for e in t["events"]} for t in rep["traces"]]
+    biggest = [max(t.get(n, 0.0) for t in totals) for n in view.event_plot.labels]
+    assert biggest == sorted(biggest, reverse=True)
     kernels = [kernel_label(k) for k in rep["diff"]["fused_kernels"]]
     assert view.kernel_plot.labels == kernels and set(view.kernel_plot.bars) == {REPLACED, KERNEL}
     # each row names the ops the kernel replaced, on screen
@@ -262,3 +265,113 @@ def test_selecting_a_kernel_selects_its_post_grad_nodes(qtbot, view):
         names = sorted(doc.graph.nodes[int(k[2:])].name for k in g.scene.selected_keys())
         assert names == sorted(r["post_grad"]) and names
         assert set(g.scene.marked_keys()) >= set(g.scene.selected_keys())
+
+
+def test_a_capture_opens_on_its_kernels_without_python_frames(qtbot, view):
+    """Issue 28.2: the first tab is the kernel table; Python frames only when asked; never fuseview's own."""
+    load(qtbot, view, [CAPTURE])
+    assert view.tabs.indexOf(view.kernels) == 0 and view.tabs.currentWidget() is view.kernels
+    t = view.kernels.table
+    names = [t.item(i, 0).text() for i in range(t.rowCount())]
+    assert any("cpp_fused" in n for n in names) and any("extern_kernels.addmm" in n for n in names)
+    verdicts = [t.item(i, 6).text() for i in range(t.rowCount())]
+    assert all(v.startswith("kernel ") and ("faster" in v or "slower" in v) for v in verdicts)
+    assert all(t.item(i, 8).text() for i in range(t.rowCount()))  # every kernel's source lines
+    labels = view.event_plot.labels
+    assert any(lbl.startswith("aten::") for lbl in labels)
+    assert not any("(" in lbl and "): " in lbl for lbl in labels)  # no `file.py(12): f` frame
+    shown = [view.table.item(i, 0).text() for i in range(view.table.rowCount())]
+    assert not any("fuseview/capture/" in n or n.startswith("nn.Module") for n in shown)
+    view.python.setChecked(True)
+    shown = [view.table.item(i, 0).text() for i in range(view.table.rowCount())]
+    assert any("): forward" in n for n in shown)
+    assert not any("fuseview/capture/" in n for n in shown)
+
+
+def test_a_frame_path_is_shown_relative_to_the_working_folder(tmp_path, monkeypatch):
+    from fuseview.traces.display import shown_name
+
+    monkeypatch.chdir(tmp_path)
+    inside = str(tmp_path / "pkg" / "model.py")
+    assert shown_name(f"{inside}(12): forward") == "pkg/model.py(12): forward"
+    assert shown_name("/elsewhere/model.py(3): f") == "/elsewhere/model.py(3): f"
+    assert shown_name("aten::addmm") == "aten::addmm"
+
+
+def _overlaps(rects) -> list:
+    return [(a, b) for i, a in enumerate(rects) for b in rects[i + 1:] if a.intersects(b)]
+
+
+def test_flame_view_at_1200x800_reads(qtbot, view, tmp_path):
+    """Issue 28.3: rows a text line tall, labels inside their boxes and never on each other, one time
+    scale for both steps, zoom and pan on the time axis, hover with the whole name."""
+    from PySide6.QtCore import QEvent, QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    from fuseview.traces.display import shown_name
+    from fuseview.ui.trace_flame import FlameChart
+
+    load(qtbot, view, [TRACES / "provenance" / "gpt2_block"])
+    view.resize(1200, 800)
+    view.show()
+    view.tabs.setCurrentWidget(view.flame)
+    qtbot.waitExposed(view)
+    flame = view.flame
+    flame.fit()
+    shot = view.grab()
+    assert shot.width() == 1200 and shot.height() == 800 and shot.save(str(tmp_path / "flame.png"))
+    for role, chart in flame.charts.items():
+        assert isinstance(chart, FlameChart) and chart.timeline is flame.timelines[role]
+        assert chart.row_height >= chart.fontMetrics().height()
+        assert len(chart.label_rects) >= 3, role
+        assert not _overlaps(chart.label_rects), role
+        boxes = [chart.box(i) for i in range(len(chart.timeline.start))]
+        for r in chart.label_rects:  # each label inside the box it names
+            assert any(b.contains(r.adjusted(1, 1, -1, -1)) for b in boxes)
+    # one time scale: a µs is as wide in both charts
+    before, after = flame.charts["before"], flame.charts["after"]
+    assert before.box(0).width() / max(float(before.timeline.dur[0]), 1e-9) == pytest.approx(
+        1 / flame.scale.us_per_px, rel=1e-6)
+    assert before.scale is after.scale
+    # zoom in about a point: that point stays, a µs gets wider; labels still apart; pan moves the origin
+    scale0, x = flame.scale.us_per_px, 400.0
+    at = before._us(x)
+    qtbot.wait(1)
+    flame.scale.zoom(4.0, at)
+    assert flame.scale.us_per_px == pytest.approx(scale0 / 4) and before._us(x) == pytest.approx(at)
+    fitted_labels = len(before.label_rects)
+    before.repaint()
+    assert not _overlaps(before.label_rects) and len(before.label_rects) > fitted_labels
+    x0 = flame.scale.x0
+    flame.scale.pan(100)
+    assert flame.scale.x0 == pytest.approx(x0 + 100 * flame.scale.us_per_px)
+    flame.fit()
+    # hover: the whole name of the box under the pointer
+    i = max(range(len(before.timeline.dur)), key=lambda k: (before.timeline.depth[k], before.timeline.dur[k]))
+    centre = before.box(i).center()
+    hit = before.event_at(QPointF(centre))
+    assert hit == i
+    assert before.hover_text(hit).split("\n")[0] == shown_name(before.timeline.names[hit])
+    assert f"{float(before.timeline.dur[hit]):.1f} µs" in before.hover_text(hit)
+    move = QMouseEvent(QEvent.Type.MouseMove, centre, before.mapToGlobal(centre), Qt.MouseButton.NoButton,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(before, move)
+    assert before.toolTip().startswith(before.hover_text(hit).split("\n")[0])
+    # Python frames (hidden by default) add rows when asked for; fuseview's own capture frames never
+    rows = before.minimumHeight()
+    view.python.setChecked(True)
+    assert before.minimumHeight() > rows
+    assert not any("fuseview/capture/" in n for n in before.timeline.names)
+    assert any("): forward" in n for n in before.timeline.names)
+
+
+def test_a_capture_with_its_onnx_model_shows_the_join(qtbot, view):
+    """Issue 28.4: the workspace's Compile vs ONNX tab, per source line."""
+    load(qtbot, view, [TRACES / "provenance" / "mlp_block_onnx"])
+    t = view.join.table
+    rows = {t.item(i, 1).text(): [t.item(i, c).text() for c in range(t.columnCount())]
+            for i in range(t.rowCount())}
+    gelu = next(v for k, v in rows.items() if "gelu(self.up(h))" in k)
+    assert gelu[2] == "both" and "BiasGelu" in gelu[8] and "cpp_fused_gelu" in gelu[5]
+    assert t.item(0, 2).text() in ("only Inductor", "only fuseview")  # disagreements first

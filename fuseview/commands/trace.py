@@ -31,14 +31,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, metavar="N",
                    help="use only the last N steps of each trace (earlier ones are often warm-up)")
     p.add_argument("--top", type=int, default=TOP, help=f"rows of the event table (default {TOP})")
+    p.add_argument("--onnx-time", action="store_true",
+                   help="for a capture with model.onnx: also profile it and its fused version in onnxruntime"
+                        " (same shapes) and give each source line's ONNX time before and after fusion")
+    p.add_argument("--python", action="store_true",
+                   help="also list Python-function events (with_stack=True frames; hidden by default:"
+                        " they nest, so their times add up to more than the step)")
 
 
 def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def print_report(rep: dict, top: int = TOP, out=None) -> None:
-    """The readable summary of a trace report."""
+def print_report(rep: dict, top: int = TOP, out=None, python: bool = False) -> None:
+    """The readable summary of a trace report: kernels first, then ops by self time (no Python frames
+    unless python is set)."""
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
     for t in rep["traces"]:
@@ -47,53 +54,26 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
           f" step p50 {_us(s['p50'])}, min {_us(s['min'])}, max {_us(s['max'])})")
         for why in t.get("excluded_steps", []):
             w(f"  left out: {why}")
+    choice = rep.get("provenance_choice")
+    if choice and choice["ignored"]:
+        w(f"provenance: read {choice['used']}")
+        for ig in choice["ignored"]:
+            w(f"  ignored {Path(ig['log']).name}: {ig['why']}")
     d = rep["diff"]
     if d is None:
-        t = rep["traces"][0]
-        w(f"  {'event':<48}{'category':<17}{'count':>7}{'per step':>11}{'self':>11}{'share':>8}")
-        for e in t["events"][:top]:
-            w(f"  {_clip(e['name'], 47):<48}{e['category']:<17}{e['count']:>7}{_us(e['per_step_us']):>11}"
-              f"{_us(e['self_us'] / max(t['steps'], 1)):>11}{e['share'] * 100:>7.1f}%")
+        _print_events(rep, top, python, w)
         return
     sp = d["step_speedup"]
     w()
     w(f"step time: before/after {sp['summary']}")
     if sp["noise"]["warning"]:
         w(f"  note: {sp['noise']['warning']}")
-    b, a = rep["traces"]
-    nb, na = max(b["steps"], 1), max(a["steps"], 1)
-    w()
-    w(f"  {'event (time per step)':<48}{'category':<17}{'before':>11}{'after':>11}{'count b/a':>12}")
-    rows = {}
-    for e in b["events"]:
-        rows[e["name"]] = [e["category"], e["per_step_us"], None, e["count"] / nb, 0.0]
-    for e in a["events"]:
-        r = rows.setdefault(e["name"], [e["category"], None, None, 0.0, 0.0])
-        r[2], r[4] = e["per_step_us"], e["count"] / na
-    order = sorted(rows, key=lambda n: -max(rows[n][1] or 0.0, rows[n][2] or 0.0))
-    for name in order[:top]:
-        cat, x, y, cb, ca = rows[name]
-        w(f"  {_clip(name, 47):<48}{cat:<17}{_us(x):>11}{_us(y):>11}{f'{cb:g}/{ca:g}':>12}")
-    w()
-    w(f"added {len(d['added'])} event names, removed {len(d['removed'])}, in both {len(d['changed'])}")
     exact = [k for k in d["fused_kernels"] if k.get("attribution") == "provenance"]
     if exact:
         _print_provenance(exact, w)
     guessed = [k for k in d["fused_kernels"] if k.get("attribution", "name") == "name"]
     if guessed:
-        w()
-        w("compiled kernels GUESSED FROM THEIR NAMES" + (" (not in the provenance log)" if exact else
-          " (no --provenance log: a guess)") + " (time per step; replaced: the before-trace ops named"
-          " by the kernel, their GPU kernels' time when the kernel ran on a GPU)")
-        w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'repl/k':>8}  fused ops -> matched in before")
-        for k in guessed:
-            ok = k["time_us"] > 0 and k["replaced_us"]
-            ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
-            ops = "+".join(k["fused_ops"])
-            matched = ", ".join(k["matched_before"]) or "nothing"
-            dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
-            w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
-              f"  {ops} -> {matched}{dev}")
+        _print_guessed(guessed, bool(exact), w)
     missing = d.get("unclaimed_pre_grad") or []
     if missing:
         w()
@@ -102,9 +82,81 @@ def print_report(rep: dict, top: int = TOP, out=None) -> None:
         for m in missing[:TOP]:
             where = f"{Path(m['file']).name}:{m['line']}" if m["file"] else "no source"
             w(f"  [{m['graph']}] {m['node']} ({m['aten']}) {where}  {_clip(m['code'] or '', 70)}")
+    _print_events(rep, top, python, w)
+    w()
+    w(f"added {len(d['added'])} event names, removed {len(d['removed'])}, in both {len(d['changed'])}")
     if d["note"]:
         w()
         w(d["note"])
+
+
+def _print_events(rep: dict, top: int, python: bool, w) -> None:
+    """The ops and kernels by self time per step (a nested call's time counted once), one column a trace."""
+    from fuseview.traces.display import is_python, shown_events, shown_name
+
+    traces = rep["traces"]
+    rows: dict[str, list] = {}
+    for i, t in enumerate(traces):
+        steps = max(t["steps"], 1)
+        for e in shown_events(t["events"], python):
+            r = rows.setdefault(e["name"], [e["category"]] + [None] * (2 * len(traces)))
+            r[1 + i], r[1 + len(traces) + i] = e["self_us"] / steps, e["count"] / steps
+    order = sorted(rows, key=lambda n: -max(v or 0.0 for v in rows[n][1:1 + len(traces)]))
+    w()
+    if len(traces) == 1:
+        w(f"  {'event (self time per step: children excluded)':<64}{'category':<17}{'self':>11}{'count':>9}")
+        for name in order[:top]:
+            cat, x, c = rows[name]
+            w(f"  {_clip(shown_name(name), 63):<64}{cat:<17}{_us(x):>11}{c:>9.3g}")
+    else:
+        w(f"  {'event (self time per step: children excluded)':<64}{'category':<17}{'before':>11}"
+          f"{'after':>11}{'count b/a':>12}")
+        for name in order[:top]:
+            cat, x, y, cb, ca = rows[name]
+            w(f"  {_clip(shown_name(name), 63):<64}{cat:<17}{_us(x):>11}{_us(y):>11}"
+              f"{f'{cb or 0:g}/{ca or 0:g}':>12}")
+    if not python and any(is_python(e) for t in traces for e in t["events"]):
+        w("  (Python-function events hidden: they nest, so their times overlap; --python lists them)")
+
+
+def _print_guessed(guessed: list[dict], exact: bool, w) -> None:
+    w()
+    w("compiled kernels GUESSED FROM THEIR NAMES" + (" (not in the provenance log)" if exact else
+      " (no --provenance log: a guess)") + " (time per step; replaced: the before-trace ops named"
+      " by the kernel, their GPU kernels' time when the kernel ran on a GPU)")
+    w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'repl/k':>8}  fused ops -> matched in before")
+    for k in guessed:
+        ok = k["time_us"] > 0 and k["replaced_us"]
+        ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
+        ops = "+".join(k["fused_ops"])
+        matched = ", ".join(k["matched_before"]) or "nothing"
+        dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
+        w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
+          f"  {ops} -> {matched}{dev}")
+
+
+def print_join(rows, out=None) -> None:
+    """Inductor's kernels beside fuseview's fusions of the exported model, per source line."""
+    w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
+    w()
+    w("torch.compile beside fuseview's fusions of model.onnx, per source line (lines where one compiler"
+      " fuses and the other does not first; time per step)")
+    for r in rows:
+        if not r.kernels and not r.onnx_before:
+            continue
+        who = {(True, True): "both fuse", (True, False): "only Inductor fuses",
+               (False, True): "only fuseview fuses", (False, False): "neither fuses"}
+        one = "; ONNX has one node there" if len(r.onnx_before) == 1 and not r.onnx_fuses else ""
+        w(f"  {r.file}:{r.line}  {_clip(r.code, 70)}  [{who[(r.inductor_fuses, r.onnx_fuses)]}{one}]")
+        eager = ", ".join(sorted(r.eager_ops)) or "no eager op found"
+        w(f"    eager {eager} {_us(r.eager_us)} -> Inductor {', '.join(r.kernels) or 'no kernel'}"
+          f" {_us(r.kernel_us)}")
+        after = f" -> {', '.join(r.onnx_after)}" if r.fusions else " (no fuseview fusion)"
+        ort = (f"  onnxruntime {_us(r.ort_before_us)} -> {_us(r.ort_after_us)}"
+               if r.ort_before_us is not None else "")
+        w(f"    ONNX {', '.join(r.onnx_before) or 'no node'}{after}{ort}")
+        for f in r.fusions:
+            w(f"      {f}")
 
 
 def _lines(source: list[dict]) -> str:
@@ -147,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.traces.stats import load_trace
     from fuseview.traces.torch_log import read_compile_log, resolve_inputs
 
+    folder = args.before if os.path.isdir(args.before) else None
     args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
     if prov is not None and args.after is None:
         raise FuseviewError("--provenance: needs the compiled (AFTER) trace it belongs to")
@@ -162,12 +215,18 @@ def run(args: argparse.Namespace) -> int:
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
     before = load_trace(args.before, args.steps)
     after = load_trace(args.after, args.steps) if args.after else None
-    log = read_compile_log(prov) if prov is not None else None
+    log = read_compile_log(prov, after) if prov is not None and after is not None else None
     report = TraceReport.from_json(build_report(before, after, log))
     if to_stdout:
         print(report.text(), end="")
         return 0
-    print_report(report.to_json(), args.top)
+    print_report(report.to_json(), args.top, python=args.python)
+    if folder is not None:
+        from fuseview.capture.onnx_join import capture_join
+
+        rows = capture_join(folder, report.to_json(), ort_time=args.onnx_time)
+        if rows is not None:
+            print_join(rows)
     if args.json:
         path = report.save(args.json)
         print(f"\nreport written to {path}")

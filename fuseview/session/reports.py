@@ -309,7 +309,8 @@ class TraceReport:
     schema_version: int
     traces: list[dict[str, Any]]
     diff: dict[str, Any] | None = None
-    provenance_log: str | None = None  # the TORCH_TRACE folder of an exact attribution
+    provenance_log: str | None = None  # the TORCH_TRACE log of an exact attribution
+    provenance_choice: dict[str, Any] | None = None  # that log, and the folder's other logs with why not
 
     @classmethod
     def from_json(cls, data: object) -> TraceReport:
@@ -317,12 +318,14 @@ class TraceReport:
         from fuseview.traces import report as trace_schema
 
         rep = trace_schema.validate_report(data)
-        return cls(rep["schema_version"], rep["traces"], rep["diff"], rep.get("provenance_log"))
+        return cls(rep["schema_version"], rep["traces"], rep["diff"], rep.get("provenance_log"),
+                   rep.get("provenance_choice"))
 
     def to_json(self) -> dict[str, Any]:
         """The report as the file holds it."""
         return {"schema_version": self.schema_version, "kind": self.KIND, "traces": self.traces,
-                "provenance_log": self.provenance_log, "diff": self.diff}
+                "provenance_log": self.provenance_log, "provenance_choice": self.provenance_choice,
+                "diff": self.diff}
 
     def text(self) -> str:
         """The checked report as JSON text (`--json -`)."""

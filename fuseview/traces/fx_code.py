@@ -6,22 +6,29 @@
 
 Each node's op is the aten op it is or the one eager mode would run for it (`gelu` for torch._C._nn.gelu,
 `matmul` for `@`), so it can be looked up in an eager trace as `aten::<op>`.
+
+Linear in its input: lines are parsed by splitting, and the few patterns left are anchored with no
+nested or adjacent unbounded repeats (no backtracking on a hostile line). GraphParser reads one line at a
+time, so a logged payload is never held whole; it keeps at most MAX_NODES nodes and clips the strings
+it keeps.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-_FILE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
-_NODE = re.compile(r'^\s+(?P<name>[A-Za-z_]\w*)(?:\s*:\s*"[^"]*")?\s*=\s*(?P<rhs>.+?)\s*$')
-_CALL = re.compile(r"^(?P<target>[A-Za-z_][\w.]*)\(")
-_INFIX = re.compile(r"^(?:[A-Za-z_]\w*|\d[\d.e+-]*)\s*(?P<op>\*\*|//|[@+\-*/%<>&|^]|[<>=!]=)\s*\S")
+MAX_NODES = 20_000  # nodes kept per graph (a larger graph is cut; `dropped` counts the rest)
+MAX_TEXT = 400  # characters kept of a node's source code, file or function
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_NAMES = re.compile(r"[A-Za-z_]\w*|\d\w*")  # identifiers, and number-like tokens skipped as a whole
+_TARGET = re.compile(r"[A-Za-z_][\w.]*")
+_NUMBER = re.compile(r"\d[\d.e+-]*")
 _INFIX_OPS = {"@": "matmul", "+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
               "//": "floor_divide", "%": "remainder", "<": "lt", ">": "gt", "<=": "le", ">=": "ge",
               "==": "eq", "!=": "ne", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor"}
+_BY_LENGTH = sorted(_INFIX_OPS, key=len, reverse=True)  # `**` before `*`
 _FUNCTION_ROOTS = ("torch", "operator", "math", "builtins")
-_OPS = re.compile(r"^torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)(?:\.\w+)?$")
 
 
 @dataclass(frozen=True)
@@ -38,86 +45,192 @@ class FxNode:
     inputs: tuple[str, ...] = ()  # the nodes and graph inputs it reads, in order
 
 
+@dataclass(frozen=True)
+class SourceComment:
+    """A `# File: path:line in func, code: ...` comment."""
+
+    file: str
+    line: int
+    func: str
+    code: str
+
+
+def _clip(s: str) -> str:
+    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 1] + "…"
+
+
+def source_comment(line: str) -> SourceComment | None:
+    """The parts of a `# File:` comment line, else None."""
+    s = line.strip()
+    if not s.startswith("# File: "):
+        return None
+    head, sep, code = s[len("# File: "):].partition(", code: ")
+    where, sep2, func = head.rpartition(" in ")
+    file, sep3, num = where.rpartition(":")
+    if not (sep and sep2 and sep3 and file and func) or "," in func or not num.isdigit() or len(num) > 9:
+        return None
+    return SourceComment(_clip(file), int(num), _clip(func.strip()), _clip(code.strip()))
+
+
+def _ops_target(target: str) -> str | None:
+    parts = target.split(".")
+    if len(parts) in (4, 5) and parts[:2] == ["torch", "ops"] and all(p.isidentifier() for p in parts[2:]):
+        ns, op = parts[2], parts[3]
+        return op if ns == "aten" else f"{ns}::{op}"
+    return None
+
+
+def _infix(rhs: str) -> str | None:
+    m = _IDENT.match(rhs) or _NUMBER.match(rhs)
+    if m is None:
+        return None
+    rest = rhs[m.end():].lstrip()
+    for sym in _BY_LENGTH:
+        if rest.startswith(sym):
+            return sym if rest[len(sym):].strip() else None
+    return None
+
+
 def op_of(rhs: str) -> tuple[str, str]:
     """(aten-style op, target as written) of a node's right-hand side."""
-    m = _CALL.match(rhs)
-    if m:
-        target = m.group("target")
-        ops = _OPS.match(target)
-        if ops:
-            return (ops.group("op") if ops.group("ns") == "aten" else f"{ops.group('ns')}::{ops.group('op')}",
-                    target)
+    m = _TARGET.match(rhs)
+    if m and rhs[m.end():m.end() + 1] == "(":
+        target = m.group(0)
+        op = _ops_target(target)
+        if op is not None:
+            return op, target
         parts = target.split(".")
-        op = parts[-1].lstrip("_") if parts[0] in _FUNCTION_ROOTS else parts[-1]
-        return op, target
-    m = _INFIX.match(rhs)
-    if m:
-        return _INFIX_OPS[m.group("op")], m.group("op")
-    if re.match(r"^[A-Za-z_]\w*\[", rhs):
+        return (parts[-1].lstrip("_") if parts[0] in _FUNCTION_ROOTS else parts[-1]), target
+    sym = _infix(rhs)
+    if sym is not None:
+        return _INFIX_OPS[sym], sym
+    m = _IDENT.match(rhs)
+    if m and rhs[m.end():m.end() + 1] == "[":
         return "getitem", "[]"
-    if re.match(r"^-[A-Za-z_]", rhs):
+    if rhs.startswith("-") and _IDENT.match(rhs, 1):
         return "neg", "-"
     return "", rhs.split(";")[0].strip()
 
 
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-_ARG = re.compile(r"(?:\(self,\s*|,\s*)([A-Za-z_]\w*)\s*[:,)]")
+def _unquoted(s: str) -> str:
+    return "".join(s.split('"')[::2])  # the text outside "..." (type annotations hold commas)
+
+
+def forward_args(line: str) -> list[str]:
+    """The argument names of a `def forward(self, a: "f32[2]", b)` line (without self)."""
+    inner = _unquoted(line.strip()[len("def forward("):]).rsplit(")", 1)[0]
+    out = []
+    for piece in inner.split(","):
+        name = piece.split(":", 1)[0].split("=", 1)[0].strip()
+        if name.isidentifier() and name != "self":
+            out.append(name)
+    return out
+
+
+def names_in(text: str) -> list[str]:
+    """The identifiers in text, in order (number tokens like 1e5 or 0x1f are skipped whole)."""
+    return [t for t in _NAMES.findall(text) if not t[0].isdigit()]
+
+
+def _node_line(line: str) -> tuple[str, str] | None:
+    """(name, right-hand side) of an indented `name: "type" = rhs` line, else None."""
+    if not line[:1].isspace():
+        return None
+    s = line.strip()
+    m = _IDENT.match(s)
+    if m is None:
+        return None
+    rest = s[m.end():].lstrip()
+    if rest.startswith(":"):
+        rest = rest[1:].lstrip()
+        if not rest.startswith('"'):
+            return None
+        close = rest.find('"', 1)
+        if close < 0:
+            return None
+        rest = rest[close + 1:].lstrip()
+    if not rest.startswith("=") or rest.startswith("=="):
+        return None
+    rhs = rest[1:].strip()
+    return (m.group(0), rhs) if rhs else None
+
+
+@dataclass
+class GraphParser:
+    """Reads an FX graph's code one line at a time (feed), keeping its nodes, inputs and outputs."""
+
+    nodes: dict[str, FxNode] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    dropped: int = 0  # nodes past MAX_NODES, not kept
+    _known: set[str] = field(default_factory=set)
+    _src: SourceComment | None = None
+    _in_forward: bool = False
+    _seen_return: bool = False
+
+    def feed(self, line: str) -> None:
+        """One line of the graph's code."""
+        stripped = line.strip()
+        if not self._seen_return and stripped.startswith("return "):
+            self._seen_return = True
+            self.outputs = names_in(stripped[len("return "):])
+        if stripped.startswith("def forward("):
+            if not self._in_forward:
+                self._in_forward = True
+                self.inputs = forward_args(stripped)
+                self._known.update(self.inputs)
+            return
+        if not self._in_forward:
+            return
+        if not stripped:
+            self._src = None  # a blank line ends the group a `# File:` comment heads
+            return
+        if stripped.startswith("#"):
+            src = source_comment(stripped)
+            if src is not None:
+                self._src = src
+            return
+        if stripped.startswith(("return ", "def ", "class ")):
+            return
+        parsed = _node_line(line)
+        if parsed is None:
+            return
+        name, rhs = parsed
+        rhs = rhs.split(";  ")[0]
+        op, target = op_of(rhs)
+        if not op:
+            self._known.add(name)  # an alias (l_x_ = L_x_) runs nothing, but later nodes read it
+            return
+        if len(self.nodes) >= MAX_NODES and name not in self.nodes:
+            self.dropped += 1
+            return
+        args = rhs[len(target):] if rhs.startswith(target) else rhs
+        inputs = tuple(dict.fromkeys(a for a in names_in(args) if a in self._known and a != name))
+        src = self._src
+        self.nodes[name] = FxNode(name, op, _clip(target), src.file if src else None,
+                                  src.line if src else None, src.func if src else None,
+                                  src.code if src else None, inputs)
+        self._known.add(name)
+
+
+def parse_code(code: str) -> GraphParser:
+    """A whole graph's code parsed (nodes, inputs, outputs)."""
+    p = GraphParser()
+    for line in code.splitlines():
+        p.feed(line)
+    return p
 
 
 def graph_inputs(code: str) -> list[str]:
     """The argument names of the graph's forward (its inputs), in order."""
-    for line in code.splitlines():
-        if line.strip().startswith("def forward("):
-            return [a for a in _ARG.findall(line) if a != "self"]
-    return []
+    return parse_code(code).inputs
 
 
 def graph_outputs(code: str) -> list[str]:
     """The names the forward returns."""
-    for line in code.splitlines():
-        s = line.strip()
-        if s.startswith("return "):
-            return _NAME.findall(s[len("return "):])
-    return []
+    return parse_code(code).outputs
 
 
 def parse_graph(code: str) -> dict[str, FxNode]:
     """The nodes of an FX graph's readable code, keyed by name, each with the source comment above it."""
-    nodes: dict[str, FxNode] = {}
-    known = set(graph_inputs(code))
-    src = None
-    in_forward = False
-    for line in code.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("def forward("):
-            in_forward = True
-            continue
-        if not in_forward:
-            continue
-        if not stripped:
-            src = None  # a blank line ends the group a `# File:` comment heads
-            continue
-        m = _FILE.match(line)
-        if m:
-            src = m
-            continue
-        if stripped.startswith(("return ", "#", "def ", "class ")):
-            continue
-        m = _NODE.match(line)
-        if not m:
-            continue
-        rhs = m.group("rhs").split(";  ")[0]
-        op, target = op_of(rhs)
-        name = m.group("name")
-        if not op:
-            known.add(name)  # an alias (l_x_ = L_x_) runs nothing, but later nodes read it
-            continue
-        args = rhs[len(target):] if rhs.startswith(target) else rhs
-        inputs = tuple(dict.fromkeys(a for a in _NAME.findall(args) if a in known and a != name))
-        nodes[name] = FxNode(
-            name, op, target,
-            src.group("file") if src else None, int(src.group("line")) if src else None,
-            src.group("func").strip() if src else None, src.group("code").strip() if src else None,
-            inputs)
-        known.add(name)
-    return nodes
+    return parse_code(code).nodes

@@ -10,12 +10,12 @@ from fuseview.traces import fx_code
 DOMAIN = "aten"
 
 
-def fx_to_onnx(code: str, name: str = "post_grad") -> onnx.ModelProto:
-    """The graph of an FX graph's readable code as an ONNX model: one node per FX node, named after it."""
-    nodes = fx_code.parse_graph(code)
-    inputs = fx_code.graph_inputs(code)
+def fx_to_onnx(code: str | fx_code.GraphParser, name: str = "post_grad") -> onnx.ModelProto:
+    """An FX graph (its readable code, or that code parsed) as an ONNX model: one node per FX node."""
+    parsed = fx_code.parse_code(code) if isinstance(code, str) else code
+    nodes, inputs = parsed.nodes, parsed.inputs
     used = {i for n in nodes.values() for i in n.inputs}
-    outputs = [o for o in fx_code.graph_outputs(code) if o in nodes] or [
+    outputs = [o for o in parsed.outputs if o in nodes] or [
         n for n in nodes if n not in used][-1:]
     onnx_nodes = [helper.make_node(n.op.replace("::", "_"), list(n.inputs), [n.name], name=n.name,
                                    domain=DOMAIN) for n in nodes.values()]

@@ -63,6 +63,25 @@ class RawTrace:
     flow_ts: array = field(default_factory=lambda: array("d"))
     # onnxruntime: (start, duration) of each model_run, read from the Session events
     runs: list[tuple[float, float]] = field(default_factory=list)
+    threads: list = field(default_factory=list)  # thread id -> its (pid, tid) as text
+    # Kineto's baseTimeNanoseconds: the wall clock (ns since the epoch) of ts 0, when the trace says it
+    base_ns: int | None = None
+
+    def pids(self) -> frozenset[int]:
+        """The process ids of the trace's threads."""
+        out = set()
+        for key in self.threads:  # "(14941, 14941)"
+            pid = key[1:].split(",", 1)[0]
+            if pid.isdigit() and len(pid) < 19:
+                out.add(int(pid))
+        return frozenset(out)
+
+    def wall_span(self) -> tuple[float, float] | None:
+        """(first start, last end) of the trace's events in seconds since the epoch, when it has a base."""
+        if self.base_ns is None or not len(self.ts):
+            return None
+        ends = (t + d for t, d in zip(self.ts, self.dur, strict=True))
+        return self.base_ns / 1e9 + min(self.ts) / 1e6, self.base_ns / 1e9 + max(ends) / 1e6
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -100,6 +119,7 @@ class _Window:
         self.eof = False
         self.bare = False
         self.left = size  # bytes still to read
+        self.head_base: int | None = None  # baseTimeNanoseconds, once seen
 
     def more(self) -> bool:
         if self.eof:
@@ -134,9 +154,11 @@ def _skip_to_events(w: _Window) -> bool:
     while True:
         m = _KEY.search(w.text, max(0, w.pos))
         if m:
+            w.head_base = w.head_base or _base_ns(w.text, max(0, w.pos), m.start())
             w.pos = m.end()
             return False
         # keep a tail so a key split across chunks is still found
+        w.head_base = w.head_base or _base_ns(w.text, max(0, w.pos))
         w.pos = max(0, len(w.text) - 32)
         if not w.more():
             raise _bad(w.path, "no traceEvents list")
@@ -210,9 +232,21 @@ def _check_tail(w: _Window) -> None:
     tail = w.text[w.pos:]
     opener = '[' if w.bare else '{"traceEvents":['
     try:
-        json.loads(opener + tail)
+        doc = json.loads(opener + tail)
     except ValueError:
         raise _bad(w.path, "truncated or malformed after the event list") from None
+    base = doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None
+    if isinstance(base, int) and not isinstance(base, bool) and 0 < base < (1 << 63):
+        w.head_base = base
+
+
+_BASE = re.compile(r'"baseTimeNanoseconds"\s{0,16}:\s{0,16}(\d{1,19})[\s,}]')
+
+
+def _base_ns(text: str, start: int = 0, end: int | None = None) -> int | None:
+    """baseTimeNanoseconds from the text before the event list (Kineto writes it there or after)."""
+    m = _BASE.search(text, start, len(text) if end is None else end)
+    return int(m.group(1)) if m and int(m.group(1)) < (1 << 63) else None
 
 
 def _looks_like_onnx(path) -> bool:
@@ -239,6 +273,7 @@ def read_trace(path: str | os.PathLike) -> RawTrace:
             return _read_onnxruntime(p, first, batches)
         raw = RawTrace(str(path), PYTORCH)
         _collect(raw, first, batches, path)
+        raw.base_ns = w.head_base
     if len(raw) == 0:
         raise _bad(path, "no timed events")
     return raw
@@ -284,7 +319,7 @@ def _correlation(args) -> int:
 def _collect(raw: RawTrace, first: list, batches, path) -> None:
     name_of = _Interner(raw.names, path)
     cat_of = _Interner(raw.cats, path, "categories")
-    thread_of = _Interner([], path, "threads", MAX_THREADS)
+    thread_of = _Interner(raw.threads, path, "threads", MAX_THREADS)
     add_name, add_cat, add_thread = raw.name_id.append, raw.cat_id.append, raw.thread.append
     add_ts, add_dur, add_corr = raw.ts.append, raw.dur.append, raw.corr.append
     for batch in itertools.chain((first,), batches):

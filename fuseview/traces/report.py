@@ -70,6 +70,7 @@ def build_report(before: TraceStats, after: TraceStats | None = None, log: Compi
         traces.append(trace_json(after, "after"))
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "traces": traces,
             "provenance_log": log.path if log is not None else None,
+            "provenance_choice": log.choice_json() if log is not None else None,
             "diff": diff(before, after, log) if after is not None else None}
 
 

@@ -12,6 +12,7 @@ from fuseview.traces.categories import DEVICE_CATS, STEP, category, is_step
 from fuseview.traces.reader import ONNXRUNTIME, RawTrace, read_trace
 
 PROFILER_STEPS = "ProfilerStep"
+PYTHON_CAT = "python_function"
 MODEL_RUNS = "model_run"
 WHOLE = "whole trace"
 # torch.compile's own timing markers (dynamo_timed): a step holding one compiled something
@@ -30,12 +31,14 @@ class EventStats:
     per_step_us: float
     share: float  # total_us / the summed step time
     on_device: bool = False  # a GPU kernel or copy (not in the report: its category says enough)
+    python: bool = False  # a Python function's frame (with_stack=True): hidden by default in every view
 
     def to_json(self) -> dict:
         """JSON-ready dict (the report's event entry)."""
-        return {"name": self.name, "category": self.category, "count": self.count,
-                "total_us": self.total_us, "self_us": self.self_us, "per_step_us": self.per_step_us,
-                "share": self.share}
+        out = {"name": self.name, "category": self.category, "count": self.count,
+               "total_us": self.total_us, "self_us": self.self_us, "per_step_us": self.per_step_us,
+               "share": self.share}
+        return out | {"python": True} if self.python else out
 
 
 @dataclass
@@ -174,7 +177,7 @@ def summarise(raw: RawTrace, last_steps: int | None = None) -> TraceStats:
             continue  # steps are reported as step times, not as events
         events.append(EventStats(name, cat, int(count[i]), float(total[i]), float(selft[i]),
                                  float(total[i]) / nsteps, float(total[i]) / total_step,
-                                 raw_cat in DEVICE_CATS))
+                                 raw_cat in DEVICE_CATS, raw_cat == PYTHON_CAT))
     events.sort(key=lambda e: (-e.total_us, e.name))
     starts = tuple(t for t, _ in marks) if kind != WHOLE else ()
     return TraceStats(raw.path, raw.source, kind, step_us, events, raw.flows, raw, in_step, parent, starts,

@@ -6,12 +6,13 @@ typical step, with its gaps, stalls and oddly quantised durations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fuseview.traces.categories import category
-from fuseview.traces.stats import TraceStats
+from fuseview.traces.display import is_own_capture
+from fuseview.traces.stats import PYTHON_CAT, TraceStats
 
 MAX_EVENTS = 20_000  # per step drawn; a bigger step keeps its longest events
 
@@ -31,6 +32,7 @@ class Timeline:
     names: list[str]
     categories: list[str]
     dropped: int  # events left out past MAX_EVENTS
+    python: np.ndarray | None = None  # per event: a Python function's frame (with_stack=True)
 
 
 def depth_of(parent: np.ndarray) -> np.ndarray:
@@ -73,4 +75,35 @@ def step_timeline(stats: TraceStats, role: str, max_events: int = MAX_EVENTS) ->
         names=[raw.names[i] for i in name_id.tolist()],
         categories=[category(raw.names[n], raw.cats[c]) for n, c in zip(name_id.tolist(), cat_id.tolist(),
                                                                          strict=True)],
-        dropped=dropped)
+        dropped=dropped, python=np.array([raw.cats[c] == PYTHON_CAT for c in cat_id.tolist()], dtype=bool))
+
+
+def restack(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Nesting depth of each event among the events given (per thread, by time: inside the last one open)."""
+    depth = np.zeros(len(start), dtype=np.int64)
+    order = np.lexsort((-dur, start, thread))
+    open_ends: list[float] = []
+    last_thread = None
+    for i in order.tolist():
+        if thread[i] != last_thread:
+            open_ends, last_thread = [], thread[i]
+        s = float(start[i])
+        while open_ends and open_ends[-1] <= s:
+            open_ends.pop()
+        depth[i] = len(open_ends)
+        open_ends.append(s + float(dur[i]))
+    return depth
+
+
+def visible(t: Timeline, python: bool = False) -> Timeline:
+    """The timeline without Python frames (unless python) and fuseview's own capture frames, re-nested
+    from depth 0 so no row is left empty."""
+    keep = np.array([not is_own_capture(n) for n in t.names], dtype=bool)
+    if not python and t.python is not None:
+        keep &= ~t.python
+    idx = np.nonzero(keep)[0]
+    thread, start, dur = t.thread[idx], t.start[idx], t.dur[idx]
+    kept = idx.tolist()
+    return replace(t, thread=thread, depth=restack(thread, start, dur), start=start, dur=dur,
+                   names=[t.names[i] for i in kept], categories=[t.categories[i] for i in kept],
+                   python=t.python[idx] if t.python is not None else None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +27,13 @@ POST_GRAD = "inductor_post_grad_graph"
 OUTPUT_CODE = "inductor_output_code"
 _WANTED = {NODE_MAPPINGS, KERNEL_STACKS, *PRE_GRAD, POST_GRAD, OUTPUT_CODE}
 MAX_LINE = 16 << 20  # one header or payload line
-MAX_PAYLOAD = 64 << 20  # one kept payload
+MAX_JSON_PAYLOAD = 32 << 20  # one provenance (JSON) payload, the only kind held whole before parsing
 MAX_LOG_FILES = 64
-_HEADER = re.compile(rb"^[VIWEC]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
-# the names the generated code gives its kernels in the profiler (cpp.enable_kernel_profile)
-_RECORD_NAME = re.compile(r'"(graph_\d+_((?:cpp|triton)_\w+?))"')
-_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
+LEVELS = b"VIWEC"
+_DIGITS = frozenset(b"0123456789")
+_CLOCK = frozenset(b"0123456789:.")
+_GRAPH_KINDS = {*PRE_GRAD, POST_GRAD}
+_JSON_KINDS = {NODE_MAPPINGS, KERNEL_STACKS}
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class CompiledGraph:
     key: str  # "frame_id/frame_compile_id", as in the profiler's "Torch-Compiled Region: 0/0"
     pre_grad: dict[str, fx_code.FxNode] = field(default_factory=dict)
     post_grad: dict[str, fx_code.FxNode] = field(default_factory=dict)
-    post_grad_code: str = ""
+    post_grad_graph: fx_code.GraphParser | None = None  # what the window draws (nodes, inputs, outputs)
     post_to_pre: dict[str, list[str]] = field(default_factory=dict)
     kernel_to_post: dict[str, list[str]] = field(default_factory=dict)  # "cpp_fused_x_0:2" -> nodes
     # same keys as kernel_to_post: each of the kernel's stacks, outermost frame first
@@ -76,11 +76,16 @@ class CompiledGraph:
 
 @dataclass
 class CompileLog:
-    """The compiled graphs of a TORCH_TRACE folder, in the order they were compiled."""
+    """The compiled graphs of one TORCH_TRACE log (the one picked from its folder), in compile order."""
 
     path: str
     graphs: list[CompiledGraph]
-    files: list[str]
+    files: list[str]  # every log file looked at
+    ignored: list[tuple[str, str]] = field(default_factory=list)  # (log file, why it was not used)
+
+    def choice_json(self) -> dict:
+        """The report's provenance_choice: the log used and each one ignored, with why."""
+        return {"used": self.path, "ignored": [{"log": f, "why": w} for f, w in self.ignored]}
 
     def by_key(self) -> dict[str, CompiledGraph]:
         """Graphs keyed by "frame_id/frame_compile_id"."""
@@ -95,7 +100,8 @@ def _bad(path, line_no: int, why: str) -> FuseviewError:
     return FuseviewError(f"{path}: line {line_no}: not a readable TORCH_TRACE log ({why})")
 
 
-def _log_files(path: Path) -> list[Path]:
+def log_files(path: Path) -> list[Path]:
+    """The log files of a TORCH_TRACE folder (sorted), or the one file given."""
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".log" and not p.name.startswith("."))
         if not files:
@@ -108,57 +114,180 @@ def _log_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _records(path: Path):
-    """(line number, header dict, payload text or None) for each record; payloads of unwanted ones skipped."""
-    check_regular(path, "trace", "TORCH_TRACE log")
-    cap = limit("trace")
-    read = 0
-    header: dict | None = None
-    start = 0
-    payload: list[bytes] | None = None
-    size = 0
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise FuseviewError(f"{path}: cannot read ({exc.strerror})") from None
-    with f:
-        line_no = 0
-        while True:
-            raw = f.readline(MAX_LINE + 1)
-            line_no += 1
-            read += len(raw)
-            if read > cap:
-                raise FuseviewError(f"{path}: grew past the size limit while being read")
-            if len(raw) > MAX_LINE:
-                raise _bad(path, line_no, "a line longer than 16 MiB")
-            if raw.startswith(b"\t"):
-                if header is None:
-                    raise _bad(path, line_no, "a payload line without a record before it")
-                if payload is not None:
-                    size += len(raw)
-                    if size > MAX_PAYLOAD:
-                        raise _bad(path, line_no, "a payload over 64 MiB")
-                    payload.append(raw[1:].rstrip(b"\n"))
-                continue
-            if header is not None:
-                yield start, header, _finish(path, start, header, payload)
-                header = None
-            if not raw:
-                return
-            if not raw.strip():
-                continue
-            m = _HEADER.match(raw)
-            if m is None:
-                raise _bad(path, line_no, "neither a record header nor a payload line")
-            try:
-                header = json.loads(m.group(1))
-            except ValueError:
-                raise _bad(path, line_no, "a record header that is not JSON") from None
-            if not isinstance(header, dict):
-                raise _bad(path, line_no, "a record header that is not an object")
-            start = line_no
-            payload = [] if "has_payload" in header and _kind(header) in _WANTED else None
-            size = 0
+def parse_header(raw: bytes) -> tuple[bytes, int, bytes] | None:
+    """(clock `MMDD HH:MM:SS.ffffff`, process id, JSON text) of a record header line, else None."""
+    close = raw.find(b"]")
+    if close < 1 or raw[0] not in LEVELS:
+        return None
+    fields = raw[1:close].split(None, 3)
+    if len(fields) < 3:
+        return None
+    day, clock, pid = fields[:3]
+    if len(day) != 4 or not set(day) <= _DIGITS or not set(clock) <= _CLOCK or not set(pid) <= _DIGITS \
+            or len(pid) > 12:
+        return None
+    body = raw[close + 1:].strip()
+    if not (body.startswith(b"{") and body.endswith(b"}")):
+        return None
+    return day + b" " + clock, int(pid), body
+
+
+def _profiler_names(line: str, out: dict[str, str]) -> None:
+    """The kernel names the generated code records in the profiler (`"graph_0_cpp_fused_x_0"`)."""
+    if "graph_" not in line:
+        return
+    for piece in line.split('"')[1:-1]:
+        if piece.startswith("graph_") and len(out) < fx_code.MAX_NODES:
+            num, _, kernel = piece[len("graph_"):].partition("_")
+            if num.isdigit() and kernel.startswith(("cpp_", "triton_")) and kernel.isidentifier() \
+                    and kernel not in ("cpp_", "triton_"):
+                out[piece] = kernel
+
+
+class _Payload:
+    """One kept record's payload, read a line at a time: its md5, and what its kind keeps of it."""
+
+    def __init__(self, path, line_no: int, kind: str, md5) -> None:
+        self.path, self.line_no, self.kind = path, line_no, kind
+        self.want = md5 if isinstance(md5, str) else None
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.lines = 0
+        self.graph = fx_code.GraphParser() if kind in _GRAPH_KINDS else None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.names: dict[str, str] = {}
+
+    def add(self, line_no: int, data: bytes) -> None:
+        """One payload line (without its tab and newline)."""
+        if self.lines:
+            self.md5.update(b"\n")
+        self.md5.update(data)
+        self.lines += 1
+        if self.kind in _JSON_KINDS:
+            self.size += len(data) + 1
+            if self.size > MAX_JSON_PAYLOAD:
+                raise _bad(self.path, line_no, f"a provenance payload over {MAX_JSON_PAYLOAD >> 20} MiB")
+            self.chunks.append(data)
+            return
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad(self.path, line_no, "a payload that is not UTF-8") from None
+        if self.graph is not None:
+            self.graph.feed(text)
+        else:
+            _profiler_names(text, self.names)
+
+    def check(self) -> None:
+        """FuseviewError when the payload does not match its md5 (cut or edited)."""
+        if self.want is not None and self.md5.hexdigest() != self.want:
+            raise _bad(self.path, self.line_no, "a payload that does not match its md5 (cut or edited)")
+
+    def json(self) -> dict:
+        """The payload as a JSON object."""
+        data = b"\n".join(self.chunks)
+        self.chunks = []
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError):
+            raise _bad(self.path, self.line_no, "a provenance payload that is not JSON") from None
+        if not isinstance(value, dict):
+            raise _bad(self.path, self.line_no, "a provenance payload that is not an object")
+        return value
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass
+class LogFile:
+    """One log file: its compiled graphs, the processes that wrote it, its first and last record clocks."""
+
+    path: str
+    graphs: list[CompiledGraph]
+    pids: frozenset[int]
+    first: bytes | None  # header clock (`MMDD HH:MM:SS.ffffff`, local time) of the first record
+    last: bytes | None
+
+
+class _Reader:
+    """Reads one log file record by record, keeping each compiled graph's kept payloads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.graphs: dict[str, CompiledGraph] = {}
+        self.attempts: dict[str, object] = {}
+        self.pids: set[int] = set()
+        self.first: bytes | None = None
+        self.last: bytes | None = None
+
+    def header(self, line_no: int, raw: bytes) -> tuple[CompiledGraph, _Payload] | None:
+        """The graph and payload collector a header line opens (None when its payload is not kept)."""
+        parsed = parse_header(raw)
+        if parsed is None:
+            raise _bad(self.path, line_no, "neither a record header nor a payload line")
+        clock, pid, body = parsed
+        try:
+            header = json.loads(body)
+        except (ValueError, RecursionError):
+            raise _bad(self.path, line_no, "a record header that is not JSON") from None
+        if not isinstance(header, dict):
+            raise _bad(self.path, line_no, "a record header that is not an object")
+        self.first = self.first or clock
+        self.last = clock
+        if len(self.pids) < MAX_LOG_FILES:
+            self.pids.add(pid)
+        kind = _kind(header)
+        fid, cid = _int(header.get("frame_id")), _int(header.get("frame_compile_id"))
+        if "has_payload" not in header or kind not in _WANTED or fid is None or cid is None:
+            return None
+        key = f"{fid}/{cid}"
+        attempt = header.get("attempt")
+        # a frame whose first attempt hit a graph break restarts: only the last attempt counts
+        if key not in self.graphs or self.attempts[key] != attempt:
+            self.attempts[key] = attempt
+            self.graphs[key] = CompiledGraph(key)
+        return self.graphs[key], _Payload(self.path, line_no, kind, header.get("has_payload"))
+
+    def read(self) -> LogFile:
+        """Every record of the file."""
+        check_regular(self.path, "trace", "TORCH_TRACE log")
+        cap = limit("trace")
+        read = 0
+        open_record: tuple[CompiledGraph, _Payload] | None = None
+        in_record = False
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise FuseviewError(f"{self.path}: cannot read ({exc.strerror})") from None
+        with f:
+            line_no = 0
+            while True:
+                raw = f.readline(MAX_LINE + 1)
+                line_no += 1
+                read += len(raw)
+                if read > cap:
+                    raise FuseviewError(f"{self.path}: grew past the size limit while being read")
+                if len(raw) > MAX_LINE:
+                    raise _bad(self.path, line_no, "a line longer than 16 MiB")
+                if raw.startswith(b"\t"):
+                    if not in_record:
+                        raise _bad(self.path, line_no, "a payload line without a record before it")
+                    if open_record is not None:
+                        open_record[1].add(line_no, raw[1:].rstrip(b"\n"))
+                    continue
+                if open_record is not None:
+                    _apply(self.path, *open_record)
+                    open_record = None
+                if not raw:
+                    break
+                if not raw.strip():
+                    continue
+                open_record = self.header(line_no, raw)
+                in_record = True
+        return LogFile(str(self.path), list(self.graphs.values()), frozenset(self.pids),
+                       self.first, self.last)
 
 
 def _kind(header: dict) -> str | None:
@@ -169,29 +298,6 @@ def _kind(header: dict) -> str | None:
     if OUTPUT_CODE in header:
         return OUTPUT_CODE
     return None
-
-
-def _finish(path, line_no: int, header: dict, payload: list[bytes] | None) -> str | None:
-    if payload is None:
-        return None
-    data = b"\n".join(payload)
-    want = header.get("has_payload")
-    if isinstance(want, str) and hashlib.md5(data, usedforsecurity=False).hexdigest() != want:
-        raise _bad(path, line_no, "a payload that does not match its md5 (cut or edited)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _bad(path, line_no, "a payload that is not UTF-8") from None
-
-
-def _json_payload(path, line_no: int, text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        raise _bad(path, line_no, "a provenance payload that is not JSON") from None
-    if not isinstance(value, dict):
-        raise _bad(path, line_no, "a provenance payload that is not an object")
-    return value
 
 
 def _str_lists(path, line_no: int, d, what: str) -> dict[str, list[str]]:
@@ -205,23 +311,37 @@ def _str_lists(path, line_no: int, d, what: str) -> dict[str, list[str]]:
     return out
 
 
+def _frame(line: str, code: str) -> SourceLine | None:
+    at = line.find('File "')
+    if at < 0:
+        return None
+    file, sep, rest = line[at + len('File "'):].partition('", line ')
+    num, sep2, func = rest.partition(", in ")
+    if not (sep and sep2 and file and func) or '"' in file or not num.isdigit() or len(num) > 9 \
+            or func != func.strip() or len(func.split()) != 1:
+        return None
+    return SourceLine(file, int(num), func, code.strip())
+
+
 def parse_stack(text: str) -> list[SourceLine]:
     """The frames of one formatted stack (`File "x.py", line 8, in f` then the code line)."""
-    return [SourceLine(m["file"], int(m["line"]), m["func"], m["code"].strip())
-            for m in _STACK_FRAME.finditer(text)]
+    lines = text.split("\n")
+    return [f for i in range(len(lines) - 1) if (f := _frame(lines[i], lines[i + 1])) is not None]
 
 
-def _apply(path, g: CompiledGraph, line_no: int, kind: str, text: str) -> None:
-    if kind in PRE_GRAD:
-        g.pre_grad.update(fx_code.parse_graph(text))
-    elif kind == POST_GRAD:
-        g.post_grad = fx_code.parse_graph(text)
-        g.post_grad_code = text
+def _apply(path, g: CompiledGraph, p: _Payload) -> None:
+    p.check()
+    line_no, kind = p.line_no, p.kind
+    if p.graph is not None:
+        if kind in PRE_GRAD:
+            g.pre_grad.update(p.graph.nodes)
+        else:
+            g.post_grad = p.graph.nodes
+            g.post_grad_graph = p.graph
     elif kind == OUTPUT_CODE:
-        for m in _RECORD_NAME.finditer(text):
-            g.profiler_names[m.group(1)] = m.group(2)
+        g.profiler_names.update(p.names)
     elif kind == NODE_MAPPINGS:
-        d = _json_payload(path, line_no, text)
+        d = p.json()
         g.post_to_pre = _str_lists(path, line_no, d.get("postToPre", {}), "postToPre")
         g.kernel_to_post = _str_lists(path, line_no, d.get("cppCodeToPost", {}), "cppCodeToPost")
         # GPU graphs name their Triton kernels under their own key (the same shape)
@@ -229,37 +349,29 @@ def _apply(path, g: CompiledGraph, line_no: int, kind: str, text: str) -> None:
             if key in d:
                 g.kernel_to_post.update(_str_lists(path, line_no, d[key], key))
     elif kind == KERNEL_STACKS:
-        d = _str_lists(path, line_no, _json_payload(path, line_no, text), "kernel stack traces")
+        d = _str_lists(path, line_no, p.json(), "kernel stack traces")
         g.stacks = {k: [frames for s in v if (frames := parse_stack(s))] for k, v in d.items()}
 
 
-def read_compile_log(path: str | os.PathLike) -> CompileLog:
-    """The compiled graphs, with their provenance, of a TORCH_TRACE folder (or one of its log files)."""
+def read_log_file(path: str | os.PathLike) -> LogFile:
+    """One TORCH_TRACE log file, read in one pass: its graphs apart from any other file's."""
+    return _Reader(Path(path)).read()
+
+
+def read_compile_log(path: str | os.PathLike, after=None) -> CompileLog:
+    """The compiled graphs, with their provenance, of a TORCH_TRACE folder (or one of its log files).
+
+    A folder may hold several logs (runs, processes, compile workers, ranks): each is read apart and the
+    one the compiled trace `after` (TraceStats or RawTrace) was recorded beside is picked by its process
+    id and clock (fuseview.traces.log_choice); FuseviewError when none or more than one fits."""
+    from fuseview.traces.log_choice import choose
+
     p = Path(path)
-    files = _log_files(p)
-    graphs: dict[str, CompiledGraph] = {}
-    attempts: dict[str, object] = {}
-    owner: dict[str, Path] = {}
+    files = log_files(p)
     register_inputs(files)  # a report written in this run never lands on the log it read
-    for f in files:
-        for line_no, header, text in _records(f):
-            fid, cid = header.get("frame_id"), header.get("frame_compile_id")
-            if text is None or not isinstance(fid, int) or not isinstance(cid, int):
-                continue
-            key = f"{fid}/{cid}"
-            if owner.setdefault(key, f) != f:
-                raise FuseviewError(f"{p}: two processes' logs both compiled graph {key}; pass one log file")
-            # a frame whose first attempt hit a graph break restarts: only the last attempt counts
-            if attempts.get(key) != header.get("attempt"):
-                attempts[key] = header.get("attempt")
-                graphs[key] = CompiledGraph(key)
-            _apply(f, graphs[key], line_no, _kind(header) or "", text)
-    if not graphs:
-        raise FuseviewError(f"{p}: the TORCH_TRACE log has no compiled graph (nothing was compiled?)")
-    if not any(g.has_provenance for g in graphs.values()):
-        raise FuseviewError(f"{p}: no provenance in the TORCH_TRACE log (compile with torch._inductor"
-                            ".config.trace.provenance_tracking_level = 1, without a cache hit)")
-    return CompileLog(str(p), list(graphs.values()), [str(f) for f in files])
+    logs = [read_log_file(f) for f in files]
+    used, ignored = choose(str(p), logs, getattr(after, "raw", after))
+    return CompileLog(used.path, used.graphs, [str(f) for f in files], ignored)
 
 
 EAGER, COMPILED, LOG_DIR = "eager.json", "compiled.json", "torch_trace"

@@ -10,6 +10,7 @@ from fuseview.colors import rule_palette
 from fuseview.graph.geometry import node_key
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.loader import document_from_model
+from fuseview.traces.fx_code import GraphParser
 from fuseview.traces.fx_model import fx_to_onnx
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
@@ -20,7 +21,7 @@ class PostGradGraph(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.codes: dict[str, str] = {}
+        self.codes: dict[str, str | GraphParser] = {}
         self.title = QLabel("Post-grad graph: open a capture (with its provenance log) and pick a kernel.")
         self.view = GraphView()
         self.scene: GraphScene | None = None
@@ -31,7 +32,7 @@ class PostGradGraph(QWidget):
         lay.addWidget(self.title)
         lay.addWidget(self.view, 1)
 
-    def set_codes(self, codes: dict[str, str]) -> None:
+    def set_codes(self, codes: dict[str, str | GraphParser]) -> None:
         """The post-grad graph code of each compiled graph ("F/C" -> code)."""
         self.codes = dict(codes)
         self._docs.clear()

@@ -109,7 +109,7 @@ class KernelPanel(QWidget):
         lay.addWidget(split)
 
     def show_report(self, report: dict, empty_message: str,
-                    graph_codes: dict[str, str] | None = None) -> None:
+                    graph_codes: dict | None = None) -> None:
         """Fill the plot and the table from a report (graph_codes: post-grad code per compiled graph)."""
         self.rows = kernel_rows(report)
         self.graph.set_codes(graph_codes or {})

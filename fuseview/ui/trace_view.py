@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -31,8 +32,10 @@ from PySide6.QtWidgets import (
 from fuseview.errors import FuseviewError
 from fuseview.session.jobs import JobService
 from fuseview.traces.categories import CATEGORIES, STEP
+from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.trace_join import JoinPanel
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import JobRunner
 
@@ -49,16 +52,19 @@ COLUMNS = ["event", "category", "change", "count/step before", "count/step after
 
 
 # ------------------------------------------------------------------------------------ report -> rows
-def event_rows(report: dict) -> list[dict]:
-    """One row per event name over both traces: per-step counts and times, added/removed/in both."""
+def event_rows(report: dict, python: bool = False) -> list[dict]:
+    """One row per event name over both traces: per-step counts and times, added/removed/in both.
+
+    Python-function frames only with python set; never a frame of fuseview's own capture; a frame's path
+    relative to the working folder."""
     traces = report["traces"]
     rows: dict[str, dict] = {}
     for t in traces:
         steps = max(t["steps"], 1)
-        for e in t["events"]:
-            r = rows.setdefault(e["name"], {"name": e["name"], "category": e["category"], BEFORE: None,
-                                            AFTER: None, "count_before": 0.0, "count_after": 0.0,
-                                            "self_before": None, "self_after": None})
+        for e in shown_events(t["events"], python):
+            r = rows.setdefault(e["name"], {"name": shown_name(e["name"]), "category": e["category"],
+                                            BEFORE: None, AFTER: None, "count_before": 0.0,
+                                            "count_after": 0.0, "self_before": None, "self_after": None})
             r[t["role"]] = e["per_step_us"]
             r[f"self_{t['role']}"] = e["self_us"] / steps
             r[f"count_{t['role']}"] = e["count"] / steps
@@ -71,15 +77,15 @@ def event_rows(report: dict) -> list[dict]:
     return sorted(rows.values(), key=lambda r: -max(r[BEFORE] or 0.0, r[AFTER] or 0.0))
 
 
-def top_event_series(report: dict, top: int = plots.TOP_N,
-                     stat: str = TOTAL) -> tuple[list[str], dict[str, list]]:
+def top_event_series(report: dict, top: int = plots.TOP_N, stat: str = SELF,
+                     python: bool = False) -> tuple[list[str], dict[str, list]]:
     """The event names with the most time per step (either trace), and their before/after times.
 
-    stat TOTAL (what the CLI prints: an event with its children) or SELF (children excluded, so a
-    wrapper such as `Torch-Compiled Region` does not count its kernels again).
+    stat SELF (the default, what the CLI prints: children excluded, so nested calls and a wrapper such
+    as `Torch-Compiled Region` do not count their children again) or TOTAL (an event with its children).
     """
     key = {TOTAL: "{}", SELF: "self_{}"}[stat]
-    rows = [r for r in event_rows(report) if r["category"] != STEP]
+    rows = event_rows(report, python)
     rows.sort(key=lambda r: -max(r[key.format(BEFORE)] or 0.0, r[key.format(AFTER)] or 0.0))
     roles = [t["role"] for t in report["traces"]]
     return ([r["name"] for r in rows[:top]],
@@ -152,11 +158,18 @@ def load_report_job(paths: list[str], steps: int | None = None, provenance: str 
         progress("comparing", len(files) / (len(files) + 1))
         from fuseview.traces.timeline import step_timeline
 
-        log = read_compile_log(prov) if prov is not None and len(loaded) == 2 else None
+        log = read_compile_log(prov, loaded[1]) if prov is not None and len(loaded) == 2 else None
         drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
         timelines = [t for t in drawn if t is not None]
-        codes = {g.key: g.post_grad_code for g in log.graphs} if log is not None else {}
-        return build_report(*loaded, log=log), timelines, codes
+        codes = {g.key: g.post_grad_graph for g in log.graphs} if log is not None else {}
+        report = build_report(*loaded, log=log)
+        joined = None
+        if Path(paths[0]).is_dir() and len(loaded) == 2:
+            from fuseview.capture.onnx_join import capture_join
+
+            progress("joining with model.onnx", 0.95)
+            joined = capture_join(paths[0], report)
+        return report, timelines, codes, joined
 
     return work
 
@@ -217,17 +230,22 @@ class TraceView(QWidget):
         self.export_button.setMenu(menu)
         buttons = QHBoxLayout()
         self.time_stat = QComboBox()
-        self.time_stat.addItems([TOTAL, SELF])
+        self.time_stat.addItems([SELF, TOTAL])
         self.time_stat.currentIndexChanged.connect(lambda _i: self._draw_events())
+        self.python = QCheckBox("Python functions")
+        self.python.setToolTip("List the Python-function events of a with_stack=True trace too (they nest:"
+                               " their times overlap each other and the ops inside them)")
+        self.python.toggled.connect(lambda on: (self._draw_events(), self._fill_table(),
+                                                self.flame.set_python(on)))
         for w in (self.open_button, self.capture_button, self.cancel_button, self.progress, self.time_stat,
-                  self.save_button, self.export_button):
+                  self.python, self.save_button, self.export_button):
             buttons.addWidget(w, 1 if w is self.progress else 0)
         self.status = QLabel("Open two traces (before and after torch.compile), or drop them on the window.")
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         us = plots.fmt_us
-        self.event_plot = plots.BarChart("events", "Total time per op/kernel (with children): before vs"
+        self.event_plot = plots.BarChart("events", "Self time per op/kernel (children excluded): before vs"
                                          " after", "µs per step (linear)", value_text=us)
         self.event_plot.barClicked.connect(lambda row, _s: self._event_clicked(row))
         self.kernels = KernelPanel()
@@ -261,11 +279,13 @@ class TraceView(QWidget):
         tl.addLayout(filters)
         tl.addWidget(self.table)
         self.tabs = QTabWidget()
+        self.tabs.addTab(self.kernels, "Kernels")
         self.tabs.addTab(self.event_plot, "Time per event")
-        self.tabs.addTab(self.kernels, "Fused kernels")
         self.tabs.addTab(self.step_plot, "Step times")
         self.tabs.addTab(table_page, "Diff table")
         self.tabs.addTab(self.flame, "One step (flame)")
+        self.join = JoinPanel()
+        self.tabs.addTab(self.join, "Compile vs ONNX")
         lay = QVBoxLayout(body)
         lay.addLayout(buttons)
         lay.addWidget(self.status)
@@ -353,8 +373,9 @@ class TraceView(QWidget):
         self._job = None
         self.progress.setValue(1000)
         self.progress.setFormat("done")
-        report, timelines, codes = result
+        report, timelines, codes, joined = result
         self.flame.show_timelines(timelines)
+        self.join.set_rows(joined)
         self.show_report(report, codes)
 
     def _failed(self, job, exc: BaseException) -> None:
@@ -379,7 +400,7 @@ class TraceView(QWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict, graph_codes: dict[str, str] | None = None) -> None:
+    def show_report(self, report: dict, graph_codes: dict | None = None) -> None:
         """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
         self.report = report
         self.status.setText(summary_text(report))
@@ -390,6 +411,8 @@ class TraceView(QWidget):
                                  graph_codes)
         labels, series = step_series(report)
         self.step_plot.set_bars(labels, series)
+        # a comparison opens on its kernels; a single trace (nothing compiled to compare) on its events
+        self.tabs.setCurrentWidget(self.kernels if d else self.event_plot)
         self._fill_table()
         self._update_enabled()
         self.loaded.emit()
@@ -397,7 +420,8 @@ class TraceView(QWidget):
     def _draw_events(self) -> None:
         if self.report is None:
             return
-        labels, series = top_event_series(self.report, stat=self.time_stat.currentText())
+        labels, series = top_event_series(self.report, stat=self.time_stat.currentText(),
+                                          python=self.python.isChecked())
         if labels:
             self.event_plot.title = (f"{self.time_stat.currentText().capitalize()} per op/kernel:"
                                      " before vs after")
@@ -406,7 +430,9 @@ class TraceView(QWidget):
             self.event_plot.show_message("no events")
 
     def _fill_table(self) -> None:
-        rows = [r for r in event_rows(self.report) if r["category"] != STEP]
+        if self.report is None:
+            return
+        rows = event_rows(self.report, self.python.isChecked())
         self._rows = rows
         t = self.table
         t.setSortingEnabled(False)

@@ -1,0 +1,186 @@
+"""torch.compile beside ONNX: Inductor's kernels and fuseview's fusions of the same model, per source line.
+
+A capture made with `compare_compile(..., onnx=True)` holds the module exported by the dynamo ONNX exporter
+(`model.onnx`), whose nodes carry the Python stack that made them (`pkg.torch.onnx.stack_trace`). Inductor's
+provenance gives each kernel its source lines. Joined on (file name, line): per line, the eager ops and
+their time, Inductor's kernels and their time, the ONNX nodes there before fuseview's fusions and after
+them. Lines where one compiler fuses and the other does not come first. (onnxruntime timings of those
+nodes are not part of this join yet.)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+SCOPE_KEY = "pkg.torch.onnx.name_scopes"
+MODEL = "model.onnx"
+_TORCH_FILES = (f"{os.sep}torch{os.sep}", "/torch/")
+
+
+@dataclass
+class LineRow:
+    """One source line: what eager ran there, what each compiler made of it."""
+
+    file: str
+    line: int
+    code: str = ""
+    eager_ops: set[str] = field(default_factory=set)
+    eager_us: float = 0.0
+    kernels: list[str] = field(default_factory=list)
+    kernel_us: float = 0.0
+    inductor_fuses: bool = False  # a fused (not extern) kernel made of two or more graph nodes
+    onnx_before: list[str] = field(default_factory=list)  # node op types, graph order
+    onnx_after: list[str] = field(default_factory=list)  # the same after fuseview's candidates
+    fusions: list[str] = field(default_factory=list)  # the candidates (rule: fused op) touching the line
+    node_names: list[str] = field(default_factory=list)  # the ONNX nodes of the line (before fusion)
+    ort_before_us: float | None = None  # onnxruntime p50 per run of those nodes (--onnx-time)
+    ort_after_us: float | None = None  # the same after fuseview's fusions
+
+    @property
+    def onnx_fuses(self) -> bool:
+        """Whether a fuseview candidate fuses nodes of this line."""
+        return bool(self.fusions)
+
+    @property
+    def disagree(self) -> bool:
+        """One compiler fuses here and the other does not."""
+        return self.inductor_fuses != self.onnx_fuses
+
+    def to_json(self) -> dict:
+        """JSON-ready dict."""
+        return {"file": self.file, "line": self.line, "code": self.code, "eager_ops": sorted(self.eager_ops),
+                "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
+                "inductor_fuses": self.inductor_fuses, "onnx_fuses": self.onnx_fuses,
+                "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions,
+                "ort_before_us": self.ort_before_us, "ort_after_us": self.ort_after_us}
+
+
+def stack_frames(text: str) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each `File "x.py", line 8, in f` frame of a stack trace (outermost first),
+    by splitting; code is the line after the frame's, when it is not another frame."""
+    out = []
+    lines = text.split("\n")
+    for i, ln in enumerate(lines):
+        at = ln.find('File "')
+        if at < 0:
+            continue
+        file, sep, rest = ln[at + 6:].partition('", line ')
+        num = rest.split(",", 1)[0]
+        if sep and num.isdigit() and len(num) < 10:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            out.append((file, int(num), "" if nxt.startswith('File "') else nxt))
+    return out
+
+
+def user_frames(text: str) -> list[tuple[str, int]]:
+    """The frames of a node's stack outside torch itself (the user's own lines), outermost first."""
+    return [(f, n) for f, n, _c in stack_frames(text) if not any(t in f for t in _TORCH_FILES)]
+
+
+def innermost_user_frame(text: str) -> tuple[str, int, str] | None:
+    """The innermost frame outside torch: the line that made the node (what Inductor's provenance names)."""
+    frames = [fr for fr in stack_frames(text) if not any(t in fr[0] for t in _TORCH_FILES)]
+    return frames[-1] if frames else None
+
+
+def _key(file: str, line: int) -> tuple[str, int]:
+    return Path(file).name, line
+
+
+def node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[onnx.NodeProto]]:
+    """The main graph's nodes under the user source line that made each (its innermost user frame)."""
+    return {k: [n for n, _code in v] for k, v in _node_lines(model).items()}
+
+
+def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]]:
+    out: dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]] = {}
+    for n in model.graph.node:
+        meta = {p.key: p.value for p in n.metadata_props}
+        frame = innermost_user_frame(meta.get(STACK_KEY, ""))
+        if frame is not None:
+            out.setdefault(_key(frame[0], frame[1]), []).append((n, frame[2]))
+    return out
+
+
+def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow]:
+    """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
+    fuseview candidates (Candidate objects of a scan of model) there; disagreements first."""
+    rows: dict[tuple[str, int], LineRow] = {}
+    for k in (report.get("diff") or {}).get("fused_kernels") or []:
+        p = k.get("provenance")
+        if not p:
+            continue
+        for s in {(s["file"], s["line"]): s for s in p["source"]}.values():
+            r = rows.setdefault(_key(s["file"], s["line"]), LineRow(Path(s["file"]).name, s["line"]))
+            r.code = r.code or s.get("code", "")
+            name = p["kernel"] if k["kind"] == "extern" else k["name"]
+            r.kernels.append(name)
+            r.kernel_us += k["time_us"]
+            r.eager_ops.update(k["matched_before"])
+            r.eager_us += k["replaced_us"]
+            r.inductor_fuses |= k["kind"] == "fused" and len(p["post_grad"]) >= 2
+    by_line = _node_lines(model)
+    owner = {n: c for c in candidates for n in c.nodes}
+    for key, pairs in by_line.items():
+        nodes = [n for n, _code in pairs]
+        r = rows.setdefault(key, LineRow(key[0], key[1]))
+        r.code = r.code or next((code for _n, code in pairs if code), "")
+        r.onnx_before = [n.op_type for n in nodes]
+        r.node_names = [n.name for n in nodes]
+        seen: set[str] = set()
+        for n in nodes:
+            c = owner.get(n.name)
+            if c is None:
+                r.onnx_after.append(n.op_type)
+            elif c.id not in seen:
+                seen.add(c.id)
+                r.onnx_after.append(c.fused_op.split(":")[-1])
+                r.fusions.append(f"{c.rule}: {c.fused_op} of {len(c.nodes)} nodes")
+    return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
+
+
+def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False,
+                 runs: int = 20) -> list[LineRow] | None:
+    """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
+    the model and its fused version (every candidate) in onnxruntime at the exported shapes."""
+    path = Path(folder) / MODEL
+    if not path.is_file():
+        return None
+    from fuseview.fusion.pipeline import load_for_fusion, scan_for_fusion
+
+    model = load_for_fusion(path)
+    rows = join(report, model, scan_for_fusion(model, {}, path).candidates)
+    if ort_time:
+        add_ort_times(path, rows, runs)
+    return rows
+
+
+def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
+    """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
+    model fused with all its candidates (fuseview.api.fuse), both profiled on the same inputs."""
+    import tempfile
+
+    from fuseview import api
+    from fuseview.atomic import save_model_atomic
+    from fuseview.provenance import ORIGIN_KEY, origin_names
+
+    fused = api.fuse(path, validate=False).model
+    with tempfile.TemporaryDirectory(prefix="fuseview-join-") as tmp:
+        other = save_model_atomic(fused, Path(tmp) / "fused.onnx", base_dir=path.parent)
+        rep = api.profile(path, against=other, runs=runs)
+    before, after = ({n["name"]: n["p50_us"] for n in m["nodes"]} for m in rep["models"][:2])
+    origins = {}
+    for n in fused.graph.node:
+        meta = {p.key: p.value for p in n.metadata_props}
+        origins[n.name] = set(origin_names(meta.get(ORIGIN_KEY)) or [n.name])
+    for r in rows:
+        if not r.node_names:
+            continue
+        mine = set(r.node_names)
+        r.ort_before_us = sum(before.get(n, 0.0) for n in mine)
+        r.ort_after_us = sum(us for n, us in after.items() if origins.get(n, {n}) & mine)

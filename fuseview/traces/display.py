@@ -1,0 +1,53 @@
+"""What the trace views show of a report's events by default: kernels and ops, not Python frames.
+
+Python-function events (a trace recorded with_stack=True) nest inside each other, so their times add up
+to many times the step; they are hidden unless asked for (`--python`, the workspace's toggle). Frames of
+fuseview's own capture helper are never shown. Paths in frame names are shown relative to the working
+folder when they lie inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from fuseview.traces.categories import STEP
+
+# a Python frame as Kineto names it: `path/to/file.py(123): function`, or a module call
+_FRAME = re.compile(r"^(?P<file>[^()]{1,4096}\.py)\((?P<line>\d{1,9})\): (?P<func>\S{1,1024})$")
+_MODULE = ("nn.Module: ", "<built-in ")
+OWN_CAPTURE = "fuseview/capture/"
+
+
+def is_python(event: dict) -> bool:
+    """Whether a report event is a Python function's frame (marked so, or named like one in old reports)."""
+    if "python" in event:
+        return bool(event["python"])
+    name = event["name"]
+    return _FRAME.match(name) is not None or name.startswith(_MODULE)
+
+
+def is_own_capture(name: str) -> bool:
+    """Whether an event is a frame of fuseview's own capture helper (never the user's work)."""
+    return OWN_CAPTURE in name.replace("\\", "/")
+
+
+def shown_name(name: str, cwd: str | None = None) -> str:
+    """The event name with a frame's absolute path made relative to the working folder (when inside it)."""
+    m = _FRAME.match(name)
+    if m is None or not os.path.isabs(m.group("file")):
+        return name
+    base = cwd if cwd is not None else os.getcwd()
+    try:
+        rel = os.path.relpath(m.group("file"), base)
+    except ValueError:  # another drive (Windows)
+        return name
+    if rel.startswith(".."):
+        return name
+    return f"{rel}({m.group('line')}): {m.group('func')}"
+
+
+def shown_events(events: list[dict], python: bool = False) -> list[dict]:
+    """The events a view lists: no step marker, no frame of fuseview's capture, Python frames if asked."""
+    return [e for e in events if e["category"] != STEP and not is_own_capture(e["name"])
+            and (python or not is_python(e))]
