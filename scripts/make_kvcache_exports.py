@@ -13,6 +13,8 @@ Each file is checked with onnx.checker and against torch in onnxruntime (past 0/
 the decode exports, then left-padded). Needs torch and transformers (scripts only).
 
     python scripts/make_kvcache_exports.py [--out assets/models/kvcache] [--only NAME ...]
+
+Requires: torch, transformers, numpy, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 from _export_builders import Spec, export_one, parse_selection, write_index
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,6 +17,8 @@ Files: ``gpt2_2l_past.onnx``, ``llama_2l_past.onnx`` (text-generation-with-past)
 Each is checked with onnx.checker and run once in onnxruntime; INDEX.json records inputs, outputs and ops.
 ``--real`` exports at the real widths of _export_builders.py instead (GPT-2 small, BERT-base, the 768 x 8
 Llama, T5-small; 0.1-0.7 GB each, not committed) into ``--out``.
+
+Requires: torch, transformers, optimum, onnx, onnxruntime
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import _requires  # noqa: E402, F401 - checks the "Requires:" line above, in one line, before the rest
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402

@@ -6,9 +6,13 @@ Candidates are a 16-level sRGB grid within LIGHTNESS that keep MIN_DISTANCE from
 from each candidate as a start, greedy farthest-point picking adds the colour farthest from those chosen
 while that distance stays >= MIN_DISTANCE. The longest set (first found on ties) is printed, to be
 pasted as fuseview.colors.RULE_PALETTE. Takes ~10 s.
+
+Requires: fuseview
 """
 
 from __future__ import annotations
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 from fuseview.colors import LIGHTNESS, MIN_DISTANCE, RESERVED, ciede2000, lab
 

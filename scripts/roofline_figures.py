@@ -8,6 +8,8 @@ version (as `fuseview profile --against`); --report adds a report `fuseview prof
 already wrote (a real-width model: the CLI keeps its weights on disk). One line per report gives the
 non-GEMM share of each model, the bytes, the machine's roofline and the latency verdict; --screenshot
 draws the first report's Roofline card to a PNG.
+
+Requires: fuseview, onnxruntime, PySide6, pyqtgraph
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -166,7 +166,7 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
     import tempfile
 
     from fuseview import api
-    from fuseview.atomic import save_model_atomic
+    from fuseview.graph.save import save_model_atomic
     from fuseview.provenance import ORIGIN_KEY, origin_names
 
     fused = api.fuse(path, validate=False).model
