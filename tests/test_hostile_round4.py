@@ -68,3 +68,82 @@ def test_the_varint_encoder_refuses_a_negative_number() -> None:
             "try:\n    e(-1)\nexcept ValueError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20, env=env())
     assert out.returncode == 0 and "negative" in out.stdout, out.stderr
+
+
+# Each API call runs in a child under a time and an address-space bound: before the options were checked,
+# `fuse(seeds=10**6)` reached 4 GiB and `profile(runs=10**9)` never ended.
+API_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30,) * 2)
+import onnx
+from onnx import TensorProto as T, helper
+import fuseview
+from fuseview.errors import FuseviewError
+from tests import hostile_cases as hc
+open("m.onnx", "wb").write(hc.mlp().SerializeToString())
+x = helper.make_tensor_value_info("x", T.FLOAT, [2])
+cyclic = helper.make_model(helper.make_graph(
+    [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])], "g", [x],
+    [helper.make_tensor_value_info("b", T.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+empty = helper.make_model(helper.make_graph([], "g", [x], [x]), opset_imports=[helper.make_opsetid("", 17)])
+try:
+    {call}
+except FuseviewError as exc:
+    print("REFUSED", type(exc).__name__, str(exc))
+    sys.exit(0)
+print("ACCEPTED")
+"""
+
+API_CASES = {
+    "fuse seeds 10^6": ("fuseview.fuse('m.onnx', seeds=10**6)", "--seeds 1000000: must be from 1 to 1000"),
+    "tune sessions 10^5": ("fuseview.tune('m.onnx', sessions=10**5)", "--sessions 100000: must be from 1"),
+    "profile threads 10^6": ("fuseview.profile('m.onnx', threads=10**6)", "--threads 1000000: must be 0"),
+    "profile runs 10^9": ("fuseview.profile('m.onnx', runs=10**9)", "--runs 1000000000: must be from 1"),
+    "tune runs 10^9": ("fuseview.tune('m.onnx', runs=10**9)", "--runs 1000000000"),
+    "tune budget inf": ("fuseview.tune('m.onnx', budget=float('inf'))", "--budget inf: must be a finite"),
+    "tune budget nan": ("fuseview.tune('m.onnx', budget_s=float('nan'))", "--budget nan: must be a finite"),
+    "tune budget a string": ("fuseview.tune('m.onnx', budget='60')", "--budget '60': must be a number"),
+    "profile runs a bool": ("fuseview.profile('m.onnx', runs=True)", "--runs True: must be a whole number"),
+    "profile runs a float": ("fuseview.profile('m.onnx', runs=2.5)", "--runs 2.5: must be a whole number"),
+    "fuse atol negative": ("fuseview.fuse('m.onnx', atol=-1.0)", "--atol -1.0: must be from 0"),
+    "profile provider a number": ("fuseview.profile('m.onnx', provider=3)", "--provider 3: must be one of"),
+    "profile ort_opt unknown": ("fuseview.profile('m.onnx', ort_opt='max')", "--ort-opt 'max': must be"),
+    "scan dims a list": ("fuseview.scan('m.onnx', dims=[1])", "--dim [1]: must map dim names"),
+    "fuse dim zero": ("fuseview.fuse('m.onnx', dim={'batch': 0})", "--dim batch=0: must be a whole number"),
+    "fuse model a number": ("fuseview.fuse(5)", "model 5: must be a file name"),
+    "trace steps 0": ("fuseview.trace('m.onnx', steps=0)", "--steps 0: must be from 1"),
+    "tune unknown keyword": ("fuseview.tune('m.onnx', bogus=1)", "unknown option 'bogus'"),
+    "fuse accept a string": ("fuseview.fuse('m.onnx', accept='c1')", "--accept: must be a list"),
+    "tune cyclic ModelProto": ("fuseview.tune(cyclic, budget=5)", "cycle"),
+    "tune empty ModelProto": ("fuseview.tune(empty, budget=5)", "the graph has no nodes"),
+    "profile cyclic ModelProto": ("fuseview.profile(cyclic, runs=2)", "cycle"),
+}
+
+
+@pytest.mark.parametrize("call, words", API_CASES.values(), ids=list(API_CASES))
+def test_the_api_refuses_what_the_cli_refuses_in_one_line(tmp_path: Path, call: str, words: str) -> None:
+    code = API_CHILD.replace("{call}", call)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60, env=env())
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{call}: still running after 60 s")
+    lines = out.stdout.strip().splitlines()
+    refused = out.returncode == 0 and lines and lines[-1].startswith("REFUSED")
+    assert refused, (out.stdout[-300:], out.stderr[-600:])
+    assert words in lines[-1] and len(lines[-1]) < 600, lines[-1]
+
+
+def test_api_keywords_are_spelled_as_the_cli_flags(tmp_path: Path) -> None:
+    import fuseview
+    from fuseview.errors import FuseviewError
+    from fuseview.options import api_settings
+    from fuseview.tuning.settings import TuneSettings
+
+    s = TuneSettings(**api_settings({"budget": 7, "dim": ["batch=2"], "sessions": 2},
+                                    [f for f in TuneSettings.__dataclass_fields__]))
+    assert (s.budget_s, s.dims, s.sessions) == (7, {"batch": 2}, 2)
+    with pytest.raises(TypeError, match="given twice"):  # an OptionTypeError is a TypeError too
+        fuseview.tune("m.onnx", budget=1, budget_s=2)
+    with pytest.raises(FuseviewError, match="unknown option"):
+        fuseview.profile("m.onnx", budget=1)
