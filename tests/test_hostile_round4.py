@@ -7,8 +7,13 @@ limit (tests/hostile_cli.py): a refusal is exit 2, one `fuseview: error:` line, 
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -16,7 +21,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from tests.hostile_cli import env, refuse
+from tests import hostile_cases as hc
+from tests.hostile_cli import env, refuse, run_cli
 
 
 def _add_external(folder: Path, data_bytes: int = 16, **span: str) -> None:
@@ -147,3 +153,109 @@ def test_api_keywords_are_spelled_as_the_cli_flags(tmp_path: Path) -> None:
         fuseview.tune("m.onnx", budget=1, budget_s=2)
     with pytest.raises(FuseviewError, match="unknown option"):
         fuseview.profile("m.onnx", budget=1)
+
+
+TUNE_FAST = ["--budget", "20", "--runs", "2", "--sessions", "2", "--seeds", "1", "--ort-optimizer", "off",
+             "--quiet"]
+
+
+@contextlib.contextmanager
+def _mounted(folder: Path, options: str) -> Iterator[None]:
+    """A small tmpfs at folder (skip when this process may not mount one)."""
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path) -> Iterator[None]:
+    """folder exists and nothing can be created in it (a read-only tmpfs as root, mode 555 otherwise)."""
+    if os.geteuid() == 0:
+        with _mounted(folder, "size=64k,ro"):
+            yield
+        return
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        yield
+    finally:
+        folder.chmod(0o755)
+
+
+@contextlib.contextmanager
+def _full(folder: Path) -> Iterator[None]:
+    """folder is a tmpfs with no byte left."""
+    with _mounted(folder, "size=64k"):
+        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass  # no space left: what this is for
+        finally:
+            os.close(fd)
+        yield
+
+
+@pytest.fixture
+def mlp_folder(tmp_path: Path) -> Path:
+    (tmp_path / "m.onnx").write_bytes(hc.mlp().SerializeToString())
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize("last", [_unwritable, _full], ids=["unwritable folder", "full disk"])
+def test_tune_writes_model_plan_and_report_all_or_none(mlp_folder: Path, last) -> None:
+    with last(mlp_folder / "last"):
+        run = refuse(["tune", "m.onnx", "-o", "out/t.onnx", "--save-plan", "out/p.json", "--json",
+                      "last/r.json", *TUNE_FAST], mlp_folder, match="last/r.json", timeout_s=120)
+        assert os.listdir(mlp_folder / "out") == [], run.stdout  # neither the model nor the plan
+
+
+@pytest.mark.parametrize("last", [_unwritable, _full], ids=["unwritable folder", "full disk"])
+def test_fuse_writes_model_and_plan_all_or_none(mlp_folder: Path, last) -> None:
+    (mlp_folder / "out" / "f.onnx").write_bytes(b"an earlier result")
+    with last(mlp_folder / "last"):
+        refuse(["fuse", "m.onnx", "-o", "out/f.onnx", "--save-plan", "last/p.json"], mlp_folder,
+               match="last/p.json", timeout_s=60)
+    assert sorted(os.listdir(mlp_folder / "out")) == ["f.onnx"]
+    assert (mlp_folder / "out" / "f.onnx").read_bytes() == b"an earlier result"
+
+
+def test_tune_json_dash_prints_the_report_and_writes_no_file_named_dash(mlp_folder: Path) -> None:
+    run = run_cli(["tune", "m.onnx", "-o", "out/t.onnx", "--json", "-", *TUNE_FAST], mlp_folder, 120)
+    assert run.code == 0, run.stderr
+    assert json.loads(run.stdout)["kind"] == "fuseview.tune"
+    assert not (mlp_folder / "-").exists() and (mlp_folder / "out" / "t.onnx").is_file()
+
+
+@pytest.mark.parametrize("budget", ["inf", "nan", "-inf", "1e400"])
+def test_tune_budget_must_be_finite(mlp_folder: Path, budget: str) -> None:
+    refuse(["tune", "m.onnx", "-o", "out/t.onnx", "--json", "out/r.json", "--budget", budget], mlp_folder,
+           match="--budget")
+
+
+def test_all_or_none_renames_nothing_when_a_later_target_is_refused(tmp_path: Path) -> None:
+    from fuseview.atomic import all_or_none, write_text_atomic
+    from fuseview.errors import FuseviewError
+
+    (tmp_path / "a.txt").write_text("old a")
+    with pytest.raises(FuseviewError, match="is a folder"), all_or_none():
+        write_text_atomic(tmp_path / "a.txt", "new a")
+        write_text_atomic(tmp_path / "b.txt", "new b")
+        (tmp_path / "b.txt").mkdir()  # appeared after b was written, before the renames
+    assert (tmp_path / "a.txt").read_text() == "old a"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]  # no temp left beside them
+    with all_or_none():
+        write_text_atomic(tmp_path / "a.txt", "new a")
+        write_text_atomic(tmp_path / "c.txt", "new c")
+        assert (tmp_path / "a.txt").read_text() == "old a"  # held until the block ends
+    assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "c.txt").read_text() == "new c"

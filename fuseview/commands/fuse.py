@@ -59,7 +59,7 @@ def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
 def run(args: argparse.Namespace) -> int:
     """Fuse, check, validate, write."""
     # imported here, not at the top: `fuseview --help` and other commands start without numpy/onnx
-    from fuseview.atomic import save_model_atomic
+    from fuseview.atomic import all_or_none, save_model_atomic
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
     from fuseview.session.reports import FuseReport
@@ -108,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
-    save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
+    with all_or_none():  # the model and the plan are renamed into place together, or neither is
+        save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
+        if args.save_plan:
+            plan.save(args.save_plan)
     print(f"wrote      {out}")
-    if args.save_plan:  # last, with the model: a run that fails writes nothing
-        plan.save(args.save_plan)
     return 0
