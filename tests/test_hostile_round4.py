@@ -16,7 +16,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 from onnx import TensorProto as T
 from onnx import helper
@@ -81,7 +83,9 @@ def test_the_varint_encoder_refuses_a_negative_number() -> None:
 API_CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30,) * 2)
+import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import TensorProto as T, helper
 import fuseview
 from fuseview.errors import FuseviewError
@@ -259,3 +263,19 @@ def test_all_or_none_renames_nothing_when_a_later_target_is_refused(tmp_path: Pa
         write_text_atomic(tmp_path / "c.txt", "new c")
         assert (tmp_path / "a.txt").read_text() == "old a"  # held until the block ends
     assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "c.txt").read_text() == "new c"
+
+
+def test_tune_refuses_a_model_whose_original_cannot_run_as_fuse_does(mlp_folder: Path) -> None:
+    model = hc.mlp()
+    g = model.graph
+    g.node[-1].output[0] = "y0"
+    g.initializer.append(onnx.numpy_helper.from_array(np.array([7], np.int64), "bad_shape"))
+    g.node.append(helper.make_node("Reshape", ["y0", "bad_shape"], ["y"], name="reshape"))  # 8 into 7
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", T.FLOAT, ["n"]))
+    (mlp_folder / "m.onnx").write_bytes(model.SerializeToString())
+    words = "the original model does not run on generated inputs"
+    refuse(["fuse", "m.onnx", "-o", "out/f.onnx"], mlp_folder, match=words)
+    # before: tune exited 0, wrote the original and blamed the fusions ("no fusion made it faster")
+    refuse(["tune", "m.onnx", "-o", "out/t.onnx", "--json", "out/r.json", *TUNE_FAST], mlp_folder,
+           match=words, timeout_s=120)
