@@ -16,7 +16,7 @@ from types import ModuleType
 
 import fuseview.commands
 from fuseview.atomic import check_output, clear_inputs, register_input
-from fuseview.errors import FuseviewError, user_error_message
+from fuseview.errors import MAX_MESSAGE_CHARS, FuseviewError, user_error_message
 from fuseview.options import check_values
 from fuseview.textsafe import EscapingStream, forget_model_names, one_line
 
@@ -209,7 +209,9 @@ def _main(argv: list[str]) -> int:
         _unwind_on_sigterm(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:
-        print(f"fuseview: error: {one_line(str(exc))}", file=sys.stderr)
+        # a line that carries a command to paste (the apt-get of every missing library) is never cut
+        width = MAX_MESSAGE_CHARS if getattr(exc, "whole_line", False) else 400
+        print(f"fuseview: error: {one_line(str(exc), width)}", file=sys.stderr)
         return 2
     except Terminated:
         print("fuseview: terminated", file=sys.stderr)

@@ -279,3 +279,90 @@ def test_tune_refuses_a_model_whose_original_cannot_run_as_fuse_does(mlp_folder:
     # before: tune exited 0, wrote the original and blamed the fusions ("no fusion made it faster")
     refuse(["tune", "m.onnx", "-o", "out/t.onnx", "--json", "out/r.json", *TUNE_FAST], mlp_folder,
            match=words, timeout_s=120)
+
+
+NO_DISPLAY = {"DISPLAY": "", "WAYLAND_DISPLAY": "", "QT_QPA_PLATFORM": ""}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="DISPLAY is how Linux names a display")
+def test_fuseview_without_a_display_says_so_in_one_line_within_a_second(tmp_path: Path) -> None:
+    # before: an invisible offscreen window that never returned (over SSH it looked hung)
+    run = refuse([], tmp_path, match="xvfb-run fuseview", timeout_s=30, extra_env=NO_DISPLAY)
+    assert "fuseview open M --screenshot s.png" in run.stderr
+    assert run.seconds < 5, run.seconds  # a second of its own; the rest is a loaded machine's start-up
+    refuse([str(hc.ROOT / "fuseview" / "data" / "demo_gpt2_2l.onnx")], tmp_path, match="no display",
+           timeout_s=30, extra_env=NO_DISPLAY)
+
+
+def test_a_screenshot_without_a_display_is_drawn_offscreen(tmp_path: Path) -> None:
+    run = run_cli(["open", "--screenshot", "s.png"], tmp_path, timeout_s=120, extra_env=NO_DISPLAY)
+    assert run.code == 0, run.stderr
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+FAKE_SONAMES = [f"libfuseview-absent-{i:02d}.so.1" for i in range(40)]
+
+
+@pytest.fixture
+def plugins_missing_libraries(tmp_path: Path) -> Path:
+    """A folder of stand-in platform plugins (offscreen, xcb) linked against 40 libraries that are then
+    removed: ldd says "not found" for each, as on a server without X libraries."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a plugin with missing libraries")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (build / "plugin.c").write_text("int plugin(void) { return 0; }\n")
+    for soname in FAKE_SONAMES:
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", soname, f"-Wl,-soname,{soname}", "dep.c"], cwd=build,
+                       check=True)
+    plugins = tmp_path / "platforms"
+    plugins.mkdir()
+    for name in ("offscreen", "xcb"):
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(plugins / f"libq{name}.so"), "plugin.c", "-L.",
+                        "-Wl,--no-as-needed", *(f"-l:{s}" for s in FAKE_SONAMES)], cwd=build, check=True)
+    shutil.rmtree(build)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "m.onnx").write_bytes(hc.mlp().SerializeToString())
+    return plugins
+
+
+def _whole_apt_line(run, folder: Path) -> None:
+    lines = run.stderr.splitlines()
+    assert run.code == 2 and len(lines) == 1 and lines[0].startswith("fuseview: error: "), run.stderr[:300]
+    assert "sudo apt-get install -y " + " ".join(sorted(FAKE_SONAMES)) + "`" in lines[0]
+    assert "…" not in lines[0] and len(lines[0]) > 420  # before: cut at 420 bytes in the middle of the list
+    assert sorted(os.listdir(folder)) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("argv", [["render", "m.onnx", "-o", "g.png"],
+                                  ["open", "m.onnx", "--screenshot", "s.png"]],
+                         ids=["render png", "screenshot"])
+def test_missing_qt_libraries_are_one_whole_line_naming_every_package(plugins_missing_libraries: Path,
+                                                                       argv) -> None:
+    extra = {"QT_QPA_PLATFORM": "offscreen", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins_missing_libraries)}
+    work = plugins_missing_libraries.parent / "work"
+    _whole_apt_line(run_cli(argv, work, extra_env=extra), work)
+
+
+def test_the_window_with_missing_xcb_libraries_is_one_whole_line(plugins_missing_libraries: Path) -> None:
+    extra = {"QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins_missing_libraries)}
+    work = plugins_missing_libraries.parent / "work"
+    run = run_cli([], work, extra_env=extra)
+    _whole_apt_line(run, work)
+    assert "the window needs system libraries" in run.stderr
+
+
+def test_render_svg_needs_no_qt_where_qt_cannot_start(plugins_missing_libraries: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    extra = {"QT_QPA_PLATFORM": "offscreen", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins_missing_libraries)}
+    work = plugins_missing_libraries.parent / "work"
+    run = run_cli(["render", "m.onnx", "-o", "g.svg", "--timings"], work, extra_env=extra)
+    assert run.code == 0, run.stderr
+    svg = ET.parse(work / "g.svg").getroot()
+    texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"MatMul", "Add", "Relu"} <= set(texts), texts  # the nodes' op types, drawn
+    figures = json.loads(run.stdout)
+    assert figures["boxes"] == 7 and figures["drawn_by"].startswith("plain svg")  # 5 nodes, input, output
