@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -170,6 +171,30 @@ def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
                 os.unlink(e.path)
                 removed.append(Path(e.path))
     return removed
+
+
+@contextlib.contextmanager
+def private_temp_folder(prefix: str) -> Iterator[str]:
+    """A temp folder `<prefix><pid>-...` in the system's temp folder, removed when the block ends; those
+    that runs killed before their clean-up (SIGKILL) left behind are removed first."""
+    parent = tempfile.gettempdir()
+    for e in _scandir(parent):
+        pid_text = e.name[len(prefix):].split("-", 1)[0] if e.name.startswith(prefix) else ""
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():  # ours, and not through a link
+                shutil.rmtree(e.path, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-", dir=parent) as folder:
+        yield folder
+
+
+def _scandir(folder: str) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(folder))
+    except OSError:
+        return []
 
 
 def _new_file_mode() -> int:

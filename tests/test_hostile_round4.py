@@ -11,8 +11,10 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -366,3 +368,43 @@ def test_render_svg_needs_no_qt_where_qt_cannot_start(plugins_missing_libraries:
     assert {"MatMul", "Add", "Relu"} <= set(texts), texts  # the nodes' op types, drawn
     figures = json.loads(run.stdout)
     assert figures["boxes"] == 7 and figures["drawn_by"].startswith("plain svg")  # 5 nodes, input, output
+
+
+@pytest.mark.parametrize("field", ["ts", "dur"])
+def test_an_onnxruntime_event_with_a_string_time_is_refused_as_malformed(tmp_path: Path, field: str) -> None:
+    events = [{"cat": "Session", "pid": 1, "tid": 1, "dur": 100, "ts": 5, "ph": "X", "name": "model_run",
+               "args": {}},
+              {"cat": "Node", "pid": 1, "tid": 1, "dur": 10, "ts": 10, "ph": "X", "name": "mm_kernel_time",
+               "args": {"op_name": "MatMul", "provider": "CPUExecutionProvider"}}]
+    events[0][field] = str(events[0][field])
+    (tmp_path / "ort.json").write_text(json.dumps(events))
+    refuse(["trace", "ort.json"], tmp_path, match="malformed")
+    from fuseview.errors import FuseviewError
+    from fuseview.runtime.trace import split_runs
+
+    with pytest.raises(FuseviewError, match="malformed onnxruntime event"):
+        split_runs(events)  # the profile's reader of onnxruntime's own files refuses it too
+
+
+def test_a_validation_folder_left_by_a_sigkill_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    demo = hc.ROOT / "fuseview" / "data" / "demo_gpt2_2l.onnx"
+    argv = [sys.executable, "-m", "fuseview", "fuse", str(demo), "-o", str(tmp_path / "f.onnx")]
+    proc = subprocess.Popen(argv, env=env(TMPDIR=str(temp)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith("fuseview-expected-") for p in temp.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, "no validation folder appeared"
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)  # no clean-up runs: the folder stays
+    finally:
+        proc.kill()
+        proc.wait()
+    left = [p.name for p in temp.iterdir() if p.name.startswith("fuseview-expected-")]
+    assert left, "the kill came after the clean-up"
+    (tmp_path / "m.onnx").write_bytes(hc.mlp().SerializeToString())
+    run = run_cli(["fuse", "m.onnx", "-o", "g.onnx"], tmp_path, extra_env={"TMPDIR": str(temp)})
+    assert run.code == 0, run.stderr
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("fuseview-expected-")]
