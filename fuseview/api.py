@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "scan", "fuse", "profile", "trace", "tune"]
 
-from fuseview.options import OptionTypeError, api_settings, check_dims, check_number, check_path
+from fuseview.options import OptionTypeError, api_settings, check_number, check_path
 
 PathLike = str | os.PathLike
 
@@ -38,13 +38,12 @@ def load(path: PathLike) -> onnx.ModelProto:
     return load_for_fusion(path)
 
 
-def scan(path: PathLike, dims: dict[str, int] | None = None) -> ScanResult:
+def scan(path: PathLike, dims: dict[str, int] | None = None, **options: Any) -> ScanResult:
     """The fusion candidates and near misses of a model file, as `fuseview scan` lists them."""
     from fuseview.fusion.pipeline import scan_for_fusion
 
-    if dims is not None:
-        check_dims(dims)
-    return scan_for_fusion(load(path), dims or {}, path)
+    given = api_settings({**options, **({} if dims is None else {"dims": dims})}, ["dims"])
+    return scan_for_fusion(load(path), given.get("dims") or {}, path)
 
 
 def _checked_model(model: object, label: str = "model") -> None:
@@ -108,11 +107,12 @@ def profile(model: PathLike, against: PathLike | None = None, **settings: Any) -
                                       **api_settings(settings, fields, {"inputs": "inputs_npz"})))
 
 
-def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None) -> dict:
+def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None, **options: Any) -> dict:
     """Summarise a torch.profiler / Chrome trace (and compare with a second one), as `fuseview trace`."""
     from fuseview.traces.report import build_report
     from fuseview.traces.stats import load_trace
 
+    api_settings(options, [])  # an unknown keyword is one line, as for every call
     check_path(before, "before")
     if after is not None:
         check_path(after, "after")

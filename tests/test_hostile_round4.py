@@ -408,3 +408,14 @@ def test_a_validation_folder_left_by_a_sigkill_is_removed_by_the_next_run(tmp_pa
     run = run_cli(["fuse", "m.onnx", "-o", "g.onnx"], tmp_path, extra_env={"TMPDIR": str(temp)})
     assert run.code == 0, run.stderr
     assert not [p.name for p in temp.iterdir() if p.name.startswith("fuseview-expected-")]
+
+
+def test_seeded_hostile_api_calls_return_or_raise_one_fuseview_error(tmp_path: Path) -> None:
+    from tests import hostile_api_cases as hac
+
+    hac.prepare(tmp_path)
+    broken = []
+    for call in hac.build_calls(seed=7, count=20):
+        res = hac.run_call(call, tmp_path, timeout_s=90, mem_bytes=3 << 30)
+        broken += [f"{hac.describe(call)}: {p}" for p in hac.problems(res)]
+    assert not broken, broken
