@@ -78,7 +78,8 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
     if plan is not None:
         check_path(plan, "--plan")
     for label, ids in (("--accept", accept), ("--reject", reject)):
-        if ids is not None and (isinstance(ids, str) or not all(isinstance(i, str) for i in ids)):
+        listed = isinstance(ids, (list, tuple)) and all(isinstance(i, str) for i in ids)
+        if ids is not None and not listed:
             raise OptionTypeError(f"{label}: must be a list of candidate ids or rule names")
     model = load(path)
     found = scan_for_fusion(model, dims_for(model, opts), path)

@@ -127,6 +127,8 @@ API_CASES = {
     "trace steps 0": ("fuseview.trace('m.onnx', steps=0)", "--steps 0: must be from 1"),
     "tune unknown keyword": ("fuseview.tune('m.onnx', bogus=1)", "unknown option 'bogus'"),
     "fuse accept a string": ("fuseview.fuse('m.onnx', accept='c1')", "--accept: must be a list"),
+    "fuse reject a path": ("fuseview.fuse('m.onnx', reject=__import__('pathlib').Path('/'))",
+                           "--reject: must be"),
     "tune cyclic ModelProto": ("fuseview.tune(cyclic, budget=5)", "cycle"),
     "tune empty ModelProto": ("fuseview.tune(empty, budget=5)", "the graph has no nodes"),
     "profile cyclic ModelProto": ("fuseview.profile(cyclic, runs=2)", "cycle"),
