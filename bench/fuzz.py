@@ -1,15 +1,16 @@
 """Hostile-input fuzzing over many seeds: every command, each case in its own limited process.
 
     python bench/fuzz.py --seeds 0-9 --mutants 20 --trace-mutants 20 [--workers 2] [--timeout 120]
-                         [--mem-gib 4] [--no-window] [--no-models] [--no-traces]
+                         [--mem-gib 4] [--no-window] [--no-models] [--no-traces] [--api-mutants 30]
 
 Each seed builds the hand-made cases (tests/hostile_cases.py) plus `--mutants` seeded byte-level mutants
 of a small MLP model, and the hand-made hostile traces (tests/hostile_trace_cases.py) plus
 `--trace-mutants` seeded mutants of a real torch.profiler trace (each read alone and compared with the
 eager trace) and as many of a real TORCH_TRACE provenance log (bytes mutated, then half of them with
-their payload md5s made right again, read with `--provenance`), runs them, and prints the cases,
-failures, the longest run, the most CPU time and the peak RSS. Exit 1 when any case broke the promise
-(wrong exit code, not one line, a file written or changed, a hang, over its memory or CPU bound).
+their payload md5s made right again, read with `--provenance`), and `--api-mutants` seeded hostile calls
+of the Python API (tests/hostile_api_cases.py), runs them, and prints the cases, failures, the longest run,
+the most CPU time and the peak RSS. Exit 1 when any case broke the promise (wrong exit code, not one line,
+a file written or changed, a hang, over its memory or CPU bound).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests import hostile_api_cases as hac  # noqa: E402
 from tests import hostile_cases as hc  # noqa: E402
 from tests import hostile_trace_cases as htc  # noqa: E402
 
@@ -32,6 +34,27 @@ def _seeds(text: str) -> list[int]:
         a, _, b = part.partition("-")
         out.extend(range(int(a), int(b or a) + 1))
     return out
+
+
+def _api_calls(seed: int, args: argparse.Namespace) -> tuple[int, int]:
+    """Run the seed's hostile API calls; (calls, broken), each broken one printed."""
+    if not args.api_mutants:
+        return 0, 0
+    broken, slowest = 0, 0.0
+    with tempfile.TemporaryDirectory(prefix="fuseview-fuzz-api-") as tmp:
+        hac.prepare(Path(tmp))
+        calls = hac.build_calls(seed, args.api_mutants)
+        outcomes: dict[str, int] = {}
+        for call in calls:
+            res = hac.run_call(call, Path(tmp), args.timeout, int(args.mem_gib * (1 << 30)))
+            outcomes[res["outcome"]] = outcomes.get(res["outcome"], 0) + 1
+            slowest = max(slowest, res.get("seconds", 0.0))
+            problems = hac.problems(res)
+            if problems:
+                broken += 1
+                print(f"BROKEN seed {seed} api {hac.describe(call)}: {'; '.join(problems)}")
+    print(f"seed {seed}: api calls {len(calls)} {outcomes}, longest {slowest} s", flush=True)
+    return len(calls), broken
 
 
 def main() -> int:
@@ -46,6 +69,8 @@ def main() -> int:
     ap.add_argument("--trace-mutants", type=int, default=20, help="trace mutants per seed (default 20)")
     ap.add_argument("--no-models", action="store_true", help="skip the model cases")
     ap.add_argument("--no-traces", action="store_true", help="skip the trace cases")
+    ap.add_argument("--api-mutants", type=int, default=30,
+                    help="seeded hostile Python API calls per seed, each in a forked child (default 30)")
     args = ap.parse_args()
     total, broken, slowest, biggest, busiest = 0, 0, None, None, None
     t0 = time.monotonic()
@@ -76,7 +101,9 @@ def main() -> int:
                     biggest = res
                 if busiest is None or res["cpu_s"] > busiest["cpu_s"]:
                     busiest = res
-        print(f"seed {seed}: {len(cases)} cases, {broken} broken so far", flush=True)
+        api_total, api_broken = _api_calls(seed, args)
+        total, broken = total + api_total, broken + api_broken
+        print(f"seed {seed}: {len(cases) + api_total} cases, {broken} broken so far", flush=True)
     print(f"cases {total}  broken {broken}  wall {time.monotonic() - t0:.1f} s")
     if slowest and biggest and busiest:
         print(f"longest  {slowest['seconds']} s  ({slowest['name']})")

@@ -2,9 +2,11 @@
 
 Each function runs the same code as its command (one pipeline, one timer, one report format). They import
 onnx/onnxruntime when called, so `import fuseview` stays cheap. Errors are FuseviewError with one line.
+Keywords are checked as the CLI checks its flags, and spelled as them (`budget=`, `inputs=`, `dim=`), by
+fuseview.options: `fuse(seeds=10**6)` is refused with the line `fuseview fuse --seeds 1000000` prints.
 
     import fuseview
-    result = fuseview.tune("model.onnx", budget_s=60, threads=4)
+    result = fuseview.tune("model.onnx", budget=60, threads=4)
     result.save_model("model.tuned.onnx")
     print(result.report.final.against_original.text())
 """
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune", "sweep"]
 
+from fuseview.options import OptionTypeError, api_settings, check_number, check_path
+
 PathLike = str | os.PathLike
 
 
@@ -31,14 +35,35 @@ def load(path: PathLike) -> onnx.ModelProto:
     """Read an ONNX model with its external weights (bounded, checked); the file is never modified."""
     from fuseview.fusion.pipeline import load_for_fusion
 
+    check_path(path, "model")
     return load_for_fusion(path)
 
 
-def scan(path: PathLike, dims: dict[str, int] | None = None) -> ScanResult:
+def scan(path: PathLike, dims: dict[str, int] | None = None, **options: Any) -> ScanResult:
     """The fusion candidates and near misses of a model file, as `fuseview scan` lists them."""
     from fuseview.fusion.pipeline import scan_for_fusion
 
-    return scan_for_fusion(load(path), dims or {}, path)
+    given = api_settings({**options, **({} if dims is None else {"dims": dims})}, ["dims"])
+    return scan_for_fusion(load(path), given.get("dims") or {}, path)
+
+
+def _checked_model(model: object, label: str = "model") -> None:
+    """A model given as a file name or a ModelProto, the latter through the loader's structural checks
+    (an empty or cyclic graph is refused as it is in a file)."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        from fuseview.graph.loader import check_structure
+
+        check_structure(model, label)
+    else:
+        check_path(model, label)
+
+
+def _fields(cls: type) -> list[str]:
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | None = None,
@@ -50,7 +75,13 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, scan_for_fusion
     from fuseview.fusion.plan import Plan
 
-    opts = FuseOptions(**options)
+    opts = FuseOptions(**api_settings(options, _fields(FuseOptions)))
+    if plan is not None:
+        check_path(plan, "--plan")
+    for label, ids in (("--accept", accept), ("--reject", reject)):
+        listed = isinstance(ids, (list, tuple)) and all(isinstance(i, str) for i in ids)
+        if ids is not None and not listed:
+            raise OptionTypeError(f"{label}: must be a list of candidate ids or rule names")
     model = load(path)
     found = scan_for_fusion(model, dims_for(model, opts), path)
     decided = Plan.load(plan, found.candidates) if plan else Plan(found.candidates, str(path))
@@ -72,7 +103,12 @@ def profile(model: PathLike, against: PathLike | None = None, target: str = "loc
     from fuseview.runtime.job import ProfileRequest
     from fuseview.targets import open_target
 
-    req = ProfileRequest(model=model, against=against, **settings)
+    _checked_model(model)
+    if against is not None:
+        _checked_model(against, "--against")
+    fields = [f for f in _fields(ProfileRequest) if f not in ("model", "against")]
+    req = ProfileRequest(model=model, against=against,
+                         **api_settings(settings, fields, {"inputs": "inputs_npz"}))
     return open_target(target, req.provider).profile(req)
 
 
@@ -94,10 +130,17 @@ def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = F
     return roofline(provider, threads, refresh)
 
 
-def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None) -> dict:
+def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None, **options: Any) -> dict:
     """Summarise a torch.profiler / Chrome trace (and compare with a second one), as `fuseview trace`."""
     from fuseview.traces.report import build_report
     from fuseview.traces.stats import load_trace
+
+    api_settings(options, [])  # an unknown keyword is one line, as for every call
+    check_path(before, "before")
+    if after is not None:
+        check_path(after, "after")
+    if steps is not None:
+        check_number("steps", steps)
 
     return build_report(load_trace(before, steps), load_trace(after, steps) if after else None)
 
@@ -107,7 +150,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     """Decide every fusion by measurement at the deployment's settings, as `fuseview tune`.
 
     model is a file or a ModelProto (with its weights in memory); settings are TuneSettings fields
-    (provider, threads, ort_opt, dims, budget_s, keep_neutral, ...); progress(message, fraction) reports,
+    (provider, threads, ort_opt, dims, budget, keep_neutral, ...); progress(message, fraction) reports,
     and setting the threading.Event `cancel` stops the search with the best set so far. target: "local" or
     "ray:ADDRESS" (every A/B on one node there); report.config["environment"] says where it ran.
     """
@@ -117,7 +160,12 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     from fuseview.tuning.run import tune_file, tune_model
     from fuseview.tuning.settings import TuneSettings
 
-    s = TuneSettings(**settings)
+    s = TuneSettings(**api_settings(settings, [f for f in _fields(TuneSettings) if f != "target"]))
+    _checked_model(model)
+    for name, fn in (("progress", progress), ("cancel", cancel)):
+        if fn is not None and not (callable(fn) if name == "progress" else hasattr(fn, "is_set")):
+            wanted = "a function" if name == "progress" else "a threading.Event"
+            raise OptionTypeError(f"{name}: must be {wanted}")
     s.target = open_target(target, s.provider)
     s.target.budget_s = s.budget_s
     if isinstance(model, onnx.ModelProto):

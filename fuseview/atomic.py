@@ -3,7 +3,8 @@
 A write never lands on an input of the same run (by resolved path and by inode), never on a device, FIFO,
 socket or folder, and never shows half a file: it goes to a temp file beside the target (prefix
 `.fuseview-tmp-<pid>-`), is flushed to disk, then renamed over a regular file or onto nothing. A run
-killed mid-write leaves only its temp file, which the next write into that folder removes.
+killed mid-write leaves only its temp file, which the next write into that folder removes. A command
+that writes several files does so inside `all_or_none()`: all are renamed into place at the end, or none.
 
 Links: an output path that is a symbolic link is refused, whatever it points to. Renaming over a link
 replaces the link itself (`--json /dev/stdout`, a link to /proc/self/fd/1, became a regular file), and
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -164,6 +167,30 @@ def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
+@contextlib.contextmanager
+def private_temp_folder(prefix: str) -> Iterator[str]:
+    """A temp folder `<prefix><pid>-...` in the system's temp folder, removed when the block ends; those
+    that runs killed before their clean-up (SIGKILL) left behind are removed first."""
+    parent = tempfile.gettempdir()
+    for e in _scandir(parent):
+        pid_text = e.name[len(prefix):].split("-", 1)[0] if e.name.startswith(prefix) else ""
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():  # ours, and not through a link
+                shutil.rmtree(e.path, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-", dir=parent) as folder:
+        yield folder
+
+
+def _scandir(folder: str) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(folder))
+    except OSError:
+        return []
+
+
 def _new_file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -199,6 +226,9 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
             raise FuseviewError(f"{out}: nothing was written")
         os.chmod(tmp, _new_file_mode())  # mkstemp makes 0600; the result is as readable as any new file
         _fsync(tmp)
+        if _staging.files is not None:  # inside all_or_none: renamed with the others when the block ends
+            _staging.files.append((tmp, out))
+            return out
         _publish(tmp, out)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -207,6 +237,70 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], allow_em
             raise WriteError(f"{out}: cannot write ({exc.strerror or exc})") from None
         raise
     return out
+
+
+class _Staging(threading.local):
+    """The temps of this thread's open all_or_none block, in the order written (None: no block open)."""
+
+    files: list[tuple[str, Path]] | None = None
+
+
+_staging = _Staging()
+
+
+@contextlib.contextmanager
+def all_or_none() -> Iterator[None]:
+    """Every write_atomic of this thread inside the block (a command's model, plan and report) is held in
+    its temp file; when the block ends they are renamed into place together, and if it fails none is: the
+    temps are removed and any output already replaced gets its old file back."""
+    if _staging.files is not None:  # nested: the outer block publishes
+        yield
+        return
+    _staging.files = []
+    try:
+        yield
+        staged = list(_staging.files)
+        for _tmp, out in staged:  # every target once more, before any rename
+            check_output(out)
+        _publish_together(staged)
+    finally:
+        for tmp, _out in _staging.files:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _staging.files = None
+
+
+def _publish_together(staged: list[tuple[str, Path]]) -> None:
+    """Rename each temp over its target; on a failure, undo the renames made so far."""
+    done: list[tuple[Path, bool, str | None]] = []  # (target, it existed, a link to what it was)
+    try:
+        for tmp, out in staged:
+            existed, backup = _exists(out), None
+            if existed:
+                with contextlib.suppress(OSError):  # no hard links (vfat): that one cannot be undone
+                    os.link(out, f"{tmp}.old")
+                    backup = f"{tmp}.old"
+            _publish(tmp, out)
+            done.append((out, existed, backup))
+    except BaseException as exc:
+        for out, existed, backup in reversed(done):
+            with contextlib.suppress(OSError):
+                if not existed:
+                    os.unlink(out)
+                elif backup is not None:
+                    os.replace(backup, out)
+        _drop_backups(done)
+        if isinstance(exc, OSError) and not isinstance(exc, FuseviewError):
+            raise WriteError(f"cannot write the outputs ({exc.strerror or exc}); none written") from None
+        raise
+    _drop_backups(done)
+
+
+def _drop_backups(done: list[tuple[Path, bool, str | None]]) -> None:
+    for _out, _existed, backup in done:
+        if backup is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(backup)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import errno
 import importlib
-import math
 import os
 import pkgutil
 import signal
@@ -17,8 +16,9 @@ from types import ModuleType
 
 import fuseview.commands
 from fuseview.atomic import check_output, clear_inputs, register_input
-from fuseview.errors import FuseviewError, user_error_message
-from fuseview.textsafe import EscapingStream, forget_model_names, one_line, shorten
+from fuseview.errors import MAX_MESSAGE_CHARS, FuseviewError, user_error_message
+from fuseview.options import check_values
+from fuseview.textsafe import EscapingStream, forget_model_names, one_line
 
 # A first argument that is not a subcommand is a model or an option of `open` (`fuseview model.onnx`,
 # `fuseview --screenshot demo.png`).
@@ -107,43 +107,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
             if _same_file(value, other):
                 raise FuseviewError(f"{flag} {value}: the same file as {other_flag} {other}; give two paths")
         seen.append((flag, value))
-
-
-def _check_threads(args: argparse.Namespace) -> None:
-    threads = getattr(args, "threads", None)
-    cpus = os.cpu_count() or 1
-    if isinstance(threads, int) and not 0 <= threads <= cpus:
-        raise FuseviewError(f"--threads {threads}: must be 0 (onnxruntime chooses) to {cpus} (the CPUs)")
-
-
-# dest -> (flag, lowest, highest): counts past these cost hours or gigabytes and say nothing more
-NUMBER_BOUNDS: dict[str, tuple[str, float, float]] = {
-    "runs": ("--runs", 1, 100_000),
-    "warmup": ("--warmup", 0, 10_000),
-    "profile_runs": ("--profile-runs", 1, 1_000),
-    "sessions": ("--sessions", 1, 100),
-    "seeds": ("--seeds", 1, 1_000),
-    "seed": ("--seed", 0, 2**32 - 1),  # numpy's seeds are unsigned
-    "steps": ("--steps", 1, 10**9),
-    "top": ("--top", 0, 100_000),
-    "scale": ("--scale", 1e-3, 64.0),
-    "threshold": ("--threshold", 0.0, 10.0),
-    "atol": ("--atol", 0.0, 1e30),
-    "rtol": ("--rtol", 0.0, 1e30),
-}
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
-
-
-def _check_numbers(args: argparse.Namespace) -> None:
-    for name, (flag, lo, hi) in NUMBER_BOUNDS.items():
-        value = getattr(args, name, None)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        if not math.isfinite(value) or not lo <= value <= hi:
-            raise FuseviewError(f"{flag} {shorten(str(value), 40)}: must be from {_num(lo)} to {_num(hi)}")
 
 
 # Commands that run models in onnxruntime in this process.
@@ -241,13 +204,14 @@ def _main(argv: list[str]) -> int:
         _check_path_names(args)
         _register_inputs(args)
         _check_outputs(args)
-        _check_threads(args)
-        _check_numbers(args)
+        check_values(vars(args))
         _quiet_onnxruntime(args.command)
         _unwind_on_sigterm(args.command)
         return int(args._run(args) or 0)
     except FuseviewError as exc:
-        print(f"fuseview: error: {one_line(str(exc))}", file=sys.stderr)
+        # a line that carries a command to paste (the apt-get of every missing library) is never cut
+        width = MAX_MESSAGE_CHARS if getattr(exc, "whole_line", False) else 400
+        print(f"fuseview: error: {one_line(str(exc), width)}", file=sys.stderr)
         return 2
     except Terminated:
         print("fuseview: terminated", file=sys.stderr)

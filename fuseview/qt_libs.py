@@ -33,6 +33,14 @@ PACKAGES = {
     "libGLX.so.0": "libglx0", "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6",
     "libdbus-1.so.3": "libdbus-1-3", "libglib-2.0.so.0": "libglib2.0-0", "libSM.so.6": "libsm6",
     "libICE.so.6": "libice6", "libXrender.so.1": "libxrender1", "libXext.so.6": "libxext6",
+    # what Qt's core and GUI libraries load besides (a minimal Debian has none of the first ones)
+    "libgthread-2.0.so.0": "libglib2.0-0", "libGLdispatch.so.0": "libglvnd0",
+    "libpng16.so.16": "libpng16-16", "libexpat.so.1": "libexpat1", "libXau.so.6": "libxau6",
+    "libXdmcp.so.6": "libxdmcp6", "libbrotlidec.so.1": "libbrotli1", "libbrotlicommon.so.1": "libbrotli1",
+    "libpcre2-8.so.0": "libpcre2-8-0", "libbsd.so.0": "libbsd0", "libmd.so.0": "libmd0",
+    "libsystemd.so.0": "libsystemd0", "libzstd.so.1": "libzstd1", "libz.so.1": "zlib1g",
+    "libcap.so.2": "libcap2", "libgcrypt.so.20": "libgcrypt20",
+    "liblz4.so.1": "liblz4-1", "liblzma.so.5": "liblzma5", "libgpg-error.so.0": "libgpg-error0",
 }
 
 
@@ -52,20 +60,37 @@ def uses_xcb(env: dict[str, str] | os._Environ = os.environ) -> bool:
 
 def xcb_plugin(env: dict[str, str] | os._Environ = os.environ) -> Path | None:
     """The libqxcb.so Qt would load (QT_QPA_PLATFORM_PLUGIN_PATH first, then PySide6's own), or None."""
+    return platform_plugin("xcb", env)
+
+
+def platform_plugin(name: str, env: dict[str, str] | os._Environ = os.environ) -> Path | None:
+    """The libq<name>.so Qt would load (QT_QPA_PLATFORM_PLUGIN_PATH first, then PySide6's own), or None."""
     folder = env.get("QT_QPA_PLATFORM_PLUGIN_PATH")
+    root = _pyside_folder()
     if folder:
-        p = Path(folder) / "libqxcb.so"
-        return p if p.is_file() else None
+        plugin: Path | None = Path(folder) / f"libq{name}.so"
+    else:
+        plugin = root / "Qt" / "plugins" / "platforms" / f"libq{name}.so" if root else None
+    return plugin if plugin is not None and plugin.is_file() else None
+
+
+def _pyside_folder() -> Path | None:
     spec = importlib.util.find_spec("PySide6")
     for root in (spec.submodule_search_locations or []) if spec else []:
-        p = Path(root) / "Qt" / "plugins" / "platforms" / "libqxcb.so"
-        if p.is_file():
-            return p
+        return Path(root)
     return None
 
 
-def missing_libraries(library: Path) -> list[str]:
-    """Sonames the dynamic loader cannot find for library (and what it loads), in ldd's order."""
+def qt_widgets_library() -> Path | None:
+    """PySide6's libQt6Widgets (it loads Qt's core and GUI libraries and their system libraries), or None."""
+    root = _pyside_folder()
+    p = root / "Qt" / "lib" / "libQt6Widgets.so.6" if root else None
+    return p if p is not None and p.is_file() else None
+
+
+def missing_libraries(library: Path, dlopened: tuple[str, ...] = DLOPENED) -> list[str]:
+    """Sonames the dynamic loader cannot find for library (and what it loads), in ldd's order, then those
+    of `dlopened` (loaded at run time) that cannot be loaded."""
     ldd = shutil.which("ldd")
     if ldd is None:
         return []  # nothing to ask: Qt will say it itself
@@ -79,7 +104,9 @@ def missing_libraries(library: Path) -> list[str]:
         name, _, where = line.strip().partition("=>")
         if where.strip() == "not found" and name.strip() not in missing:
             missing.append(name.strip())
-    for name in DLOPENED:
+    for name in dlopened:
+        if name in missing:
+            continue
         try:
             ctypes.CDLL(name)
         except OSError:
@@ -87,18 +114,69 @@ def missing_libraries(library: Path) -> list[str]:
     return missing
 
 
-def check_qt_platform(env: dict[str, str] | os._Environ = os.environ) -> None:
-    """FuseviewError (one line: the missing libraries and the apt command) when xcb cannot start."""
-    if not uses_xcb(env):
-        return
-    plugin = xcb_plugin(env)
-    if plugin is None:
-        return
-    missing = missing_libraries(plugin)
+class MissingLibraries(FuseviewError):
+    """Qt cannot start for want of system libraries; its message (the apt command) is printed whole."""
+
+    whole_line = True  # the CLI never shortens it: a command cut in the middle cannot be pasted
+
+
+def platform_name(env: dict[str, str] | os._Environ = os.environ) -> str:
+    """The platform plugin Qt would start: QT_QPA_PLATFORM's, else wayland or xcb by the display."""
+    platform = env.get("QT_QPA_PLATFORM", "").strip()
+    if platform:
+        return platform.split(":", 1)[0].split(";", 1)[0]
+    return "wayland" if env.get("WAYLAND_DISPLAY") else "xcb"
+
+
+def missing_qt_libraries(env: dict[str, str] | os._Environ = os.environ) -> list[str]:
+    """Sonames that Qt's widgets library or the platform plugin Qt would start needs and cannot find."""
+    if not sys.platform.startswith("linux"):
+        return []
+    missing: list[str] = []
+    name = platform_name(env)
+    for library, dlopened in ((qt_widgets_library(), ()), (platform_plugin(name, env),
+                                                           DLOPENED if name == "xcb" else ())):
+        if library is not None:
+            missing += [m for m in missing_libraries(library, dlopened) if m not in missing]
+    return missing
+
+
+def check_qt_libraries(purpose: str, env: dict[str, str] | os._Environ = os.environ, other: str = "") -> None:
+    """MissingLibraries (one whole line: the missing libraries and the apt command that installs every
+    one) when Qt cannot start here; `other` names what works without them."""
+    missing = missing_qt_libraries(env)
     if not missing:
         return
     packages = sorted({PACKAGES.get(m, m) for m in missing})
-    raise FuseviewError(
-        f"the window needs system libraries that are missing ({', '.join(missing)}): install them with"
-        f" `sudo apt-get install -y {' '.join(packages)}`, or run headless (QT_QPA_PLATFORM=offscreen)"
+    names = ", ".join(missing)
+    if len(names) > 200:  # the packages are what the line is for: a long list of files says less
+        names = f"{len(missing)} of them"
+    raise MissingLibraries(
+        f"{purpose} needs system libraries that are missing ({names}): install them with"
+        f" `sudo apt-get install -y {' '.join(packages)}`" + (f", {other}" if other else "")
     )
+
+
+def check_qt_platform(env: dict[str, str] | os._Environ = os.environ) -> None:
+    """MissingLibraries (one line: the missing libraries and the apt command) when the window's Qt cannot
+    start; checked only for xcb (X11), the platform whose libraries a desktop may lack."""
+    if not uses_xcb(env):
+        return
+    check_qt_libraries("the window", env, "or run headless (QT_QPA_PLATFORM=offscreen)")
+
+
+def has_display(env: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Whether a window can be shown: not Linux, a platform chosen, or a DISPLAY or WAYLAND_DISPLAY set."""
+    if not sys.platform.startswith("linux") or env.get("QT_QPA_PLATFORM", "").strip():
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def check_display(env: dict[str, str] | os._Environ = os.environ) -> None:
+    """FuseviewError at once when there is no display to show the window on (over SSH, in a container):
+    Qt would otherwise start an invisible window that never returns."""
+    if not has_display(env):
+        raise FuseviewError(
+            "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset): run it on a virtual"
+            " one with `xvfb-run fuseview`, or save a picture with `fuseview open M --screenshot s.png`"
+        )

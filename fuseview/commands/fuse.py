@@ -63,6 +63,7 @@ def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
 def run(args: argparse.Namespace) -> int:
     """Fuse, check, validate, write."""
     # imported here, not at the top: `fuseview --help` and other commands start without numpy/onnx
+    from fuseview.atomic import all_or_none
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
     from fuseview.graph.save import save_model_atomic
@@ -121,14 +122,17 @@ def run(args: argparse.Namespace) -> int:
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
-    save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
-    print(f"wrote      {out}")
-    if args.save_plan:  # last, with the model: a run that fails writes nothing
-        plan.save(args.save_plan)
-    if args.emit:
-        from fuseview.fusion.ort_config import decisions, write_ort_config
+    emitted = []
+    with all_or_none():  # the model, the plan and the emitted configs are renamed into place together
+        save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
+        if args.save_plan:
+            plan.save(args.save_plan)
+        if args.emit:
+            from fuseview.fusion.ort_config import decisions, write_ort_config
 
-        made = decisions(scan.candidates, set(plan.accepted()), set(args.reject))
-        for path in write_ort_config(args.emit[1], made, str(src)):
-            print(f"wrote      {path}")
+            made = decisions(scan.candidates, set(plan.accepted()), set(args.reject))
+            emitted = write_ort_config(args.emit[1], made, str(src))
+    print(f"wrote      {out}")
+    for path in emitted:
+        print(f"wrote      {path}")
     return 0

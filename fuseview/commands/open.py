@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from fuseview.commands._expansion import add_expansion_arguments
@@ -66,11 +67,17 @@ def _check_openable(path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the window on a model: at once, loading with a progress bar (unattended runs load first)."""
     from fuseview import DEMO_MODEL
-    from fuseview.qt_libs import check_qt_platform
+    from fuseview.qt_libs import check_display, check_qt_libraries, check_qt_platform, has_display
 
     path = Path(args.model) if args.model else DEMO_MODEL
     _check_openable(path)
-    check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
+    if args.screenshot:
+        if not has_display():
+            os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a picture needs no display
+        check_qt_libraries("--screenshot", other="or draw the graph without Qt: `fuseview render M -o g.svg`")
+    else:
+        check_display()  # at once: no invisible window that never returns (over SSH it looks hung)
+        check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
     if not (args.plan or args.apply or args.profile or args.screenshot):
         from fuseview.ui.app import run_app
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 from fuseview.commands._expansion import add_expansion_arguments
 
@@ -36,28 +37,57 @@ def render_model(model: str, output: str, expansion: str = "auto", scale: float 
     from fuseview.graph.groups import expansion_for
     from fuseview.graph.layout import layout_graph
     from fuseview.graph.loader import load_document
-    from fuseview.ui.export import check_image_path
+    from fuseview.qt_libs import check_qt_libraries, missing_qt_libraries
 
-    out = check_image_path(output)  # before any work: a bad path costs nothing
+    out = _check_image_path(output)  # before any work: a bad path costs nothing
     if not scale > 0:
         raise FuseviewError(f"--scale must be positive, not {scale}")
+    # render never shows a window: draw offscreen unless the caller chose a platform
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    without_qt = out.suffix.lower() == ".svg" and bool(missing_qt_libraries())
+    if not without_qt:  # a PNG needs Qt: where it cannot start, one whole line names the packages
+        check_qt_libraries("render", other="or write an .svg instead (drawn without Qt)")
     t0 = time.perf_counter()
     doc = load_document(model)
     t1 = time.perf_counter()
     expanded = expansion_for(doc.graph, expansion)
     lay = layout_graph(doc.graph, expanded)
     t2 = time.perf_counter()
+    if without_qt:
+        from fuseview.atomic import write_text_atomic
+        from fuseview.commands._plain_svg import layout_svg
+
+        write_text_atomic(out, layout_svg(lay, scale))
+        t3 = t4 = time.perf_counter()
+        image = {"width": round((lay.width + 6) * scale), "height": round((lay.height + 6) * scale),
+                 "scale": scale, "drawn_by": "plain svg (Qt cannot start here)"}
+        return _figures(model, out, expansion, (t0, t1, t2, t3, t4), doc, lay, image)
     from fuseview.ui.app import ensure_app
     from fuseview.ui.export import render_scene
     from fuseview.ui.graph_scene import GraphScene
 
-    # render never shows a window: draw offscreen unless the caller chose a platform
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     ensure_app()
     scene = GraphScene(doc.graph, lay)
     t3 = time.perf_counter()
     image = render_scene(scene, out, scale=scale)
     t4 = time.perf_counter()
+    return _figures(model, out, expansion, (t0, t1, t2, t3, t4), doc, lay, image)
+
+
+def _check_image_path(path: str) -> Path:
+    """The output path if its suffix is .svg or .png and its folder exists (ui.export's rule, no Qt)."""
+    from fuseview.errors import FuseviewError
+
+    p = Path(path)
+    if p.suffix.lower() not in (".svg", ".png"):
+        raise FuseviewError(f"{p}: output must end in .svg or .png")
+    if not p.parent.resolve().is_dir():
+        raise FuseviewError(f"{p.parent}: no such folder")
+    return p
+
+
+def _figures(model: str, out: Path, expansion: str, t: tuple[float, ...], doc, lay, image: dict) -> dict:
+    t0, t1, t2, t3, t4 = t
     return {
         "model": str(model),
         "output": str(out),
@@ -74,6 +104,7 @@ def render_model(model: str, output: str, expansion: str = "auto", scale: float 
         "width": image["width"],
         "height": image["height"],
         "scale": round(image["scale"], 5),
+        "drawn_by": image.get("drawn_by", "qt"),
     }
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
+from fuseview.atomic import all_or_none
 from fuseview.errors import FuseviewError
 from fuseview.targets import TARGET_HELP
 
@@ -44,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="when no fusion helps, write no model (default: write the original unchanged)")
     p.add_argument("--ort-optimizer", choices=("auto", "off", "bert", "gpt2"), default="auto",
                    help="also time onnxruntime.transformers.optimizer's model (auto: when the type is known)")
-    p.add_argument("--json", metavar="REPORT", help="write the report (kind fuseview.tune, schema_version 1)")
+    p.add_argument("--json", metavar="REPORT",
+                   help="write the report (kind fuseview.tune, schema 1); - prints it, not the summary")
     p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions as a plan (fuse --plan)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
@@ -77,7 +80,7 @@ def _checks(args: argparse.Namespace) -> None:
     if out.exists() and out.resolve() == src.resolve():
         raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")
     for label, value in (("-o", args.output), ("--json", args.json), ("--save-plan", args.save_plan)):
-        if value and not Path(value).resolve().parent.is_dir():
+        if value and value != "-" and not Path(value).resolve().parent.is_dir():
             raise FuseviewError(f"{label} {value}: folder does not exist")
     if args.inputs is not None and not Path(args.inputs).is_file():
         raise FuseviewError(f"--inputs {args.inputs}: file not found")
@@ -167,16 +170,25 @@ def run(args: argparse.Namespace) -> int:
     write = not (result.unchanged and args.no_write_unchanged)
     rep.output = args.output if write else None
     rep.plan = args.save_plan
-    print_summary(rep)
-    if write:
-        result.save_model(args.output)
-        print(f"wrote      {args.output}" + (" (the original, unchanged)" if result.unchanged else ""))
+    to_stdout = args.json == "-"  # as profile/trace --json -: the report on stdout instead of the summary
+    if not to_stdout:
+        print_summary(rep)
+    written = []
+    with all_or_none():  # the model, plan and report are renamed into place together, or none is
+        if write:
+            result.save_model(args.output)
+            unchanged = " (the original, unchanged)" if result.unchanged else ""
+            written.append(f"wrote      {args.output}{unchanged}")
+        else:
+            written.append("wrote      nothing: no fusion helps (--no-write-unchanged)")
+        if args.save_plan:
+            result.plan.save(args.save_plan)
+            written.append(f"plan       {args.save_plan}")
+        if args.json and not to_stdout:
+            rep.save(args.json)
+            written.append(f"report     {args.json}")
+    if to_stdout:
+        print(json.dumps(rep.to_json(), indent=1, allow_nan=False))
     else:
-        print("wrote      nothing: no fusion helps (--no-write-unchanged)")
-    if args.save_plan:
-        result.plan.save(args.save_plan)
-        print(f"plan       {args.save_plan}")
-    if args.json:
-        rep.save(args.json)
-        print(f"report     {args.json}")
+        print("\n".join(written))
     return 130 if rep.stopped == "cancelled" else 0

@@ -10,7 +10,6 @@ give the same max abs / max rel everywhere. onnxruntime runs on CPU with its own
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -242,7 +241,9 @@ def _validate_at(original: onnx.ModelProto, fused: onnx.ModelProto, reference_on
     if original_outputs is not None:
         return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, None,
                          atol, rtol, progress, base_dir)
-    with tempfile.TemporaryDirectory(prefix="fuseview-expected-") as spill:
+    from fuseview.atomic import private_temp_folder
+
+    with private_temp_folder("fuseview-expected-") as spill:  # one a SIGKILL left is removed by the next
         return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, spill,
                          atol, rtol, progress, base_dir)
 

@@ -20,6 +20,8 @@ from typing import BinaryIO
 import numpy as np
 import onnx
 
+from fuseview.errors import FuseviewError
+
 # Files from this size up are read lazily (smaller ones parse in well under a second either way).
 LAZY_FILE_BYTES = 32 << 20
 # Embedded weights from this size up stay on disk; smaller ones (shape constants, biases) stay in memory.
@@ -47,6 +49,8 @@ def _varint(f: BinaryIO) -> int:
 
 
 def _encode_varint(n: int) -> bytes:
+    if n < 0:  # shifting a negative number right never reaches 0: refuse rather than loop
+        raise ValueError(f"cannot encode the negative size {n}")
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -172,6 +176,51 @@ def external_location(
     length = info.get("length")
     offset = int(info.get("offset") or 0)
     return Path(base) / info.get("location", ""), offset, int(length) if length else None
+
+
+def check_span(t: onnx.TensorProto, location: str, file_size: int, path: Path) -> None:
+    """FuseviewError unless the tensor's offset and length are plain non-negative numbers that lie inside
+    its data file and fit its shape (a size past the end once encoded a negative length, and the varint
+    encoder never ended)."""
+    info = {e.key: e.value for e in t.external_data}
+    span = {}
+    for key in ("offset", "length"):
+        text = info.get(key)
+        if text is None or (key == "length" and text == ""):
+            continue
+        if not (text.isascii() and text.isdigit() and len(text) <= 40):
+            raise FuseviewError(
+                f"{path}: external data {key} {text[:40]!r} of tensor {t.name!r} is not a non-negative"
+                " whole number"
+            )
+        span[key] = int(text)
+    offset = span.get("offset", 0)
+    length = span.get("length")
+    where = f"offset {offset}" if length is None else f"offset {offset}, length {length}"
+    if offset > file_size or offset + (length or 0) > file_size:
+        raise FuseviewError(
+            f"{path}: external data of tensor {t.name!r} ({where}) lies past the end of {location!r}"
+            f" ({file_size} bytes)"
+        )
+    itemsize = _ITEM_BYTES.get(t.data_type)
+    if length is not None and itemsize is not None:
+        count = 1
+        for d in t.dims:
+            count *= max(d, 0)
+        if length != count * itemsize:
+            raise FuseviewError(
+                f"{path}: external data of tensor {t.name!r} holds {length} bytes; its shape"
+                f" {list(t.dims)} needs {count * itemsize}"
+            )
+
+
+_TP = onnx.TensorProto
+# bytes per element of the types stored one element per fixed number of bytes
+_ITEM_BYTES: dict[int, int] = {
+    _TP.FLOAT: 4, _TP.UINT8: 1, _TP.INT8: 1, _TP.UINT16: 2, _TP.INT16: 2, _TP.INT32: 4, _TP.INT64: 8,
+    _TP.BOOL: 1, _TP.FLOAT16: 2, _TP.DOUBLE: 8, _TP.UINT32: 4, _TP.UINT64: 8, _TP.BFLOAT16: 2,
+    _TP.COMPLEX64: 8, _TP.COMPLEX128: 16,
+}
 
 
 def _without(msg, skip: set[str]):  # noqa: ANN001, ANN202 - any protobuf message

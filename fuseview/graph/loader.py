@@ -15,7 +15,7 @@ from fuseview.errors import FuseviewError
 from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.inference import shared_inference
-from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily, record_folder
+from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
 from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
@@ -320,6 +320,7 @@ def check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
             raise FuseviewError(
                 f"{path}: external data file {location!r} for tensor {t.name!r} not found beside the model"
             )
+        check_span(t, location, data.stat().st_size, path)
         register_input(data)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from fuseview.errors import FuseviewError
 from fuseview.safe_io import read_bytes
+from fuseview.textsafe import shorten
 
 _NODE_SUFFIX = "_kernel_time"
 CPU_TIME = "cpu"
@@ -103,7 +105,16 @@ def _fast_rows(data: bytes) -> list[Row] | None:
 
 def _dict_rows(events: Iterable[dict]) -> Iterator[Row]:
     for e in events:
-        yield (e.get("cat"), str(e.get("name", "")), e.get("ts", 0), e.get("dur", 0), e.get("args") or {})
+        if not isinstance(e, dict):
+            raise FuseviewError("malformed onnxruntime profile: an event is not an object")
+        ts, dur = e.get("ts", 0), e.get("dur", 0)
+        for key, v in (("ts", ts), ("dur", dur)):
+            # onnxruntime writes whole numbers; "5" (a string) or a bool is not its event
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise FuseviewError(f"malformed onnxruntime event: its {key} is {shorten(repr(v), 40)},"
+                                    " not a time in microseconds")
+        args = e.get("args") or {}
+        yield (e.get("cat"), str(e.get("name", "")), ts, dur, args if isinstance(args, dict) else {})
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:

@@ -390,6 +390,10 @@ def _ort_events(first: list, batches, path, seen: dict):
                 raise _bad(path, f"more than {MAX_EVENTS} timed events")
             name = _text_field(ev, "name", path)
             name = names.setdefault(name, name) if len(names) < MAX_NAMES else name  # one copy per name
+            for time_key in ("ts", "dur"):  # onnxruntime writes whole numbers: a string is not its event
+                if isinstance(ev.get(time_key), str):
+                    text = shorten(ev[time_key], 40)
+                    raise _bad(path, f"an onnxruntime event's {time_key} is a string ({text!r}): malformed")
             ts, dur = _time_field(ev, "ts", path), _time_field(ev, "dur", path)
             args = ev.get("args") or {}
             if not isinstance(args, dict):

@@ -185,6 +185,7 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     # a big model's weights stay on disk (graph.lazy_weights): variants are built on the weightless proto
     # and every session reaches the weights through the source file, as `fuse` does
     search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
+    _check_original_runs(model, search.feeds, s, base_dir)
     hint = decode_hint(model, s)
     if hint:
         search.notes.append(hint)
@@ -267,6 +268,23 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
                         [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,
                         search.notes)
     return TuneResult(report, plan, model, outcome, base_dir)
+
+
+def _check_original_runs(model: onnx.ModelProto, feeds: dict, s: TuneSettings,
+                         base_dir: str | os.PathLike | None) -> None:
+    """FuseviewError, as fuse's, when the original model cannot run on the tune's inputs: every
+    measurement after it would blame the fusions."""
+    from fuseview.fusion.validate import HINT, model_runner
+
+    try:
+        model_runner(model, False, base_dir)(feeds)
+    except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
+        dims = ", ".join(f"{k}={v}" for k, v in s.dims.items()) or "defaults"
+        where = f"the inputs of {s.inputs}" if s.inputs else f"generated inputs (dims {dims})"
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise FuseviewError(f"the original model does not run on {where}: {first}; {HINT}") from None
+    finally:
+        release_freed_memory(weight_bytes(model, base_dir))  # its session is gone before any is timed
 
 
 def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, progress: Progress | None = None,
