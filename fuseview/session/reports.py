@@ -227,7 +227,10 @@ class CompareReport:
         """stats.verdict of the latency interval (faster, slower, no difference, cannot tell) or None."""
         from fuseview.stats import verdict
 
-        return None if self.latency is None else verdict(*self.latency["ci"], self.latency["threshold"])
+        if self.latency is None:
+            return None
+        lo, hi = self.latency["ci"]
+        return verdict(lo, hi, self.latency["threshold"])
 
     def speedup_text(self) -> str:
         """'1.23x [1.10, 1.35] faster', or '' without a latency comparison."""
