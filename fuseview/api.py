@@ -89,13 +89,17 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, **settin
     """
     import onnx
 
-    from fuseview.tuning.run import tune_file, tune_model
+    from fuseview.tuning.run import decode_step, tune_file, tune_model
     from fuseview.tuning.settings import TuneSettings
 
     s = TuneSettings(**settings)
     if isinstance(model, onnx.ModelProto):
         from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
 
+        decode = decode_step(model, s)  # a KV-cache decoder is measured at its decode step
         found = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
-        return tune_model(model, found, s, progress=progress, cancel=cancel)
+        result = tune_model(model, found, s, progress=progress, cancel=cancel)
+        if decode:
+            result.report.notes.insert(0, decode)
+        return result
     return tune_file(model, s, progress, cancel)

@@ -42,6 +42,13 @@ def verdict(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> str:
     return CANNOT_TELL
 
 
+def interval_text(ratio: float, lo: float, hi: float) -> str:
+    """'1.12x [1.05, 1.19]'; 3 decimals when an end would print as 1.00 (so a decided interval never
+    reads as one that reaches 1)."""
+    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
+    return f"{ratio:.{digits}f}x [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
 def decided(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> bool:
     """True when the interval supports a verdict (anything but "cannot tell")."""
     return verdict(lo, hi, threshold) != CANNOT_TELL
@@ -114,7 +121,7 @@ class SpeedupEstimate:
         how = "interleaved" if self.paired else "independent"
         where = f" in {self.sessions} sessions each" if self.sessions > 1 else ""
         return (
-            f"{self.speedup_p50:.2f}x [{lo:.2f}, {hi:.2f}] {self.verdict} "
+            f"{interval_text(self.speedup_p50, lo, hi)} {self.verdict} "
             f"({self.level:.0%} CI, {self.runs} {how} runs{where})"
         )
 

@@ -255,8 +255,15 @@ def cannot_tell(lat: dict | None) -> bool:
     return _stats.verdict(lo, hi, lat["threshold"]) == _stats.CANNOT_TELL
 
 
-def cannot_tell_text(report: dict) -> str:
-    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do."""
+# how the remedies are named: the CLI's flags, or the profile dock's own controls
+CLI_FLAGS = {"runs": "--runs {n}", "threads": "--threads 1", "sessions": "more --sessions"}
+DOCK_CONTROLS = {"runs": "Runs {n}", "threads": "Threads 1", "sessions": "more Sessions"}
+
+
+def cannot_tell_text(report: dict, names: dict[str, str] | None = None) -> str:
+    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do;
+    `names` says how to name the remedies (CLI_FLAGS, or DOCK_CONTROLS in the window)."""
+    names = names or CLI_FLAGS
     from fuseview.stats import runs_needed
 
     lat = report["comparison"]["latency"]
@@ -273,12 +280,12 @@ def cannot_tell_text(report: dict) -> str:
     if lat.get("more_runs"):  # the estimate made from this interval itself (stats.more_runs_to_decide)
         need = lat["runs"] + lat["more_runs"]
     # past a few thousand runs, more runs are not the remedy: a quieter machine is
-    todo = [f"--runs {need} (about that many runs per model)"] if need <= 2000 else []
+    todo = [f"{names['runs'].format(n=need)} (about that many runs per model)"] if need <= 2000 else []
     threads = {(m.get("profile_session") or {}).get("threads") for m in report.get("models", [])}
     if threads != {1}:
-        todo.append("--threads 1")
+        todo.append(names["threads"])
     if lat.get("sessions", 1) > 1 and "sessions" in (noise.get("warning") or ""):
-        todo.append("more --sessions")
+        todo.append(names["sessions"])
     remedy = "profile again on a quieter machine"
     if todo:
         remedy = f"try {' and '.join(todo)}, or a quieter machine"

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.tuning.settings import TuneSettings
+from fuseview.ui.candidates_panel import EFFECT_COLUMN
+from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
 
 PROVIDERS = ("auto", "cpu", "cuda")
 ORT_LEVELS = ("all", "extended", "basic", "disabled")
@@ -95,6 +97,11 @@ class TuneRunner(QObject):
         self.progress_dialog: QProgressDialog | None = None
         self.last_settings = TuneSettings()
         self.result = None
+        self.summary = TuneSummaryBar(self.apply_chosen)
+        # over the candidates, under their filters: the tune's result in sight where its decisions are
+        body = workbench.panel.widget()
+        if body is not None and body.layout() is not None:
+            body.layout().insertWidget(1, self.summary)
 
     def install(self, menu) -> None:
         """Add Fusion → Tune… to a menu."""
@@ -189,10 +196,23 @@ class TuneRunner(QObject):
         mine = [x for x in rep.decisions if x.candidate in d.by_id]
         d.set_many({x.candidate: x.decision for x in mine})  # the session hears it (decisions event)
         self.wb.panel.set_effects({x.candidate: effect_cell(x) for x in mine})
+        # the measured effect next to the decision (third on screen), not past the scroll edge
+        header = self.wb.panel.table.horizontalHeader()
+        header.moveSection(header.visualIndex(EFFECT_COLUMN), 2)
         self.wb.panel.changed.emit()
-        f = rep.final
-        vs = f" · chosen/original {f.against_original.text()}" if f.against_original else ""
+        self.summary.show_report(rep)
+        head, _details = summary_lines(rep)
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
-        self.wb.win.statusBar().showMessage(
-            f"Tune kept {len(rep.accepted())} of {len(rep.decisions)} fusions ({f.chosen}){vs}{stopped};"
-            " Apply builds it", 30000)
+        self.wb.win.statusBar().showMessage(f"{head}{stopped}; Apply chosen set builds it", 30000)
+
+    def apply_chosen(self) -> None:
+        """Set the tune's decisions again (the user may have changed some) and build the chosen model."""
+        if self.result is None or self.wb.decisions is None:
+            return
+        d = self.wb.decisions
+        d.set_many({x.candidate: x.decision for x in self.result.report.decisions if x.candidate in d.by_id})
+        self.wb.panel.changed.emit()
+        if not self.wb.apply():  # the original is chosen: nothing to build, and the bar says why
+            why = self.result.report.final.reason
+            self.wb.win.statusBar().showMessage(f"Nothing to apply: the chosen model is the original ({why})",
+                                                15000)
