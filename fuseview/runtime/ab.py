@@ -185,7 +185,8 @@ def measure_until_decided(
         batch += 1
         for r, g in zip(rows, grouped, strict=True):
             r.append(g)
-        est = {(a, b): compare_timings(np.vstack(rows[a]), np.vstack(rows[b]), paired=True, level=level,
+        stacked = [_stack(r) for r in rows]
+        est = {(a, b): compare_timings(stacked[a], stacked[b], paired=True, level=level,
                                        threshold=threshold, seed=seed) for a, b in pairs}
         if on_batch:
             on_batch(batch, est)
@@ -199,4 +200,13 @@ def measure_until_decided(
     spent = not all(e.verdict != CANNOT_TELL for e in est.values())
     if spent:
         est = {k: replace(e, budget_spent=True) if e.verdict == CANNOT_TELL else e for k, e in est.items()}
-    return Sequential(est, [np.vstack(r) for r in rows], choices, batch, spent, time.monotonic() - start)
+    return Sequential(est, [_stack(r) for r in rows], choices, batch, spent, time.monotonic() - start)
+
+
+def _stack(batches: list[np.ndarray]) -> np.ndarray:
+    """One model's (sessions x rounds) batches as one array: a batch the deadline cut to under half the
+    first one's rounds is left out (unless it is the only one), the rest cut to the same rounds."""
+    first = batches[0].shape[1]
+    kept = [b for b in batches if b.shape[1] * 2 >= first] or batches[:1]
+    width = min(b.shape[1] for b in kept)
+    return np.vstack([b[:, :width] for b in kept])
