@@ -55,7 +55,8 @@ def bench(path: Path, threads: int, args: argparse.Namespace) -> str:
     seconds = time.perf_counter() - t0
     rep = res.report
     model = res.original
-    opts = FuseOptions(validate=False, strict=False)
+    dims = dict(rep.config["dims"])  # as tune measured it (a KV-cache decoder: its decode step)
+    opts = FuseOptions(dims=dims, validate=False, strict=False)
     from fuseview.fusion.pipeline import scan_for_fusion
 
     scan = scan_for_fusion(model, dims_for(model, opts), path)
@@ -63,7 +64,7 @@ def bench(path: Path, threads: int, args: argparse.Namespace) -> str:
     over = set(rep.baseline.get("over_tolerance", []))
     accept_all = build_fused(model, scan, [c for c in everything if c not in over], opts).model
     models = [model, accept_all, res.model]
-    grouped, _ = time_models(models, make_feeds(model, {}, 0), "cpu", args.ort_opt, threads, args.sessions,
+    grouped, _ = time_models(models, make_feeds(model, dims, 0), "cpu", args.ort_opt, threads, args.sessions,
                              args.sessions * 10, 3, 1)
     tuned_vs_orig = ratio_text(grouped[0], grouped[2])
     tuned_vs_all = ratio_text(grouped[1], grouped[2])
@@ -81,10 +82,22 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--ort-opt", default="all")
     ap.add_argument("--sessions", type=int, default=6, help="sessions per model in the closing check (6)")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes started beside it (0)")
     args = ap.parse_args()
+    from contextlib import nullcontext
+
+    from tests.load_helpers import busy_loops
+
+    with busy_loops(args.busy) if args.busy else nullcontext():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """One line per model and thread count, with the load at the start and the end."""
     models = args.models or default_models()
-    print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.2f} (1 min) at start;"
-          f" ORT {args.ort_opt}; budget {args.budget:g} s; check: {args.sessions} sessions x 10 runs a model")
+    print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.2f} (1 min) at start,"
+          f" {args.busy} busy loops beside; ORT {args.ort_opt}; budget {args.budget:g} s;"
+          f" check: {args.sessions} sessions x 10 runs a model")
     print(f"{'model':<27}{'thr':>3}  {'tune':>8}{'':<14} {'kept':<11}{'chosen':<11} ratios: time ÷ time,"
           " 95% CI, verdict of the tuned model")
     for path in models:
