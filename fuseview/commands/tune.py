@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")
     p.add_argument("--seeds", type=int, default=3, help="sets of generated inputs to validate on (3)")
     p.add_argument("--keep-neutral", action="store_true",
-                   help="no effect, kept for old scripts: a fusion is now kept unless measured slower")
+                   help="also keep candidates outside accept-all (conflicts) that show no difference"
+                   " (accept-all's own are always kept unless measured slower)")
     p.add_argument("--no-write-unchanged", action="store_true",
                    help="when no fusion helps, write no model (default: write the original unchanged)")
     p.add_argument("--ort-optimizer", choices=("auto", "off", "bert", "gpt2"), default="auto",

@@ -50,7 +50,9 @@ class TuneDialog(QDialog):
         self.budget.setRange(5, 3600)
         self.budget.setSuffix(" s")
         self.budget.setValue(int(s.budget_s))
-        self.keep_neutral = QCheckBox("Keep fusions with no measurable difference (fewer nodes)")
+        self.keep_neutral = QCheckBox("Also keep conflicting alternatives with no measurable difference")
+        self.keep_neutral.setToolTip("accept-all's fusions are kept unless measured slower; this is about the"
+                                     " candidates accept-all leaves out because they conflict")
         self.keep_neutral.setChecked(s.keep_neutral)
         for label, w in (("Provider", self.provider), ("Threads", self.threads),
                          ("ORT optimization", self.ort_opt), ("Budget", self.budget),
