@@ -174,6 +174,8 @@ def test_bisection_finds_the_fusions_that_break_the_tolerance():
     # the accepted set, whatever the timings chose, is within the tight tolerance
     if res.outcome is not None:
         assert res.outcome.validation is not None and res.outcome.validation.ok
+    assert_reasons_agree_with_their_figures(rep)
+    assert_the_decision_rule_holds(rep)
 
 
 def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
@@ -243,7 +245,10 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
 
 def test_report_round_trip_and_bad_reports(tmp_path):
     res = tune_file(CONV, TuneSettings(budget_s=20, **FAST))
+    assert_reasons_agree_with_their_figures(res.report)
+    assert_the_decision_rule_holds(res.report)
     d = res.report.to_json()
+    assert d["final"]["verdict"] is not None and d["final"]["summary"].startswith("chosen ")
     assert d["kind"] == "fuseview.tune" and d["schema_version"] == 1
     for key in ("provider", "ort_opt", "threads", "dims", "budget_s", "seconds"):
         assert key in d["config"]
@@ -276,6 +281,8 @@ def test_python_api_tunes_a_model_in_memory():
     res = fuseview.tune(model, budget_s=20, **FAST)
     assert res.report.model is None and len(res.report.decisions) == len(fuseview.scan(CONV).candidates)
     assert res.report.final.chosen in ("tuned", "original", "accept_all")
+    assert_reasons_agree_with_their_figures(res.report)
+    assert_the_decision_rule_holds(res.report)
     with pytest.raises(TypeError):
         fuseview.tune(CONV, no_such_setting=1)
 
@@ -383,3 +390,22 @@ def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_by_default():
     assert decode_step(past, given) is None and given.dims == {"sequence": 8}  # the user's count stands
     plain = TuneSettings()
     assert decode_step(load_for_fusion(MLP), plain) is None and plain.dims == {}
+
+
+@pytest.mark.parametrize("reason", [
+    # issue 32's contradictions, as the old search wrote them
+    "its group is faster (0.97x [0.63, 1.49] no difference); on its own 1.01x [0.90, 1.12] no difference",
+    "its rule's group is faster: 1.05x [0.99, 1.12] faster",
+    "group showed no difference (0.79x [0.70, 1.44] no difference); not tried alone",
+])
+def test_the_reason_check_catches_a_reason_that_contradicts_its_figures(reason):
+    from fuseview.tuning.report import Decision, FinalCheck
+
+    final = FinalCheck("accept_all", 1, 3, None, None, None)
+    decisions = [Decision("c1", "r", "accept", reason, "group")]
+    rep = TuneReport("m.onnx", {"threshold": 0.02}, {}, final, [], decisions)
+    with pytest.raises(AssertionError):
+        assert_reasons_agree_with_their_figures(rep)
+    fine = "kept as accept-all does: the set with it is 0.97x [0.63, 1.49] cannot tell"
+    rep.decisions[0].reason = fine
+    assert_reasons_agree_with_their_figures(rep)
