@@ -44,9 +44,13 @@ def verdict(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> str:
 
 def interval_text(ratio: float, lo: float, hi: float) -> str:
     """'1.12x [1.05, 1.19]'; 3 decimals when an end would print as 1.00 (so a decided interval never
-    reads as one that reaches 1)."""
+    reads as one that reaches 1), two significant digits below 0.1 (never a bare 0.00)."""
     digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
-    return f"{ratio:.{digits}f}x [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+    def num(x: float) -> str:
+        return f"{x:.{digits}f}" if abs(x) >= 0.1 or x == 0 else f"{x:.2g}"
+
+    return f"{num(ratio)}x [{num(lo)}, {num(hi)}]"
 
 
 def decided(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> bool:

@@ -34,7 +34,8 @@ CONV = ASSET_MODELS / "convnet_bn_relu_ts17.onnx"
 FAST = dict(runs=15, sessions=3, max_batches=2, warmup=2, seeds=1, ort_optimizer="off", threads=1)
 
 
-_QUOTED = re.compile(r"(\d+\.\d+)x \[(\d+\.\d+), (\d+\.\d+)\] (faster|slower|no difference|cannot tell)")
+_NUM = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
+_QUOTED = re.compile(rf"{_NUM}x \[{_NUM}, {_NUM}\] (faster|slower|no difference|cannot tell)")
 
 
 def assert_reasons_agree_with_their_figures(rep: TuneReport) -> None:

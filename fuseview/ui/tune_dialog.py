@@ -201,6 +201,7 @@ class TuneRunner(QObject):
         # the measured effect next to the decision (third on screen), not past the scroll edge
         header = self.wb.panel.table.horizontalHeader()
         header.moveSection(header.visualIndex(EFFECT_COLUMN), 2)
+        self.wb.panel.table.resizeColumnToContents(EFFECT_COLUMN)  # "1.09x cannot tell", not elided
         self.wb.panel.changed.emit()
         self.summary.show_report(rep)
         head, _details = summary_lines(rep)
