@@ -102,6 +102,7 @@ def tanh_gelu_rule() -> Rule:
                 replace=lambda m: Replacement([m["x"]]))
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_a_slower_fusion_is_rejected_and_the_original_kept():
     res = tune_file(MLP, TuneSettings(budget_s=60, **{**FAST, "max_batches": 3}), rules=[slow_gelu_rule()])
     rep = res.report
@@ -130,6 +131,7 @@ def drop_identity_rule() -> Rule:
                 check=_identity_check, replace=lambda m: Replacement([m["x"]]))
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_when_accept_all_is_faster_tune_starts_from_it_and_keeps_what_helps(tmp_path):
     # a model with real waste in it: the detour GELUs of the slower rule, written out as a model
     from fuseview.fusion.apply import apply_candidates
@@ -153,6 +155,7 @@ def test_when_accept_all_is_faster_tune_starts_from_it_and_keeps_what_helps(tmp_
     assert_the_decision_rule_holds(rep)
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_bisection_finds_the_fusions_that_break_the_tolerance():
     # the catalogue's own GELU rules (and FusedMatMul, which would take the same nodes first) make way
     # for the approximating rule, so accept-all holds its two candidates beside the exact LayerNorm ones
@@ -179,6 +182,7 @@ def test_bisection_finds_the_fusions_that_break_the_tolerance():
     assert_the_decision_rule_holds(rep)
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
     out, plan, report = tmp_path / "tuned.onnx", tmp_path / "plan.json", tmp_path / "tune.json"
     rc = main(["tune", str(CONV), "-o", str(out), "--budget", "40", "--runs", "8", "--sessions", "2",
@@ -197,6 +201,7 @@ def test_saved_plan_reapplies_to_the_same_model_bytes(tmp_path, capsys):
     assert len(onnx.load(str(out)).graph.node) == rep.final.nodes
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_cancel_keeps_a_valid_best_so_far():
     cancel = threading.Event()
 
@@ -223,6 +228,7 @@ def test_cancel_keeps_a_valid_best_so_far():
     TuneReport.from_json(json.loads(json.dumps(rep.to_json())))
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
     out, report = tmp_path / "tuned.onnx", tmp_path / "tune.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -244,6 +250,7 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
     assert "wrote" in stdout
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_report_round_trip_and_bad_reports(tmp_path):
     res = tune_file(CONV, TuneSettings(budget_s=20, **FAST))
     assert_reasons_agree_with_their_figures(res.report)
@@ -275,6 +282,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, capsys, tmp_path, monkeyp
     assert len(err) == 1 and err[0].startswith("fuseview: error:") and words in err[0], err
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_python_api_tunes_a_model_in_memory():
     import fuseview
 
@@ -329,6 +337,7 @@ def _big_gelu_model(tmp_path: Path) -> tuple[Path, np.ndarray]:
     return path, w
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_a_big_model_is_tuned_with_its_weights_left_on_disk(tmp_path, monkeypatch):
     # the loader leaves big weights in the file (graph.lazy_weights); tune must not read them all in:
     # variants are built weightless, sessions reach the weights through the file, the output streams them
@@ -352,6 +361,7 @@ def test_a_big_model_is_tuned_with_its_weights_left_on_disk(tmp_path, monkeypatc
     assert len(written.graph.node) == len(res.model.graph.node)
 
 
+@pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_fewer_sessions_when_they_would_not_fit_in_memory(monkeypatch):
     from fuseview.runtime import ab
 

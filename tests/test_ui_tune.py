@@ -36,6 +36,7 @@ def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(tuned
     assert COLUMNS[EFFECT_COLUMN] == "Measured effect"
 
 
+@pytest.mark.slow
 def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot):
     wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
@@ -64,6 +65,7 @@ def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot)
     assert d.plan.state(some) == rep.decisions[0].decision
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
     wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
@@ -75,6 +77,7 @@ def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
     assert "stopped: cancelled" in tuned_win.statusBar().currentMessage()
 
 
+@pytest.mark.slow
 def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(tuned_win, qtbot, tmp_path):
     from fuseview.tuning.report import TuneReport
 
