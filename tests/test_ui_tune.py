@@ -133,3 +133,14 @@ def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tun
     head = headline_text({"models": models, "comparison": {"latency": lat}})
     assert "cannot tell on this machine now" in head
     assert "Threads 1" in head and "more Sessions" in head and "--" not in head  # the dock's own controls
+
+
+def test_the_window_tunes_a_kv_cache_decoder_at_its_decode_step(win, qtbot):  # noqa: F811 - the fixture
+    from fuseview.tuning.run import decode_step
+
+    open_scanned(qtbot, win, ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
+    tuner = win.workbench.tuner
+    dims = tuner._dims()
+    assert "sequence" not in dims and dims  # the past length stays as scanned; the new tokens are tune's
+    s = TuneSettings(dims=dims)
+    assert decode_step(win.workbench.root_doc.model, s) is not None and s.dims["sequence"] == 1

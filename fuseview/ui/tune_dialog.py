@@ -126,8 +126,17 @@ class TuneRunner(QObject):
             self.start(dialog.settings(self._dims()))
 
     def _dims(self) -> dict[str, int]:
+        """The scan's dims, less a KV-cache decoder's new-token count: as `fuseview tune`, the window tunes
+        a decoder at its decode step (tuning.run.decode_step sets it to 1 and the report says so)."""
+        from fuseview.dims import cache_dims
+
         scan = self.wb.decisions.scan if self.wb.decisions is not None else None
-        return dict(scan.index.dims_used) if scan is not None else {}
+        dims = dict(scan.index.dims_used) if scan is not None else {}
+        doc = self.wb.root_doc
+        cache = cache_dims(doc.model) if doc is not None else None
+        if cache is not None and cache.new:
+            dims.pop(cache.new, None)
+        return dims
 
     def start(self, settings: TuneSettings):
         """Tune in a worker thread with a progress dialog; Stop keeps the best set so far."""
