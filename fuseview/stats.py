@@ -19,6 +19,58 @@ DEFAULT_RESAMPLES = 2000
 _BLOCK_ELEMENTS = 1 << 22
 # Fewer timings than this per side, and an interval means little: say so instead of trusting it.
 MIN_RUNS = 10
+FASTER, SLOWER, NO_DIFFERENCE, CANNOT_TELL = "faster", "slower", "no difference", "cannot tell"
+VERDICTS = (FASTER, SLOWER, NO_DIFFERENCE, CANNOT_TELL)
+
+
+def verdict(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """The one verdict of a speed-up interval [lo, hi] (>1: faster), the only place one is computed.
+
+    "no difference" when the whole interval lies within ±threshold of 1 (whatever the difference is, it
+    is smaller than that); else "faster" when it lies above 1, "slower" below 1; else "cannot tell": the
+    interval holds 1 and reaches past the threshold, so the measurement supports no verdict at all.
+    """
+    if not (lo > 0 and hi >= lo) or math.isnan(lo) or math.isnan(hi):
+        return CANNOT_TELL
+    margin = 1 + threshold
+    if lo >= 1 / margin and hi <= margin:
+        return NO_DIFFERENCE
+    if lo > 1:
+        return FASTER
+    if hi < 1:
+        return SLOWER
+    return CANNOT_TELL
+
+
+def interval_text(ratio: float, lo: float, hi: float) -> str:
+    """'1.12x [1.05, 1.19]'; 3 decimals when an end would print as 1.00 (so a decided interval never
+    reads as one that reaches 1), two significant digits below 0.1 (never a bare 0.00)."""
+    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
+
+    def num(x: float) -> str:
+        return f"{x:.{digits}f}" if abs(x) >= 0.1 or x == 0 else f"{x:.2g}"
+
+    return f"{num(ratio)}x [{num(lo)}, {num(hi)}]"
+
+
+def decided(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """True when the interval supports a verdict (anything but "cannot tell")."""
+    return verdict(lo, hi, threshold) != CANNOT_TELL
+
+
+def more_runs_to_decide(runs: int, ratio: float, lo: float, hi: float,
+                        threshold: float = DEFAULT_THRESHOLD) -> int | None:
+    """About how many more runs per model would likely decide an undecided interval (width ~ 1/sqrt(n),
+    the ratio staying where it is); None when it is decided, or when no number of runs would (the ratio
+    sits on 1+threshold, where neither "no difference" nor "faster" can be shown)."""
+    if decided(lo, hi, threshold) or not (lo > 0 and ratio > 0) or runs <= 0:
+        return None
+    half = math.log(hi / lo) / 2
+    dist = abs(math.log(ratio))
+    target = max(dist, math.log1p(threshold) - dist)  # exclude 1, or fit within ±threshold
+    if not half > 0 or target <= 0.05 * half:
+        return None
+    return max(1, math.ceil(runs * ((half / target) ** 2 - 1)))
 
 
 @dataclass(frozen=True)
@@ -47,15 +99,24 @@ class SpeedupEstimate:
     speedup_p50: float
     ci: tuple[float, float]
     threshold: float
-    verdict: str  # "faster" | "slower" | "no difference", said of the `against` side
+    verdict: str  # one of VERDICTS (stats.verdict of the interval), said of the `against` side
     noise: Noise
     paired: bool
     sessions: int = 1  # sessions per side whose runs were pooled (and resampled)
+    budget_spent: bool = False  # sequential measurement: stopped by its budget, not by a decided interval
+    more_runs: int | None = None  # undecided: about how many more runs per model would likely decide
+
+    @property
+    def width(self) -> float:
+        """The interval's width as a factor, hi / lo (1.04: the ends are 4 % apart)."""
+        lo, hi = self.ci
+        return float(hi / lo) if lo > 0 else float("inf")
 
     def to_json(self) -> dict:
-        """JSON-ready dict (ci as a list)."""
+        """JSON-ready dict (ci as a list, width the interval's hi / lo)."""
         d = asdict(self)
         d["ci"] = [float(self.ci[0]), float(self.ci[1])]
+        d["width"] = self.width if math.isfinite(self.width) else None
         return d
 
     def summary(self) -> str:
@@ -64,7 +125,7 @@ class SpeedupEstimate:
         how = "interleaved" if self.paired else "independent"
         where = f" in {self.sessions} sessions each" if self.sessions > 1 else ""
         return (
-            f"{self.speedup_p50:.2f}x [{lo:.2f}, {hi:.2f}] {self.verdict} "
+            f"{interval_text(self.speedup_p50, lo, hi)} {self.verdict} "
             f"({self.level:.0%} CI, {self.runs} {how} runs{where})"
         )
 
@@ -155,8 +216,7 @@ def compare_timings(
     difference between sessions widens it instead of passing for a difference between models. With one
     session a side it is a percentile bootstrap over runs; paired: column i of both sides was timed in
     the same round (interleaved runs), so rounds are resampled together and background load that hit
-    both cancels out. The verdict
-    is "faster"/"slower" only when the interval excludes 1 and the ratio is further than `threshold` from 1.
+    both cancels out. The verdict is `verdict(lo, hi, threshold)`.
     """
     a = np.atleast_2d(np.asarray(model, dtype=np.float64))
     b = np.atleast_2d(np.asarray(against, dtype=np.float64))
@@ -199,13 +259,6 @@ def compare_timings(
                 )
         alpha = (1 - level) / 2
         lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
-    margin = math.log1p(threshold)
-    if lo > 1 and math.log(ratio) > margin:
-        verdict = "faster"
-    elif hi < 1 and -math.log(ratio) > margin:
-        verdict = "slower"
-    else:
-        verdict = "no difference"
     cv_a, cv_b = robust_cv(a.ravel()), robust_cv(b.ravel())
     runs = int(min(a.size, b.size))
     need = runs_needed(cv_a, cv_b, threshold, level, cv_pair)
@@ -230,10 +283,11 @@ def compare_timings(
         speedup_p50=ratio,
         ci=(lo, hi),
         threshold=threshold,
-        verdict=verdict,
+        verdict=verdict(lo, hi, threshold),
         noise=noise,
         paired=paired,
         sessions=int(min(a.shape[0], b.shape[0])),
+        more_runs=more_runs_to_decide(runs, ratio, lo, hi, threshold),
     )
 
 

@@ -1,4 +1,5 @@
-"""Save a picture of the candidates dock after Fusion → Tune… (the README's screenshot).
+"""Save a picture of the window at 1400 x 900 after Fusion → Tune… (docs/screenshots/tune_summary.png):
+the summary bar over the candidates, and the measured effect among their first columns.
 
     QT_QPA_PLATFORM=offscreen python scripts/tune_screenshot.py MODEL OUT.png [--budget 60] [--threads 1]
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    """Open the model in the window, tune it in the background, save the dock once the decisions are set."""
+    """Open the model in the window, tune it in the background, save the window once the bar shows."""
     from PySide6.QtCore import QEventLoop, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -35,7 +36,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
         win = MainWindow(settings=QSettings(str(Path(tmp) / "s.ini"), QSettings.Format.IniFormat))
-        win.resize(1600, 1000)
+        win.resize(1400, 900)
         win.show()
         loop = QEventLoop()
         win.workbench.scanned.connect(loop.quit)
@@ -44,12 +45,8 @@ def main() -> int:
         win.workbench.tuner.finished.connect(lambda _result: QTimer.singleShot(500, loop.quit))
         win.workbench.tuner.start(TuneSettings(threads=args.threads, budget_s=args.budget))
         loop.exec()
-        panel = win.workbench.panel
-        panel.resize(1200, 560)
-        for col in (2, 4, 7, 8, 9):  # scope, saved bytes, profile and ORT columns: room for the effects
-            panel.table.setColumnHidden(col, True)
-        panel.table.resizeColumnsToContents()
-        panel.grab().save(str(args.out))
+        app.processEvents()
+        win.grab().save(str(args.out))
         win.session.jobs.shutdown()
         win.close()
     app.processEvents()

@@ -41,12 +41,14 @@ def _lat(lo: float, hi: float, threshold: float = 0.02) -> dict:
             "noise": {"cv_model": 0.3, "cv_against": 0.3, "warning": None, "cv_paired": 0.4}}
 
 
-def test_an_interval_wider_than_the_span_cannot_tell():
+def test_an_interval_holding_1_and_reaching_past_the_threshold_cannot_tell():
     wide = _lat(0.6, 1.7)
     assert cannot_tell(wide)
     assert not cannot_tell({**wide, "verdict": "faster", "ci": [1.3, 2.2]})  # excludes 1: it tells
     line = verdict_line({"comparison": {"latency": wide}})
     assert line.startswith("verdict: cannot tell on this machine now, at onnxruntime optimization all (")
     assert "0.60x" in line and "1.70x" in line and "quieter machine" in line  # the interval and a remedy
-    assert not cannot_tell(_lat(0.9, 1.1))
-    assert verdict_line({"comparison": {"latency": _lat(0.9, 1.1)}}).startswith("verdict: no difference")
+    # [0.9, 1.1] holds 1 and reaches 10 % past it: no verdict (the old span rule called it "no difference")
+    assert cannot_tell(_lat(0.9, 1.1))
+    assert not cannot_tell(_lat(0.99, 1.015))
+    assert verdict_line({"comparison": {"latency": _lat(0.99, 1.015)}}).startswith("verdict: no difference")

@@ -36,6 +36,7 @@ def test_the_fusion_menu_has_tune_and_its_dialog_gives_deployment_settings(tuned
     assert COLUMNS[EFFECT_COLUMN] == "Measured effect"
 
 
+@pytest.mark.slow
 def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot):
     wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
@@ -64,6 +65,7 @@ def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot)
     assert d.plan.state(some) == rep.decisions[0].decision
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
     wb = tuned_win.workbench
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
@@ -73,3 +75,72 @@ def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
     assert rep.stopped == "cancelled"
     assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
     assert "stopped: cancelled" in tuned_win.statusBar().currentMessage()
+
+
+@pytest.mark.slow
+def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(tuned_win, qtbot, tmp_path):
+    from fuseview.tuning.report import TuneReport
+
+    wb = tuned_win.workbench
+    tuned_win.resize(1400, 900)
+    bar = wb.tuner.summary
+    assert not bar.isVisible()  # nothing to say before a tune
+    with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
+        wb.tuner.start(TuneSettings(threads=1, **FAST))
+    rep = sig.args[0].report
+    f = rep.final
+    assert bar.isVisible()
+    text = bar.plain_text()
+    # the report's own figures: chosen model, x original and x accept-all with intervals, counts, verdict
+    assert f.summary() in text and f"verdict {f.verdict}" in text
+    assert "×original" in text and "×accept-all" in text
+    kept = len(rep.accepted())
+    assert f"{kept} kept, {len(rep.decisions) - kept} rejected of {len(rep.decisions)}" in text
+    for e in (f.against_original, f.against_accept_all):
+        if e is not None:
+            assert e.text() in text
+    # the measured effect is among the first columns a 1400 x 900 window shows, without scrolling
+    table = wb.panel.table
+    header = table.horizontalHeader()
+    qtbot.waitUntil(lambda: table.viewport().width() > 0)
+    assert header.visualIndex(EFFECT_COLUMN) <= 2
+    assert 0 <= header.sectionViewportPosition(EFFECT_COLUMN) < table.viewport().width()
+    saved = bar.save_to(tmp_path / "tune.json")
+    assert TuneReport.load(saved).final.summary() == f.summary()
+    assert bar.apply_button.text() == "Apply chosen set" and bar.save_button.text().startswith("Save report")
+    if rep.accepted():  # Apply chosen set builds the tune's set, whatever the user changed since
+        wb.panel.select_id(rep.accepted()[0])
+        wb.panel.reject_current()
+        with qtbot.waitSignal(wb.applied, timeout=MS):
+            bar.apply_button.click()
+        assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
+
+
+def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tuned_win):
+    from fuseview.ui.profile_panel import headline_text
+
+    panel = tuned_win.workbench.profile_panel
+    panel.threads.setValue(1)
+    panel.sessions.setValue(5)
+    req = panel.request()
+    assert (req.threads, req.sessions) == (1, 5)
+    lat = {"method": "interleaved", "runs": 12, "level": 0.95, "speedup_p50": 1.1, "ci": [0.7, 1.6],
+           "threshold": 0.02, "verdict": "cannot tell", "sessions": 3,
+           "noise": {"cv_model": 0.3, "cv_against": 0.3, "warning": "sessions of one model differ",
+                     "cv_paired": 0.3}}
+    models = [{"role": r, "latency_ms": {"p50": 1.0}, "profile_session": {"threads": 0}}
+              for r in ("model", "against")]
+    head = headline_text({"models": models, "comparison": {"latency": lat}})
+    assert "cannot tell on this machine now" in head
+    assert "Threads 1" in head and "more Sessions" in head and "--" not in head  # the dock's own controls
+
+
+def test_the_window_tunes_a_kv_cache_decoder_at_its_decode_step(win, qtbot):  # noqa: F811 - the fixture
+    from fuseview.tuning.run import decode_step
+
+    open_scanned(qtbot, win, ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
+    tuner = win.workbench.tuner
+    dims = tuner._dims()
+    assert "sequence" not in dims and dims  # the past length stays as scanned; the new tokens are tune's
+    s = TuneSettings(dims=dims)
+    assert decode_step(win.workbench.root_doc.model, s) is not None and s.dims["sequence"] == 1

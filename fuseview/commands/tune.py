@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")
     p.add_argument("--seeds", type=int, default=3, help="sets of generated inputs to validate on (3)")
     p.add_argument("--keep-neutral", action="store_true",
-                   help="keep fusions with no measurable difference (fewer nodes) instead of rejecting them")
+                   help="also keep candidates outside accept-all (conflicts) that show no difference"
+                   " (accept-all's own are always kept unless measured slower)")
     p.add_argument("--no-write-unchanged", action="store_true",
                    help="when no fusion helps, write no model (default: write the original unchanged)")
     p.add_argument("--ort-optimizer", choices=("auto", "off", "bert", "gpt2"), default="auto",
@@ -89,6 +90,7 @@ def _checks(args: argparse.Namespace) -> None:
 def print_summary(rep, out=None) -> None:
     """The readable summary of a tune report: accept-all, groups, decisions, the final check."""
     from fuseview.texttable import table_lines
+    from fuseview.tuning.report import Effect
 
     w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
     c = rep.config
@@ -97,10 +99,9 @@ def print_summary(rep, out=None) -> None:
     w(f"settings   {c.get('provider_used') or c['provider']}, onnxruntime optimization {c['ort_opt']},"
       f" threads {c['threads'] or 'onnxruntime default'}, dims {dims}, budget {c['budget_s']:g} s")
     b = rep.baseline
-    if "accept_all" in b:
-        e = b["accept_all"]["effect"]
-        w(f"accept-all {b['accept_all']['accepted']} fusions: original/accept-all p50 {e['speedup_p50']:.2f}x"
-          f" [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}] {e['verdict']}")
+    if b.get("accept_all") and b["accept_all"].get("effect"):
+        e = Effect.from_json(b["accept_all"]["effect"], "baseline.accept_all.effect")
+        w(f"accept-all {b['accept_all']['accepted']} fusions: original/accept-all p50 {e.text()}")
     if b.get("over_tolerance"):
         w(f"accuracy   over tolerance (found by bisection): {', '.join(b['over_tolerance'])}")
     if rep.groups:
@@ -113,12 +114,16 @@ def print_summary(rep, out=None) -> None:
     for line in table_lines([[d.decision, d.candidate, d.reason] for d in rep.decisions]):
         w(line)
     f = rep.final
-    w(f"final      chosen {f.chosen.replace('_', '-')}: {f.accepted} fusions, {f.nodes} nodes")
+    w(f"final      chosen {f.chosen.replace('_', '-')}: {f.accepted} fusions, {f.nodes} nodes;"
+      f" verdict {f.verdict}")
+    w(f"  {f.summary()}")
+    if f.reason:
+        w(f"  {f.reason}")
     for label, e, note in (("original", f.against_original, ""),
                            ("accept-all", f.against_accept_all, f.accept_all_note),
                            ("ORT optimizer", f.against_ort_optimizer, f.ort_optimizer_note)):
         if e is not None:
-            w(f"  {label}/chosen p50 {e.text()} ({e.runs} interleaved runs in {e.sessions} sessions each)")
+            w(f"  {label}/chosen p50 {e.text()} ({e.runs_text()})")
         elif note:
             w(f"  {label}: {note}")
     if f.max_abs is not None:

@@ -7,12 +7,15 @@ states comes from the same kind of measurement (fuseview.stats then turns the ar
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fuseview.runtime.profiling import Cancel, Progress, check_cancel, interleaved_latency, run_error
 from fuseview.runtime.sessions import ModelSource, create_session, release_freed_memory
+from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, compare_timings
 
 # Every session of an A/B is alive at once (they run interleaved) and each holds its own copy of the
 # weights (packed by the MatMul kernels: onnxruntime's Python API cannot share packed weights between
@@ -20,6 +23,9 @@ from fuseview.runtime.sessions import ModelSource, create_session, release_freed
 # GPT-2 (4 models x 3 sessions), 10 GB. Above this share of the memory available, fewer sessions per
 # model are made (at least one), and the caller is told.
 MEMORY_SHARE = 0.25
+# Each look at a sequential A/B's interval is one more chance for an A/A to exclude 1 by luck; at 99 % a
+# look, five looks miss about as often as one at 95 % (Bonferroni).
+SEQUENTIAL_LEVEL = 0.99
 
 
 def _weight_bytes(source: ModelSource, base_dir: str | os.PathLike | None) -> int:
@@ -80,12 +86,14 @@ def time_models(
     progress: Progress | None = None,
     cancel: Cancel = None,
     base_dir: str | os.PathLike | None = None,
+    deadline: float | None = None,
 ) -> tuple[list[np.ndarray], list[dict]]:
     """Plain-run times (ms) of each model: one (sessions x rounds) array per model, and its provider choice.
 
     Each model gets `sessions` onnxruntime sessions (fewer when they would not fit in memory:
     sessions_that_fit) and about `runs` runs in all; every round runs every session once in a shuffled
-    order (interleaved_latency), so background load hits all models alike.
+    order (interleaved_latency), so background load hits all models alike. `deadline` (time.monotonic()):
+    no round starts after it (two rounds at least), so `runs` bounds a measurement and so does the time.
     """
     per_round = sum(_weight_bytes(s, base_dir) for s in sources)
     sessions, _why = _fit(per_round, len(sources), sessions)
@@ -103,10 +111,105 @@ def time_models(
     flat = [sess for slot in slots for sess in slot]
     del slots
     try:
-        by_session = interleaved_latency(flat, feeds, rounds, warmup, progress, cancel, seed)
+        if deadline is None:
+            by_session = interleaved_latency(flat, feeds, rounds, warmup, progress, cancel, seed)
+        else:
+            by_session = _rounds_until(flat, feeds, rounds, warmup, progress, cancel, seed, deadline)
     except Exception as exc:  # onnxruntime run-time failure on these inputs
         raise run_error(exc) from None
     del flat, sess
     release_freed_memory(per_round * sessions)  # the next A/B starts from what the process really holds
     grouped = [np.array(by_session[i * sessions:(i + 1) * sessions]) for i in range(len(sources))]
     return grouped, choices
+
+
+def _rounds_until(flat: list, feeds: dict[str, np.ndarray], rounds: int, warmup: int,
+                  progress: Progress | None, cancel: Cancel, seed: int, deadline: float) -> list[list[float]]:
+    """interleaved_latency one round at a time, no round started past the deadline (2 rounds at least)."""
+    times = interleaved_latency(flat, feeds, 1, warmup, None, cancel, seed)
+    for i in range(1, rounds):
+        if i >= 2 and time.monotonic() >= deadline:
+            break
+        one = interleaved_latency(flat, feeds, 1, 0, None, cancel, seed + i)
+        for t, more in zip(times, one, strict=True):
+            t.extend(more)
+        if progress:
+            progress("latency", i + 1, rounds)
+    return times
+
+
+@dataclass
+class Sequential:
+    """What measure_until_decided measured: every pair's estimate, the timings, and why it stopped."""
+
+    estimates: dict[tuple[int, int], SpeedupEstimate]
+    grouped: list[np.ndarray]  # (sessions x rounds) per model, every batch stacked
+    choices: list[dict]
+    batches: int
+    budget_spent: bool  # stopped with a pair undecided (budget or batch limit), not by decided intervals
+    seconds: float
+
+    @property
+    def runs(self) -> int:
+        """Timed runs per model in all."""
+        return int(self.grouped[0].size)
+
+
+def measure_until_decided(
+    sources: Sequence[ModelSource], feeds: dict[str, np.ndarray], pairs: Sequence[tuple[int, int]], *,
+    budget_s: float, provider: str = "auto", opt_level: str = "disabled", threads: int = 0,
+    sessions: int = 3, runs: int = 30, warmup: int = 3, threshold: float = DEFAULT_THRESHOLD,
+    max_batches: int | None = None, min_batches: int = 1, seed: int = 0, cancel: Cancel = None,
+    base_dir: str | os.PathLike | None = None, on_batch=None, level: float = SEQUENTIAL_LEVEL,
+    timer: Callable[..., tuple[list[np.ndarray], list[dict]]] | None = None,
+) -> Sequential:
+    """Sequential A/B: batches of fresh interleaved sessions (`runs` runs a model each) until every pair's
+    interval decides (stats.verdict is not "cannot tell") or the budget (or max_batches) ends.
+
+    Sessions of one model differ by a few % (stats.compare_timings), so each batch brings new ones: the
+    interval narrows with the number of sessions, not only of runs. No batch starts when the last one's
+    time would not fit in what is left, and every batch stops its rounds at the deadline. Undecided pairs
+    are marked budget_spent, with stats' estimate of how many more runs would likely decide them (timer:
+    a target's time_models, e.g. a Ray node's; this process's by default). The
+    interval is looked at after every batch: at SEQUENTIAL_LEVEL each, so that stopping at the first
+    decided look keeps a false "faster" about as rare as one look at 95 % would.
+    """
+    start = time.monotonic()
+    deadline = start + budget_s
+    rows: list[list[np.ndarray]] = [[] for _ in sources]
+    est: dict[tuple[int, int], SpeedupEstimate] = {}
+    choices: list[dict] = []
+    batch = 0
+    while True:
+        t0 = time.monotonic()
+        timed = timer or time_models
+        grouped, choices = timed(sources, feeds, provider, opt_level, threads, sessions, runs, warmup,
+                                 seed + batch, None, cancel, base_dir, deadline=deadline)
+        batch += 1
+        for r, g in zip(rows, grouped, strict=True):
+            r.append(g)
+        stacked = [_stack(r) for r in rows]
+        est = {(a, b): compare_timings(stacked[a], stacked[b], paired=True, level=level,
+                                       threshold=threshold, seed=seed) for a, b in pairs}
+        if on_batch:
+            on_batch(batch, est)
+        done = all(e.verdict != CANNOT_TELL for e in est.values())
+        took = time.monotonic() - t0
+        if done and batch >= min_batches:
+            break
+        if (max_batches is not None and batch >= max_batches) or time.monotonic() + took > deadline:
+            if batch >= min_batches:
+                break
+    spent = not all(e.verdict != CANNOT_TELL for e in est.values())
+    if spent:
+        est = {k: replace(e, budget_spent=True) if e.verdict == CANNOT_TELL else e for k, e in est.items()}
+    return Sequential(est, [_stack(r) for r in rows], choices, batch, spent, time.monotonic() - start)
+
+
+def _stack(batches: list[np.ndarray]) -> np.ndarray:
+    """One model's (sessions x rounds) batches as one array: a batch the deadline cut to under half the
+    first one's rounds is left out (unless it is the only one), the rest cut to the same rounds."""
+    first = batches[0].shape[1]
+    kept = [b for b in batches if b.shape[1] * 2 >= first] or batches[:1]
+    width = min(b.shape[1] for b in kept)
+    return np.vstack([b[:, :width] for b in kept])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,10 +40,13 @@ class LocalTarget:
     def time_models(self, sources: Sequence[ModelSource], feeds: dict[str, np.ndarray],
                     provider: str = "auto", opt_level: str = "disabled", threads: int = 0, sessions: int = 3,
                     runs: int = 20, warmup: int = 3, seed: int = 0, progress: Progress | None = None,
-                    cancel: Cancel = None, base_dir: str | os.PathLike | None = None) -> Timed:
-        """fuseview.runtime.ab.time_models's signature, through `measure` on this target."""
+                    cancel: Cancel = None, base_dir: str | os.PathLike | None = None,
+                    deadline: float | None = None) -> Timed:
+        """fuseview.runtime.ab.time_models's signature, through `measure` on this target (deadline: a
+        time.monotonic() here; the rounds get what is left of it, wherever they run)."""
+        rounds_s = None if deadline is None else max(0.0, deadline - time.monotonic())
         req = MeasureRequest(list(sources), feeds, {}, provider, opt_level, threads, sessions, runs, warmup,
-                             seed, None if base_dir is None else str(base_dir))
+                             seed, None if base_dir is None else str(base_dir), rounds_s=rounds_s)
         res = self.measure(req, progress, cancel)
         return res.times, res.providers
 

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import onnxruntime as ort
 
+from fuseview import stats as _stats
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.runtime.sessions import CUDA, available_providers
@@ -38,7 +39,7 @@ _LATENCY = {"method": str, "runs": int, "level": (int, float), "speedup_p50": (i
             "threshold": (int, float), "verdict": str, "noise": dict}
 _NOISE = {"cv_model": (int, float, type(None)), "cv_against": (int, float, type(None)),
           "warning": (str, type(None))}
-VERDICTS = ("faster", "slower", "no difference")
+VERDICTS = _stats.VERDICTS  # "cannot tell" is a verdict value; reports made before it still read
 _OVERHEAD = {"method": str, "per_event_us": (int, float), "node_floor_us": (int, float)}
 _OP = {"op_type": str, "provider": str, "nodes": int, "mean_us": (int, float), "p50_us": (int, float),
        "p90_us": (int, float), "share": (int, float)}
@@ -238,9 +239,15 @@ def load_report(path: str | os.PathLike) -> dict:
 
 
 def latency_verdict(report: dict) -> dict | None:
-    """comparison.latency of a report; for a version 1 report, None (it has only two medians)."""
+    """comparison.latency of a report, its verdict that of stats.verdict on its interval (a report made
+    before "cannot tell" may say "no difference" of an interval too wide for any verdict); for a version 1
+    report, None (it has only two medians)."""
     cmp = report.get("comparison") or {}
-    return cmp.get("latency")
+    lat = cmp.get("latency")
+    if lat is None:
+        return None
+    lo, hi = lat["ci"]
+    return {**lat, "verdict": _stats.verdict(lo, hi, lat["threshold"])}
 
 
 def speedup_text(lat: dict) -> str:
@@ -253,25 +260,28 @@ def speedup_text(lat: dict) -> str:
             f" threshold {lat['threshold']:.0%})")
 
 
-# An interval whose ends are further apart than this factor says nothing about the ratio (issue 19's
-# [0.08, 167.59]): the machine was too busy, and a point estimate would only mislead. 1.5 is ±22 %,
-# ten times the default 2 % threshold, wider than any interval the A/B bench gives on a loaded machine.
-UNDECIDED_SPAN = 1.5
 CANNOT_TELL = "cannot tell on this machine now"
 # onnxruntime's profiler costs about this per node event on a quiet machine (README, bench_profile.py)
 QUIET_EVENT_US = (4.0, 7.0)
 
 
 def cannot_tell(lat: dict | None) -> bool:
-    """True when the comparison found no difference with an interval too wide to mean anything."""
-    if lat is None or lat["verdict"] != "no difference":
+    """True when the comparison's interval supports no verdict (stats.verdict says "cannot tell")."""
+    if lat is None:
         return False
     lo, hi = lat["ci"]
-    return not (lo > 0) or hi / lo > UNDECIDED_SPAN
+    return _stats.verdict(lo, hi, lat["threshold"]) == _stats.CANNOT_TELL
 
 
-def cannot_tell_text(report: dict) -> str:
-    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do."""
+# how the remedies are named: the CLI's flags, or the profile dock's own controls
+CLI_FLAGS = {"runs": "--runs {n}", "threads": "--threads 1", "sessions": "more --sessions"}
+DOCK_CONTROLS = {"runs": "Runs {n}", "threads": "Threads 1", "sessions": "more Sessions"}
+
+
+def cannot_tell_text(report: dict, names: dict[str, str] | None = None) -> str:
+    """Why the comparison cannot be called (the interval, the profiler's overhead) and what would do;
+    `names` says how to name the remedies (CLI_FLAGS, or DOCK_CONTROLS in the window)."""
+    names = names or CLI_FLAGS
     from fuseview.stats import runs_needed
 
     lat = report["comparison"]["latency"]
@@ -285,13 +295,15 @@ def cannot_tell_text(report: dict) -> str:
     cv_model, cv_against = (float("nan") if noise.get(k) is None else noise[k]
                             for k in ("cv_model", "cv_against"))
     need = runs_needed(cv_model, cv_against, lat["threshold"], lat["level"], noise.get("cv_paired"))
+    if lat.get("more_runs"):  # the estimate made from this interval itself (stats.more_runs_to_decide)
+        need = lat["runs"] + lat["more_runs"]
     # past a few thousand runs, more runs are not the remedy: a quieter machine is
-    todo = [f"--runs {need} (about that many runs per model)"] if need <= 2000 else []
+    todo = [f"{names['runs'].format(n=need)} (about that many runs per model)"] if need <= 2000 else []
     threads = {(m.get("profile_session") or {}).get("threads") for m in report.get("models", [])}
     if threads != {1}:
-        todo.append("--threads 1")
+        todo.append(names["threads"])
     if lat.get("sessions", 1) > 1 and "sessions" in (noise.get("warning") or ""):
-        todo.append("more --sessions")
+        todo.append(names["sessions"])
     remedy = "profile again on a quieter machine"
     if todo:
         remedy = f"try {' and '.join(todo)}, or a quieter machine"

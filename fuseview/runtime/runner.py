@@ -54,6 +54,7 @@ class MeasureRequest:
     base_dir: str | None = None
     budget_s: float | None = None
     digests: bool = False  # also run each model once more and digest its outputs
+    rounds_s: float | None = None  # stop the timed rounds after this long (a sequential A/B's deadline)
 
 
 @dataclass
@@ -191,9 +192,10 @@ def measure(request: MeasureRequest, progress: Progress | None = None,
 
             feeds = make_feeds(load_model_graph(sources[0]), request.dims, request.seed)
         check_cancel(cancel)
+        deadline = None if request.rounds_s is None else time.monotonic() + request.rounds_s
         times, providers = time_models(sources, feeds, request.provider, request.opt_level, request.threads,
                                        request.sessions, request.runs, request.warmup, request.seed, progress,
-                                       cancel, base_dir=request.base_dir)
+                                       cancel, base_dir=request.base_dir, deadline=deadline)
         digests = None
         if request.digests:
             digests = output_digests(sources, feeds, request.provider, request.opt_level, request.threads,

@@ -227,8 +227,13 @@ class CompareReport:
 
     @property
     def verdict(self) -> str | None:
-        """faster, slower or no difference; None without a latency comparison."""
-        return None if self.latency is None else str(self.latency["verdict"])
+        """stats.verdict of the latency interval (faster, slower, no difference, cannot tell) or None."""
+        from fuseview.stats import verdict
+
+        if self.latency is None:
+            return None
+        lo, hi = self.latency["ci"]
+        return verdict(lo, hi, self.latency["threshold"])
 
     def speedup_text(self) -> str:
         """'1.23x [1.10, 1.35] faster', or '' without a latency comparison."""

@@ -10,12 +10,11 @@ from pathlib import Path
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.safe_io import load_json
-from fuseview.stats import SpeedupEstimate
+from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, VERDICTS, SpeedupEstimate, interval_text, verdict
 
 KIND = "fuseview.tune"
 SCHEMA_VERSION = 1
 DECISIONS = ("accept", "reject")
-VERDICTS = ("faster", "slower", "no difference")
 CHOICES = ("tuned", "accept_all", "original")
 STOPS = (None, "budget", "cancelled")
 
@@ -31,16 +30,25 @@ class Effect:
     sessions: int
     against: str  # what the measurement compared with, e.g. "current best (3 accepted)"
     warning: str | None = None
+    threshold: float = DEFAULT_THRESHOLD
+    budget_spent: bool = False  # undecided because the measurement's budget ran out
+    more_runs: int | None = None  # undecided: about how many more runs per model would likely decide
 
     @classmethod
     def of(cls, est: SpeedupEstimate, against: str) -> Effect:
         """The effect an estimate states (model = without, against = with)."""
         return cls(est.speedup_p50, (float(est.ci[0]), float(est.ci[1])), est.verdict, est.runs,
-                   est.sessions, against, est.noise.warning)
+                   est.sessions, against, est.noise.warning, est.threshold, est.budget_spent, est.more_runs)
 
     def text(self) -> str:
-        """'1.12x [1.05, 1.19] faster' (>1: faster with it)."""
-        return f"{self.speedup_p50:.2f}x [{self.ci[0]:.2f}, {self.ci[1]:.2f}] {self.verdict}"
+        """'1.12x [1.05, 1.19] faster' (>1: faster with it): the verdict is stats.verdict of the interval."""
+        return f"{interval_text(self.speedup_p50, *self.ci)} {self.verdict}"
+
+    def runs_text(self) -> str:
+        """How it was measured, and for an undecided one what more would likely decide it."""
+        more = f"; about {self.more_runs} more runs would likely decide" if self.more_runs else ""
+        spent = ", budget spent" if self.budget_spent else ""
+        return f"{self.runs} interleaved runs in {self.sessions} sessions each{spent}{more}"
 
     def to_json(self) -> dict:
         """JSON-ready dict (ci as a list)."""
@@ -55,8 +63,13 @@ class Effect:
                   "against": str}, where)
         if d["verdict"] not in VERDICTS or len(d["ci"]) != 2:
             raise FuseviewError(f"tune report: {where}: bad verdict or interval")
-        return cls(float(d["speedup_p50"]), (float(d["ci"][0]), float(d["ci"][1])), d["verdict"],
-                   d["runs"], d["sessions"], d["against"], d.get("warning"))
+        lo, hi = float(d["ci"][0]), float(d["ci"][1])
+        threshold = float(d.get("threshold", DEFAULT_THRESHOLD))
+        # the verdict of the interval, as stats.verdict says it now (older reports said "no difference"
+        # of intervals too wide for any verdict)
+        return cls(float(d["speedup_p50"]), (lo, hi), verdict(lo, hi, threshold), d["runs"], d["sessions"],
+                   d["against"], d.get("warning"), threshold, bool(d.get("budget_spent", False)),
+                   d.get("more_runs"))
 
 
 class _Measured:
@@ -101,7 +114,11 @@ class GroupResult(_Measured):
 
 @dataclass
 class FinalCheck:
-    """The closing interleaved A/B of the chosen model against the original, accept-all, ORT's optimizer."""
+    """The closing interleaved A/B of the chosen model against the original, accept-all, ORT's optimizer.
+
+    against_original / against_accept_all: the chosen model's speed-up over each (None when it is that
+    model); `verdict` and `reason` always say what was chosen and why, from the figures they quote.
+    """
 
     chosen: str  # "tuned" | "accept_all" | "original"
     accepted: int
@@ -113,15 +130,39 @@ class FinalCheck:
     ort_optimizer_note: str = ""
     max_abs: float | None = None
     max_rel: float | None = None
+    reason: str = ""
+    unmeasured_verdict: str = CANNOT_TELL  # the verdict when nothing was measured (cancelled, no candidate)
+
+    def headline(self) -> Effect | None:
+        """The effect the final verdict states: over the original, or (original chosen) over accept-all."""
+        return self.against_original or self.against_accept_all
+
+    @property
+    def verdict(self) -> str:
+        """The final verdict (never None): the headline effect's, else why nothing was measured."""
+        h = self.headline()
+        return h.verdict if h is not None else self.unmeasured_verdict
+
+    def summary(self) -> str:
+        """'chosen accept-all (45 fusions): x original 1.15x [1.05, 1.25] faster; x accept-all: itself'."""
+        def vs(e: Effect | None, name: str) -> str:
+            if e is not None:
+                return f"×{name} {e.text()}"
+            itself = self.chosen == name.replace("-", "_")
+            return f"×{name}: it is {name}" if itself else f"×{name}: not measured"
+
+        return (f"chosen {self.chosen.replace('_', '-')} ({self.accepted} fusions): "
+                f"{vs(self.against_original, 'original')}; {vs(self.against_accept_all, 'accept-all')}")
 
     def to_json(self) -> dict:
-        """JSON-ready dict; speedup_p50/ci/verdict at the top are those against the original."""
-        o = self.against_original
+        """JSON-ready dict; speedup_p50/ci/verdict at the top are the headline's (verdict never null)."""
+        o = self.headline()
         return {
             "chosen": self.chosen, "accepted": self.accepted, "nodes": self.nodes,
             "speedup_p50": o.speedup_p50 if o else None, "ci": [o.ci[0], o.ci[1]] if o else None,
-            "verdict": o.verdict if o else None,
-            "against_original": o.to_json() if o else None,
+            "verdict": self.verdict, "summary": self.summary(), "reason": self.reason,
+            "unmeasured_verdict": self.unmeasured_verdict,
+            "against_original": self.against_original.to_json() if self.against_original else None,
             "against_accept_all": self.against_accept_all.to_json() if self.against_accept_all else None,
             "against_ort_optimizer": (self.against_ort_optimizer.to_json()
                                       if self.against_ort_optimizer else None),
@@ -191,7 +232,8 @@ class TuneReport:
         final = FinalCheck(
             f["chosen"], f["accepted"], f["nodes"], against_original, against_accept_all,
             against_ort_optimizer, str(f.get("accept_all_note", "")), str(f.get("ort_optimizer_note", "")),
-            f.get("max_abs"), f.get("max_rel"))
+            f.get("max_abs"), f.get("max_rel"), str(f.get("reason", "")),
+            f.get("unmeasured_verdict") if f.get("unmeasured_verdict") in VERDICTS else CANNOT_TELL)
         groups = []
         for i, g in enumerate(d["groups"]):
             _need(g, {"rule": str, "candidates": list, "tested": list, "outcome": str, "reason": str},

@@ -25,12 +25,11 @@ from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_by
 from fuseview.graph.save import save_model_atomic
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.runtime.sessions import release_freed_memory
-from fuseview.stats import SpeedupEstimate
+from fuseview.stats import CANNOT_TELL, FASTER, NO_DIFFERENCE, SLOWER
 from fuseview.tuning.report import Effect, FinalCheck, TuneReport
 from fuseview.tuning.search import FINAL_LABEL, BudgetSpent, Progress, Search
 from fuseview.tuning.settings import TuneSettings
 
-PREFERENCE = ("tuned", "original", "accept_all")  # ties go to fewer unproven changes
 _RIVAL_FILE_LIMIT = 1_800_000_000  # protobuf writes one file up to 2 GiB
 
 
@@ -80,6 +79,20 @@ def decode_hint(model: onnx.ModelProto, s: TuneSettings) -> str | None:
             " and where fusions measured faster at real size (README: Real size)")
 
 
+def decode_step(model: onnx.ModelProto, s: TuneSettings) -> str | None:
+    """For a KV-cache decoder given no new-token count nor inputs: set it to 1 in `s.dims` (the decode
+    step, where a decoder spends most of its time) and return the note that says so; else None."""
+    from fuseview.dims import cache_dims, resolve_dims
+
+    cache = cache_dims(model)
+    if cache is None or not cache.new or cache.new in s.dims or s.inputs:
+        return None
+    s.dims = {**s.dims, cache.new: 1}
+    past = resolve_dims(model, s.dims).get(cache.past[0]) if cache.past else None
+    return (f"a KV-cache decoder: measured at its decode step, {cache.new}=1 new token over a past of"
+            f" {past} (--dim {cache.new}=N measures a prompt of N tokens instead)")
+
+
 def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
            ) -> tuple[onnx.ModelProto | None, str]:
     """onnxruntime.transformers.optimizer's model where it supports the type, else None and why; a big
@@ -112,18 +125,23 @@ def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
 
 
 def _final(search: Search, accept_all: list[str], stopped: str | None,
-           rival: onnx.ModelProto | None, rival_note: str) -> tuple[FinalCheck, str]:
-    """The closing A/B of tuned, accept-all and the original (and ORT's optimizer): keep the fastest."""
+           rival: onnx.ModelProto | None, rival_note: str) -> tuple[FinalCheck, Effect | None]:
+    """The closing A/B of the original, accept-all and the tuned subset (and ORT's optimizer): the subset
+    ships only when measured faster than both; else the better of original and accept-all, accept-all
+    when they cannot be told apart (it passed validation, and fusion removes work)."""
     tuned = list(search.best)
     sets = {"original": [], "tuned": tuned, "accept_all": list(accept_all)}
-    names = ["original"] + (["tuned"] if tuned else [])
-    if accept_all and list(search.ordered(accept_all)) != list(search.ordered(tuned)):
-        names.append("accept_all")
-    note_all = "the tuned set is accept-all" if tuned and "accept_all" not in names else ""
+    names = ["original"] + (["accept_all"] if accept_all else [])
+    if tuned and list(search.ordered(tuned)) != list(search.ordered(accept_all)):
+        names.append("tuned")
+    note_all = "the tuned set is accept-all" if tuned and "tuned" not in names else ""
     if stopped == "cancelled" or len(names) == 1:
         why = "cancelled: not measured" if stopped == "cancelled" else "no candidates to measure"
-        return FinalCheck("tuned" if tuned else "original", len(tuned), 0, None, None, None,
-                          note_all or why, why), ("tuned" if tuned else "original")
+        chosen = "tuned" if tuned else "original"
+        # nothing to compare: the original itself is chosen, identical to itself
+        unmeasured = NO_DIFFERENCE if not tuned and len(names) == 1 else CANNOT_TELL
+        return FinalCheck(chosen, len(tuned), 0, None, None, None, note_all or why, why,
+                          reason=f"final check: {why}", unmeasured_verdict=unmeasured), None
     models: list = [search.ordered(sets[n]) for n in names] + ([rival] if rival is not None else [])
     labels = names + (["ort_optimizer"] if rival is not None else [])
     pairs = [(i, j) for i in range(len(models)) for j in range(len(models)) if i != j]
@@ -140,39 +158,49 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
         est = search.measure(models, pairs, FINAL_LABEL)
     at = {n: i for i, n in enumerate(labels)}
 
-    def e(x: str, y: str) -> SpeedupEstimate:  # speed-up of y over x
-        return est[(at[x], at[y])]
+    def eff(x: str, y: str) -> Effect:  # speed-up of y over x, said of y
+        return Effect.of(est[(at[x], at[y])], x.replace("_", "-"))
 
-    def beaten(x: str) -> bool:
-        return any(e(x, y).verdict == "faster" for y in names if y != x)
+    why_subset = ""
+    if "tuned" in names:
+        over_o, over_a = eff("original", "tuned"), eff("accept_all", "tuned")
+        if over_o.verdict == FASTER and over_a.verdict == FASTER:
+            chosen = "tuned"
+        else:
+            why_subset = (f"; the tuned subset ({len(tuned)} of {len(accept_all)}) is not measured faster"
+                          f" than both (×original {over_o.text()}, ×accept-all {over_a.text()})")
+    if "tuned" not in names or why_subset:
+        if "accept_all" not in names:
+            chosen = "original"
+        else:
+            aa = eff("original", "accept_all")
+            chosen = "original" if aa.verdict == SLOWER else "accept_all"
+    if chosen == "tuned":
+        reason = (f"final check: the tuned subset is faster than both: ×original"
+                  f" {eff('original', 'tuned').text()}, ×accept-all {eff('accept_all', 'tuned').text()}")
+    elif chosen == "original":
+        aa_text = eff("original", "accept_all").text() if accept_all else ""
+        reason = (f"final check: the original is chosen: accept-all ×original {aa_text}" if accept_all else
+                  "final check: the original is chosen: no candidate passes validation")
+    else:
+        aa = eff("original", "accept_all")
+        reason = (f"final check: accept-all is chosen: ×original {aa.text()}" if aa.verdict == FASTER else
+                  f"final check: accept-all is chosen by default: ×original {aa.text()}; it passes validation"
+                  " and fusion removes work")
+    reason += why_subset
 
-    prefs = [n for n in PREFERENCE if n in names]
-    chosen = next((n for n in prefs if not beaten(n)),
-                  min(prefs, key=lambda n: search.latency_ms[at[n]]))
-    eff = lambda x: Effect.of(e(x, chosen), x.replace("_", "-"))  # noqa: E731
+    def over(x: str) -> Effect | None:
+        return eff(x, chosen) if x in at and x != chosen else None
+
     check = FinalCheck(
-        chosen, len(sets[chosen]), 0,
-        eff("original") if chosen != "original" else None,
-        eff("accept_all") if "accept_all" in names and chosen != "accept_all" else None,
-        eff("ort_optimizer") if rival is not None else None,
-        note_all or ("the chosen set is accept-all" if chosen == "accept_all" else ""), rival_note)
-    if chosen != "tuned" and tuned:
-        beat = next(y for y in names if y != "tuned" and e("tuned", y).verdict == "faster")
-        measured = Effect.of(e("tuned", beat), "tuned").text()
-        why = f"final check: {beat.replace('_', '-')} measured faster than the tuned set ({measured})"
+        chosen, len(sets[chosen]), 0, over("original"), over("accept_all"), over("ort_optimizer"),
+        note_all or ("the chosen set is accept-all" if chosen == "accept_all" else ""), rival_note,
+        reason=reason)
+    if chosen != "tuned":
         search.best = list(search.ordered(sets[chosen]))
-        for cid in tuned:
-            if cid not in search.best:
-                search.decide(cid, REJECT, why, "final")
-        for cid in search.best:
-            search.decide(cid, ACCEPT, why, "final")
-    elif chosen == "accept_all":
-        assert check.against_original is not None  # set whenever the chosen set is not the original
-        why = f"final check: accept-all measured faster than the original ({check.against_original.text()})"
-        search.best = list(search.ordered(accept_all))
-        for cid in search.best:
-            search.decide(cid, ACCEPT, why, "final")
-    return check, chosen
+        for cid in set(tuned) | set(accept_all):
+            search.decide(cid, ACCEPT if cid in search.best else REJECT, reason, "final", check.headline())
+    return check, eff("original", "accept_all") if "accept_all" in at else None
 
 
 def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings | None = None,
@@ -210,15 +238,10 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
                     f" found {len(everything) - len(accept_all)} candidate(s) responsible in"
                     f" {search.validations} validations")
             baseline["over_tolerance"] = [c for c in everything if c not in accept_all]
-            if accept_all:
-                est = search.ab([], accept_all, "timing accept-all against the original")
-                baseline["latency_p50_ms"] = search.latency_ms[0]
-                baseline["accept_all"] = {"accepted": len(accept_all), "latency_p50_ms": search.latency_ms[1],
-                                          "effect": Effect.of(est, "original").to_json()}
-                if est.verdict == "faster":  # top-down: start from accept-all, take out what slows it
-                    search.start_from(accept_all, Effect.of(est, "original"))
-                    search.prune_groups(search.rule_groups())
-            search.run_groups(search.rule_groups())  # bottom-up, or the candidates accept-all left out
+            if accept_all:  # top-down: accept-all is the default; take out only what is measured slower
+                search.start_from(accept_all)
+                search.prune_groups(search.rule_groups())
+            search.run_groups(search.rule_groups())  # the candidates accept-all left out (conflicts)
             search.refine()
     except Cancelled:
         stopped = "cancelled"
@@ -240,8 +263,10 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         with tempfile.TemporaryDirectory(prefix="fuseview-rival-") as folder:
             rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
                 _rival(search, model, s, folder)
-            check, _chosen = _final(search, accept_all, stopped, rival, rival_note)
+            check, aa_effect = _final(search, accept_all, stopped, rival, rival_note)
             del rival
+        if aa_effect is not None:  # accept-all over the original, as the final check measured it
+            baseline["accept_all"] = {"accepted": len(accept_all), "effect": aa_effect.to_json()}
     except Cancelled:
         stopped = "cancelled"
         check = FinalCheck("tuned" if search.best else "original", len(search.best), 0, None, None, None,
@@ -293,9 +318,13 @@ def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, pro
     s = settings or TuneSettings()
     p = Path(path)
     model = load_for_fusion(p)
+    decode = decode_step(model, s)
     dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
     if rules is None:
         scan = scan_for_fusion(model, dims, p)
     else:
         scan = scan_model(model, dims, rules, base_dir=p.parent, path=str(p))
-    return tune_model(model, scan, s, str(p), p.parent, progress, cancel)
+    result = tune_model(model, scan, s, str(p), p.parent, progress, cancel)
+    if decode:
+        result.report.notes.insert(0, decode)
+    return result

@@ -26,7 +26,7 @@ from fuseview.fusion.rule import Candidate
 from fuseview.fusion.scan import ScanResult
 from fuseview.fusion.validate import Validation, validate
 from fuseview.runtime.profiling import Cancelled
-from fuseview.stats import SpeedupEstimate, compare_timings
+from fuseview.stats import SLOWER, SpeedupEstimate
 from fuseview.tuning.report import Decision, Effect, GroupResult
 from fuseview.tuning.settings import TuneSettings
 
@@ -40,13 +40,6 @@ FINAL_LABEL = "final check"
 
 class BudgetSpent(Exception):
     """The next measurement would not fit in the budget (the final check's share kept aside)."""
-
-
-def _decided(est: SpeedupEstimate) -> bool:
-    """The interval says faster or slower, or is narrow enough that "no difference" is an answer."""
-    lo, hi = est.ci
-    margin = 1 + est.threshold
-    return est.verdict != "no difference" or (lo >= 1 / margin and hi <= margin)
 
 
 class Search:
@@ -160,47 +153,41 @@ class Search:
 
     # ------------------------------------------------------------------------------------ timing
     def measure(self, models: list, pairs: list[tuple[int, int]], label: str) -> dict:
-        """Interleaved multi-session timing of the models (id sets or protos), in batches of sessions
-        until every pair's interval decides or max_batches is reached; {pair: SpeedupEstimate}."""
+        """Sequential interleaved A/B of the models (id sets or protos): batches of fresh sessions until
+        every pair's interval decides or this measurement's share of the budget ends (runtime.ab.
+        measure_until_decided); {pair: SpeedupEstimate}. The final check may use all that is left, and
+        takes two batches at least (the guarantee rests on it)."""
+        from fuseview.runtime.ab import measure_until_decided, sessions_that_fit
         from fuseview.runtime.local_target import timer_of
 
-        time_models = timer_of(self.s.target)  # this process, or a target such as a Ray node
         protos = [m if isinstance(m, onnx.ModelProto) else
                   (self.model if not m else self.build(m).model) for m in models]
-        rows: list[list[np.ndarray]] = [[] for _ in protos]
-        est: dict[tuple[int, int], SpeedupEstimate] = {}
         final = label == FINAL_LABEL
-        # the final check decides what is written: it may take twice the batches, as the budget allows
-        batches = self.s.max_batches * (2 if final else 1)
-        from fuseview.runtime.ab import sessions_that_fit
-
         _fit, why = sessions_that_fit(protos, self.s.sessions, self.base_dir)
         if why and why not in self.notes:
             self.notes.append(why)
-        for batch in range(batches):
-            self.say(f"{label} (batch {batch + 1})")
-            t0 = time.monotonic()
-            grouped, choices = time_models(
-                protos, self.feeds, self.s.provider, self.s.ort_opt, self.s.threads, self.s.sessions,
-                self.s.runs, self.s.warmup, self.s.seed + self.measurements, None, self.cancel,
-                base_dir=self.base_dir)
-            self._model_batch_s = (time.monotonic() - t0) / len(protos)
-            self.provider = choices[0]
-            for r, g in zip(rows, grouped, strict=True):
-                r.append(g)
-            est = {(a, b): compare_timings(np.vstack(rows[a]), np.vstack(rows[b]), paired=True,
-                                           threshold=self.s.threshold, seed=self.s.seed) for a, b in pairs}
-            if all(_decided(e) for e in est.values()) or batch + 1 == batches:
-                break
-            if final and batch == 0:
-                continue  # the guarantee rests on it: a second batch even past the budget (kept aside for it)
-            try:
-                self.afford(len(protos), final=final)
-            except BudgetSpent:
-                break
+        left = self.s.budget_s - self.elapsed()
+        if final:
+            allowed = left
+        elif self._model_batch_s is None:
+            allowed = 0.4 * left  # before any batch is timed: the final check's share kept aside roughly
+        else:
+            allowed = left - self.final_models * self._model_batch_s * 2 - self.s.budget_s / 20
+        if not final and allowed <= 0:
+            raise BudgetSpent()
+        self.say(label)
+        seq = measure_until_decided(
+            protos, self.feeds, pairs, budget_s=max(allowed, 0.0), provider=self.s.provider,
+            opt_level=self.s.ort_opt, threads=self.s.threads, sessions=self.s.sessions, runs=self.s.runs,
+            warmup=self.s.warmup, threshold=self.s.threshold, min_batches=2 if final else 1,
+            max_batches=None if final else self.s.max_batches, seed=self.s.seed + self.measurements,
+            cancel=self.cancel, base_dir=self.base_dir, timer=timer_of(self.s.target),  # here, or a Ray node
+            on_batch=lambda n, _est: self.say(f"{label} (batch {n})"))
+        self._model_batch_s = seq.seconds / seq.batches / len(protos)
+        self.provider = seq.choices[0]
         self.measurements += 1
-        self.latency_ms = {i: float(np.median(np.vstack(r))) for i, r in enumerate(rows)}
-        return est
+        self.latency_ms = {i: float(np.median(g)) for i, g in enumerate(seq.grouped)}
+        return seq.estimates
 
     def ab(self, without, with_, label: str) -> SpeedupEstimate:
         """Speed-up of the set `with_` over the set `without` (>1: faster with), interleaved."""
@@ -239,12 +226,14 @@ class Search:
         except FuseviewError as exc:
             return str(exc)
 
-    def start_from(self, ids: list[str], effect: Effect) -> None:
-        """Take a set measured faster than the original as the best so far (top-down search)."""
+    def start_from(self, ids: list[str]) -> None:
+        """Take accept-all (validated) as the best set so far: the top-down search only takes out what is
+        measured slower, as a fusion removes work and "no difference" or "cannot tell" is no reason to
+        drop one."""
         self.best = list(self.ordered(ids))
         for cid in self.best:
-            self.decide(cid, ACCEPT, f"in accept-all, which is faster than the original: {effect.text()}",
-                        "group", effect, self.figures(self.best))
+            self.decide(cid, ACCEPT, "in accept-all (validated); kept unless measured slower", "group", None,
+                        self.figures(self.best))
 
     def prune_groups(self, rules: list[tuple[str, list[str]]]) -> None:
         """Top-down: each rule's accepted candidates are left out together; a group whose removal is
@@ -258,23 +247,23 @@ class Search:
             rest = [c for c in self.best if c not in inside]
             group = GroupResult(rule, list(members), inside, "accept", "")
             self.groups.append(group)
-            est = self.try_ab(rest, self.best, f"leaving out {rule} ({len(inside)})")
+            est = self.try_ab(rest, self.best, f"timing the set without {rule} ({len(inside)})")
             if isinstance(est, str):
                 group.reason = f"kept: the set cannot be timed without it ({est})"
                 continue
             eff = group.effect = Effect.of(est, "best set without the group")
-            if est.verdict == "slower":
+            if est.verdict == SLOWER:
                 with_it = self.figures(self.best)
                 self.best = rest
-                group.outcome, group.reason = "reject", f"the set is faster without the group: {eff.text()}"
+                group.outcome, group.reason = "reject", f"the set with the group is {eff.text()}"
                 for cid in inside:
-                    self.decide(cid, REJECT, f"the set is faster without its rule's group: {eff.text()}",
+                    self.decide(cid, REJECT, f"the set with its rule's group is {eff.text()}",
                                 "group", eff, with_it)
                 continue
-            group.reason = f"kept from accept-all; the group's effect in the set: {eff.text()}"
+            group.reason = f"kept as accept-all does: the set with the group is {eff.text()}"
             for cid in inside:
-                self.decide(cid, ACCEPT, f"in accept-all (faster than the original); its rule's group in the"
-                            f" set: {eff.text()}", "group", eff, self.figures(self.best))
+                self.decide(cid, ACCEPT, f"kept as accept-all does: the set with its rule's group is"
+                            f" {eff.text()}", "group", eff, self.figures(self.best))
             if len(inside) > 1:
                 self.pending.append((group, inside, "winner"))
 
@@ -325,24 +314,24 @@ class Search:
                     self.decide(cid, ACCEPT, f"its rule's group is {how}: {eff.text()}", "group", eff, v)
                 if len(free) > 1:
                     refine.append((group, free, "winner"))
-            elif est.verdict == "no difference" and len(free) > 1:
+            elif est.verdict != SLOWER and len(free) > 1:
                 group.outcome = "mixed"
-                group.reason = f"no difference as a group ({eff.text()}): members tried one by one"
+                group.reason = f"not in accept-all; the group is {eff.text()}: members tried one by one"
                 for cid in free:
-                    self.decide(cid, REJECT, f"group showed no difference ({eff.text()}); not tried alone",
+                    self.decide(cid, REJECT, f"not in accept-all; its group is {eff.text()}; not tried alone",
                                 "group", eff, v)
                 refine.append((group, free, "mixed"))
             else:
                 group.outcome = "reject"
-                group.reason = f"the group is {est.verdict}: {eff.text()}"
+                group.reason = f"not in accept-all; the group is {eff.text()}"
                 for cid in free:
-                    self.decide(cid, REJECT, f"its rule's group is {est.verdict}: {eff.text()}", "group",
+                    self.decide(cid, REJECT, f"not in accept-all; its rule's group is {eff.text()}", "group",
                                 eff, v)
 
     def refine(self) -> None:
         """Phase 2: members of winning groups left out one at a time, members of mixed groups added one at
         a time, each against the best set as it stands."""
-        for group, members, kind in self.pending:
+        for _group, members, kind in self.pending:
             for cid in members:
                 if kind == "winner":
                     if cid not in self.best:
@@ -353,14 +342,13 @@ class Search:
                     if isinstance(est, str):
                         continue  # the group's measurement stands
                     eff = Effect.of(est, "best set without it")
-                    if est.verdict == "slower":
+                    if est.verdict == SLOWER:
                         self.best = rest
-                        self.decide(cid, REJECT, f"slower on its own though its group is faster:"
-                                    f" {eff.text()}", "candidate", eff, self.figures(self.best))
+                        self.decide(cid, REJECT, f"the set with it (left out alone) is {eff.text()}",
+                                    "candidate", eff, self.figures(self.best))
                     else:
-                        group_text = group.effect.text() if group.effect else ""
-                        self.decide(cid, ACCEPT, f"its group is faster ({group_text}); on its own"
-                                    f" {eff.text()}", "candidate", eff, self.figures(self.best))
+                        self.decide(cid, ACCEPT, f"kept as accept-all does: the set with it (left out alone)"
+                                    f" is {eff.text()}", "candidate", eff, self.figures(self.best))
                 else:
                     free, blocked = self.free_of_conflicts([cid], self.best)
                     if blocked:
@@ -383,7 +371,7 @@ class Search:
                         how = "faster" if est.verdict == "faster" else "no difference, kept (--keep-neutral)"
                         self.decide(cid, ACCEPT, f"on its own {how}: {eff.text()}", "candidate", eff, v)
                     else:
-                        self.decide(cid, REJECT, f"on its own {est.verdict}: {eff.text()}", "candidate",
+                        self.decide(cid, REJECT, f"not in accept-all; on its own {eff.text()}", "candidate",
                                     eff, v)
 
     def reject_undecided(self, why: str) -> None:

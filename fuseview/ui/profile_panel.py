@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
-from fuseview.runtime.job import ProfileRequest
+from fuseview.runtime.job import MAX_SESSIONS, ProfileRequest
 from fuseview.runtime.report import (
+    DOCK_CONTROLS,
     cannot_tell,
     cannot_tell_text,
     latency_verdict,
@@ -86,7 +88,7 @@ def headline_text(report: dict) -> str:
     roles = plots.model_roles(report)
     first, second = roles
     if cannot_tell(lat):  # the ratio is withheld: it would lead the line and mean nothing
-        return f"Speed-up {first}/{second}: {cannot_tell_text(report)}"
+        return f"Speed-up {first}/{second}: {cannot_tell_text(report, DOCK_CONTROLS)}"
     verdict = lat["verdict"] if lat["verdict"] == "no difference" else f"{second} {lat['verdict']}"
     return f"Speed-up {first}/{second} p50 {speedup_text(lat).replace(lat['verdict'], verdict, 1)}"
 
@@ -166,6 +168,14 @@ class ProfilePanel(QDockWidget):
             self.provider.setToolTip(f"auto uses CUDA when the build and a GPU have it. cuda: {tip}")
         self.runs = QSpinBox(minimum=1, maximum=10000, value=20)
         self.warmup = QSpinBox(minimum=0, maximum=1000, value=3)
+        # the remedies the verdict's advice names (runtime.report.cannot_tell_text, DOCK_CONTROLS)
+        self.threads = QSpinBox(minimum=0, maximum=256, value=0)
+        self.threads.setSpecialValueText("default")
+        self.threads.setToolTip("onnxruntime intra-op threads (default: onnxruntime's); 1 steadies timings on"
+                                " a busy machine")
+        self.sessions = QSpinBox(minimum=1, maximum=MAX_SESSIONS, value=DEFAULT_SESSIONS)
+        self.sessions.setToolTip("onnxruntime sessions per model when comparing two, their runs interleaved;"
+                                 " more narrow the interval when sessions differ")
         self.dims = QLineEdit()
         self.dims.setPlaceholderText("e.g. seq=128 batch=1 (defaults: batch 1, sequence 128)")
         self.dims.setToolTip("values for the model's symbolic input dims, NAME=VALUE separated by spaces")
@@ -180,6 +190,8 @@ class ProfilePanel(QDockWidget):
             ("Provider", self.provider),
             ("Runs", self.runs),
             ("Warm-up", self.warmup),
+            ("Threads", self.threads),
+            ("Sessions", self.sessions),
             ("ORT opt", self.ort_opt),
             ("Dims", self.dims),
         ]:
@@ -295,7 +307,8 @@ class ProfilePanel(QDockWidget):
 
     def _update_enabled(self) -> None:
         busy = self.is_running()
-        for w in (self.provider, self.runs, self.warmup, self.dims, self.ort_opt, self.open_button):
+        for w in (self.provider, self.runs, self.warmup, self.threads, self.sessions, self.dims, self.ort_opt,
+                  self.open_button):
             w.setEnabled(not busy)
         self.run_button.setEnabled(not busy and self._original is not None)
         self.run_button.setToolTip("" if self._original is not None else "open a model first")
@@ -326,6 +339,8 @@ class ProfilePanel(QDockWidget):
             dims=parse_dim_text(self.dims.text()),
             ort_opt=self.ort_opt.currentText(),
             attribution_opt="disabled",
+            threads=self.threads.value(),
+            sessions=self.sessions.value(),
         )
 
     def show_dims(self, dims: dict[str, int]) -> None:

@@ -19,7 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.tuning.settings import TuneSettings
+from fuseview.ui.candidates_panel import EFFECT_COLUMN
 from fuseview.ui.target_selector import TargetSelector, environment_text, on_target
+from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
 
 PROVIDERS = ("auto", "cpu", "cuda")
 ORT_LEVELS = ("all", "extended", "basic", "disabled")
@@ -49,7 +51,9 @@ class TuneDialog(QDialog):
         self.budget.setRange(5, 3600)
         self.budget.setSuffix(" s")
         self.budget.setValue(int(s.budget_s))
-        self.keep_neutral = QCheckBox("Keep fusions with no measurable difference (fewer nodes)")
+        self.keep_neutral = QCheckBox("Also keep conflicting alternatives with no measurable difference")
+        self.keep_neutral.setToolTip("accept-all's fusions are kept unless measured slower; this is about the"
+                                     " candidates accept-all leaves out because they conflict")
         self.keep_neutral.setChecked(s.keep_neutral)
         self.target = TargetSelector(self)
         for label, w in (("Target", self.target), ("Provider", self.provider), ("Threads", self.threads),
@@ -97,6 +101,11 @@ class TuneRunner(QObject):
         self.progress_dialog: QProgressDialog | None = None
         self.last_settings = TuneSettings()
         self.result = None
+        self.summary = TuneSummaryBar(self.apply_chosen)
+        # over the candidates, under their filters: the tune's result in sight where its decisions are
+        body = workbench.panel.widget()
+        if body is not None and body.layout() is not None:
+            body.layout().insertWidget(1, self.summary)
 
     def install(self, menu) -> None:
         """Add Fusion → Tune… to a menu."""
@@ -112,15 +121,24 @@ class TuneRunner(QObject):
     def ask(self) -> None:
         """Show the settings dialog and start the tune."""
         if self._path() is None:
-            self.wb.win.statusBar().showMessage("Open a model and wait for its scan before tuning.", 6000)
+            self.wb.win.session.set_status("Open a model and wait for its scan before tuning.", 6000)
             return
         dialog = TuneDialog(self.wb.win, self.last_settings)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.start(dialog.settings(self._dims()), dialog.target.remember())
 
     def _dims(self) -> dict[str, int]:
+        """The scan's dims, less a KV-cache decoder's new-token count: as `fuseview tune`, the window tunes
+        a decoder at its decode step (tuning.run.decode_step sets it to 1 and the report says so)."""
+        from fuseview.dims import cache_dims
+
         scan = self.wb.decisions.scan if self.wb.decisions is not None else None
-        return dict(scan.index.dims_used) if scan is not None else {}
+        dims = dict(scan.index.dims_used) if scan is not None else {}
+        doc = self.wb.root_doc
+        cache = cache_dims(doc.model) if doc is not None else None
+        if cache is not None and cache.new:
+            dims.pop(cache.new, None)
+        return dims
 
     def start(self, settings: TuneSettings, target: str = "local"):
         """Tune in a worker thread with a progress dialog; Stop keeps the best set so far."""
@@ -178,7 +196,7 @@ class TuneRunner(QObject):
         if job is not self.job:
             return
         self._close_progress()
-        self.wb.win.statusBar().showMessage(f"Tune failed: {exc}", 15000)
+        self.wb.win.session.set_status(f"Tune failed: {exc}", 15000)
         self.failed.emit(str(exc))
 
     def _cancelled(self, job) -> None:  # the window closed under it
@@ -194,11 +212,25 @@ class TuneRunner(QObject):
         mine = [x for x in rep.decisions if x.candidate in d.by_id]
         d.set_many({x.candidate: x.decision for x in mine})  # the session hears it (decisions event)
         self.wb.panel.set_effects({x.candidate: effect_cell(x) for x in mine})
+        # the measured effect next to the decision (third on screen), not past the scroll edge
+        header = self.wb.panel.table.horizontalHeader()
+        header.moveSection(header.visualIndex(EFFECT_COLUMN), 2)
+        self.wb.panel.table.resizeColumnToContents(EFFECT_COLUMN)  # "1.09x cannot tell", not elided
         self.wb.panel.changed.emit()
-        f = rep.final
-        vs = f" · chosen/original {f.against_original.text()}" if f.against_original else ""
+        self.summary.show_report(rep)
+        head, _details = summary_lines(rep)
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
         stopped += f"; {environment_text(rep.config.get('environment'))}"
-        self.wb.win.statusBar().showMessage(
-            f"Tune kept {len(rep.accepted())} of {len(rep.decisions)} fusions ({f.chosen}){vs}{stopped};"
-            " Apply builds it", 30000)
+        self.wb.win.session.set_status(f"{head}{stopped}; Apply chosen set builds it", 30000)
+
+    def apply_chosen(self) -> None:
+        """Set the tune's decisions again (the user may have changed some) and build the chosen model."""
+        if self.result is None or self.wb.decisions is None:
+            return
+        d = self.wb.decisions
+        d.set_many({x.candidate: x.decision for x in self.result.report.decisions if x.candidate in d.by_id})
+        self.wb.panel.changed.emit()
+        if not self.wb.apply():  # the original is chosen: nothing to build, and the bar says why
+            why = self.result.report.final.reason
+            self.wb.win.session.set_status(
+                f"Nothing to apply: the chosen model is the original ({why})", 15000)
