@@ -9,6 +9,16 @@ import onnx
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The measured roofline is cached per user (runtime.machine): a test run keeps its own, in a folder removed
+# at exit, so it neither reads a figure measured outside the run nor leaves one behind.
+if "FUSEVIEW_TEST_CACHE" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _cache = tempfile.mkdtemp(prefix="fuseview-cache-")
+    os.environ["FUSEVIEW_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = _cache
+    atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 ROOT = Path(__file__).resolve().parent.parent
 # Small GPT-2 exports (2 and 12 layers, TorchScript opsets 13/17 and dynamo) kept in the repo, so a fresh
