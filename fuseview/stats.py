@@ -42,14 +42,17 @@ def verdict(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> str:
     return CANNOT_TELL
 
 
-def interval_text(ratio: float, lo: float, hi: float) -> str:
-    """'1.12x [1.05, 1.19]'; 3 decimals when an end would print as 1.00 (so a decided interval never
-    reads as one that reaches 1), two significant digits below 0.1 (never a bare 0.00)."""
-    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
+def interval_text(ratio: float, lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """'1.12x [1.05, 1.19]': as many decimals (2 to 6) as the printed ends need to carry the same verdict
+    as the measured ones (so [1.0004, 1.04] never prints as [1.000, 1.04] faster, nor [0.9803, 1.02] as
+    [0.98, 1.02] no difference); two significant digits below 0.1 (never a bare 0.00)."""
+    word = verdict(lo, hi, threshold)
+    for digits in range(2, 7):
+        def num(x: float, d: int = digits) -> str:
+            return f"{x:.{d}f}" if abs(x) >= 0.1 or x == 0 else f"{x:.2g}"
 
-    def num(x: float) -> str:
-        return f"{x:.{digits}f}" if abs(x) >= 0.1 or x == 0 else f"{x:.2g}"
-
+        if verdict(float(num(lo)), float(num(hi)), threshold) == word:
+            break
     return f"{num(ratio)}x [{num(lo)}, {num(hi)}]"
 
 
@@ -125,7 +128,7 @@ class SpeedupEstimate:
         how = "interleaved" if self.paired else "independent"
         where = f" in {self.sessions} sessions each" if self.sessions > 1 else ""
         return (
-            f"{interval_text(self.speedup_p50, lo, hi)} {self.verdict} "
+            f"{interval_text(self.speedup_p50, lo, hi, self.threshold)} {self.verdict} "
             f"({self.level:.0%} CI, {self.runs} {how} runs{where})"
         )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from PySide6.QtCore import QPointF, Qt, QTimer
+from PySide6.QtCore import QPoint, QPointF, Qt, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
 
@@ -326,10 +326,17 @@ def test_bars_have_tooltips_with_full_names(qtbot, panel, report_file):
     bars = chart.bars[FUSED]
     slowest = max(json.loads(report_file.read_text())["models"][1]["nodes"], key=lambda n: n["p50_us"])
     vb = chart.plot.getPlotItem().getViewBox()
-    x = bars.opts["x0"][0] + bars.opts["width"][0] / 2
-    pos = chart.plot.mapFromScene(vb.mapViewToScene(QPointF(x, bars.opts["y"][0])))
-    QTest.mouseMove(chart.plot.viewport(), pos)
-    qtbot.waitUntil(lambda: bars.toolTip() != "", timeout=3000)
+    moves = [0]
+
+    def hover_the_slowest_bar() -> bool:
+        # the bar's place is read again each time: on a busy machine the tab's layout may still be settling
+        x = bars.opts["x0"][0] + bars.opts["width"][0] / 2
+        pos = chart.plot.mapFromScene(vb.mapViewToScene(QPointF(x, bars.opts["y"][0])))
+        moves[0] += 1
+        QTest.mouseMove(chart.plot.viewport(), pos + QPoint(moves[0] % 2, 0))  # a move Qt cannot drop
+        return bars.toolTip() != ""
+
+    qtbot.waitUntil(hover_the_slowest_bar, timeout=5000)
     assert bars.toolTip().startswith(f"{slowest['op_type']} {slowest['name']} (")
 
 

@@ -42,7 +42,7 @@ class Effect:
 
     def text(self) -> str:
         """'1.12x [1.05, 1.19] faster' (>1: faster with it): the verdict is stats.verdict of the interval."""
-        return f"{interval_text(self.speedup_p50, *self.ci)} {self.verdict}"
+        return f"{interval_text(self.speedup_p50, *self.ci, self.threshold)} {self.verdict}"
 
     def runs_text(self) -> str:
         """How it was measured, and for an undecided one what more would likely decide it."""
