@@ -194,39 +194,26 @@ def _print_provenance(kernels: list[dict], w) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
-    from fuseview.session.reports import TraceReport
-    from fuseview.traces.report import build_report
-    from fuseview.traces.stats import load_trace
-    from fuseview.traces.torch_log import read_compile_log, resolve_inputs
+    from fuseview.session.traces import assemble_traces, resolve_traces
 
-    folder = args.before if os.path.isdir(args.before) else None
-    args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
-    if prov is not None and args.after is None:
-        raise FuseviewError("--provenance: needs the compiled (AFTER) trace it belongs to")
-    if args.steps is not None and args.steps < 1:
-        raise FuseviewError(f"--steps {args.steps}: must be at least 1")
+    given = [args.before] + ([args.after] if args.after is not None else [])
+    inputs = resolve_traces(given, args.steps, args.provenance)
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the summary
     if args.json and not to_stdout:
         out = Path(args.json)
         if not out.resolve().parent.is_dir():
             raise FuseviewError(f"--json {args.json}: folder does not exist")
-        for p in (args.before, args.after):
-            if p is not None and os.path.exists(p) and out.resolve() == Path(p).resolve():
+        for p in inputs.files:
+            if os.path.exists(p) and out.resolve() == Path(p).resolve():
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
-    before = load_trace(args.before, args.steps)
-    after = load_trace(args.after, args.steps) if args.after else None
-    log = read_compile_log(prov, after) if prov is not None and after is not None else None
-    report = TraceReport.from_json(build_report(before, after, log))
+    opened = assemble_traces(inputs, join=not to_stdout, ort_time=args.onnx_time)
+    report = opened.report
     if to_stdout:
         print(report.text(), end="")
         return 0
     print_report(report.to_json(), args.top, python=args.python)
-    if folder is not None:
-        from fuseview.capture.onnx_join import capture_join
-
-        rows = capture_join(folder, report.to_json(), ort_time=args.onnx_time)
-        if rows is not None:
-            print_join(rows)
+    if opened.join is not None:
+        print_join(opened.join)
     if args.json:
         path = report.save(args.json)
         print(f"\nreport written to {path}")
