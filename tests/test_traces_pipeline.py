@@ -92,8 +92,59 @@ def test_a_cancelled_read_says_so_and_a_superseded_one_does_not():
     assert first.cancelled and first.wait(WAIT_S) and second.wait(WAIT_S)
     assert seen == ["traces_opened"] and first.outcome == "cancelled"
     shown = s.traces
-    assert shown is not None and [t["source"] for t in shown.report.traces] == ["onnxruntime"]
+    assert shown is not None and [t.source for t in shown.report.traces] == ["onnxruntime"]
     third = s.open_traces(pair)
     third.cancel()
     assert third.wait(WAIT_S)
     assert seen == ["traces_opened", "traces_cancelled"] and s.traces is shown
+
+
+CAPTURES = sorted(p for p in (TRACES / "provenance").iterdir() if (p / "eager.json").is_file())
+PAIRS = [[TRACES / f"{name}_eager.json", TRACES / f"{name}_compiled.json"]
+         for name in ("cos_relu", "attention", "encoder_fastpath")]
+
+
+@pytest.mark.parametrize("paths", [[c] for c in CAPTURES] + PAIRS + [[TRACES / "ort_mlp.json"]],
+                         ids=lambda p: "+".join(x.name for x in p))
+def test_the_typed_report_writes_the_text_of_the_raw_report(paths):
+    """Typed records over the checked dict: read and written again, the same bytes (`--json` unchanged)."""
+    import copy
+
+    from fuseview.reports import TraceReport
+    from fuseview.traces.report import build_report
+    from fuseview.traces.stats import load_trace
+    from fuseview.traces.torch_log import read_compile_log
+
+    inputs = resolve_traces(paths)
+    loaded = [load_trace(p) for p in inputs.files]
+    after = loaded[1] if len(loaded) == 2 else None
+    log = read_compile_log(inputs.provenance, after) if inputs.provenance and after else None
+    raw = build_report(loaded[0], after, log)
+    typed = TraceReport.from_json(copy.deepcopy(raw))
+    assert typed.text() == report_text(raw)
+    assert TraceReport.from_json(typed.to_json()) == typed
+    if typed.diff is not None:  # typed access: what the CLI and the window read
+        assert typed.diff.step_speedup.summary == raw["diff"]["step_speedup"]["summary"]
+        assert [k.name for k in typed.diff.fused_kernels] == [k["name"] for k in raw["diff"]["fused_kernels"]]
+        assert (len(typed.exact_kernels) > 0) == (log is not None and bool(typed.diff.fused_kernels))
+
+
+def test_a_version_1_report_reads_and_writes_as_version_2(tmp_path):
+    from fuseview.reports import TraceReport
+    from fuseview.traces.report import upgrade
+
+    rep = open_traces(PAIRS[0]).report.to_json()
+    old = json.loads(json.dumps(rep))
+    old["schema_version"] = 1
+    del old["provenance_log"], old["diff"]["unclaimed_pre_grad"]
+    for t in old["traces"]:
+        del t["excluded_steps"]
+    for k in old["diff"]["fused_kernels"]:
+        del k["attribution"], k["kind"], k["provenance"]
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    typed = TraceReport.load(path)
+    assert typed.schema_version == 2 and all(k.attribution == "name" for k in typed.diff.fused_kernels)
+    up = upgrade(json.loads(json.dumps(old)))  # its keys in the order the file writer puts them
+    top = ("schema_version", "kind", "traces", "provenance_log", "provenance_choice", "diff")
+    assert typed.text() == report_text({k: up[k] for k in top})

@@ -19,12 +19,12 @@ from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.graph.lazy_weights import record_folder
 from fuseview.graph.loader import load_document
 from fuseview.graph.save import save_model_atomic
+from fuseview.reports import FuseReport
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
-from fuseview.session.reports import FuseReport
 
 if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or Apply runs
     from fuseview.fusion.apply import ApplyResult
@@ -114,7 +114,7 @@ class Session:
         # what the views compute beside each layout in the worker (the window: its Qt route paths)
         self.layout_extras: Callable[[Layout], Any] | None = None
         self.traces: OpenedTraces | None = None  # the traces on show (independent of the open model)
-        self._traces_job: JobHandle | None = None  # the newest Session.open_traces
+        self._traces_reads = 0  # how many Session.open_traces were asked for
         self._reset()
 
     def _reset(self) -> None:
@@ -469,16 +469,17 @@ class Session:
             self.traces = opened
             self.events.traces_opened.emit(traces=opened)
 
+        self._traces_reads += 1  # counted before the submit supersedes the older read
+        read = self._traces_reads
+
         def cancelled() -> None:
-            if self._traces_job is job:  # not superseded: the newer read's events follow
+            if read == self._traces_reads:  # not superseded: a newer read's events follow
                 self.events.traces_cancelled.emit()
 
         title = "Reading " + " and ".join(Path(p).name for p in names)
-        job = self.jobs.submit(work, "traces", title, on_done=done,
-                               on_failed=lambda exc: self.events.traces_failed.emit(error=exc),
-                               on_cancelled=cancelled)
-        self._traces_job = job
-        return job
+        return self.jobs.submit(work, "traces", title, on_done=done,
+                                on_failed=lambda exc: self.events.traces_failed.emit(error=exc),
+                                on_cancelled=cancelled)
 
     # what each pane draws over its graph: the views draw the pane event's part of panes[role]
     def _pane_changed(self, role: str, part: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError
-from fuseview.session.reports import TraceReport
+from fuseview.reports import TraceReport
 
 if TYPE_CHECKING:
     from fuseview.capture.onnx_join import LineRow

@@ -450,7 +450,7 @@ class TraceView(QWidget):
     # exporting --------------------------------------------------------------------------------------
     def save_report(self, path: str | os.PathLike) -> Path:
         """Write the report shown (fuseview.trace_compare, validated) atomically."""
-        from fuseview.session.reports import TraceReport
+        from fuseview.reports import TraceReport
 
         if self.report is None:
             raise FuseviewError("no traces to save")
