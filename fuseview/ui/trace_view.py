@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.errors import FuseviewError
+from fuseview.reports import TraceReport
 from fuseview.session.jobs import JobHandle
 from fuseview.session.session import Session
 from fuseview.session.traces import OpenedTraces
@@ -113,27 +114,26 @@ def step_series(report: dict) -> tuple[list[str], dict[str, list]]:
     return [f"step {i + 1}" for i in range(n)], series
 
 
-def summary_text(report: dict) -> str:
+def summary_text(report: TraceReport) -> str:
     """What the report says in a few lines: the traces, the step speed-up, and any plain note."""
     lines = []
-    for t in report["traces"]:
-        s = t["step_us"]
-        lines.append(f"{t['role']}: {Path(t['path']).name} ({t['source']}, {t['steps']} steps from"
-                     f" {t['step_kind']}, p50 {plots.fmt_us(s['p50'])})")
-        lines += [f"  left out (warm-up): {why}" for why in t.get("excluded_steps", [])]
-    d = report.get("diff")
+    for t in report.traces:
+        lines.append(f"{t.role}: {Path(t.path).name} ({t.source}, {t.steps} steps from {t.step_kind},"
+                     f" p50 {plots.fmt_us(t.step_us.p50)})")
+        lines += [f"  left out (warm-up): {why}" for why in t.excluded_steps]
+    d = report.diff
     if d:
-        lines.append(f"step time before/after: {d['step_speedup']['summary']}")
-        warn = d["step_speedup"]["noise"]["warning"]
+        lines.append(f"step time before/after: {d.step_speedup.summary}")
+        warn = d.step_speedup.noise_warning
         if warn:
             lines.append(f"note: {warn}")
-        exact = sum(k.get("attribution") == "provenance" for k in d["fused_kernels"])
-        how = (f"{exact} attributed by Inductor's provenance, {len(d['fused_kernels']) - exact} guessed"
+        exact = len(report.exact_kernels)
+        how = (f"{exact} attributed by Inductor's provenance, {len(d.fused_kernels) - exact} guessed"
                " from their names")
-        lines.append(f"{len(d['fused_kernels'])} compiled kernels ({how}); {len(d['added'])} event names"
-                     f" added, {len(d['removed'])} removed")
-        if d["note"]:
-            lines.append(d["note"])
+        lines.append(f"{len(d.fused_kernels)} compiled kernels ({how}); {len(d.added)} event names"
+                     f" added, {len(d.removed)} removed")
+        if d.note:
+            lines.append(d.note)
     return "\n".join(lines)
 
 
@@ -171,7 +171,8 @@ class TraceView(QWidget):
         self.setWindowTitle("fuseview — trace workspace")
         self.setWindowFlag(Qt.WindowType.Window)  # its own window, even with the main window as parent
         self.setObjectName("trace_view")
-        self.report: dict | None = None
+        self.trace_report: TraceReport | None = None  # the report on show
+        self.report: dict | None = None  # the same as JSON: what the row functions above read
         self.paths: list[str] = []
         self.show_dialogs = True
         self.last_error = ""
@@ -338,7 +339,7 @@ class TraceView(QWidget):
         self.progress.setFormat("done")
         self.flame.show_timelines(opened.timelines)
         self.join.set_rows(opened.join)
-        self.show_report(opened.report.to_json(), opened.graph_codes)
+        self.show_report(opened.report, opened.graph_codes)
 
     def _failed(self, exc: BaseException) -> None:
         self.progress.setValue(0)
@@ -361,16 +362,17 @@ class TraceView(QWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict, graph_codes: dict | None = None) -> None:
+    def show_report(self, report: TraceReport | dict, graph_codes: dict | None = None) -> None:
         """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
-        self.report = report
-        self.status.setText(summary_text(report))
+        typed = report if isinstance(report, TraceReport) else TraceReport.from_json(report)
+        self.trace_report, self.report = typed, typed.to_json()
+        self.status.setText(summary_text(typed))
         self._draw_events()
-        d = report.get("diff")
-        self.kernels.show_report(report, d["note"] if d and d["note"] else
+        d = typed.diff
+        self.kernels.show_report(self.report, d.note if d and d.note else
                                  "no compiled kernels" if d else "one trace: nothing to compare",
                                  graph_codes)
-        labels, series = step_series(report)
+        labels, series = step_series(self.report)
         self.step_plot.set_bars(labels, series)
         # a comparison opens on its kernels; a single trace (nothing compiled to compare) on its events
         self.tabs.setCurrentWidget(self.kernels if d else self.event_plot)
@@ -450,11 +452,9 @@ class TraceView(QWidget):
     # exporting --------------------------------------------------------------------------------------
     def save_report(self, path: str | os.PathLike) -> Path:
         """Write the report shown (fuseview.trace_compare, validated) atomically."""
-        from fuseview.reports import TraceReport
-
-        if self.report is None:
+        if self.trace_report is None:
             raise FuseviewError("no traces to save")
-        return TraceReport.from_json(self.report).save(path)
+        return self.trace_report.save(path)
 
     def export_plots(self, folder: str | os.PathLike, fmt: str = "png") -> list[Path]:
         """Write each plot that has data as trace_<name>.<fmt> into folder."""
