@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from fuseview.errors import FuseviewError
 
@@ -48,3 +48,25 @@ def ordered(known: JSON, extra: JSON, order: tuple[str, ...]) -> JSON:
         for key, value in part.items():
             out.setdefault(key, value)
     return out
+
+
+R = TypeVar("R", bound="FlatRecord")
+
+
+class FlatRecord:
+    """A dataclass record whose typed keys (TYPED, its first fields) hold plain JSON values, with the
+    keys its type does not name (extra) and the order read (order): read and written by name."""
+
+    TYPED: ClassVar[tuple[str, ...]] = ()
+    extra: JSON
+    order: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls: type[R], d: JSON) -> R:
+        """The record of a checked object."""
+        extra, order = split(d, cls.TYPED)
+        return cls(**{k: d[k] for k in cls.TYPED}, extra=extra, order=order)  # type: ignore[call-arg]
+
+    def to_json(self) -> JSON:
+        """As the report holds it."""
+        return ordered({k: getattr(self, k) for k in self.TYPED}, self.extra, self.order)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from fuseview.reports.base import JSON, ordered, split
+from fuseview.reports.base import JSON, FlatRecord, ordered, split
 
 if TYPE_CHECKING:  # traces.stats (numpy) is imported when a report is read
     from fuseview.traces.stats import EventStats
@@ -76,7 +76,7 @@ class TraceSummary:
 
 
 @dataclass
-class SourceLine:
+class SourceLine(FlatRecord):
     """A line of user code a compiled kernel came from."""
 
     TYPED: ClassVar[tuple[str, ...]] = ("file", "line", "code")
@@ -85,16 +85,6 @@ class SourceLine:
     code: str
     extra: JSON = field(default_factory=dict)  # func, ...
     order: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, d: JSON) -> SourceLine:
-        """The line of a checked provenance entry."""
-        extra, order = split(d, cls.TYPED)
-        return cls(d["file"], d["line"], d["code"], extra=extra, order=order)
-
-    def to_json(self) -> JSON:
-        """As the report holds it."""
-        return ordered({"file": self.file, "line": self.line, "code": self.code}, self.extra, self.order)
 
 
 @dataclass
@@ -163,9 +153,11 @@ class FusedKernel:
 
 
 @dataclass
-class ChangedEvent:
+class ChangedEvent(FlatRecord):
     """An event name in both traces: its count and total time (µs) before and after."""
 
+    TYPED: ClassVar[tuple[str, ...]] = ("name", "count_before", "count_after", "total_us_before",
+                                        "total_us_after")
     name: str
     count_before: int
     count_after: int
@@ -174,23 +166,9 @@ class ChangedEvent:
     extra: JSON = field(default_factory=dict)
     order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
-    TYPED: ClassVar[tuple[str, ...]] = ("name", "count_before", "count_after", "total_us_before",
-                                        "total_us_after")
-
-    @classmethod
-    def from_json(cls, d: JSON) -> ChangedEvent:
-        """The entry of a checked diff."""
-        extra, order = split(d, cls.TYPED)
-        return cls(d["name"], d["count_before"], d["count_after"], d["total_us_before"], d["total_us_after"],
-                   extra=extra, order=order)
-
-    def to_json(self) -> JSON:
-        """As the report holds it."""
-        return ordered({k: getattr(self, k) for k in self.TYPED}, self.extra, self.order)
-
 
 @dataclass
-class StepSpeedup:
+class StepSpeedup(FlatRecord):
     """Step time before ÷ after over independent runs: median, interval, verdict, and its one line."""
 
     TYPED: ClassVar[tuple[str, ...]] = ("speedup_p50", "ci", "verdict", "runs", "summary")
@@ -208,19 +186,6 @@ class StepSpeedup:
         noise = self.extra.get("noise")
         warning = noise.get("warning") if isinstance(noise, dict) else None
         return str(warning) if warning else None
-
-    @classmethod
-    def from_json(cls, d: JSON) -> StepSpeedup:
-        """The speed-up of a checked diff."""
-        extra, order = split(d, cls.TYPED)
-        return cls(d["speedup_p50"], list(d["ci"]), d["verdict"], d["runs"], d["summary"], extra=extra,
-                   order=order)
-
-    def to_json(self) -> JSON:
-        """As the report holds it."""
-        known: JSON = {k: getattr(self, k) for k in self.TYPED}
-        known["ci"] = list(self.ci)
-        return ordered(known, self.extra, self.order)
 
 
 @dataclass
