@@ -257,7 +257,7 @@ def test_workspace_is_a_view_of_the_window_session(qtbot):
     assert job.kind == "traces"
     qtbot.waitUntil(lambda: win.trace_view is not None and win.trace_view.report is not None, timeout=20000)
     tv = win.trace_view
-    assert tv.session is win.session and not tv.is_running
+    assert tv.session is win.session and not tv.is_running and tv.isVisible() and tv.isWindow()
     alone = open_traces([PROVENANCE_CAPTURE]).report.to_json()  # what `fuseview trace FOLDER --json` writes
     assert tv.report == win.session.traces.report.to_json() == alone
     assert tv.join.table.rowCount() > 0 and tv.flame.bar_count("before") > 0 < tv.flame.bar_count("after")

@@ -307,9 +307,6 @@ class TraceView(QWidget):
         if not 1 <= len(paths) <= 2:
             self._fail(FuseviewError(f"choose one or two traces, not {len(paths)}"))
             return None
-        self.show()
-        self.raise_()
-        self.activateWindow()
         self.paths = paths
         return self.session.open_traces(paths, steps, provenance)
 
@@ -325,6 +322,9 @@ class TraceView(QWidget):
 
     # the session's events (connected by follow) -----------------------------------------------------
     def _started(self, job: JobHandle) -> None:
+        self.show()  # a read started anywhere (a menu, a drop, session.open_traces) brings the workspace up
+        self.raise_()
+        self.activateWindow()
         self.status.setText(job.title + " …")
         self.progress.setValue(0)
         self.progress.setFormat("")
