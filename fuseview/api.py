@@ -130,19 +130,22 @@ def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = F
     return roofline(provider, threads, refresh)
 
 
-def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None, **options: Any) -> dict:
-    """Summarise a torch.profiler / Chrome trace (and compare with a second one), as `fuseview trace`."""
-    from fuseview.traces.report import build_report
-    from fuseview.traces.stats import load_trace
+def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None,
+          provenance: PathLike | None = None, **options: Any) -> dict:
+    """Summarise a torch.profiler / Chrome trace (and compare with a second one), or a capture folder
+    (eager.json, compiled.json, torch_trace/), as `fuseview trace`: the fuseview.trace_compare report."""
+    from fuseview.session.traces import open_traces
 
     api_settings(options, [])  # an unknown keyword is one line, as for every call
     check_path(before, "before")
     if after is not None:
         check_path(after, "after")
+    if provenance is not None:
+        check_path(provenance, "provenance")
     if steps is not None:
         check_number("steps", steps)
-
-    return build_report(load_trace(before, steps), load_trace(after, steps) if after else None)
+    paths = [before] if after is None else [before, after]
+    return open_traces(paths, steps, provenance).report.to_json()
 
 
 def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: str = "local",

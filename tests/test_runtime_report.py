@@ -131,3 +131,40 @@ def test_verdict_line_cannot_tell_when_the_interval_is_too_wide(report):
     line = verdict_line(wide)
     assert line.startswith("verdict: cannot tell on this machine now") and "3.62" not in line
     assert "3.62" not in fused_pane_title(wide, "Fused") and "cannot tell" in fused_pane_title(wide, "Fused")
+
+
+def test_typed_profile_report_writes_the_text_of_the_raw_report(report, tmp_path):
+    """fuseview.reports.ProfileReport over a real profile: typed fields, and the same bytes written back."""
+    from fuseview.reports import ProfileReport
+    from fuseview.runtime.report import json_safe, report_text
+
+    raw = json_safe(json.loads(json.dumps(report)))
+    typed = ProfileReport.from_json(json.loads(json.dumps(raw)))
+    assert typed.text() == report_text(in_writer_order(raw))
+    assert ProfileReport.load(typed.save(tmp_path / "p.json")) == typed
+    original = typed.models[0]
+    assert original.role == raw["models"][0]["role"] and original.runs == 3
+    assert [n.name for n in original.nodes] == [n["name"] for n in raw["models"][0]["nodes"]]
+    assert original.latency_ms.p50 == raw["models"][0]["latency_ms"]["p50"]
+    assert typed.environment.gpu is None and typed.inputs.seed == 5
+    lat = typed.comparison.latency
+    assert lat is not None and lat.verdict == raw["comparison"]["latency"]["verdict"]
+    assert typed.comparison.verdict == lat.verdict
+    # a version 1 report (no latency) reads and writes as it was
+    old = json.loads(json.dumps(raw))
+    old["schema_version"] = 1
+    del old["comparison"]["latency"], old["profiler_overhead"]
+    v1 = ProfileReport.from_json(json.loads(json.dumps(old)))
+    assert v1.comparison.latency is None and v1.comparison.verdict is None
+    assert v1.text() == report_text(in_writer_order(old))
+
+
+def in_writer_order(rep: dict) -> dict:
+    """rep with its keys where ProfileReport writes them: the top-level fields, then the others; in the
+    comparison its other keys first, then passed, outputs, fusions, latency (every nested object as read)."""
+    top = ("schema_version", "kind", "created", "environment", "inputs", "models", "comparison")
+    cmp = rep["comparison"]
+    last = ("passed", "outputs", "fusions", "latency")
+    ordered_cmp = {k: v for k, v in cmp.items() if k not in last} | {k: cmp[k] for k in last if k in cmp}
+    rest = {k: v for k, v in rep.items() if k not in top}
+    return {k: rep[k] for k in top} | {"comparison": ordered_cmp} | rest

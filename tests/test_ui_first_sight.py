@@ -94,7 +94,7 @@ def win(qtbot, tmp_path):
     w.resize(1400, 900)
     w.show()
     yield w
-    w.runner.shutdown()
+    w.session.jobs.shutdown()
 
 
 def test_collapsed_groups_of_several_rules_are_neutral_with_swatches_and_in_the_legend(qtbot, win):

@@ -28,6 +28,7 @@ from tests.conftest import ROOT
 
 TRACES = ROOT / "tests" / "data" / "traces"
 PAIR = [TRACES / "attention_eager.json", TRACES / "attention_compiled.json"]
+PROVENANCE_CAPTURE = TRACES / "provenance" / "mlp_block_onnx"  # a capture with model.onnx: the join too
 
 
 @pytest.fixture
@@ -239,6 +240,34 @@ def test_window_opens_the_workspace_as_its_own_window(qtbot):
         tv.open_traces(PAIR)
     assert tv.isWindow() and tv.parent() is win
     assert win.centralWidget().height() == height  # the ONNX panes are not squeezed by it
+    win.close()
+
+
+def test_workspace_is_a_view_of_the_window_session(qtbot):
+    """The window's session reads the traces (the pipeline `fuseview trace` runs); the workspace is made
+    on the first traces event and draws it; a newer read supersedes the running one."""
+    from fuseview.session.traces import open_traces
+
+    win = MainWindow(settings=None)
+    win.show_dialogs = False
+    win.remember_files = False
+    qtbot.addWidget(win)
+    assert win.trace_view is None
+    job = win.session.open_traces([PROVENANCE_CAPTURE])
+    assert job.kind == "traces"
+    qtbot.waitUntil(lambda: win.trace_view is not None and win.trace_view.report is not None, timeout=20000)
+    tv = win.trace_view
+    assert tv.session is win.session and not tv.is_running and tv.isVisible() and tv.isWindow()
+    alone = open_traces([PROVENANCE_CAPTURE]).report.to_json()  # what `fuseview trace FOLDER --json` writes
+    assert tv.report == win.session.traces.report.to_json() == alone
+    assert tv.join.table.rowCount() > 0 and tv.flame.bar_count("before") > 0 < tv.flame.bar_count("after")
+    tv.show_dialogs = False
+    first = tv.open_traces(PAIR)
+    with qtbot.waitSignal(tv.loaded, timeout=20000):
+        second = tv.open_traces([TRACES / "ort_mlp.json"])
+        assert first.cancelled and win.session.jobs.active("traces") == [second]
+    assert [t["source"] for t in tv.report["traces"]] == ["onnxruntime"]
+    assert "cancelled" not in tv.status.text()  # the superseded read says nothing over the newer one
     win.close()
 
 

@@ -162,17 +162,29 @@ def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False
 
 def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
     """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
-    model fused with all its candidates (fuseview.api.fuse), both profiled on the same inputs."""
+    model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.
+
+    The fuse pipeline and the profile target directly, not fuseview.api: the API reads captures through
+    the session's traces pipeline, which calls this."""
     import tempfile
 
-    from fuseview import api
+    from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
+    from fuseview.fusion.plan import Plan
     from fuseview.graph.save import save_model_atomic
     from fuseview.provenance import ORIGIN_KEY, origin_names
+    from fuseview.runtime.job import ProfileRequest
+    from fuseview.targets import open_target
 
-    fused = api.fuse(path, validate=False).model
+    opts = FuseOptions(validate=False)
+    model = load_for_fusion(path)
+    found = scan_for_fusion(model, dims_for(model, opts), path)
+    plan = Plan(found.candidates, str(path))
+    plan.accept_all()
+    fused = build_fused(model, found, plan.accepted(), opts, str(path.parent)).model
     with tempfile.TemporaryDirectory(prefix="fuseview-join-") as tmp:
         other = save_model_atomic(fused, Path(tmp) / "fused.onnx", base_dir=path.parent)
-        rep = api.profile(path, against=other, runs=runs)
+        request = ProfileRequest(model=path, against=other, runs=runs)
+        rep = open_target("local", request.provider).profile(request)
     before, after = ({n["name"]: n["p50_us"] for n in m["nodes"]} for m in rep["models"][:2])
     origins = {}
     for n in fused.graph.node:

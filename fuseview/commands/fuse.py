@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
     from fuseview.graph.save import save_model_atomic
-    from fuseview.session.reports import FuseReport
+    from fuseview.reports import FuseReport
 
     src, out = Path(args.model), Path(args.output)
     if out.exists() and src.exists() and out.resolve() == src.resolve():

@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the model summary."""
     from fuseview.graph.loader import load_document
-    from fuseview.session.reports import InfoReport
+    from fuseview.reports import InfoReport
 
     info = InfoReport.of(load_document(args.model))
     if args.json:

@@ -207,8 +207,8 @@ def print_report(rep: dict, out=None) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile, print the table, write the report; exit 3 when a comparison fails its tolerances."""
     from fuseview.dims import parse_dim_args
+    from fuseview.reports import ProfileReport
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.session.reports import ProfileReport
     from fuseview.targets import open_target
 
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):

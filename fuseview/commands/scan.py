@@ -44,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.scan import scan_file
+    from fuseview.reports import ScanReport
     from fuseview.runtime.costs import candidate_costs
     from fuseview.runtime.report import load_report
-    from fuseview.session.reports import ScanReport
     from fuseview.texttable import table_lines
     from fuseview.units import format_bytes
 

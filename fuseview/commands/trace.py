@@ -10,9 +10,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError
 from fuseview.units import format_us as _us  # a short name: the tables below are long lines
+
+if TYPE_CHECKING:
+    from fuseview.reports import FusedKernel, TraceReport
 
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
@@ -43,38 +47,38 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def print_report(rep: dict, top: int = TOP, out=None, python: bool = False) -> None:
+def print_report(rep: TraceReport, top: int = TOP, out=None, python: bool = False) -> None:
     """The readable summary of a trace report: kernels first, then ops by self time (no Python frames
     unless python is set)."""
     out = out or sys.stdout
     w = lambda s="": print(s, file=out)  # noqa: E731
-    for t in rep["traces"]:
-        s = t["step_us"]
-        w(f"[{t['role']}] {t['path']}  ({t['source']}, {t['steps']} steps from {t['step_kind']};"
-          f" step p50 {_us(s['p50'])}, min {_us(s['min'])}, max {_us(s['max'])})")
-        for why in t.get("excluded_steps", []):
+    for t in rep.traces:
+        s = t.step_us
+        w(f"[{t.role}] {t.path}  ({t.source}, {t.steps} steps from {t.step_kind};"
+          f" step p50 {_us(s.p50)}, min {_us(s.min)}, max {_us(s.max)})")
+        for why in t.excluded_steps:
             w(f"  left out: {why}")
-    choice = rep.get("provenance_choice")
+    choice = rep.provenance_choice
     if choice and choice["ignored"]:
         w(f"provenance: read {choice['used']}")
         for ig in choice["ignored"]:
             w(f"  ignored {Path(ig['log']).name}: {ig['why']}")
-    d = rep["diff"]
+    d = rep.diff
     if d is None:
         _print_events(rep, top, python, w)
         return
-    sp = d["step_speedup"]
+    sp = d.step_speedup
     w()
-    w(f"step time: before/after {sp['summary']}")
-    if sp["noise"]["warning"]:
-        w(f"  note: {sp['noise']['warning']}")
-    exact = [k for k in d["fused_kernels"] if k.get("attribution") == "provenance"]
+    w(f"step time: before/after {sp.summary}")
+    if sp.noise_warning:
+        w(f"  note: {sp.noise_warning}")
+    exact = rep.exact_kernels
     if exact:
         _print_provenance(exact, w)
-    guessed = [k for k in d["fused_kernels"] if k.get("attribution", "name") == "name"]
+    guessed = [k for k in d.fused_kernels if k.attribution == "name"]
     if guessed:
         _print_guessed(guessed, bool(exact), w)
-    missing = d.get("unclaimed_pre_grad") or []
+    missing = d.unclaimed_pre_grad
     if missing:
         w()
         w(f"{len(missing)} pre-grad nodes that no kernel's provenance names (their eager time is in no"
@@ -84,21 +88,23 @@ def print_report(rep: dict, top: int = TOP, out=None, python: bool = False) -> N
             w(f"  [{m['graph']}] {m['node']} ({m['aten']}) {where}  {_clip(m['code'] or '', 70)}")
     _print_events(rep, top, python, w)
     w()
-    w(f"added {len(d['added'])} event names, removed {len(d['removed'])}, in both {len(d['changed'])}")
-    if d["note"]:
+    w(f"added {len(d.added)} event names, removed {len(d.removed)}, in both {len(d.changed)}")
+    if d.note:
         w()
-        w(d["note"])
+        w(d.note)
 
 
-def _print_events(rep: dict, top: int, python: bool, w) -> None:
+def _print_events(rep: TraceReport, top: int, python: bool, w) -> None:
     """The ops and kernels by self time per step (a nested call's time counted once), one column a trace."""
     from fuseview.traces.display import is_python, shown_events, shown_name
 
-    traces = rep["traces"]
+    traces = rep.traces
+    # the events as the report holds them: an old report marks no Python frame, display tells by the name
+    events = [[e.to_json() for e in t.events] for t in traces]
     rows: dict[str, list] = {}
     for i, t in enumerate(traces):
-        steps = max(t["steps"], 1)
-        for e in shown_events(t["events"], python):
+        steps = max(t.steps, 1)
+        for e in shown_events(events[i], python):
             r = rows.setdefault(e["name"], [e["category"]] + [None] * (2 * len(traces)))
             r[1 + i], r[1 + len(traces) + i] = e["self_us"] / steps, e["count"] / steps
     order = sorted(rows, key=lambda n: -max(v or 0.0 for v in rows[n][1:1 + len(traces)]))
@@ -115,23 +121,23 @@ def _print_events(rep: dict, top: int, python: bool, w) -> None:
             cat, x, y, cb, ca = rows[name]
             w(f"  {_clip(shown_name(name), 63):<64}{cat:<17}{_us(x):>11}{_us(y):>11}"
               f"{f'{cb or 0:g}/{ca or 0:g}':>12}")
-    if not python and any(is_python(e) for t in traces for e in t["events"]):
+    if not python and any(is_python(e) for es in events for e in es):
         w("  (Python-function events hidden: they nest, so their times overlap; --python lists them)")
 
 
-def _print_guessed(guessed: list[dict], exact: bool, w) -> None:
+def _print_guessed(guessed: list[FusedKernel], exact: bool, w) -> None:
     w()
     w("compiled kernels GUESSED FROM THEIR NAMES" + (" (not in the provenance log)" if exact else
       " (no --provenance log: a guess)") + " (time per step; replaced: the before-trace ops named"
       " by the kernel, their GPU kernels' time when the kernel ran on a GPU)")
     w(f"  {'kernel':<52}{'time':>10}{'replaced':>10}{'repl/k':>8}  fused ops -> matched in before")
     for k in guessed:
-        ok = k["time_us"] > 0 and k["replaced_us"]
-        ratio = f"{k['replaced_us'] / k['time_us']:.1f}x" if ok else "-"
-        ops = "+".join(k["fused_ops"])
-        matched = ", ".join(k["matched_before"]) or "nothing"
-        dev = " (GPU kernels)" if k["replaced_from"] == "device" else ""
-        w(f"  {_clip(k['name'], 51):<52}{_us(k['time_us']):>10}{_us(k['replaced_us']):>10}{ratio:>8}"
+        ok = k.time_us > 0 and k.replaced_us
+        ratio = f"{k.replaced_us / k.time_us:.1f}x" if ok else "-"
+        ops = "+".join(k.fused_ops)
+        matched = ", ".join(k.matched_before) or "nothing"
+        dev = " (GPU kernels)" if k.replaced_from == "device" else ""
+        w(f"  {_clip(k.name, 51):<52}{_us(k.time_us):>10}{_us(k.replaced_us):>10}{ratio:>8}"
           f"  {ops} -> {matched}{dev}")
 
 
@@ -159,15 +165,15 @@ def print_join(rows, out=None) -> None:
             w(f"      {f}")
 
 
-def _lines(source: list[dict]) -> str:
+def _lines(source) -> str:
     by_file: dict[str, list[int]] = {}
     for s in source:
-        by_file.setdefault(Path(s["file"]).name, []).append(s["line"])
+        by_file.setdefault(Path(s.file).name, []).append(s.line)
     return ", ".join(f"{f} line{'s' if len(v) > 1 else ''} {', '.join(map(str, sorted(set(v))))}"
                      for f, v in by_file.items())
 
 
-def _print_provenance(kernels: list[dict], w) -> None:
+def _print_provenance(kernels: list[FusedKernel], w) -> None:
     from fuseview.traces.compare import ratio_phrase
 
     w()
@@ -175,58 +181,46 @@ def _print_provenance(kernels: list[dict], w) -> None:
       " replaced: the eager ops the kernel's graph nodes came from; an op shared by several kernels"
       " split in proportion to their times)")
     for k in kernels:
-        p, ks = k["provenance"], k["per_step"]["kernel_us"]
-        w(f"  [{p['graph']}] {p['kernel'] if k['kind'] == 'extern' else k['name']} ({k['kind']})")
-        took = (f"eager ops {', '.join(k['matched_before'])} took {_us(k['replaced_us'])} per step"
-                if k["matched_before"] else f"no eager op of type {', '.join(p['aten'])} found")
-        w(f"    {took} -> kernel takes {_us(k['time_us'])} [{_us(ks['min'])}-{_us(ks['max'])}]:"
-          f" {ratio_phrase(k['time_us'], k['replaced_us'])}")
-        if "speedup" in k:
-            w(f"    replaced/kernel: {k['speedup']['summary']}")
-        if p["source"]:
-            w(f"    from {_lines(p['source'])}:")
-            for s in p["source"][:SOURCE_LINES]:
-                w(f"      {Path(s['file']).name}:{s['line']}  {_clip(s['code'], 90)}")
-            if len(p["source"]) > SOURCE_LINES:
-                w(f"      … {len(p['source']) - SOURCE_LINES} more in the --json report")
-        w(f"    post-grad nodes: {_clip(', '.join(p['post_grad']), 100)}")
+        p, ks = k.provenance, k.extra["per_step"]["kernel_us"]
+        assert p is not None  # attributed by provenance
+        w(f"  [{p.graph}] {p.kernel if k.kind == 'extern' else k.name} ({k.kind})")
+        took = (f"eager ops {', '.join(k.matched_before)} took {_us(k.replaced_us)} per step"
+                if k.matched_before else f"no eager op of type {', '.join(p.aten)} found")
+        w(f"    {took} -> kernel takes {_us(k.time_us)} [{_us(ks['min'])}-{_us(ks['max'])}]:"
+          f" {ratio_phrase(k.time_us, k.replaced_us)}")
+        if "speedup" in k.extra:
+            w(f"    replaced/kernel: {k.extra['speedup']['summary']}")
+        if p.source:
+            w(f"    from {_lines(p.source)}:")
+            for s in p.source[:SOURCE_LINES]:
+                w(f"      {Path(s.file).name}:{s.line}  {_clip(s.code, 90)}")
+            if len(p.source) > SOURCE_LINES:
+                w(f"      … {len(p.source) - SOURCE_LINES} more in the --json report")
+        w(f"    post-grad nodes: {_clip(', '.join(p.post_grad), 100)}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
-    from fuseview.session.reports import TraceReport
-    from fuseview.traces.report import build_report
-    from fuseview.traces.stats import load_trace
-    from fuseview.traces.torch_log import read_compile_log, resolve_inputs
+    from fuseview.session.traces import assemble_traces, resolve_traces
 
-    folder = args.before if os.path.isdir(args.before) else None
-    args.before, args.after, prov = resolve_inputs(args.before, args.after, args.provenance)
-    if prov is not None and args.after is None:
-        raise FuseviewError("--provenance: needs the compiled (AFTER) trace it belongs to")
-    if args.steps is not None and args.steps < 1:
-        raise FuseviewError(f"--steps {args.steps}: must be at least 1")
+    given = [args.before] + ([args.after] if args.after is not None else [])
+    inputs = resolve_traces(given, args.steps, args.provenance)
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the summary
     if args.json and not to_stdout:
         out = Path(args.json)
         if not out.resolve().parent.is_dir():
             raise FuseviewError(f"--json {args.json}: folder does not exist")
-        for p in (args.before, args.after):
-            if p is not None and os.path.exists(p) and out.resolve() == Path(p).resolve():
+        for p in inputs.files:
+            if os.path.exists(p) and out.resolve() == Path(p).resolve():
                 raise FuseviewError(f"--json {args.json}: would overwrite an input trace")
-    before = load_trace(args.before, args.steps)
-    after = load_trace(args.after, args.steps) if args.after else None
-    log = read_compile_log(prov, after) if prov is not None and after is not None else None
-    report = TraceReport.from_json(build_report(before, after, log))
+    opened = assemble_traces(inputs, join=not to_stdout, ort_time=args.onnx_time)
+    report = opened.report
     if to_stdout:
         print(report.text(), end="")
         return 0
-    print_report(report.to_json(), args.top, python=args.python)
-    if folder is not None:
-        from fuseview.capture.onnx_join import capture_join
-
-        rows = capture_join(folder, report.to_json(), ort_time=args.onnx_time)
-        if rows is not None:
-            print_join(rows)
+    print_report(report, args.top, python=args.python)
+    if opened.join is not None:
+        print_join(opened.join)
     if args.json:
         path = report.save(args.json)
         print(f"\nreport written to {path}")

@@ -13,8 +13,8 @@ import sys
 import time
 
 from fuseview.errors import FuseviewError
+from fuseview.reports import ProfileReport
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.session.reports import ProfileReport
 
 MODULE = "fuseview.session.profile_child"
 

@@ -23,11 +23,11 @@ import onnx
 from fuseview.errors import Cancelled, FuseviewError, error_text
 from fuseview.graph.lazy_weights import has_disk_weights
 from fuseview.graph.save import save_model_atomic
+from fuseview.reports import ProfileReport
 from fuseview.runtime.job import ProfileRequest
 from fuseview.runtime.sessions import ModelSource
 from fuseview.session.jobs import Progress
 from fuseview.session.profile_child import MODULE, child_input
-from fuseview.session.reports import ProfileReport
 
 # over protobuf's 2 GiB a model's weights go beside it
 _EXTERNAL_ABOVE = 1_800_000_000

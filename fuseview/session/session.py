@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,12 +19,12 @@ from fuseview.graph.groups import EXPANSION_MODES, Expansion, expansion_for
 from fuseview.graph.lazy_weights import record_folder
 from fuseview.graph.loader import load_document
 from fuseview.graph.save import save_model_atomic
+from fuseview.reports import FuseReport
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
-from fuseview.session.reports import FuseReport
 
 if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or Apply runs
     from fuseview.fusion.apply import ApplyResult
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.fusion.validate import Validation
     from fuseview.graph.geometry import Layout
     from fuseview.runtime.job import ProfileRequest
+    from fuseview.session.traces import OpenedTraces
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -51,6 +52,9 @@ SESSION_EVENTS = (
     "profiled",  # a profile report arrived (Session.profile, or a report set from a file): report
     "profile_failed",  # Session.profile failed: error
     "profile_cancelled",  # Session.profile was cancelled
+    "traces_opened",  # Session.open_traces read and compared the traces: traces (an OpenedTraces)
+    "traces_failed",  # Session.open_traces failed: error
+    "traces_cancelled",  # Session.open_traces was cancelled (not sent for one superseded by a newer one)
     "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
 )
 
@@ -109,6 +113,8 @@ class Session:
         self.status = ""  # the last status line (the status event carries each one)
         # what the views compute beside each layout in the worker (the window: its Qt route paths)
         self.layout_extras: Callable[[Layout], Any] | None = None
+        self.traces: OpenedTraces | None = None  # the traces on show (independent of the open model)
+        self._traces_reads = 0  # how many Session.open_traces were asked for
         self._reset()
 
     def _reset(self) -> None:
@@ -445,6 +451,35 @@ class Session:
         """The profile report on show (from a run or a file)."""
         self.profile_report = report
         self.events.profiled.emit(report=report)
+
+    def open_traces(self, paths: Sequence[str | os.PathLike[str]], steps: int | None = None,
+                    provenance: str | os.PathLike[str] | None = None) -> JobHandle:
+        """Read one or two traces (or one capture folder) and compare them as the job of kind 'traces'
+        (session.traces.open_traces, as `fuseview trace`): traces_opened, traces_failed or
+        traces_cancelled."""
+        from fuseview.session.traces import open_traces
+
+        names = [os.fspath(p) for p in paths]
+        prov = os.fspath(provenance) if provenance is not None else None
+
+        def work(progress: Progress) -> OpenedTraces:
+            return open_traces(names, steps, prov, progress, timelines=True, join=True)
+
+        def done(opened: OpenedTraces) -> None:
+            self.traces = opened
+            self.events.traces_opened.emit(traces=opened)
+
+        self._traces_reads += 1  # counted before the submit supersedes the older read
+        read = self._traces_reads
+
+        def cancelled() -> None:
+            if read == self._traces_reads:  # not superseded: a newer read's events follow
+                self.events.traces_cancelled.emit()
+
+        title = "Reading " + " and ".join(Path(p).name for p in names)
+        return self.jobs.submit(work, "traces", title, on_done=done,
+                                on_failed=lambda exc: self.events.traces_failed.emit(error=exc),
+                                on_cancelled=cancelled)
 
     # what each pane draws over its graph: the views draw the pane event's part of panes[role]
     def _pane_changed(self, role: str, part: str) -> None:

@@ -40,6 +40,12 @@ class EventStats:
                "share": self.share}
         return out | {"python": True} if self.python else out
 
+    @classmethod
+    def from_json(cls, d: dict) -> EventStats:
+        """The event of a report's (checked) entry: what to_json wrote."""
+        return cls(d["name"], d["category"], d["count"], d["total_us"], d["self_us"], d["per_step_us"],
+                   d["share"], python=bool(d.get("python", False)))
+
 
 @dataclass
 class TraceStats:

@@ -1,14 +1,16 @@
 """The trace workspace: two profiler traces (before/after torch.compile) as plots and tables, in a window.
 
 Its own window (not a dock under the ONNX panes). The top half turns a `fuseview.trace_compare` report
-into rows (no Qt); the bottom half shows them. Traces are read off the UI thread; File → Compare Traces…,
-Open capture… (a compare_compile folder, with its provenance log) and dropping .json files open them.
+into rows (no Qt); the bottom half shows them. The workspace is a view of the session: File → Compare
+Traces…, Open capture… (a compare_compile folder, with its provenance log) and dropping .json files call
+Session.open_traces (the pipeline `fuseview trace` runs, as a job), and it draws the traces_opened event.
 Times are total time per step (an event with its children, as the CLI shows) unless "self" is chosen.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, Signal
@@ -30,14 +32,17 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.errors import FuseviewError
-from fuseview.session.jobs import JobService
+from fuseview.reports import TraceReport
+from fuseview.session.jobs import JobHandle
+from fuseview.session.session import Session
+from fuseview.session.traces import OpenedTraces
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.trace_join import JoinPanel
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
-from fuseview.ui.workers import JobRunner
+from fuseview.ui.workers import qt_job_service
 
 BEFORE, AFTER = "before", "after"
 TOTAL, SELF = "total time per step (with children)", "self time per step (children excluded)"
@@ -109,27 +114,26 @@ def step_series(report: dict) -> tuple[list[str], dict[str, list]]:
     return [f"step {i + 1}" for i in range(n)], series
 
 
-def summary_text(report: dict) -> str:
+def summary_text(report: TraceReport) -> str:
     """What the report says in a few lines: the traces, the step speed-up, and any plain note."""
     lines = []
-    for t in report["traces"]:
-        s = t["step_us"]
-        lines.append(f"{t['role']}: {Path(t['path']).name} ({t['source']}, {t['steps']} steps from"
-                     f" {t['step_kind']}, p50 {plots.fmt_us(s['p50'])})")
-        lines += [f"  left out (warm-up): {why}" for why in t.get("excluded_steps", [])]
-    d = report.get("diff")
+    for t in report.traces:
+        lines.append(f"{t.role}: {Path(t.path).name} ({t.source}, {t.steps} steps from {t.step_kind},"
+                     f" p50 {plots.fmt_us(t.step_us.p50)})")
+        lines += [f"  left out (warm-up): {why}" for why in t.excluded_steps]
+    d = report.diff
     if d:
-        lines.append(f"step time before/after: {d['step_speedup']['summary']}")
-        warn = d["step_speedup"]["noise"]["warning"]
+        lines.append(f"step time before/after: {d.step_speedup.summary}")
+        warn = d.step_speedup.noise_warning
         if warn:
             lines.append(f"note: {warn}")
-        exact = sum(k.get("attribution") == "provenance" for k in d["fused_kernels"])
-        how = (f"{exact} attributed by Inductor's provenance, {len(d['fused_kernels']) - exact} guessed"
+        exact = len(report.exact_kernels)
+        how = (f"{exact} attributed by Inductor's provenance, {len(d.fused_kernels) - exact} guessed"
                " from their names")
-        lines.append(f"{len(d['fused_kernels'])} compiled kernels ({how}); {len(d['added'])} event names"
-                     f" added, {len(d['removed'])} removed")
-        if d["note"]:
-            lines.append(d["note"])
+        lines.append(f"{len(d.fused_kernels)} compiled kernels ({how}); {len(d.added)} event names"
+                     f" added, {len(d.removed)} removed")
+        if d.note:
+            lines.append(d.note)
     return "\n".join(lines)
 
 
@@ -139,39 +143,6 @@ def trace_paths(mime: QMimeData) -> list[str]:
         return []
     paths = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
     return [p for p in paths if p.lower().endswith(".json")][:2]
-
-
-def load_report_job(paths: list[str], steps: int | None = None, provenance: str | None = None):
-    """A job function that reads the traces (or a capture folder) and builds the report, off the UI thread."""
-
-    def work(progress):
-        from fuseview.traces.report import build_report
-        from fuseview.traces.stats import load_trace
-        from fuseview.traces.torch_log import read_compile_log, resolve_inputs
-
-        before, after, prov = resolve_inputs(paths[0], paths[1] if len(paths) > 1 else None, provenance)
-        files = [p for p in (before, after) if p is not None]
-        loaded = []
-        for i, p in enumerate(files):
-            progress(f"reading {Path(p).name}", i / (len(files) + 1))
-            loaded.append(load_trace(p, steps))
-        progress("comparing", len(files) / (len(files) + 1))
-        from fuseview.traces.timeline import step_timeline
-
-        log = read_compile_log(prov, loaded[1]) if prov is not None and len(loaded) == 2 else None
-        drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
-        timelines = [t for t in drawn if t is not None]
-        codes = {g.key: g.post_grad_graph for g in log.graphs} if log is not None else {}
-        report = build_report(*loaded, log=log)
-        joined = None
-        if Path(paths[0]).is_dir() and len(loaded) == 2:
-            from fuseview.capture.onnx_join import capture_join
-
-            progress("joining with model.onnx", 0.95)
-            joined = capture_join(paths[0], report)
-        return report, timelines, codes, joined
-
-    return work
 
 
 # ------------------------------------------------------------------------------------------- widgets
@@ -194,18 +165,22 @@ class TraceView(QWidget):
     failed = Signal(str)
     node_requested = Signal(str)  # an onnxruntime event (a node name) was clicked
 
-    def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, session: Session | None = None) -> None:
+        """session: the window's (which connects it through follow); None: a session of its own."""
         super().__init__(parent)
         self.setWindowTitle("fuseview — trace workspace")
         self.setWindowFlag(Qt.WindowType.Window)  # its own window, even with the main window as parent
         self.setObjectName("trace_view")
-        self.report: dict | None = None
+        self.trace_report: TraceReport | None = None  # the report on show
+        self.report: dict | None = None  # the same as JSON: what the row functions above read
         self.paths: list[str] = []
         self.show_dialogs = True
         self.last_error = ""
-        self.runner = JobRunner(self, jobs)  # the window's job service when given
-        self._job = None
         self._rows: list[dict] = []
+        if session is None:
+            session = Session(qt_job_service(self))
+            follow(session, lambda: self)
+        self.session = session
         self._build()
 
     def _build(self) -> None:
@@ -309,7 +284,7 @@ class TraceView(QWidget):
     @property
     def is_running(self) -> bool:
         """Whether traces are being read."""
-        return self._job is not None
+        return bool(self.session.jobs.active("traces"))
 
     # loading ----------------------------------------------------------------------------------------
     def choose_traces(self) -> None:
@@ -326,69 +301,56 @@ class TraceView(QWidget):
             self.open_traces([folder])
 
     def open_traces(self, paths: list[str | os.PathLike], steps: int | None = None,
-                    provenance: str | os.PathLike | None = None):
-        """Read one or two traces (or one capture folder) off the UI thread and show them; returns the job."""
+                    provenance: str | os.PathLike | None = None) -> JobHandle | None:
+        """Read one or two traces (or one capture folder) through Session.open_traces; returns the job."""
         paths = [str(p) for p in paths]
         if not 1 <= len(paths) <= 2:
             self._fail(FuseviewError(f"choose one or two traces, not {len(paths)}"))
             return None
-        self.cancel()
-        self.show()
-        self.raise_()
-        self.activateWindow()
         self.paths = paths
-        self.status.setText("reading " + " and ".join(Path(p).name for p in paths) + " …")
-        self.progress.setValue(0)
-        prov = str(provenance) if provenance is not None else None
-        self._job = self.runner.start(load_report_job(paths, steps, prov), "traces",
-                                      on_progress=self._progress, on_done=self._done,
-                                      on_failed=self._failed, on_cancelled=self._cancelled, kind="trace")
-        self._update_enabled()
-        return self._job
+        return self.session.open_traces(paths, steps, provenance)
 
     def cancel(self) -> None:
         """Stop reading (the result, if any, is dropped)."""
-        if self._job is not None:
-            self._job.cancel()
-            self._job = None
-            self.status.setText("cancelled")
-            self.progress.setValue(0)
-        self._update_enabled()
+        self.session.jobs.cancel("traces")
 
     def shutdown(self) -> None:
         """End the reading thread (the window is closing)."""
-        job = self._job
-        self.cancel()
-        if job is not None:
+        jobs = self.session.jobs.cancel("traces")
+        for job in jobs:
             job.wait(10)
 
-    def _progress(self, job, message: str, fraction: float) -> None:
-        if job is self._job:
-            self.progress.setValue(int(fraction * 1000))
-            self.progress.setFormat(message)
+    # the session's events (connected by follow) -----------------------------------------------------
+    def _started(self, job: JobHandle) -> None:
+        self.show()  # a read started anywhere (a menu, a drop, session.open_traces) brings the workspace up
+        self.raise_()
+        self.activateWindow()
+        self.status.setText(job.title + " …")
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        self._update_enabled()
 
-    def _done(self, job, result: tuple) -> None:
-        if job is not self._job:
-            return
-        self._job = None
+    def _progress(self, message: str, fraction: float) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        self.progress.setFormat(message)
+
+    def _opened(self, opened: OpenedTraces) -> None:
         self.progress.setValue(1000)
         self.progress.setFormat("done")
-        report, timelines, codes, joined = result
-        self.flame.show_timelines(timelines)
-        self.join.set_rows(joined)
-        self.show_report(report, codes)
+        self.flame.show_timelines(opened.timelines)
+        self.join.set_rows(opened.join)
+        self.show_report(opened.report, opened.graph_codes)
 
-    def _failed(self, job, exc: BaseException) -> None:
-        if job is self._job:
-            self._job = None
-            self.progress.setValue(0)
-            self.progress.setFormat("")
-            self._fail(exc)
+    def _failed(self, exc: BaseException) -> None:
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        self._fail(exc)
 
-    def _cancelled(self, job) -> None:
-        if job is self._job:
-            self._job = None
-            self._update_enabled()
+    def _cancelled(self) -> None:
+        self.status.setText("cancelled")
+        self.progress.setValue(0)
+        self.progress.setFormat("")
+        self._update_enabled()
 
     def _fail(self, exc: BaseException) -> None:
         message = dialogs.error_text(exc)
@@ -400,16 +362,17 @@ class TraceView(QWidget):
             dialogs.show_error(self, "Cannot compare traces", message)
 
     # showing ----------------------------------------------------------------------------------------
-    def show_report(self, report: dict, graph_codes: dict | None = None) -> None:
+    def show_report(self, report: TraceReport | dict, graph_codes: dict | None = None) -> None:
         """Draw a trace report (one trace, or a before/after pair; graph_codes: post-grad graphs' code)."""
-        self.report = report
-        self.status.setText(summary_text(report))
+        typed = report if isinstance(report, TraceReport) else TraceReport.from_json(report)
+        self.trace_report, self.report = typed, typed.to_json()
+        self.status.setText(summary_text(typed))
         self._draw_events()
-        d = report.get("diff")
-        self.kernels.show_report(report, d["note"] if d and d["note"] else
+        d = typed.diff
+        self.kernels.show_report(self.report, d.note if d and d.note else
                                  "no compiled kernels" if d else "one trace: nothing to compare",
                                  graph_codes)
-        labels, series = step_series(report)
+        labels, series = step_series(self.report)
         self.step_plot.set_bars(labels, series)
         # a comparison opens on its kernels; a single trace (nothing compiled to compare) on its events
         self.tabs.setCurrentWidget(self.kernels if d else self.event_plot)
@@ -489,11 +452,9 @@ class TraceView(QWidget):
     # exporting --------------------------------------------------------------------------------------
     def save_report(self, path: str | os.PathLike) -> Path:
         """Write the report shown (fuseview.trace_compare, validated) atomically."""
-        from fuseview.session.reports import TraceReport
-
-        if self.report is None:
+        if self.trace_report is None:
             raise FuseviewError("no traces to save")
-        return TraceReport.from_json(self.report).save(path)
+        return self.trace_report.save(path)
 
     def export_plots(self, folder: str | os.PathLike, fmt: str = "png") -> list[Path]:
         """Write each plot that has data as trace_<name>.<fmt> into folder."""
@@ -522,21 +483,33 @@ class TraceView(QWidget):
                 self._fail(exc)
 
 
+def follow(session: Session, view: Callable[[], TraceView]) -> None:
+    """Make the workspace a view of the session's traces: its events, and the progress of its job
+    (view() returns the workspace, made on first use)."""
+    session.events.traces_opened.connect(lambda e: view()._opened(e.traces))
+    session.events.traces_failed.connect(lambda e: view()._failed(e.error))
+    session.events.traces_cancelled.connect(lambda _e: view()._cancelled())
+    jobs = session.jobs.events
+    jobs.started.connect(lambda e: e.job.kind == "traces" and view()._started(e.job))
+    jobs.progress.connect(lambda e: e.job.kind == "traces" and view()._progress(e.job.message,
+                                                                                 e.job.fraction))
+
+
 def install(window, file_menu: QMenu) -> None:
     """Add File → Compare Traces… to the window; the workspace window is made on first use."""
     window.trace_view = None
 
     def view() -> TraceView:
         if window.trace_view is None:
-            session = getattr(window, "session", None)
             # a window of its own: the ONNX panes keep their room
-            tv = window.trace_view = TraceView(window, session.jobs if session is not None else None)
+            tv = window.trace_view = TraceView(window, window.session)
             tv.show_dialogs = getattr(window, "show_dialogs", True)
             tv.resize(1200, 800)
             tv.node_requested.connect(lambda name: _reveal_node(window, name))
         return window.trace_view
 
     window.trace_view_for = view
+    follow(window.session, view)
     act = file_menu.addAction("Compare &Traces…")
     act.setToolTip("Compare two profiler traces (before/after torch.compile), or summarise one")
     act.triggered.connect(lambda: view().choose_traces())

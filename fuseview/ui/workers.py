@@ -39,7 +39,7 @@ class JobRunner(QObject):
     """Deprecated adapter: jobs on a JobService with callbacks that get the job first.
 
     Every view submits to the session's JobService (`win.session.jobs.submit`); this adapter remains only
-    for ui/trace_view.py and ui/tune_dialog.py until their own branches move them onto the service.
+    for ui/tune_dialog.py (through `win.runner`) until the tune branch moves it onto the service.
     """
 
     def __init__(self, parent: QObject | None = None, service: JobService | None = None):
