@@ -185,27 +185,38 @@ def rotary_caches(s: Structure, cos: str, sin: str, head: int) -> tuple[np.ndarr
     import onnxruntime as ort  # the fusion layer evaluates constant subgraphs with the runtime it targets
 
     nodes, inputs = _cone(s, [cos, sin])
-    for t in sorted(_cone(s, [cos, sin], values=True)[1]):
+    value_nodes, read = _cone(s, [cos, sin], values=True)
+    for t in sorted(read):
         raise Miss(f"rotary positions read the values of {t}: GroupQueryAttention's rotary takes them as "
-                       "past + arange(new) (onnxruntime ignores position_ids on the first prompt), so a "
-                       "left-padded batch would differ")
+                   "past + arange(new) (onnxruntime ignores position_ids on the first prompt), so a "
+                   "left-padded batch would differ")
     g, model = s.ix.graph, s.ix.model
-    used = {i for n in nodes for i in n.input}
-    inits = [onnx.numpy_helper.from_array(s.ix.const_value(t), t) for t in sorted(used)
-             if t in s.ix.initializers and s.ix.const_value(t) is not None]
+    by_value = {i for n in value_nodes for i in n.input}
+    inits, shaped = [], {}  # weights only measured by Shape (the embedding table) go in as zeros
+    for t in sorted({i for n in nodes for i in n.input} & set(s.ix.initializers)):
+        if t in by_value:
+            v = s.ix.const_value(t)
+            if v is None:
+                raise Miss(f"rotary: constant {t} could not be read")
+            inits.append(onnx.numpy_helper.from_array(v, t))
+        else:
+            proto = s.ix.initializers[t]
+            shaped[t] = np.zeros(list(proto.dims), onnx.helper.tensor_dtype_to_np_dtype(proto.data_type))
     outs = [onnx.helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, None) for x in (cos, sin)]
-    sub = onnx.helper.make_model(
-        onnx.helper.make_graph(nodes, "rotary", [vi for vi in g.input if vi.name in inputs], outs, inits),
-        opset_imports=list(s.ix.model.opset_import))
+    ins = [vi for vi in g.input if vi.name in inputs] + [
+        onnx.helper.make_tensor_value_info(t, s.ix.initializers[t].data_type, list(z.shape))
+        for t, z in shaped.items()]
+    sub = onnx.helper.make_model(onnx.helper.make_graph(nodes, "rotary", ins, outs, inits),
+                                 opset_imports=list(s.ix.model.opset_import))
     sub.ir_version = s.ix.model.ir_version
     try:
         sess = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
-        full_c, full_s = sess.run(None, _feeds(model, inputs, 0, ROTARY_CACHE_LEN))
+        full_c, full_s = sess.run(None, _feeds(model, inputs, 0, ROTARY_CACHE_LEN) | shaped)
         cached = cache_dims(model) is not None
         for past, new in _PROBES:
             if past and not cached:
                 continue
-            c, sn = sess.run(None, _feeds(model, inputs, past, new))
+            c, sn = sess.run(None, _feeds(model, inputs, past, new) | shaped)
             want = slice(past, past + new)
             if c.shape[-2] != new or not (np.allclose(c, full_c[..., want, :], atol=1e-5)
                                           and np.allclose(sn, full_s[..., want, :], atol=1e-5)):
