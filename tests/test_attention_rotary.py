@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
+from fuseview.fusion.ort_config import decisions, fusion_options
 from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.rules.attention_rotary import ROTARY_CACHE_LEN
@@ -117,3 +118,16 @@ def test_a_head_size_the_kernel_refuses_is_a_near_miss() -> None:
     assert [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
     reasons = [m.reason for m in scan.near_misses if m.rule == "attention_gqa_rotary"]
     assert reasons and all("multiple of 16" in r for r in reasons)
+
+
+def test_the_rotary_decision_turns_on_attention_and_rotary_for_the_transformers_optimizer() -> None:
+    """Accepting the rotary form (attention_gqa then loses its overlapping candidates: neither decision)
+    still says enable_attention, and enable_rotary_embeddings, to onnxruntime's optimizer."""
+    _model, _fused, scan = _fuse("kvcache", "llama_2l_past_ts17_seqdims")
+    plan = Plan(scan.candidates)
+    plan.accept_all()
+    ds = decisions(scan.candidates, set(plan.accepted()))
+    assert {d.rule for d in ds if d.accepted} >= {"attention_gqa_rotary"}
+    assert "attention_gqa" not in {d.rule for d in ds}
+    opts = fusion_options(ds)
+    assert opts["enable_attention"] and opts["enable_rotary_embeddings"]

@@ -317,8 +317,6 @@ def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     rq, rk = match_rotary(s, a.q, a.head_size), match_rotary(s, g.key, a.head_size)
     if rq is None or rk is None:
         return None  # no rotate_half rotary on both: attention_gqa's block as it is
-    if g.repeat_shapes:  # their [B, H, P + S, D] is computed from the rotated key, which the fold removes
-        raise Miss("the repeated key's shape is read outside the block")
     if a.head_size % 16:  # onnxruntime's kernel: "head_size shall be a multiple of 16" with do_rotary
         raise Miss(f"head size {a.head_size} is not a multiple of 16: onnxruntime's rotary refuses it")
     if (rq.cos, rq.sin) != (rk.cos, rk.sin):
@@ -327,6 +325,8 @@ def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
                            lambda c: _caches_or_miss(c.structure, rq.cos, rq.sin, a.head_size))
     if cos is None:
         raise Miss(str(sin))
+    if g.repeat_shapes:  # their [B, H, P + S, D] is computed from the rotated key, which the fold removes
+        raise Miss("the repeated key's shape is read outside the block")
     nodes, shape_ids = list(g.nodes), set(rq.shape_ids | rk.shape_ids)
     for n in rq.nodes + rk.nodes:
         if all(n is not m for m in nodes):
