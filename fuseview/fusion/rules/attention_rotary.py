@@ -15,8 +15,9 @@ the rotary folds only where the model's own positions are ``past + arange(new)``
   cache length, as transformers' ``cache_position``): a ``position_ids`` input, or an attention mask read
   for its values (left padding), is a near miss;
 * the computation is evaluated (onnxruntime, on the cone of nodes behind cos/sin) at past 0 and
-  ``ROTARY_CACHE_LEN`` new tokens, which gives the caches, and at past 0/1/64/5 x new 1/16/3, each of which
-  must be rows ``past ... past + new - 1`` of them: positions ``past + arange(new)`` on those shapes;
+  ``ROTARY_CACHE_LEN`` new tokens, which gives the caches, and at (past, new) = (0, 1), (1, 16), (64, 1),
+  (64, 16), (5, 3), each of which must be rows ``past ... past + new - 1`` of them: positions
+  ``past + arange(new)`` on those shapes;
 * both halves of cos/sin are equal (rotate_half duplicates the frequencies) and cos^2 + sin^2 = 1 (no
   attention scaling, which the kernel cannot apply).
 
