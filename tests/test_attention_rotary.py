@@ -131,3 +131,24 @@ def test_the_rotary_decision_turns_on_attention_and_rotary_for_the_transformers_
     assert "attention_gqa" not in {d.rule for d in ds}
     opts = fusion_options(ds)
     assert opts["enable_attention"] and opts["enable_rotary_embeddings"]
+
+
+@pytest.mark.parametrize(("folder", "name"), [ROTARY[0], ROTARY[2], ROTARY[4]])
+def test_packed_projections_with_the_rotary_inside_validate_at_every_cache_length(folder: str, name: str
+                                                                                  ) -> None:
+    """attention_gqa_rotary_qkv (an alternative the user or tune picks: no faster here): one MatMul over
+    [Wq | Wk | Wv], GroupQueryAttention's packed query with key and value omitted."""
+    model = load_for_fusion(ASSET_MODELS / folder / f"{name}.onnx")
+    scan = scan_for_fusion(model)
+    plan = Plan(scan.candidates)
+    for c in scan.candidates:
+        if c.rule in ("attention_gqa_rotary", "attention_gqa", "attention_mha"):
+            plan.reject(c.id)
+    plan.accept_all()
+    fused = build_fused(model, scan, plan.accepted(), FuseOptions(validate=False)).model
+    gqas = [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqas) == _layers(folder, name)
+    assert all(list(n.input[1:3]) == ["", ""] and _attrs(n)["do_rotary"] == 1 for n in gqas)
+    news = (1,) if name.endswith("_decode") else (1, 16)
+    for past, new, v in validate_cache_lengths(model, fused, news=news):
+        assert v.ok and v.max_abs <= MAX_ABS, (past, new, v.figures())

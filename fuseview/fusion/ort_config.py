@@ -47,6 +47,8 @@ RULE_LAYERS: dict[str, Layers] = {
                             ("GroupQueryAttentionFusion",)),
     "attention_gqa_rotary": Layers(("enable_attention", "enable_rotary_embeddings"),
                                    ("disable_attention_fusion",), ("GroupQueryAttentionFusion",)),
+    "attention_gqa_rotary_qkv": Layers(("enable_attention", "enable_rotary_embeddings"),
+                                       ("disable_attention_fusion",), ("GroupQueryAttentionFusion",)),
     "embed_layer_norm": Layers(("enable_embed_layer_norm",), ("disable_embed_layer_norm_fusion",),
                                ("EmbedLayerNormFusion",)),
     "skip_layer_norm": _SKIP_LN,

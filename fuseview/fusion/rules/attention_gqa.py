@@ -18,6 +18,7 @@ model's positions are past + arange(new). The two overlap; the scan offers both,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,7 @@ class RotaryFold:
     key_3d: bool
     cos_cache: np.ndarray
     sin_cache: np.ndarray
+    packed: tuple[str, np.ndarray] | None = None  # (x, [Wq | Wk | Wv]): one projection, key/value omitted
 
 
 def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
@@ -268,6 +270,10 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     if not g.value_3d:
         value = base + "_value"
         pre += _to_bsh(g.value, value)
+    if r is not None and r.packed is not None:
+        weight, query, key, value = base + "_qkv_weight", base + "_qkv", "", ""
+        pre.append(Replacement(inputs=[r.packed[0], weight], op="MatMul", domain="", outputs=[query],
+                               initializers={weight: r.packed[1]}))
     pre += _lengths(g, query, base)
     pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
@@ -340,6 +346,34 @@ def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     return g, nodes, outputs
 
 
+def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    """The rotary block with its three projections packed into one MatMul (GroupQueryAttention's packed
+    query, key and value omitted), where they are MatMuls of one input by weights nothing else reads."""
+    built = _gqa_rotary(ctx, a)
+    if built is None:
+        return None
+    g, nodes, outputs = built
+    s, r = ctx.structure, g.rotary
+    assert r is not None
+    if not (r.query_3d and r.key_3d and g.value_3d):
+        raise Miss("query, key and value are not all [batch, seq, heads*head] projections")
+    mms = [s.prod(t, "MatMul") for t in (r.query, r.key, g.value)]
+    if any(m is None for m in mms) or len({m.input[0] for m in mms if m is not None}) != 1:
+        raise Miss("query, key and value are not MatMuls of one input")
+    weights = []
+    for m in mms:
+        assert m is not None
+        w = s.d.const(m.input[1])
+        if w is None or w.ndim != 2 or len(s.ix.consumers.get(m.input[1], ())) != 1:
+            raise Miss(f"{m.name}: weight is not a 2-D constant of its own")
+        weights.append(w)
+    nodes = nodes + [m for m in mms if m is not None]
+    s.check_contained(nodes, {id(n) for n in nodes}, set(outputs))
+    g.nodes = nodes
+    r.packed = (mms[0].input[0], np.concatenate(weights, axis=1))  # type: ignore[union-attr]
+    return g, nodes, outputs
+
+
 def _caches_or_miss(s: Structure, cos: str, sin: str, head: int) -> tuple:
     try:
         return rotary_caches(s, cos, sin, head)
@@ -347,27 +381,33 @@ def _caches_or_miss(s: Structure, cos: str, sin: str, head: int) -> tuple:
         return None, str(exc), None
 
 
+Build = Callable[[ScanContext, AttentionMatch], tuple | None]
+
+
+def _gqa_rule(index: int, name: str, description: str, build: Build, priority: int) -> Rule:
+    """One GroupQueryAttention rule over the grouped attention blocks; build(ctx, block) as in widen()."""
+    return Rule(
+        name=name,
+        description=description,
+        fused_op="GroupQueryAttention",
+        domain=MS_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        find=lambda ctx: widen(ctx, RULES[index], lambda _s, a: build(ctx, a), grouped_blocks(ctx)),
+        replace=lambda m: gqa_replacement(m.payload),
+        requires=("attention_mha",),
+        priority=priority,
+    )
+
+
 RULES = [
-    Rule(
-        name="attention_gqa",
-        description="attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
-        fused_op="GroupQueryAttention",
-        domain=MS_DOMAIN,
-        runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[0], _gqa, grouped_blocks(ctx)),
-        replace=lambda m: gqa_replacement(m.payload),
-        requires=("attention_mha",),
-        priority=105,
-    ),
-    Rule(
-        name="attention_gqa_rotary",
-        description="rotary on Q, K + grouped-query attention -> GroupQueryAttention(do_rotary=1)",
-        fused_op="GroupQueryAttention",
-        domain=MS_DOMAIN,
-        runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[1], lambda s, a: _gqa_rotary(ctx, a), grouped_blocks(ctx)),
-        replace=lambda m: gqa_replacement(m.payload),
-        requires=("attention_mha",),
-        priority=106,
-    ),
+    _gqa_rule(0, "attention_gqa",
+              "attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
+              lambda ctx, a: _gqa(ctx.structure, a), 105),
+    _gqa_rule(1, "attention_gqa_rotary",
+              "rotary on Q, K + grouped-query attention -> GroupQueryAttention(do_rotary=1)",
+              _gqa_rotary, 106),
+    # no faster than three projections (docs/decoders.md): an alternative to pick, not the default
+    _gqa_rule(2, "attention_gqa_rotary_qkv",
+              "attention_gqa_rotary with Q, K, V projections packed into one MatMul (as genai does)",
+              _gqa_rotary_qkv, 104),
 ]
