@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 
+from fuseview.errors import FuseviewError
+from fuseview.fusion.graphindex import CONST_READ_LIMIT
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
+from fuseview.fusion.rules.attention_packed import weight_meta
 from fuseview.fusion.rules.attention_rotary import Rotary, match_rotary, rotary_caches
 from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
 
@@ -64,7 +68,18 @@ class RotaryFold:
     key_3d: bool
     cos_cache: np.ndarray
     sin_cache: np.ndarray
-    packed: tuple[str, np.ndarray] | None = None  # (x, [Wq | Wk | Wv]): one projection, key/value omitted
+    # (x, the q/k/v weight names, the index reading them when applied): one projection [Wq | Wk | Wv] over
+    # x, key/value omitted. Names, not values: a scan reads no weight
+    packed: tuple[str, tuple[str, ...], Any] | None = None
+
+    def packed_weight(self) -> np.ndarray:
+        """[Wq | Wk | Wv], read when the fusion is applied."""
+        assert self.packed is not None
+        x, names, ix = self.packed
+        values = [ix.read_once(t) for t in names]
+        if any(v is None for v in values):
+            raise FuseviewError(f"{x}: a projection weight can no longer be read")
+        return np.concatenate(values, axis=1)
 
 
 def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
@@ -273,7 +288,7 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     if r is not None and r.packed is not None:
         weight, query, key, value = base + "_qkv_weight", base + "_qkv", "", ""
         pre.append(Replacement(inputs=[r.packed[0], weight], op="MatMul", domain="", outputs=[query],
-                               initializers={weight: r.packed[1]}))
+                               initializers={weight: r.packed_weight()}))
     pre += _lengths(g, query, base)
     pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
@@ -360,17 +375,18 @@ def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     mms = [s.prod(t, "MatMul") for t in (r.query, r.key, g.value)]
     if any(m is None for m in mms) or len({m.input[0] for m in mms if m is not None}) != 1:
         raise Miss("query, key and value are not MatMuls of one input")
-    weights = []
+    names = []
     for m in mms:
         assert m is not None
-        w = s.d.const(m.input[1])
-        if w is None or w.ndim != 2 or len(s.ix.consumers.get(m.input[1], ())) != 1:
-            raise Miss(f"{m.name}: weight is not a 2-D constant of its own")
-        weights.append(w)
+        w = weight_meta(s.ix, m.input[1]) if s.ix.is_const(m.input[1]) else None
+        if w is None or len(w[0]) != 2 or w[1] != np.float32 or len(s.ix.consumers.get(m.input[1], ())) != 1 \
+                or int(np.prod(w[0])) * 4 > CONST_READ_LIMIT:
+            raise Miss(f"{m.name}: weight is not a float32 [K, N] constant of its own")
+        names.append(m.input[1])
     nodes = nodes + [m for m in mms if m is not None]
     s.check_contained(nodes, {id(n) for n in nodes}, set(outputs))
     g.nodes = nodes
-    r.packed = (mms[0].input[0], np.concatenate(weights, axis=1))  # type: ignore[union-attr]
+    r.packed = (mms[0].input[0], tuple(names), s.ix)  # type: ignore[union-attr]
     return g, nodes, outputs
 
 
