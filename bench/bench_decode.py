@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fuseview.atomic import write_text_atomic
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -74,7 +76,7 @@ def build_models(args: argparse.Namespace, work: Path) -> tuple[dict, dict[str, 
     out = _run([args.export_python, "-c", _EXPORT, str(ROOT / "scripts"), width, str(work)],
                "torch export (TorchScript, KV cache)")
     facts = json.loads(out.strip().splitlines()[-1])
-    (work / "facts.json").write_text(json.dumps(facts) + "\n")
+    write_text_atomic(work / "facts.json", json.dumps(facts) + "\n")
     _run([args.genai_python, "-m", "onnxruntime_genai.models.builder", "-i", str(work / "hf"), "-o",
           str(work / "builder"), "-p", "fp32", "-e", "cpu", "-c", str(work / "cache")],
          "onnxruntime-genai builder (fp32, cpu)")
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             profile_ops(models, facts, args.pasts[0], args.runs)
         if args.json:
-            Path(args.json).write_text(json.dumps({"facts": facts, "rows": rows}, indent=1) + "\n")
+            write_text_atomic(args.json, json.dumps({"facts": facts, "rows": rows}, indent=1) + "\n")
     return 0
 
 

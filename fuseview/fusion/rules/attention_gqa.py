@@ -10,21 +10,28 @@ attention_bias=mask, num_heads=H, kv_num_heads=KVH, scale=c, causal=0)``: the ke
 by the kernel instead of being copied, and with a cache it writes the present key/value. ``causal=0`` with
 the model's own additive mask as ``attention_bias`` keeps the model's arithmetic for every mask (causal,
 right or left padding); ``seqlens_k`` is then total length - 1 for every row (onnxruntime's contract for
-unpadded rows). The rotary embedding stays in the graph: the key is taken after it, transposed back to
-[B, S, KVH*D]; onnxruntime's own rotary (``do_rotary``) reads position-indexed cos/sin caches that these
-exports compute at run time.
+unpadded rows). ``attention_gqa`` leaves the rotary embedding in the graph (the key is taken after it,
+transposed back to [B, S, KVH*D]); ``attention_gqa_rotary`` folds a rotate_half rotary on Q and K into the
+op (``do_rotary=1`` with cos/sin caches computed from the graph, see ``attention_rotary``) where the
+model's positions are past + arange(new). The two overlap; the scan offers both, the wider one first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 
+from fuseview.errors import FuseviewError
+from fuseview.fusion.graphindex import CONST_READ_LIMIT
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
-from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
+from fuseview.fusion.rules.attention_packed import weight_meta
+from fuseview.fusion.rules.attention_rotary import Rotary, match_rotary, rotary_caches
+from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
 
 INT32 = onnx.TensorProto.INT32
 
@@ -46,6 +53,33 @@ class GqaMatch:
     # mask by the repeated key): the replacement computes [B, H, P + S, D] for them from the new heads and
     # the past, so the mask never waits on the fused op's own outputs
     repeat_shapes: tuple[str, ...] = ()
+    # set when the rotary embedding folds in (attention_gqa_rotary): the query and key before it, each
+    # [B, S, N*D] (a head split taken back) or [B, N, S, D], and the cos/sin caches [max_seq, D/2]
+    rotary: RotaryFold | None = None
+
+
+@dataclass
+class RotaryFold:
+    """What GroupQueryAttention's own rotary (do_rotary=1) takes instead of the rotated heads."""
+
+    query: str
+    query_3d: bool
+    key: str
+    key_3d: bool
+    cos_cache: np.ndarray
+    sin_cache: np.ndarray
+    # (x, the q/k/v weight names, the index reading them when applied): one projection [Wq | Wk | Wv] over
+    # x, key/value omitted. Names, not values: a scan reads no weight
+    packed: tuple[str, tuple[str, ...], Any] | None = None
+
+    def packed_weight(self) -> np.ndarray:
+        """[Wq | Wk | Wv], read when the fusion is applied."""
+        assert self.packed is not None
+        x, names, ix = self.packed
+        values = [ix.read_once(t) for t in names]
+        if any(v is None for v in values):
+            raise FuseviewError(f"{x}: a projection weight can no longer be read")
+        return np.concatenate(values, axis=1)
 
 
 def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
@@ -239,25 +273,36 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     a = g.mha
     base = a.output + "_gqa"
     pre, bias = mask_bias(a)
-    query = a.q
-    if a.q_bnsh:
+    r = g.rotary
+    query, q_3d = (a.q, not a.q_bnsh) if r is None else (r.query, r.query_3d)
+    if not q_3d:
         query = base + "_query"
-        pre += _to_bsh(a.q, query)
-    key, value = g.key, g.value
-    if not g.key_3d:
+        pre += _to_bsh(a.q if r is None else r.query, query)
+    key, value = (g.key, g.value) if r is None else (r.key, g.value)
+    if not (g.key_3d if r is None else r.key_3d):
         key = base + "_key"
-        pre += _to_bsh(g.key, key)
+        pre += _to_bsh(g.key if r is None else r.key, key)
     if not g.value_3d:
         value = base + "_value"
         pre += _to_bsh(g.value, value)
+    if r is not None and r.packed is not None:
+        weight, query, key, value = base + "_qkv_weight", base + "_qkv", "", ""
+        pre.append(Replacement(inputs=[r.packed[0], weight], op="MatMul", domain="", outputs=[query],
+                               initializers={weight: r.packed_weight()}))
     pre += _lengths(g, query, base)
     pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
-    inputs = [query, key, value, *past, base + "_seqlens_k", base + "_total_sequence_length",
-              "", "", "", bias or ""]
-    present = list(g.present) if g.present else [base + "_present_key", base + "_present_value"]
+    caches = ["", ""]
     attrs = {"num_heads": a.num_heads, "kv_num_heads": g.kv_heads, "scale": float(np.float32(a.scale)),
              "causal": 0}
+    if r is not None:
+        caches = [base + "_cos_cache", base + "_sin_cache"]
+        pre.append(Replacement(inputs=[], op="", domain="", outputs=[],
+                               initializers={caches[0]: r.cos_cache, caches[1]: r.sin_cache}))
+        attrs.update(do_rotary=1, rotary_interleaved=0)
+    inputs = [query, key, value, *past, base + "_seqlens_k", base + "_total_sequence_length",
+              *caches, "", bias or ""]
+    present = list(g.present) if g.present else [base + "_present_key", base + "_present_value"]
     main = a.output if a.reshape_out is None else base + "_out"
     reps = pre + [Replacement(inputs=inputs, attrs=attrs, op="GroupQueryAttention", domain=MS_DOMAIN,
                               outputs=[main, *present])]
@@ -273,16 +318,112 @@ def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
     return g, g.nodes, [a.output, *(g.present or ()), *g.repeat_shapes]
 
 
-RULES = [
-    Rule(
-        name="attention_gqa",
-        description="attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
+def _heads_in(s: Structure, r: Rotary, nodes: list, shape_ids: set) -> tuple[str, bool]:
+    """The rotary's input as GroupQueryAttention reads it: [B, S, N*D] when it is a head split, else heads."""
+    split = s.split3d(r.x)
+    if split is None:
+        return r.x, False
+    nodes.extend(split[1])
+    shape_ids |= split[4]
+    return split[0], True
+
+
+def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    s = ctx.structure
+    if a.cache is not None or not a.q_bnsh or not (a.kv_groups > 1 or _repeats(s, a.k)):
+        return None
+    g = match_gqa(s, a)
+    if g.key_3d:
+        return None
+    rq, rk = match_rotary(s, a.q, a.head_size), match_rotary(s, g.key, a.head_size)
+    if rq is None or rk is None:
+        return None  # no rotate_half rotary on both: attention_gqa's block as it is
+    if a.head_size % 16:  # onnxruntime's kernel: "head_size shall be a multiple of 16" with do_rotary
+        raise Miss(f"head size {a.head_size} is not a multiple of 16: onnxruntime's rotary refuses it")
+    if (rq.cos, rq.sin) != (rk.cos, rk.sin):
+        raise Miss("query and key are rotated by different cos/sin")
+    cos, sin, _ = ctx.memo(("rotary_caches", rq.cos, rq.sin),
+                           lambda c: _caches_or_miss(c.structure, rq.cos, rq.sin, a.head_size))
+    if cos is None:
+        raise Miss(str(sin))
+    if g.repeat_shapes:  # their [B, H, P + S, D] is computed from the rotated key, which the fold removes
+        raise Miss("the repeated key's shape is read outside the block")
+    nodes, shape_ids = list(g.nodes), set(rq.shape_ids | rk.shape_ids)
+    for n in rq.nodes + rk.nodes:
+        if all(n is not m for m in nodes):
+            nodes.append(n)
+    query, q3 = _heads_in(s, rq, nodes, shape_ids)
+    key, k3 = _heads_in(s, rk, nodes, shape_ids)
+    matched = s.absorb(nodes, shape_ids)
+    outputs = [a.output, *(g.present or ()), *g.repeat_shapes]
+    s.check_contained(nodes, matched, set(outputs))
+    g.nodes, g.rotary = nodes, RotaryFold(query, q3, key, k3, cos, sin)
+    return g, nodes, outputs
+
+
+def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    """The rotary block with its three projections packed into one MatMul (GroupQueryAttention's packed
+    query, key and value omitted), where they are MatMuls of one input by weights nothing else reads."""
+    built = _gqa_rotary(ctx, a)
+    if built is None:
+        return None
+    g, nodes, outputs = built
+    s, r = ctx.structure, g.rotary
+    assert r is not None
+    if not (r.query_3d and r.key_3d and g.value_3d):
+        raise Miss("query, key and value are not all [batch, seq, heads*head] projections")
+    mms = [s.prod(t, "MatMul") for t in (r.query, r.key, g.value)]
+    if any(m is None for m in mms) or len({m.input[0] for m in mms if m is not None}) != 1:
+        raise Miss("query, key and value are not MatMuls of one input")
+    names = []
+    for m in mms:
+        assert m is not None
+        w = weight_meta(s.ix, m.input[1]) if s.ix.is_const(m.input[1]) else None
+        if w is None or len(w[0]) != 2 or w[1] != np.float32 or len(s.ix.consumers.get(m.input[1], ())) != 1 \
+                or int(np.prod(w[0])) * 4 > CONST_READ_LIMIT:
+            raise Miss(f"{m.name}: weight is not a float32 [K, N] constant of its own")
+        names.append(m.input[1])
+    nodes = nodes + [m for m in mms if m is not None]
+    s.check_contained(nodes, {id(n) for n in nodes}, set(outputs))
+    g.nodes = nodes
+    r.packed = (mms[0].input[0], tuple(names), s.ix)  # type: ignore[union-attr]
+    return g, nodes, outputs
+
+
+def _caches_or_miss(s: Structure, cos: str, sin: str, head: int) -> tuple:
+    try:
+        return rotary_caches(s, cos, sin, head)
+    except Miss as exc:  # memoised for every layer reading the same cos/sin
+        return None, str(exc), None
+
+
+Build = Callable[[ScanContext, AttentionMatch], tuple | None]
+
+
+def _gqa_rule(index: int, name: str, description: str, build: Build, priority: int) -> Rule:
+    """One GroupQueryAttention rule over the grouped attention blocks; build(ctx, block) as in widen()."""
+    return Rule(
+        name=name,
+        description=description,
         fused_op="GroupQueryAttention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[0], _gqa, grouped_blocks(ctx)),
+        find=lambda ctx: widen(ctx, RULES[index], lambda _s, a: build(ctx, a), grouped_blocks(ctx)),
         replace=lambda m: gqa_replacement(m.payload),
         requires=("attention_mha",),
-        priority=105,
-    ),
+        priority=priority,
+    )
+
+
+RULES = [
+    _gqa_rule(0, "attention_gqa",
+              "attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
+              lambda ctx, a: _gqa(ctx.structure, a), 105),
+    _gqa_rule(1, "attention_gqa_rotary",
+              "rotary on Q, K + grouped-query attention -> GroupQueryAttention(do_rotary=1)",
+              _gqa_rotary, 106),
+    # no faster than three projections (docs/decoders.md): an alternative to pick, not the default
+    _gqa_rule(2, "attention_gqa_rotary_qkv",
+              "attention_gqa_rotary with Q, K, V projections packed into one MatMul (as genai does)",
+              _gqa_rotary_qkv, 104),
 ]

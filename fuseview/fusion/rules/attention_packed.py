@@ -44,7 +44,7 @@ class PackedMatch:
         return self.mha.output + "_qkv_weight", np.concatenate(values, axis=1)
 
 
-def _weight_meta(ix: GraphIndex, name: str) -> tuple[tuple[int, ...], np.dtype] | None:
+def weight_meta(ix: GraphIndex, name: str) -> tuple[tuple[int, ...], np.dtype] | None:
     """(shape, dtype) of a constant weight, read from its declaration when it is an initializer."""
     t = ix.initializers.get(name)
     if t is not None and ix.is_const(name):
@@ -101,7 +101,7 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
                 raise Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
         x = r_in.input[0]
         w_name = gemm.input[1]
-        w = _weight_meta(ix, w_name)
+        w = weight_meta(ix, w_name)
         bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
         sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
         if sx is None or sf is None or so is None or len(sx) != 3 or w is None or len(w[0]) != 2:
@@ -121,7 +121,7 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
             raise Miss(f"{sp.name}: input is not a linear projection of one tensor")
         x = mm.input[0]
         w_name = mm.input[1]
-        w = _weight_meta(ix, w_name)
+        w = weight_meta(ix, w_name)
         core.append(mm)
         if m.d.rank(x) != 3:
             raise Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
@@ -156,7 +156,7 @@ def _linear(m: Structure, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray
     mm = m.prod(t, "MatMul")
     if mm is None or not m.ix.is_const(mm.input[1]):
         return None
-    w = _weight_meta(m.ix, mm.input[1])
+    w = weight_meta(m.ix, mm.input[1])
     if w is None or len(w[0]) != 2 or w[1] != np.float32:
         return None
     if int(np.prod(w[0])) * w[1].itemsize > CONST_READ_LIMIT:
