@@ -142,6 +142,6 @@ def test_while_a_model_loads_the_status_bar_says_what_and_which_stage(qtbot, win
     qtbot.waitUntil(lambda: not win.busy, timeout=MS)
     assert seen, "no progress was shown"
     assert all(label == f"Opening {big.name}…" for label, _, _ in seen)
-    assert any(stage.startswith(f"Opening {big.name}: ") for _, stage, _ in seen)
+    assert any(stage.startswith(f"Opening {big.name}: ") for _, stage, _ in seen), seen
     assert all(fits for _, _, fits in seen), [st for _, st, f in seen if not f]
     assert not win.jobs.stage.isVisible() and "nodes (" in win.counts_label.text()

@@ -322,6 +322,9 @@ def test_bars_have_tooltips_with_full_names(qtbot, panel, report_file):
     panel.tabs.setCurrentIndex(1)
     chart = panel.node_plots[FUSED]
     qtbot.waitExposed(chart.plot)
+    # hover reaches a view only in the active window: after other tests' windows, this one may not be
+    panel.window().activateWindow()
+    qtbot.waitUntil(panel.window().isActiveWindow, timeout=5000)
     qtbot.wait(50)  # the new tab's layout settles
     bars = chart.bars[FUSED]
     slowest = max(json.loads(report_file.read_text())["models"][1]["nodes"], key=lambda n: n["p50_us"])
