@@ -390,7 +390,7 @@ def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog)
         replaced = np.zeros(b.steps)
         matched: set[str] = set()
         share = _weight(kernel_steps[(gk, key)])
-        for p in kernel_pre[(gk, key)]:
+        for p in sorted(kernel_pre[(gk, key)]):  # a fixed order: float sums do not depend on hashing
             site = node_site.get((gk, p))
             if site is None or site not in eager.steps:
                 continue
@@ -400,7 +400,7 @@ def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog)
             matched |= eager.names[site]
         out.append(_entry(g, key, idx, a, kernel_steps[(gk, key)], replaced, matched,
                           kernel_pre[(gk, key)], "device" if use_device else "host"))
-    out.sort(key=lambda k: -k.replaced_us)
+    out.sort(key=lambda k: (-k.replaced_us, k.graph, k.key))
     return out
 
 

@@ -67,7 +67,7 @@ def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -
     """The report's diff section."""
     b, a = before.by_name(), after.by_name()
     changed = []
-    for name in sorted(set(b) & set(a), key=lambda n: -abs(a[n].total_us - b[n].total_us)):
+    for name in sorted(set(b) & set(a), key=lambda n: (-abs(a[n].total_us - b[n].total_us), n)):
         x, y = b[name], a[name]
         changed.append({"name": name, "count_before": x.count, "count_after": y.count,
                         "total_us_before": x.total_us, "total_us_after": y.total_us})
@@ -75,8 +75,8 @@ def diff(before: TraceStats, after: TraceStats, log: CompileLog | None = None) -
     entries, missing = kernel_entries(before, after, log, kernels)
     return {
         "step_speedup": step_speedup(before, after),
-        "added": sorted(set(a) - set(b), key=lambda n: -a[n].total_us),
-        "removed": sorted(set(b) - set(a), key=lambda n: -b[n].total_us),
+        "added": sorted(set(a) - set(b), key=lambda n: (-a[n].total_us, n)),  # ties by name: hash-free
+        "removed": sorted(set(b) - set(a), key=lambda n: (-b[n].total_us, n)),
         "changed": changed,
         "fused_kernels": entries,
         "unclaimed_pre_grad": missing,
