@@ -18,6 +18,7 @@ from fuseview.fusion.rules.attention_rotary import ROTARY_CACHE_LEN
 from fuseview.fusion.validate import compare_outputs, run_model
 from fuseview.fusion.validate_cache import cache_dims, has_kv_cache, validate_cache_lengths
 from fuseview.runtime.inputs import make_feeds
+from tests.test_attention_current import assert_left_padded_outputs_match
 
 from .conftest import ASSET_MODELS
 
@@ -85,14 +86,7 @@ def test_left_padded_mask_keeps_the_positions(folder: str, name: str, past: int)
     """These exports take positions from the cache length (transformers' cache_position), whatever the mask
     says: the kernel's past + arange(new) is the same with the first keys padded away."""
     model, fused, _scan = _fuse(folder, name)
-    if past and not has_kv_cache(model):
-        pytest.skip("no KV cache")
-    feeds = make_feeds(model, cache_dims(model, past, 8), seed=3)
-    feeds["attention_mask"][:, :3] = 0
-    a = run_model(model, feeds, reference=False)
-    b = run_model(fused, feeds, reference=False)
-    diffs = compare_outputs([o.name for o in model.graph.output], a, b)
-    assert all(d["passed"] and d["max_abs"] <= MAX_ABS for d in diffs.values()), diffs
+    assert_left_padded_outputs_match(model, fused, past, seed=3)
 
 
 def test_positions_from_a_position_ids_input_stay_outside() -> None:
