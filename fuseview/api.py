@@ -159,7 +159,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     """
     import onnx
 
-    from fuseview.targets import open_target
+    from fuseview.targets import with_target
     from fuseview.tuning.run import decode_step, tune_file, tune_model
     from fuseview.tuning.settings import TuneSettings
 
@@ -169,8 +169,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
         if fn is not None and not (callable(fn) if name == "progress" else hasattr(fn, "is_set")):
             wanted = "a function" if name == "progress" else "a threading.Event"
             raise OptionTypeError(f"{name}: must be {wanted}")
-    s.target = open_target(target, s.provider)
-    s.target.budget_s = s.budget_s
+    s = with_target(s, target)
     if isinstance(model, onnx.ModelProto):
         from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
 

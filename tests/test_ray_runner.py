@@ -114,8 +114,9 @@ def test_local_sweep_writes_a_report_and_model_per_item_and_skips_them_when_run_
 def test_the_tune_dialog_offers_the_target_and_remembers_a_ray_address(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
+    from fuseview.targets import with_target
     from fuseview.tuning.settings import TuneSettings
-    from fuseview.ui.target_selector import TargetSelector, environment_text, on_target
+    from fuseview.ui.target_selector import TargetSelector, environment_text
     from fuseview.ui.tune_dialog import TuneDialog
 
     dialog = TuneDialog()
@@ -130,6 +131,6 @@ def test_the_tune_dialog_offers_the_target_and_remembers_a_ray_address(qtbot, tm
     again.combo.setCurrentText("ssh:box")
     with pytest.raises(FuseviewError):
         again.spec()
-    run = on_target("local", TuneSettings(budget_s=5))
-    assert run.target.describe() == {"kind": "local"} and run.budget_s == 5
+    run = with_target(TuneSettings(budget_s=5), "local")
+    assert run.target.describe() == {"kind": "local"} and run.budget_s == 5 and run.target.budget_s == 5
     assert environment_text(run.target.environment()).startswith("measured on this machine")

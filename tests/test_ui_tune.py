@@ -139,8 +139,7 @@ def test_the_window_tunes_a_kv_cache_decoder_at_its_decode_step(win, qtbot):  # 
     from fuseview.tuning.run import decode_step
 
     open_scanned(qtbot, win, ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    tuner = win.workbench.tuner
-    dims = tuner._dims()
+    dims = win.session.tune_dims()
     assert "sequence" not in dims and dims  # the past length stays as scanned; the new tokens are tune's
     s = TuneSettings(dims=dims)
     assert decode_step(win.workbench.root_doc.model, s) is not None and s.dims["sequence"] == 1

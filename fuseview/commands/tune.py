@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
     # here, not at the top: `fuseview --help` and the other commands start without onnx
     from fuseview.dims import parse_dim_args
-    from fuseview.targets import open_target
+    from fuseview.targets import with_target
     from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
 
@@ -150,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold, atol=args.atol, rtol=args.rtol, seeds=args.seeds,
         keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer)
     settings.check()
-    settings.target = open_target(args.target, args.provider)  # every A/B runs there (one node)
-    settings.target.budget_s = args.budget  # no single A/B may take the whole budget
+    settings = with_target(settings, args.target)  # every A/B runs there (one node)
     cancel = threading.Event()
     progress = None if args.quiet else _Progress()
 

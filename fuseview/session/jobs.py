@@ -1,11 +1,12 @@
-"""The one job service: every background task (load, layout, scan, apply, profile, trace) runs through it.
+"""The one job service: every background task (load, layout, scan, apply, profile, trace, tune) runs here.
 
 A job is a plain callable fn(progress). progress(message, fraction) reports how far it is and raises
-Cancelled once the job was cancelled, so a job stops at its next report. Exactly one of on_done / on_failed
-/ on_cancelled is called per job, through the service's dispatch (the window passes one that queues the
-call into the UI thread; without one, callbacks run in the worker thread). A job submitted with a kind
-supersedes the running job of that kind: the older one is cancelled and its result dropped, which is how
-a newer layout request replaces an older one. No Qt here.
+Cancelled once the job was cancelled, so a job stops at its next report; a job that can end early with
+what it has (tune: the best set so far) also reads progress.stopped, set by stop(). Exactly one of on_done
+/ on_failed / on_cancelled is called per job, through the service's dispatch (the window passes one that
+queues the call into the UI thread; without one, callbacks run in the worker thread). A job submitted with
+a kind supersedes the running job of that kind: the older one is cancelled and its result dropped, which
+is how a newer layout request replaces an older one. No Qt here.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class Progress:
         return self._job.cancelled
 
     @property
+    def stopped(self) -> bool:
+        """Whether stop() was asked: the job should end soon and deliver what it has (its result is kept)."""
+        return self._job._stop.is_set()
+
+    @property
     def cancel_event(self) -> threading.Event:
         """Set once the job is cancelled (for code that takes a threading.Event, like runtime.profiling)."""
         return self._job._cancel
@@ -72,6 +78,7 @@ class JobHandle:
         self._fn = fn
         self._callbacks = callbacks
         self._cancel = threading.Event()
+        self._stop = threading.Event()
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"fuseview-{kind or 'job'}-{self.id}",
@@ -84,11 +91,6 @@ class JobHandle:
     def cancelled(self) -> bool:
         """Whether cancel() was called (the result, if any, is dropped)."""
         return self._cancel.is_set()
-
-    @property
-    def is_cancelled(self) -> bool:
-        """Same as cancelled (the name ui.workers' jobs used)."""
-        return self.cancelled
 
     @property
     def running(self) -> bool:
@@ -109,6 +111,15 @@ class JobHandle:
             hooks, self._hooks = self._hooks, []
         for hook in hooks:
             hook()
+
+    def stop(self) -> None:
+        """Ask the job to end early and deliver what it has so far (only jobs that read progress.stopped)."""
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether stop() was called."""
+        return self._stop.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the job's thread to end; True when it has."""

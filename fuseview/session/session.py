@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.graph.geometry import Layout
     from fuseview.runtime.job import ProfileRequest
     from fuseview.session.traces import OpenedTraces
+    from fuseview.tuning.run import TuneResult
+    from fuseview.tuning.settings import TuneSettings
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -55,6 +57,9 @@ SESSION_EVENTS = (
     "traces_opened",  # Session.open_traces read and compared the traces: traces (an OpenedTraces)
     "traces_failed",  # Session.open_traces failed: error
     "traces_cancelled",  # Session.open_traces was cancelled (not sent for one superseded by a newer one)
+    "tuned",  # Session.tune ended (finished, or stopped with the best set so far); decisions set: result
+    "tune_failed",  # Session.tune failed: error
+    "tune_cancelled",  # Session.tune was cancelled (its result dropped: a new model, the window closing)
     "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
 )
 
@@ -128,6 +133,7 @@ class Session:
         self.links = Links()
         self.heat: dict[str, dict[str, float]] | None = None
         self.profile_report: dict[str, Any] | None = None  # the report on show
+        self.tune_result: TuneResult | None = None  # the last tune of this model
         for pane in self.panes.values():
             pane.clear()
 
@@ -176,7 +182,7 @@ class Session:
 
     def adopt(self, doc: ModelDocument | None, expanded: Expansion = None, laid: Laid | None = None) -> None:
         """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped."""
-        for kind in ("scan", "ort", "apply"):
+        for kind in ("scan", "ort", "apply", "tune"):
             self.jobs.cancel(kind)  # their results belong to the model being replaced
         self._reset()
         self.root = self.doc = doc
@@ -480,6 +486,46 @@ class Session:
         return self.jobs.submit(work, "traces", title, on_done=done,
                                 on_failed=lambda exc: self.events.traces_failed.emit(error=exc),
                                 on_cancelled=cancelled)
+
+    def tune_dims(self) -> dict[str, int]:
+        """The dims a tune uses: the scan's, less a KV-cache decoder's new-token count (as `fuseview tune`,
+        a decoder is tuned at its decode step: tuning.run.decode_step sets it to 1 and the report says so)."""
+        from fuseview.dims import cache_dims
+
+        dims = dict(self.scan.index.dims_used) if self.scan is not None else {}
+        cache = cache_dims(self.root.model) if self.root is not None else None
+        if cache is not None and cache.new:
+            dims.pop(cache.new, None)
+        return dims
+
+    def tune(self, settings: TuneSettings, target: str = "local") -> JobHandle | None:
+        """Tune the open model's file as the job of kind 'tune' (tuning.run.tune_file, as `fuseview tune`), on
+        `target` ("local" or "ray:ADDRESS"); None before a scan. The job's stop() ends the search with the
+        best set so far; cancel() drops it. The chosen decisions are set (one undoable step), then tuned."""
+        from fuseview.targets import with_target
+        from fuseview.tuning.run import tune_file
+
+        path = self.source_path()
+        if path is None or self.decisions is None:
+            return None
+
+        def work(progress: Progress) -> TuneResult:
+            run = with_target(settings, target)  # a Ray cluster is reached here, in the worker
+            result = tune_file(path, run, progress, lambda: progress.stopped or progress.cancelled)
+            result.report.config["environment"] = run.target.environment()
+            return result
+
+        def done(result: TuneResult) -> None:
+            self.tune_result = result
+            d = self.decisions  # a rescan since the start made new ones: the same candidate ids
+            if d is not None:
+                chosen = result.report.decisions
+                d.set_many({x.candidate: x.decision for x in chosen if x.candidate in d.by_id})
+            self.events.tuned.emit(result=result)
+
+        return self.jobs.submit(work, "tune", "Tuning", on_done=done,
+                                on_failed=lambda exc: self.events.tune_failed.emit(error=exc),
+                                on_cancelled=lambda: self.events.tune_cancelled.emit())
 
     # what each pane draws over its graph: the views draw the pane event's part of panes[role]
     def _pane_changed(self, role: str, part: str) -> None:

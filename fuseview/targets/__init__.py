@@ -5,9 +5,12 @@ Ray is imported only when a Ray target is opened (fuseview.targets.ray_target), 
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, TypeVar
 
 from fuseview.errors import FuseviewError
+
+Settings = TypeVar("Settings")
 
 TARGET_HELP = ("where the measurements run: local (this process, the default) or ray:ADDRESS, a Ray cluster"
                " as ray.init takes it (ray:auto, ray:HOST:PORT, ray:ray://HOST:PORT); needs fuseview[ray]")
@@ -37,3 +40,11 @@ def open_target(spec: str | None, provider: str = "auto") -> Any:
 
     assert address is not None
     return RayTarget.connect(address, provider)
+
+
+def with_target(settings: Settings, spec: str | None) -> Settings:
+    """Tune settings with the target `spec` names opened there, no single A/B over the settings' budget
+    (call off the UI thread: a cluster is reached here)."""
+    target = open_target(spec, getattr(settings, "provider", "auto"))
+    target.budget_s = getattr(settings, "budget_s", None)
+    return dataclasses.replace(settings, target=target)  # type: ignore[type-var]

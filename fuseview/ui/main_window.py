@@ -31,7 +31,7 @@ from fuseview.ui.recent_files import RecentFiles
 from fuseview.ui.scene_builder import SceneBuilder
 from fuseview.ui.search import SearchBar, nodes_of_op
 from fuseview.ui.window_menus import build_breadcrumb, build_menus
-from fuseview.ui.workers import JobRunner, qt_job_service
+from fuseview.ui.workers import qt_job_service
 
 # Graphs with fewer visible nodes are re-laid out on the UI thread: faster than a thread round trip.
 SYNC_RELAYOUT_NODES = 1500
@@ -241,12 +241,6 @@ class MainWindow(QMainWindow):
                 on_failed(message)
 
         return {"on_done": done, "on_failed": failed}
-
-    @property
-    def runner(self) -> JobRunner:
-        """Deprecated: the session's jobs with job-first callbacks (ui/tune_dialog.py, until it moves)."""
-        return JobRunner(self, self.session.jobs)
-
 
     @property
     def busy(self) -> bool:

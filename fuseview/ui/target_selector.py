@@ -7,8 +7,6 @@ on the cluster; Cancel reaches the task through the job's progress (fuseview.tar
 
 from __future__ import annotations
 
-import dataclasses
-
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
@@ -84,12 +82,3 @@ class TargetSelector(QWidget):
     def show_environment(self, env: dict | None) -> None:
         """Show the fingerprint of the machine the shown result was measured on."""
         self.where.setText(environment_text(env))
-
-
-def on_target(spec: str, settings):  # noqa: ANN001, ANN201 - TuneSettings in and out
-    """The tune settings with their target opened (call in the worker thread: a cluster is reached here)."""
-    from fuseview.targets import open_target
-
-    target = open_target(spec, settings.provider)
-    target.budget_s = settings.budget_s
-    return dataclasses.replace(settings, target=target)

@@ -4,7 +4,6 @@ set as the candidates' decisions and measured effects (the user can still overri
 from __future__ import annotations
 
 import os
-import threading
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
@@ -20,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from fuseview.tuning.settings import TuneSettings
 from fuseview.ui.candidates_panel import EFFECT_COLUMN
-from fuseview.ui.target_selector import TargetSelector, environment_text, on_target
+from fuseview.ui.target_selector import TargetSelector, environment_text
 from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
 
 PROVIDERS = ("auto", "cpu", "cuda")
@@ -88,7 +87,8 @@ def effect_cell(decision) -> tuple[str, str]:
 
 
 class TuneRunner(QObject):
-    """Runs `fuseview tune` for the workbench's model in the background and applies what it decided."""
+    """Fusion → Tune…: asks for the settings, starts Session.tune with a progress dialog (Stop keeps the
+    best set so far) and shows what it decided: measured effects, the summary bar and the status line."""
 
     finished = Signal(object)  # the TuneResult, after its decisions were set
     failed = Signal(str)
@@ -96,8 +96,8 @@ class TuneRunner(QObject):
     def __init__(self, workbench) -> None:
         super().__init__(workbench)
         self.wb = workbench
+        self.session = workbench.win.session
         self.job = None
-        self.stop = threading.Event()
         self.progress_dialog: QProgressDialog | None = None
         self.last_settings = TuneSettings()
         self.result = None
@@ -106,6 +106,11 @@ class TuneRunner(QObject):
         body = workbench.panel.widget()
         if body is not None and body.layout() is not None:
             body.layout().insertWidget(1, self.summary)
+        events = self.session.events
+        events.tuned.connect(lambda e: self._done(e.result))
+        events.tune_failed.connect(lambda e: self._failed(e.error))
+        events.tune_cancelled.connect(lambda e: self._close_progress())
+        self.session.jobs.events.progress.connect(self._progress)
 
     def install(self, menu) -> None:
         """Add Fusion → Tune… to a menu."""
@@ -114,63 +119,35 @@ class TuneRunner(QObject):
         act.triggered.connect(self.ask)
         self.action = act
 
-    def _path(self):
-        doc = self.wb.root_doc
-        return doc.path if doc is not None and self.wb.decisions is not None else None
-
     def ask(self) -> None:
         """Show the settings dialog and start the tune."""
-        if self._path() is None:
-            self.wb.win.session.set_status("Open a model and wait for its scan before tuning.", 6000)
+        if self.session.source_path() is None or self.session.decisions is None:
+            self.session.set_status("Open a model and wait for its scan before tuning.", 6000)
             return
         dialog = TuneDialog(self.wb.win, self.last_settings)
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.start(dialog.settings(self._dims()), dialog.target.remember())
-
-    def _dims(self) -> dict[str, int]:
-        """The scan's dims, less a KV-cache decoder's new-token count: as `fuseview tune`, the window tunes
-        a decoder at its decode step (tuning.run.decode_step sets it to 1 and the report says so)."""
-        from fuseview.dims import cache_dims
-
-        scan = self.wb.decisions.scan if self.wb.decisions is not None else None
-        dims = dict(scan.index.dims_used) if scan is not None else {}
-        doc = self.wb.root_doc
-        cache = cache_dims(doc.model) if doc is not None else None
-        if cache is not None and cache.new:
-            dims.pop(cache.new, None)
-        return dims
+            self.start(dialog.settings(self.session.tune_dims()), dialog.target.remember())
 
     def start(self, settings: TuneSettings, target: str = "local"):
-        """Tune in a worker thread with a progress dialog; Stop keeps the best set so far."""
-        from fuseview.tuning.run import tune_file
-
-        path = self._path()
-        if path is None or (self.job is not None and self.job.running):
+        """Start Session.tune with a progress dialog; its Stop keeps the best set so far."""
+        if self.job is not None and self.job.running:
             return None
-        self.last_settings = settings
-        self.stop = threading.Event()
-        stop = self.stop
+        job = self.session.tune(settings, target)
+        if job is None:
+            return None
+        self.job, self.last_settings = job, settings
         dlg = QProgressDialog("Tuning…", "Stop (keep the best so far)", 0, 1000, self.wb.win)
         dlg.setWindowTitle("Tune")
         dlg.setWindowModality(Qt.WindowModality.WindowModal)
         dlg.setMinimumDuration(0)
-        dlg.canceled.connect(stop.set)
+        dlg.canceled.connect(job.stop)
         self.progress_dialog = dlg
-
-        def work(progress):
-            # Stop keeps the best set so far; a cancelled job (the window closing) stops the search too
-            run = on_target(target, settings)  # a Ray cluster is reached here, off the UI thread
-            result = tune_file(path, run, progress, lambda: stop.is_set() or progress.cancelled)
-            result.report.config["environment"] = run.target.environment()
-            return result
-
-        self.job = self.wb.win.runner.start(work, "tune", self._progress, self._done, self._failed,
-                                            self._cancelled, kind="tune")
-        return self.job
+        return job
 
     def cancel(self) -> None:
         """Stop the search; the result (the best set so far) still arrives."""
-        self.stop.set()
+        if self.job is not None:
+            self.job.stop()
 
     def _close_progress(self) -> None:
         if self.progress_dialog is not None:
@@ -179,38 +156,30 @@ class TuneRunner(QObject):
             self.progress_dialog.deleteLater()
             self.progress_dialog = None
 
-    def _progress(self, job, message: str, fraction: float) -> None:
+    def _progress(self, event) -> None:
+        job = event.job
         if job is self.job and self.progress_dialog is not None:
-            self.progress_dialog.setLabelText(message)
-            self.progress_dialog.setValue(int(1000 * min(max(fraction, 0.0), 0.999)))
+            self.progress_dialog.setLabelText(job.message)
+            self.progress_dialog.setValue(int(1000 * min(max(job.fraction, 0.0), 0.999)))
 
-    def _done(self, job, result) -> None:
-        if job is not self.job:
-            return
+    def _done(self, result) -> None:
         self._close_progress()
         self.result = result
-        self.apply(result)
+        self.show_result(result)
         self.finished.emit(result)
 
-    def _failed(self, job, exc) -> None:
-        if job is not self.job:
-            return
+    def _failed(self, exc) -> None:
         self._close_progress()
-        self.wb.win.session.set_status(f"Tune failed: {exc}", 15000)
+        self.session.set_status(f"Tune failed: {exc}", 15000)
         self.failed.emit(str(exc))
 
-    def _cancelled(self, job) -> None:  # the window closed under it
-        if job is self.job:
-            self._close_progress()
-
-    def apply(self, result) -> None:
-        """Set the tune's decisions (one undoable step) and show each candidate's measured effect."""
+    def show_result(self, result) -> None:
+        """Show each candidate's measured effect (the session set the decisions), the summary, the status."""
         d = self.wb.decisions
         if d is None:
             return
         rep = result.report
         mine = [x for x in rep.decisions if x.candidate in d.by_id]
-        d.set_many({x.candidate: x.decision for x in mine})  # the session hears it (decisions event)
         self.wb.panel.set_effects({x.candidate: effect_cell(x) for x in mine})
         # the measured effect next to the decision (third on screen), not past the scroll edge
         header = self.wb.panel.table.horizontalHeader()
@@ -221,7 +190,7 @@ class TuneRunner(QObject):
         head, _details = summary_lines(rep)
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
         stopped += f"; {environment_text(rep.config.get('environment'))}"
-        self.wb.win.session.set_status(f"{head}{stopped}; Apply chosen set builds it", 30000)
+        self.session.set_status(f"{head}{stopped}; Apply chosen set builds it", 30000)
 
     def apply_chosen(self) -> None:
         """Set the tune's decisions again (the user may have changed some) and build the chosen model."""
@@ -232,5 +201,5 @@ class TuneRunner(QObject):
         self.wb.panel.changed.emit()
         if not self.wb.apply():  # the original is chosen: nothing to build, and the bar says why
             why = self.result.report.final.reason
-            self.wb.win.session.set_status(
+            self.session.set_status(
                 f"Nothing to apply: the chosen model is the original ({why})", 15000)
