@@ -15,7 +15,8 @@ from .conftest import ASSET_MODELS
 from .test_session import record, wait_for
 
 MLP = ASSET_MODELS / "mlp_gelu_erf_ts17.onnx"
-FAST = dict(threads=1, runs=15, sessions=3, max_batches=1, warmup=2, seeds=1, ort_optimizer="off", budget_s=60)
+FAST = dict(threads=1, runs=15, sessions=3, max_batches=1, warmup=2, seeds=1, ort_optimizer="off",
+            budget_s=60)
 
 
 def test_a_job_asked_to_stop_delivers_what_it_has():

@@ -21,8 +21,8 @@ from fuseview.cli import main
 from fuseview.errors import FuseviewError
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules import catalogue
+from fuseview.reports.tune import TuneReport
 from fuseview.stats import verdict
-from fuseview.tuning.report import TuneReport
 from fuseview.tuning.run import tune_file
 from fuseview.tuning.settings import TuneSettings
 
@@ -410,7 +410,7 @@ def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_by_default():
     "group showed no difference (0.79x [0.70, 1.44] no difference); not tried alone",
 ])
 def test_the_reason_check_catches_a_reason_that_contradicts_its_figures(reason):
-    from fuseview.tuning.report import Decision, FinalCheck
+    from fuseview.reports.tune import Decision, FinalCheck
 
     final = FinalCheck("accept_all", 1, 3, None, None, None)
     decisions = [Decision("c1", "r", "accept", reason, "group")]

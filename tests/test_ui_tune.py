@@ -79,7 +79,7 @@ def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
 
 @pytest.mark.slow
 def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(tuned_win, qtbot, tmp_path):
-    from fuseview.tuning.report import TuneReport
+    from fuseview.reports.tune import TuneReport
 
     wb = tuned_win.workbench
     tuned_win.resize(1400, 900)

@@ -62,7 +62,7 @@ def test_tune_runs_100000_budget_5_ends_near_5_seconds(tmp_path, capsys):
     took = time.monotonic() - t0
     assert rc == 0, capsys.readouterr().err
     assert took < 5 + 10, took  # validations and the final build come on top of the timing budget
-    from fuseview.tuning.report import TuneReport
+    from fuseview.reports.tune import TuneReport
 
     rep = TuneReport.load(report)
     assert rep.to_json()["final"]["verdict"] in ("faster", "slower", "no difference", "cannot tell")

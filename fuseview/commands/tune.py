@@ -89,8 +89,8 @@ def _checks(args: argparse.Namespace) -> None:
 
 def print_summary(rep, out=None) -> None:
     """The readable summary of a tune report: accept-all, groups, decisions, the final check."""
+    from fuseview.reports.tune import Effect
     from fuseview.texttable import table_lines
-    from fuseview.tuning.report import Effect
 
     w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
     c = rep.config

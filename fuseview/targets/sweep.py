@@ -144,7 +144,7 @@ def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
 
 def _finish(item: SweepItem, done: dict, environment: dict, out: Path) -> SweepRow:
     """Write a finished item's files (the model first, the report last: it marks the item done)."""
-    from fuseview.tuning.report import TuneReport
+    from fuseview.reports.tune import TuneReport
 
     for fname, data in (done.get("files") or {}).items():
         if "/" in fname or fname.startswith("."):

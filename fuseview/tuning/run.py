@@ -23,10 +23,10 @@ from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.scan import ScanResult, scan_model
 from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_bytes
 from fuseview.graph.save import save_model_atomic
+from fuseview.reports.tune import Effect, FinalCheck, TuneReport
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.runtime.sessions import release_freed_memory
 from fuseview.stats import CANNOT_TELL, FASTER, NO_DIFFERENCE, SLOWER
-from fuseview.tuning.report import Effect, FinalCheck, TuneReport
 from fuseview.tuning.search import FINAL_LABEL, BudgetSpent, Progress, Search
 from fuseview.tuning.settings import TuneSettings
 

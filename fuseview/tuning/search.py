@@ -25,9 +25,9 @@ from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate
 from fuseview.fusion.scan import ScanResult
 from fuseview.fusion.validate import Validation, validate
+from fuseview.reports.tune import Decision, Effect, GroupResult
 from fuseview.runtime.profiling import Cancelled
 from fuseview.stats import SLOWER, SpeedupEstimate
-from fuseview.tuning.report import Decision, Effect, GroupResult
 from fuseview.tuning.settings import TuneSettings
 
 # progress(message, fraction of the budget spent)

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
@@ -50,14 +51,14 @@ class Effect:
         spent = ", budget spent" if self.budget_spent else ""
         return f"{self.runs} interleaved runs in {self.sessions} sessions each{spent}{more}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (ci as a list)."""
         d = asdict(self)
         d["ci"] = [float(self.ci[0]), float(self.ci[1])]
         return d
 
     @classmethod
-    def from_json(cls, d: dict, where: str) -> Effect:
+    def from_json(cls, d: dict[str, Any], where: str) -> Effect:
         """Read and check one effect object."""
         _need(d, {"speedup_p50": (int, float), "ci": list, "verdict": str, "runs": int, "sessions": int,
                   "against": str}, where)
@@ -77,9 +78,9 @@ class _Measured:
 
     effect: Effect | None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        d = asdict(self)  # type: ignore[call-overload]
+        d: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
         d["effect"] = self.effect.to_json() if self.effect else None
         return d
 
@@ -154,7 +155,7 @@ class FinalCheck:
         return (f"chosen {self.chosen.replace('_', '-')} ({self.accepted} fusions): "
                 f"{vs(self.against_original, 'original')}; {vs(self.against_accept_all, 'accept-all')}")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready dict; speedup_p50/ci/verdict at the top are the headline's (verdict never null)."""
         o = self.headline()
         return {
@@ -176,8 +177,8 @@ class TuneReport:
     """Everything `fuseview tune` measured and decided; `to_json` is the documented file format."""
 
     model: str | None
-    config: dict
-    baseline: dict
+    config: dict[str, Any]
+    baseline: dict[str, Any]
     final: FinalCheck
     groups: list[GroupResult] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
@@ -191,7 +192,7 @@ class TuneReport:
         """The accepted candidate ids."""
         return [d.candidate for d in self.decisions if d.decision == "accept"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report object (kind fuseview.tune, schema_version 1)."""
         from fuseview import __version__
 
@@ -204,7 +205,7 @@ class TuneReport:
             "stopped": self.stopped, "measurements": self.measurements, "notes": list(self.notes),
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the report as JSON, atomically."""
         return write_text_atomic(Path(path), json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n")
 
@@ -255,7 +256,7 @@ class TuneReport:
                    d["measurements"], [str(n) for n in d["notes"]], d.get("output"), d.get("plan"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> TuneReport:
+    def load(cls, path: str | os.PathLike[str]) -> TuneReport:
         """Read a report file (bounded, regular file only); FuseviewError on bad input."""
         return cls.from_json(load_json(Path(path), "report", "JSON tune report"))
 
@@ -268,7 +269,7 @@ def _effect(d: object, where: str) -> Effect | None:
     return Effect.from_json(d, where)
 
 
-def _need(d: object, spec: dict, where: str) -> None:
+def _need(d: object, spec: dict[str, Any], where: str) -> None:
     if not isinstance(d, dict):
         raise FuseviewError(f"tune report: {where} must be an object")
     for key, kind in spec.items():
