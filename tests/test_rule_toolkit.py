@@ -87,6 +87,41 @@ def test_scan_context_memo_and_results(bert: onnx.ModelProto) -> None:
         ctx.result("attention_mha")
 
 
+def _projections() -> onnx.ModelProto:
+    """y1 = b + x @ W (bias first), y2 = x @ W (no bias), y3 = (x @ W) + x (a non-constant addend)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 6), np.float32), "W")
+    b = numpy_helper.from_array(np.zeros(6, np.float32), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm"),
+        helper.make_node("Add", ["b", "xw"], ["y1"], name="add_bias"),
+        helper.make_node("MatMul", ["x", "W"], ["y2"], name="mm2"),
+        helper.make_node("Add", ["xw", "z"], ["y3"], name="add_var"),
+    ]
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+          for n, s in (("x", [2, 4]), ("z", [2, 6]))]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 6]) for n in ("y1", "y2", "y3")]
+    graph = helper.make_graph(nodes, "projections", io, outs, [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_ctx_match_reuses_a_pattern_inside_an_imperative_rule() -> None:
+    from fuseview.fusion.rules.attention_packed import projection
+
+    ctx = ScanContext(GraphIndex(_projections()))
+    biased = ctx.match(projection, at="y1")  # the Add's operands in the other order: still matched
+    assert biased is not None and (biased["x"], biased["w"], biased["b"]) == ("x", "W", "b")
+    assert [n.name for n in biased.node_list()] == ["add_bias", "mm"]
+    plain = ctx.match(projection, at="y2")
+    assert plain is not None and plain["w"] == "W" and "b" not in plain.binds
+    assert plain.node("bias_add") is None
+    assert ctx.match(projection, at="y3") is None  # z is not a constant bias
+    assert ctx.match(projection, at="x") is None  # a graph input: nothing computes it
+    assert ctx.memo(("pattern", projection), lambda c: None) is not None  # compiled once per scan
+
+
 def test_rule_modules_keep_no_per_graph_caches() -> None:
     for name in RULE_MODULES:
         mod = importlib.import_module(f"fuseview.fusion.rules.{name}")

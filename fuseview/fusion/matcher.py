@@ -256,6 +256,39 @@ def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bo
     return True
 
 
+@dataclass
+class SubMatch:
+    """A pattern matched inside an imperative rule: its nodes by label and the tensors its variables bound."""
+
+    nodes: dict[str, onnx.NodeProto]
+    binds: dict[str, str]
+
+    def __getitem__(self, var: str) -> str:
+        return self.binds[var]
+
+    def node(self, label: str) -> onnx.NodeProto | None:
+        """The graph node a pattern label matched (None when an alternative without it matched)."""
+        return self.nodes.get(label)
+
+    def node_list(self) -> list[onnx.NodeProto]:
+        """The matched nodes, root first."""
+        return list(self.nodes.values())
+
+
+def match_at(index: GraphIndex, pattern: Pattern, tensor: str) -> SubMatch | None:
+    """The largest match of `pattern` whose root node computes `tensor` (its first output), None if none.
+
+    Only the structure: the calling rule checks what reaches outside the match and what it means.
+    """
+    prod = index.producer.get(tensor)
+    if prod is None or prod[1] != 0 or prod[0].op_type not in pattern.root_ops:
+        return None
+    states = PatternMatcher(index, pattern).match_root(prod[0])
+    st = (max(states, key=lambda s: len(s.nodes), default=None) if pattern.has_alternatives
+          else next(states, None))
+    return None if st is None else SubMatch(dict(st.nodes), dict(st.binds))
+
+
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
     best: Failure | None = None

@@ -40,8 +40,10 @@ provenance metadata, declares domains, raises the ONNX opset when a fused ONNX o
 changes meaning, drops nodes left without readers, and keeps the node order topological.
 
 In ``check``/``replace``: ``m["x"]`` is the tensor bound to ``x``, ``m.node(label)`` the matched node,
-``m.value(var)`` a constant's numpy value, ``m.shape(var)`` its inferred shape (ints under the scan's dims),
-``m.attr(label, name)``, ``m.axes(label)`` (attribute or opset-18 input), ``m.index`` the GraphIndex.
+``m.value(var)`` a constant's numpy value (None when not readable; ``m.array(var)`` and ``m.number(var)``,
+its one value, raise :class:`Miss` instead: for what the check has already proved), ``m.shape(var)`` its
+inferred shape (ints under the scan's dims), ``m.attr(label, name)``, ``m.axes(label)`` (attribute or
+opset-18 input), ``m.index`` the GraphIndex.
 
 Tiny example (erf-GELU -> com.microsoft Gelu)::
 
@@ -61,7 +63,8 @@ function of the scan's :class:`fuseview.fusion.toolkit.ScanContext` yielding :cl
 :meth:`Match.custom` (what ``replace`` needs goes in ``payload``) and :class:`NearMiss` reasons. A rule that
 reads another rule's matches (``ctx.result(name)``: their payloads) names it in ``requires``; the scan runs
 rules in an order that honours every ``requires``, whatever the catalogue order. A rule that raises on a
-graph it did not expect yields a near miss saying so; the scan goes on.
+graph it did not expect yields a near miss saying so; the scan goes on. A check, replace or find step that
+raises :class:`Miss` gives its message as the near miss's reason.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ MS_DOMAIN = "com.microsoft"
 ONNX_DOMAIN = ""
 RUNS_ON = ("cpu", "cuda", "reference")
 COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "And", "Or", "Equal"})
+
+
+class Miss(Exception):
+    """A near miss: the one-line reason why a structure is not an exact match."""
 
 
 # ----------------------------------------------------------------------------------------------- patterns
@@ -327,6 +334,21 @@ class Match:
     def value(self, var_or_tensor: str) -> np.ndarray | None:
         """Constant value of a bound variable (or tensor name), None if not constant."""
         return self.index.const_value(self.bindings.get(var_or_tensor, var_or_tensor))
+
+    def array(self, var_or_tensor: str) -> np.ndarray:
+        """Constant value of a bound variable (or tensor name); Miss when it cannot be read."""
+        tensor = self.bindings.get(var_or_tensor, var_or_tensor)
+        value = self.index.const_value(tensor)
+        if value is None:
+            raise Miss(f"{tensor} is not a constant this scan reads")
+        return value
+
+    def number(self, var_or_tensor: str) -> float:
+        """The one value of a one-element constant; Miss when it is not one."""
+        value = self.array(var_or_tensor)
+        if value.size != 1:
+            raise Miss(f"{self.bindings.get(var_or_tensor, var_or_tensor)} is not a single number")
+        return float(np.ravel(value)[0])
 
     def shape(self, var_or_tensor: str) -> list | None:
         """Inferred shape (ints or dim names) of a bound variable or tensor, None if unknown."""

@@ -14,7 +14,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_rule
-from fuseview.fusion.rule import Candidate, Match, NearMiss, Rule
+from fuseview.fusion.rule import Candidate, Match, Miss, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.fusion.subgraphs import InnerModel, inner_models
 from fuseview.fusion.toolkit import ScanContext
@@ -141,6 +141,8 @@ def run_order(rules: Sequence[Rule]) -> list[Rule]:
 
 
 def _rule_error(exc: Exception) -> str:
+    if isinstance(exc, Miss):  # a step that does not fit: its message is the reason
+        return str(exc)
     text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
     return f"rule failed on this graph ({type(exc).__name__}{': ' + text if text else ''})"
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import onnx
 
-from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Miss, Replacement, Rule
 from fuseview.fusion.rules._common import (
     all_checks,
     float_input,
@@ -193,7 +193,10 @@ def _hard_swish_check(m: Match) -> str | None:
 
 
 def _hard_sigmoid_replace(m: Match) -> Replacement:
-    alpha, beta = _hard_params(m)
+    params = _hard_params(m)
+    if isinstance(params, str):
+        raise Miss(params)
+    alpha, beta = params
     return Replacement([m["x"]], {"alpha": alpha, "beta": beta})
 
 

@@ -102,7 +102,7 @@ def kt_through_3d(s: Structure, t: str, core: list, shape_nodes: set) -> str | N
     outer = s.prod(t, "Reshape")
     tr = s.prod(outer.input[0], "Transpose") if outer is not None else None
     inner = s.prod(tr.input[0], "Reshape") if tr is not None else None
-    if inner is None or s.perm(tr) != [0, 2, 1]:
+    if outer is None or tr is None or inner is None or s.perm(tr) != [0, 2, 1]:
         return None
     kh = inner.input[0]
     local: set[int] = set()
@@ -180,7 +180,7 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
         a, b = add.input[0], add.input[1]
         # the scores side is the one leading to the QK MatMul (through one more Add of a bias at most)
         for sc, other in ((a, b), (b, a)):
-            inner, f = s.scale_mul(sc, probe := [])
+            inner, f = s.scale_mul(sc, probe := list[onnx.NodeProto]())
             if s.prod(inner, "MatMul") is not None:
                 core.extend(probe)
                 scale *= f
@@ -214,15 +214,16 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
                 raise Miss(f"{sm.name}: Softmax input is not (masked, scaled) Q.K^T")
             mm_qk, f, where = where_mask(s, w, core)
             scale *= f
+    at = (add if add is not None else sm).name  # where a mask's near miss is reported
     for t in terms or ((bias,) if bias is not None else ()):
         if d.rank(t) not in (4, None):
-            raise Miss(f"{add.name}: mask is {d.rank(t)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
+            raise Miss(f"{at}: mask is {d.rank(t)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
         if d.rank(t) is None:
-            raise Miss(f"{add.name}: mask rank unknown")
+            raise Miss(f"{at}: mask rank unknown")
         if ix.const_dtype(t) not in (FLOAT, None):
-            raise Miss(f"{add.name}: mask is not float32")
+            raise Miss(f"{at}: mask is not float32")
     if bias is not None and all(d.canon(("dim", t, 2)) == 1 for t in terms or (bias,)):
-        raise Miss(f"{add.name}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
+        raise Miss(f"{at}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
     core.append(mm_qk)
     return mm_qk, scale, bias, where, terms
 
@@ -230,7 +231,7 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
 def _scaled_scores_of(s: Structure, add: onnx.NodeProto) -> tuple | None:
     """(QK MatMul, scale factor, scale nodes, the other operand) when add = scaled Q.K^T + a tensor."""
     for sc, other in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
-        inner, f = s.scale_mul(sc, probe := [])
+        inner, f = s.scale_mul(sc, probe := list[onnx.NodeProto]())
         mm = s.prod(inner, "MatMul")
         if mm is not None:
             return mm, f, probe, other
@@ -242,13 +243,12 @@ def _key(s: Structure, mm_qk: onnx.NodeProto, core: list, shape_nodes: set) -> t
     ka, fk = s.scale_mul(mm_qk.input[1], core)
     flat_kt = kt_through_3d(s, ka, core, shape_nodes)
     tr_k = s.prod(ka, "Transpose") if flat_kt is None else None
-    if tr_k is None and flat_kt is None:
-        raise Miss(f"{mm_qk.name}: K is not transposed")
-    if tr_k is not None:
-        core.append(tr_k)
     if flat_kt is not None:
         kh, fk2 = s.scale_mul(flat_kt, core)
         return kh, s.split3d(kh), s.d.producer(ka), fk * fk2
+    if tr_k is None:
+        raise Miss(f"{mm_qk.name}: K is not transposed")
+    core.append(tr_k)
     if s.perm(tr_k) == [0, 2, 3, 1]:
         k_split = s.heads_of(tr_k.input[0], [tr_k], "K")
         core.remove(tr_k)

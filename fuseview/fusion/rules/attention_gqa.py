@@ -104,7 +104,7 @@ def unrepeat(
     r = s.prod(t, "Reshape")
     e = s.prod(r.input[0], "Expand") if r is not None else None
     u = s.prod(e.input[0], "Unsqueeze") if e is not None else None
-    if u is None or _axes(s, u) != [2]:
+    if r is None or e is None or u is None or _axes(s, u) != [2]:
         raise Miss(f"{t}: key/value heads are not repeat_kv (Unsqueeze(2), Expand, Reshape)")
     kv = u.input[0]
     shape = s.ix.shape(kv)
@@ -188,7 +188,8 @@ def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
     present = {x for x in (present_k, present_v) if x}
     s.check_contained(nodes, matched, {a.output} | present | set(shapes))
     return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
-                    (past_k, past_v) if past_k else None, (present_k, present_v) if present_k else None,
+                    (past_k, past_v) if past_k and past_v else None,
+                    (present_k, present_v) if present_k and present_v else None,
                     tuple(shapes))
 
 
@@ -408,7 +409,7 @@ def _gqa_rule(index: int, name: str, description: str, build: Build, priority: i
         fused_op="GroupQueryAttention",
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
-        find=lambda ctx: widen(ctx, RULES[index], lambda _s, a: build(ctx, a), grouped_blocks(ctx)),
+        find=lambda ctx: widen(ctx, RULES[index], build, grouped_blocks(ctx)),
         replace=lambda m: gqa_replacement(m.payload),
         requires=("attention_mha",),
         priority=priority,

@@ -125,7 +125,7 @@ def _merge_heads(s: Structure, tr_o: onnx.NodeProto, q_ref: str, hidden: int, co
     if len(merges) != 1 or out_t in ix.graph_outputs:
         raise Miss(f"{tr_o.name}: heads are not merged by one Reshape to [batch, seq, hidden]")
     merge = merges[0]
-    vec = d.vec(merge.input[1], probe_nodes := set())
+    vec = d.vec(merge.input[1], probe_nodes := set[int]())
     allow0 = not ix.attr(merge, "allowzero", 0)
     # one -1 among batch and sequence is the other's complement when the last is the hidden size (T5 eager)
     free = vec is not None and len(vec) == 3 and vec[2] == hidden and [vec[0], vec[1]].count(-1) == 1
@@ -212,6 +212,7 @@ def _sliced_per_head(s: Structure, q: str) -> bool:
             continue
         if s.split3d(n.input[0]) is None:
             continue
+        axes: list[int] | None
         if n.op_type == "Split":
             axes = [int(s.ix.attr(n, "axis", 0)) % 4]
         else:
@@ -269,6 +270,8 @@ def near_misses(ctx: ScanContext) -> list[tuple[list[str], str]]:
 def _row_guard(a: AttentionMatch) -> tuple[list[Replacement], str]:
     """The mask clamped to float32's lowest, and [B|1, S, 1] = 1 where a row keeps some key, else 0."""
     b, base = a.bias, a.output + "_guard"
+    if b is None:
+        raise Miss(f"{a.output}: a row guard needs the block's mask")
     lowest, axes, shape = base + "_lowest", base + "_axes", base + "_rows_shape"
     reduce = Replacement(inputs=[b], attrs={"keepdims": 1}, op="ReduceMax", domain="",
                          outputs=[base + "_max"])
@@ -353,15 +356,15 @@ def replacement_nodes(a: AttentionMatch) -> list[Replacement]:
         Replacement(inputs=[mid, a.reshape_out[0]], op="Reshape", domain="", outputs=[a.output])]
 
 
-def widen(ctx: ScanContext, rule: Rule, build: Callable[[Structure, AttentionMatch], tuple],
+def widen(ctx: ScanContext, rule: Rule, build: Callable[[ScanContext, AttentionMatch], tuple | None],
           extra: list[AttentionMatch] | None = None) -> Iterator[Match | NearMiss]:
-    """The matches of a rule built over each attention_mha block (and the extra ones): build(structure,
-    block) returns (payload, nodes, outputs), None when the block is not of its kind at all (no near miss),
+    """The matches of a rule built over each attention_mha block (and the extra ones): build(ctx, block)
+    returns (payload, nodes, outputs), None when the block is not of its kind at all (no near miss),
     or raises Miss (then a near miss at the block's Softmax)."""
     for a in [*ctx.result("attention_mha"), *(extra or ())]:
         name = ctx.index.name(a.softmax)
         try:
-            built = build(ctx.structure, a)
+            built = build(ctx, a)
         except Miss as exc:
             yield NearMiss(rule.name, (name,), str(exc))
             continue

@@ -18,7 +18,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion.graphindex import CONST_READ_LIMIT, GraphIndex
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, guard_output, mask_bias, widen
-from fuseview.fusion.toolkit import Miss, Structure, shape_inputs_walk
+from fuseview.fusion.toolkit import Miss, ScanContext, shape_inputs_walk
 
 
 @dataclass
@@ -38,9 +38,12 @@ class PackedMatch:
         """(the input name of W, its value if it is a new initializer; None if an existing one is reused)."""
         if len(self.weight_parts) == 1 and self.weight_parts[0] in self.ix.initializers:
             return self.weight_parts[0], None
-        values = [self.ix.read_once(t) for t in self.weight_parts]  # mapped weights unmapped after the join
-        if any(v is None for v in values):
-            raise FuseviewError(f"{self.mha.output}: a projection weight can no longer be read")
+        values = []
+        for t in self.weight_parts:
+            v = self.ix.read_once(t)  # mapped weights unmapped after the join
+            if v is None:
+                raise FuseviewError(f"{self.mha.output}: a projection weight can no longer be read")
+            values.append(v)
         return self.mha.output + "_qkv_weight", np.concatenate(values, axis=1)
 
 
@@ -56,16 +59,16 @@ def weight_meta(ix: GraphIndex, name: str) -> tuple[tuple[int, ...], np.dtype] |
     return None if v is None else (tuple(v.shape), v.dtype)
 
 
-def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
+def packed_projection(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
     """The match widened to one QKV projection (Split of x @ W + b), or Miss saying why not."""
-    ix = m.ix
+    m, ix = ctx.structure, ctx.index
     if a.q_bnsh:
         raise Miss("Q is only seen per head (rotary or similar): no packed projection")
     if a.cache:
         raise Miss("KV cache: contrib Attention takes one packed past, the model has a key and a value")
     sp = m.prod(a.q, "Split")
     if sp is None:
-        return _three_projections(m, a)
+        return _three_projections(ctx, a)
     if m.prod(a.k, "Split") is not sp or m.prod(a.v, "Split") is not sp:
         raise Miss("Q, K and V are not the outputs of one Split")
     if list(sp.output) != [a.q, a.k, a.v]:
@@ -140,37 +143,38 @@ def packed_projection(m: Structure, a: AttentionMatch) -> PackedMatch:
     return PackedMatch(a, nodes, x, (w_name,), bias, ix)
 
 
-def _linear(m: Structure, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray | None, list] | None:
+def projection(op, x):
+    """x @ W (+ b), W and b constants; the bias Add's operands in either order (Add is commutative)."""
+    mm = op.MatMul(x, op.constant("w"), _label="matmul")
+    return op.Or(op.Add(mm, op.constant("b"), _label="bias_add"), mm)
+
+
+def _linear(ctx: ScanContext, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray | None, list] | None:
     """(x, W's name, W's shape, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
-    nodes = []
-    bias = None
-    add = m.prod(t, "Add")
-    if add is not None:
-        for lin, b in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
-            if m.prod(lin, "MatMul") is not None and m.ix.is_const(b):
-                bias, t = m.ix.const_value(b), lin
-                nodes.append(add)
-                break
-        else:
-            return None
-    mm = m.prod(t, "MatMul")
-    if mm is None or not m.ix.is_const(mm.input[1]):
+    found = ctx.match(projection, at=t)
+    if found is None:
         return None
-    w = weight_meta(m.ix, mm.input[1])
+    ix = ctx.index
+    w = weight_meta(ix, found["w"])
     if w is None or len(w[0]) != 2 or w[1] != np.float32:
         return None
     if int(np.prod(w[0])) * w[1].itemsize > CONST_READ_LIMIT:
         return None  # applying joins the three weights: each must be one the index will read
+    bias = ix.const_value(found["b"]) if "b" in found.binds else None
     if bias is not None and (bias.shape != (w[0][1],) or bias.dtype != np.float32):
         return None
-    return mm.input[0], mm.input[1], w[0], bias, nodes + [mm]
+    return found["x"], found["w"], w[0], bias, found.node_list()
 
 
-def _three_projections(m: Structure, a: AttentionMatch) -> PackedMatch:
+def _three_projections(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
     """Q, K, V each x @ Wi + bi of the same x: one [K, 3 x hidden] projection."""
-    parts = [_linear(m, t) for t in (a.q, a.k, a.v)]
-    if any(p is None for p in parts):
-        raise Miss("Q, K and V are not constant linear projections (x @ W + b)")
+    m = ctx.structure
+    parts = []
+    for t in (a.q, a.k, a.v):
+        part = _linear(ctx, t)
+        if part is None:
+            raise Miss("Q, K and V are not constant linear projections (x @ W + b)")
+        parts.append(part)
     xs = {p[0] for p in parts}
     if len(xs) != 1:
         raise Miss("Q, K and V are projections of different tensors (cross-attention?)")
@@ -220,12 +224,12 @@ def packed_replacement(p: PackedMatch) -> list[Replacement]:
     ]
 
 
-def _packed(s: Structure, a: AttentionMatch) -> tuple:
-    p = packed_projection(s, a)
+def _packed(ctx: ScanContext, a: AttentionMatch) -> tuple:
+    p = packed_projection(ctx, a)
     return p, p.nodes, [a.output]
 
 
-RULES = [
+RULES: list[Rule] = [
     Rule(
         name="attention_packed",
         description="one Q|K|V projection (x @ W + b, Split) + attention -> contrib Attention",

@@ -62,7 +62,7 @@ def _slice_bounds(s: Structure, n: onnx.NodeProto, nodes: list) -> tuple[int, in
     """(start, end, axis) of a one-axis Slice with step 1 whose bounds are constants or fixed dims."""
     if len(n.input) < 3:
         return None
-    vals = []
+    vals: list[int | None] = []
     for i in (1, 2, 3, 4):
         if i >= len(n.input) or not n.input[i]:
             vals.append(None)

@@ -110,19 +110,19 @@ def _folded(m: Match) -> tuple[list[str], dict[str, np.ndarray]]:
     """Conv inputs (and new initializers) with the bias Add and BatchNormalization folded in, if any."""
     if "bn" not in m.nodes and "bias_add" not in m.nodes:
         return [m["x"], m["w"]] + ([m["b"]] if "b" in m.bindings else []), {}
-    w = m.value("w").astype(np.float64)
-    b = m.value("b").astype(np.float64) if "b" in m.bindings else np.zeros(w.shape[0])
+    w = m.array("w").astype(np.float64)
+    b = m.array("b").astype(np.float64) if "b" in m.bindings else np.zeros(w.shape[0])
     if "bias_add" in m.nodes:
-        b = b + np.ravel(m.value("cbias")).astype(np.float64)
+        b = b + np.ravel(m.array("cbias")).astype(np.float64)
     base = m.index.name(m.node("conv")).replace("/", "_").strip("_")
     if "bn" not in m.nodes:
         bn = f"{base}_B_addfolded"
-        return [m["x"], m["w"], bn], {bn: b.astype(m.value("w").dtype)}
+        return [m["x"], m["w"], bn], {bn: b.astype(m.array("w").dtype)}
     eps = float(m.attr("bn", "epsilon", 1e-5))
-    scale, shift, mean, var = (m.value(v).astype(np.float64) for v in ("scale", "shift", "mean", "var"))
+    scale, shift, mean, var = (m.array(v).astype(np.float64) for v in ("scale", "shift", "mean", "var"))
     k = scale / np.sqrt(var + eps)
-    w2 = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(m.value("w").dtype)
-    b2 = ((b - mean) * k + shift).astype(m.value("w").dtype)
+    w2 = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(m.array("w").dtype)
+    b2 = ((b - mean) * k + shift).astype(m.array("w").dtype)
     wn, bn = f"{base}_W_bnfolded", f"{base}_B_bnfolded"
     return [m["x"], wn, bn], {wn: w2, bn: b2}
 

@@ -33,7 +33,7 @@ def _check(m: Match) -> str | None:
 
 
 def _replace(m: Match) -> Replacement:
-    alpha = scalar(m, "alpha") if "scale" in m.nodes else 1.0
+    alpha = m.number("alpha") if "scale" in m.nodes else 1.0
     return Replacement([m["a"], m["like"]], {"k": int(m.attr("eye", "k", 0)), "alpha": float(alpha)})
 
 

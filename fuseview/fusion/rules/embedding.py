@@ -194,6 +194,7 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
         if len(leaves) not in (2, 3):
             raise Miss(f"{ln.name}: {len(leaves)} summands, not word + position [+ segment] embeddings")
         gathers = []
+        sizes: dict[int, tuple[int, int]] = {}  # id(Gather) -> its table's [rows, width]
         for leaf in leaves:
             t = leaf
             cast = self.prod(t, "Cast")
@@ -201,11 +202,13 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
                 core.append(cast)
                 t = cast.input[0]
             g = self.prod(t, "Gather")
-            if g is None or int(ix.attr(g, "axis", 0)) != 0 or self.table(g.input[0]) is None:
+            size = self.table(g.input[0]) if g is not None else None
+            if g is None or int(ix.attr(g, "axis", 0)) != 0 or size is None:
                 raise Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
+            sizes[id(g)] = size
             core.append(g)
             gathers.append(g)
-        hidden = {self.table(g.input[0])[1] for g in gathers}
+        hidden = {sizes[id(g)][1] for g in gathers}
         if len(hidden) != 1:
             raise Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
         walked: set[int] = set()
@@ -214,7 +217,7 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
         others = [g for g in gathers if src[id(g)] is None]
         if not direct:
             raise Miss(f"{ln.name}: no embedding is indexed by a graph input (ids reshaped or computed)")
-        direct.sort(key=lambda g: -self.table(g.input[0])[0])  # the word table is the largest
+        direct.sort(key=lambda g: -sizes[id(g)][0])  # the word table is the largest
         word_g = direct[0]
         ids = src[id(word_g)]
         if ids is None or ix.const_dtype(ids) not in _INT_TYPES or self.d.rank(ids) != 2:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
+from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Miss, Replacement, Rule
 from fuseview.fusion.rules._common import all_checks, float_input, scalar
 
 
@@ -80,10 +80,13 @@ def _fused_check(m: Match) -> str | None:
 
 
 def _fused_replace(m: Match) -> Replacement:
+    alpha = _alpha(m)
+    if alpha is None:
+        raise Miss("a scale is not a non-zero scalar constant")
     return Replacement(
         [m["a"], m["b"]],
         {
-            "alpha": float(_alpha(m)),
+            "alpha": alpha,
             "transA": int("transpose_a" in m.nodes),
             "transB": int("transpose_b" in m.nodes),
         },

@@ -200,7 +200,7 @@ def _eps(m: Match) -> float:
     for label in ("ln", "rmsop"):
         if label in m.nodes:
             return float(m.attr(label, "epsilon", 1e-5))
-    return scalar(m, "eps")
+    return m.number("eps")
 
 
 def _beta(m: Match) -> list[str]:

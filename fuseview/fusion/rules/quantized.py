@@ -104,8 +104,8 @@ def _int32_bias_check(m: Match) -> str | None:
         return f"bias {m['b_q']} is not int32 (the QLinear op takes an int32 bias)"
     if "b_zp" in m.bindings and np.any(m.value("b_zp")):
         return "bias has a non-zero zero point"
-    want = m.value("x_scale").astype(np.float64) * m.value("w_scale").astype(np.float64)
-    got = m.value("b_scale").astype(np.float64)
+    want = m.array("x_scale").astype(np.float64) * m.array("w_scale").astype(np.float64)
+    got = m.array("b_scale").astype(np.float64)
     if not np.allclose(np.ravel(got), np.ravel(want) * np.ones(np.size(got)), rtol=1e-5):
         return "bias scale is not input scale x weight scale"
     return None
@@ -122,7 +122,7 @@ def _qgemm_check(m: Match) -> str | None:
         r = _scalar_quant(m, name, per)
         if r:
             return r
-    if m.value("w_scale").size > 1:
+    if m.array("w_scale").size > 1:
         return "per-channel Gemm weights are not rewritten"
     return _int32_bias_check(m)
 
@@ -147,7 +147,7 @@ def _scalar_quant(m: Match, name: str, per_axis: int | None = None) -> str | Non
     elif f"{name}_q" in m.bindings and m.index.const_dtype(m[f"{name}_q"]) not in (None, *INT8):
         return f"{m[f'{name}_q']} is not 8-bit"
     if s.size > 1:
-        rank = m.value(f"{name}_q").ndim
+        rank = m.array(f"{name}_q").ndim
         if m.attr(f"dq_{name}", "axis", 1) not in (0, -rank):
             return f"per-channel {name} quantization is not along the output channels"
     return None

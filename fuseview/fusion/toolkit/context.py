@@ -3,7 +3,9 @@
 It holds the graph index (producers, consumers, constants, inferred shapes), the one symbolic dims engine
 and structural helpers (built on first use), a memo for the stages several rules build on (the attention
 cores) and the payloads of the rules already run, which a rule reads with ``ctx.result(name)`` after
-declaring that rule in its ``requires``. Nothing outlives the scan: no module-level cache holds a graph.
+declaring that rule in its ``requires``. ``ctx.match(pattern, at=tensor)`` matches a declarative pattern
+inside an imperative rule, so both kinds of rule are written in one pattern language. Nothing outlives the
+scan: no module-level cache holds a graph.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 import onnx
 
+from fuseview.fusion.matcher import SubMatch, match_at
+from fuseview.fusion.rule import Pattern
 from fuseview.fusion.toolkit.dims import SymbolicDims
 from fuseview.fusion.toolkit.structural import Structure
 
@@ -55,6 +59,12 @@ class ScanContext:
     def constant(self, tensor: str) -> np.ndarray | None:
         """A constant tensor's value (initializer or Constant output), None when it is not constant."""
         return self.index.const_value(tensor) if self.index.is_const(tensor) else None
+
+    def match(self, pattern: Callable[..., Any], at: str) -> SubMatch | None:
+        """Match a pattern function (the declarative rules' ``fn(op, x, ...)``) rooted at the node computing
+        tensor `at`: its nodes by label and its variables' tensors, or None. Compiled once per scan."""
+        compiled = self.memo(("pattern", pattern), lambda _ctx: Pattern.build(pattern))
+        return match_at(self.index, compiled, at)
 
     def memo(self, key: object, compute: Callable[[ScanContext], T]) -> T:
         """compute(self) once per scan for key (a stage several rules share)."""

@@ -15,14 +15,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from fuseview.fusion.rule import Miss
 from fuseview.fusion.toolkit.dims import SymbolicDims
 
 # ops a head split's tensor passes on its way to the scores: rotary embedding, scales, casts, q|k|v slices
 _ELEMENTWISE_OR_ROTARY = ("Add", "Sub", "Mul", "Neg", "Concat", "Slice", "Split", "Cast")
-
-
-class Miss(Exception):
-    """A near miss: the one-line reason why a structure is not an exact match."""
 
 
 def scalar(dims: SymbolicDims, t: str) -> float | None:
