@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fuseview.errors import Cancelled, FuseviewError
+from fuseview.graph.groups import collapsed_expansion
 from fuseview.graph.loader import load_document
 from fuseview.runtime.job import ProfileRequest
 from fuseview.session import JobService, Progress, Session
@@ -147,6 +148,21 @@ def test_open_loads_and_lays_out_as_one_job():
     wait_for(s.open(DEMO.parent / "no_such_model.onnx"))
     assert failures and failures[0][0] == "Cannot open the model" and "no_such_model" in failures[0][1]
     assert s.root.path.name == DEMO.name  # what was open stays open
+
+
+def test_relayout_is_a_layout_job_and_a_newer_request_replaces_the_older(demo):
+    s = Session()
+    s.adopt(demo, s.initial_expansion(demo))
+    relaid: list = []
+    s.events.relaid.connect(lambda e: relaid.append((e.doc, e.laid)))
+    collapsed = collapsed_expansion(demo.graph)  # every scope closed: a few boxes
+    older = s.relayout(None)  # flat: every node
+    newer = s.relayout(collapsed)
+    assert older.kind == newer.kind == "layout" and older.cancelled  # superseded: its result dropped
+    wait_for(older)
+    wait_for(newer)
+    assert len(relaid) == 1 and relaid[0][0] is demo and relaid[0][1].expanded == collapsed
+    assert 0 < len(relaid[0][1].layout.boxes) < len(demo.graph.nodes)
 
 
 def test_dims_and_status_are_evented_and_feed_the_scan(demo):

@@ -343,6 +343,17 @@ def test_every_session_event_has_a_subscriber_in_the_window(win):
     assert unheard == []
 
 
+def test_views_start_background_work_only_through_the_session():
+    """One door to background work: the views call Session operations; none submits a job or starts a
+    thread of its own (the Qt dispatch of the session's job service is the only Qt piece of it)."""
+    import re
+
+    ui = Path(__file__).resolve().parent.parent / "fuseview" / "ui"
+    doors = re.compile(r"\.submit\(|threading\.Thread\(|QThread\(|QThreadPool|threading\.Event\(")
+    found = {f.name: doors.findall(f.read_text(encoding="utf-8")) for f in sorted(ui.glob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
 def test_views_write_the_status_line_only_through_the_session(qtbot, win):
     """One writer of the status bar (the window's status subscriber); views call session.set_status."""
     import re

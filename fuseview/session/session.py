@@ -43,6 +43,7 @@ SESSION_EVENTS = (
     "status",  # a line for the status bar: text, timeout_ms (0: until the next one)
     "dims",  # the input dims the scan, Apply and the profile use changed: dims
     "navigated",  # the document on screen changed (an inner graph opened, or back up)
+    "relaid",  # Session.relayout laid the graph on screen out with another expansion: doc, laid
     "scanned",  # the scan of the open model is done: decisions exist
     "scan_failed",  # error
     "ort_checked",  # ort_does_it is known
@@ -179,6 +180,21 @@ class Session:
             self.adopt(doc, laid.expanded, laid)
 
         return self.jobs.submit(work, "layout", title, on_done=done, on_failed=failed)
+
+    def relayout(self, expanded: Expansion) -> JobHandle | None:
+        """Lay the graph on screen out again with another expansion, as the job of kind 'layout' (a newer
+        request replaces it): relaid (doc, laid), or open_failed titled "Cannot lay out the graph"."""
+        doc = self.doc
+        if doc is None:
+            return None
+
+        def done(laid: Laid) -> None:
+            if self.doc is doc:  # still the graph on screen (not an inner graph opened since)
+                self.events.relaid.emit(doc=doc, laid=laid)
+
+        return self.jobs.submit(
+            lambda progress: self.lay_out(doc, expanded, progress), "layout", "Laying out", on_done=done,
+            on_failed=lambda exc: self.events.open_failed.emit(error=exc, title="Cannot lay out the graph"))
 
     def adopt(self, doc: ModelDocument | None, expanded: Expansion = None, laid: Laid | None = None) -> None:
         """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped."""

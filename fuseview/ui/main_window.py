@@ -91,6 +91,8 @@ class MainWindow(QMainWindow):
         self.session.events.document.connect(self._opened)
         self.session.events.open_failed.connect(lambda e: self.error(e.title, e.error))
         self.session.events.navigated.connect(self._show_inner)
+        self._relayout_then = None
+        self.session.events.relaid.connect(self._session_relaid)
         # the one writer of the status line: views say things through session.set_status
         self.session.events.status.connect(lambda e: self.statusBar().showMessage(e.text, e.timeout_ms))
 
@@ -213,35 +215,7 @@ class MainWindow(QMainWindow):
         if not placed:
             place()  # a big graph is still being built: it fills in where the user looks
 
-    # jobs -----------------------------------------------------------------------------------------
-    # One job per kind of work: a new job cancels only the running job of its own kind, so collapsing a
-    # group (a layout) never cancels an Apply, and each failure is titled by what failed.
-    def start_job(
-        self, kind: str, fn, title: str, on_done, *extra, failure: str = "", on_failed=None
-    ) -> JobHandle:
-        """Run fn(progress) off the UI thread as the job of its kind, replacing only that kind's job.
-
-        A failure shows an error titled failure, then calls on_failed(message) when given.
-        """
-        cbs = self.job_callbacks(failure or f"{title} failed", lambda r: on_done(r, *extra), on_failed)
-        return self.session.jobs.submit(fn, kind, title, **cbs)
-
-    def job_callbacks(self, failure: str, on_done, on_failed=None) -> dict:
-        """on_done / on_failed for a job whose failure (or failing on_done) shows an error titled failure."""
-
-        def done(result) -> None:
-            try:
-                on_done(result)
-            except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
-                self.error(failure, exc)
-
-        def failed(exc: BaseException) -> None:
-            message = self.error(failure, exc)
-            if on_failed is not None:
-                on_failed(message)
-
-        return {"on_done": done, "on_failed": failed}
-
+    # jobs (every one goes through session.jobs; one job per kind, a newer one replaces it) --------
     @property
     def busy(self) -> bool:
         """Whether any job (load, layout, apply) is running for this window."""
@@ -312,11 +286,16 @@ class MainWindow(QMainWindow):
             self._relaid((expanded, lay, None), then)
             return
 
-        def work(progress):
-            laid = self.session.lay_out(doc, expanded, progress)
-            return laid.expanded, laid.layout, laid.extras
+        self._relayout_then = then  # a newer request replaces this one, and its then() with it
+        self.session.relayout(expanded)
 
-        self.start_job("layout", work, "Laying out", self._relaid, then, failure="Cannot lay out the graph")
+    def _session_relaid(self, event) -> None:
+        then, self._relayout_then = self._relayout_then, None
+        laid = event.laid
+        try:
+            self._relaid((laid.expanded, laid.layout, laid.extras), then)
+        except Exception as exc:  # noqa: BLE001 - a drawing failure must not take the window down
+            self.error("Cannot lay out the graph", exc)
 
     def _relaid(self, result, then) -> None:
         expanded, lay, paths = result
