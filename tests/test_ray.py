@@ -68,6 +68,17 @@ def _session_members(sid: int) -> list[int]:
     return out
 
 
+def _client_server_args() -> list[str]:
+    """A free port for the Ray Client server when ray[client] is installed (else `ray start` refuses the
+    flag: a plain `pip install ray`, as the [ray] extra makes, starts no client server)."""
+    try:
+        from ray._private.utils import get_ray_client_dependency_error
+    except ImportError:
+        return []
+    return [] if get_ray_client_dependency_error() is not None else ["--ray-client-server-port",
+                                                                      str(_free_port())]
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A one-node Ray cluster of this machine; every process it starts is in one session (`ray start` is
@@ -80,7 +91,7 @@ def ray_cluster():
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
         [exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         "--ray-client-server-port", str(_free_port()), "--temp-dir", temp, "--num-cpus", "1",
+         *_client_server_args(), "--temp-dir", temp, "--num-cpus", "1",
          "--object-store-memory", str(100 << 20), "--include-dashboard=false", "--disable-usage-stats"],
         env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sid = proc.pid

@@ -10,6 +10,8 @@ give the same max abs / max rel everywhere. onnxruntime runs on CPU with its own
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -123,16 +125,56 @@ def _first_line(exc: BaseException) -> str:
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
+class ValidationOverBudget(FuseviewError):
+    """A validation stopped at its deadline (tune's --budget): nothing is known of the set's accuracy."""
+
+
+def _over_budget() -> ValidationOverBudget:
+    return ValidationOverBudget("validation stopped: the budget is spent")
+
+
+def _bounded(run: Callable[..., list], deadline: float | None,
+             options: Callable[[], object] | None) -> Runner:
+    """run(feeds[, run_options]) that stops at `deadline` (time.monotonic()): onnxruntime's run is
+    terminated where it is (RunOptions.terminate, set by a timer); another engine is checked before it
+    starts."""
+    if deadline is None:
+        return lambda feeds: run(feeds)
+
+    def bounded(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _over_budget()
+        if options is None:
+            return run(feeds)
+        opts = options()
+        timer = threading.Timer(left, lambda: setattr(opts, "terminate", True))
+        timer.daemon = True
+        timer.start()
+        try:
+            return run(feeds, opts)
+        except Exception:
+            if getattr(opts, "terminate", False):
+                raise _over_budget() from None
+            raise
+        finally:
+            timer.cancel()
+
+    return bounded
+
+
 def model_runner(
-    model: onnx.ModelProto, reference: bool, base_dir: str | os.PathLike | None = None
+    model: onnx.ModelProto, reference: bool, base_dir: str | os.PathLike | None = None,
+    deadline: float | None = None,
 ) -> Runner:
     """One engine for a model, reused for every input set: onnxruntime CPU with its graph optimizations off
-    (one session), or the reference evaluator (weights read into memory for it)."""
+    (one session), or the reference evaluator (weights read into memory for it). With a deadline
+    (time.monotonic()), a run past it raises ValidationOverBudget."""
     if reference:
         from onnx.reference import ReferenceEvaluator
 
         evaluator = ReferenceEvaluator(materialized(model, base_dir), new_ops=REFERENCE_OPS)
-        return lambda feeds: [np.asarray(x) for x in evaluator.run(None, feeds)]
+        return _bounded(lambda feeds: [np.asarray(x) for x in evaluator.run(None, feeds)], deadline, None)
     import onnxruntime as ort
 
     from fuseview.runtime.sessions import create_session
@@ -143,7 +185,8 @@ def model_runner(
     # weights (MatMul kernels' pre-packing): fuse peak RSS, README "Real size"
     sess, _choice = create_session(model, "cpu", "disabled", base_dir=base_dir, cpu_mem_arena=False,
                                    prepack=False)
-    return lambda feeds: [np.asarray(x) for x in sess.run(None, feeds)]
+    return _bounded(lambda feeds, opts=None: [np.asarray(x) for x in sess.run(None, feeds, opts)], deadline,
+                    ort.RunOptions)
 
 
 def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: bool) -> list[np.ndarray]:
@@ -199,6 +242,7 @@ def validate(
     progress=None,
     original_outputs: dict[str, list[np.ndarray]] | None = None,
     base_dir: str | os.PathLike | None = None,
+    deadline: float | None = None,
 ) -> Validation:
     """Run both models on the same input sets; FuseviewError with the --dim/--inputs hint if they cannot.
 
@@ -208,8 +252,9 @@ def validate(
     model on the same inputs).
 
     A KV-cache decoder that does not run on the default number of new tokens (an export traced at one new
-    token, as a decode step is, may run only there) is validated at one new token, with a note saying so."""
-    args = (atol, rtol, progress, original_outputs, base_dir)
+    token, as a decode step is, may run only there) is validated at one new token, with a note saying so.
+    With a deadline (time.monotonic()), a run past it stops and ValidationOverBudget is raised."""
+    args = (atol, rtol, progress, original_outputs, base_dir, deadline)
     try:
         return _validate_at(original, fused, reference_only, dims, seed, seeds, inputs, *args)
     except OriginalFails:
@@ -229,7 +274,8 @@ def validate(
 
 def _validate_at(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool,
                  dims: dict[str, int] | None, seed: int, seeds: int, inputs: str | None, atol: float,
-                 rtol: float, progress, original_outputs: dict | None, base_dir) -> Validation:
+                 rtol: float, progress, original_outputs: dict | None, base_dir,
+                 deadline: float | None = None) -> Validation:
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
     used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
     engine_key = "reference" if reference_only else "onnxruntime"
@@ -240,12 +286,12 @@ def _validate_at(original: onnx.ModelProto, fused: onnx.ModelProto, reference_on
     # decoder's logits are 16-26 MB per input set (README "Real size")
     if original_outputs is not None:
         return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, None,
-                         atol, rtol, progress, base_dir)
+                         atol, rtol, progress, base_dir, deadline)
     from fuseview.atomic import private_temp_folder
 
     with private_temp_folder("fuseview-expected-") as spill:  # one a SIGKILL left is removed by the next
         return _validate(original, fused, reference_only, sets, used, bool(inputs), keys, cache, spill,
-                         atol, rtol, progress, base_dir)
+                         atol, rtol, progress, base_dir, deadline)
 
 
 def _spilled(outputs: list[np.ndarray], folder: str, key: int) -> list[np.ndarray]:
@@ -262,7 +308,7 @@ def _spilled(outputs: list[np.ndarray], folder: str, key: int) -> list[np.ndarra
 
 def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool, sets: list,
               used: dict[str, int], given: bool, keys: list[str], cache: dict, spill: str | None,
-              atol: float, rtol: float, progress, base_dir) -> Validation:
+              atol: float, rtol: float, progress, base_dir, deadline: float | None = None) -> Validation:
     names = [o.name for o in original.graph.output]
     dims_text = ", ".join(f"{k}={v}" for k, v in used.items()) or "none"
     expected: list[list[np.ndarray]] = []
@@ -272,7 +318,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
             cached = cache.get(key)
             if cached is None:
                 if run is None:
-                    run = model_runner(original, reference_only, base_dir)
+                    run = model_runner(original, reference_only, base_dir, deadline)
                 cached = run(feeds)
                 if spill is None:
                     cache[key] = cached
@@ -281,6 +327,8 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
             expected.append(cached)
             if progress:
                 progress(len(expected), 2 * len(sets))
+    except ValidationOverBudget:
+        raise
     except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
         label = sets[len(expected)][0] if len(expected) < len(sets) else sets[0][0]
         where = f"the inputs of {label}" if given else f"generated inputs (dims {dims_text})"
@@ -295,7 +343,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
     runs: list[InputSet] = []
     label = sets[0][0]
     try:
-        run = model_runner(fused, reference_only, base_dir)
+        run = model_runner(fused, reference_only, base_dir, deadline)
         for k, (label, s, feeds) in enumerate(sets):
             b = run(feeds)
             runs.append(InputSet(label, s, describe_feeds(feeds),
@@ -304,6 +352,8 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
                 expected[k] = []  # unmap what was compared
             if progress:
                 progress(len(sets) + len(runs), 2 * len(sets))
+    except ValidationOverBudget:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise FuseviewError(
             f"the fused model fails on inputs the original runs on ({label}): {_first_line(exc)}"

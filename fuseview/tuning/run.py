@@ -247,6 +247,12 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         stopped = "cancelled"
     except BudgetSpent:
         stopped = "budget"
+    search.searching = False  # from here on a validation proves the chosen set: it is not cut
+    unvalidated = bool(accept_all) and not search.validated(accept_all)  # the budget ran out validating it
+    if unvalidated:
+        search.notes.append("the budget ran out before accept-all was validated: the original is kept"
+                            " (give --budget more than one validation of the model takes)")
+        accept_all = []
     if stopped:
         search.notes.append(
             f"stopped early ({stopped}) after {search.elapsed():.0f} s: the best set so far is kept")
@@ -284,7 +290,7 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         check.max_abs, check.max_rel = (val.max_abs, val.max_rel) if val else (None, None)
     check.nodes = len((outcome.model if outcome else model).graph.node)
     check.accepted = len(plan.accepted())
-    if not plan.accepted():
+    if not plan.accepted() and not unvalidated:
         search.notes.append("no fusion made this model measurably faster here: the original is kept")
     config = {**s.to_json(), "dims": dict(scan.index.dims_used),  # the dims used, defaults resolved
               "provider_used": search.provider.get("provider"),

@@ -24,7 +24,7 @@ from fuseview.fusion.pipeline import keep_stand_in_names
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate
 from fuseview.fusion.scan import ScanResult
-from fuseview.fusion.validate import Validation, validate
+from fuseview.fusion.validate import Validation, ValidationOverBudget, validate
 from fuseview.reports.tune import Decision, Effect, GroupResult
 from fuseview.runtime.profiling import Cancelled
 from fuseview.stats import SLOWER, SpeedupEstimate
@@ -68,6 +68,7 @@ class Search:
         self.pending: list[tuple[GroupResult, list[str], str]] = []  # groups to refine one by one
         self.latency_ms: dict[int, float] = {}
         self.final_models = 3  # original, tuned, accept-all (+ onnxruntime's optimizer when it applies)
+        self.searching = True  # validations stop at the search's deadline; the final one is never cut
 
     # ------------------------------------------------------------------------------------ helpers
     def ordered(self, ids) -> tuple[str, ...]:
@@ -103,8 +104,17 @@ class Search:
             self._built.popitem(last=False)
         return res
 
+    def validation_deadline(self) -> float | None:
+        """When a search validation must stop (time.monotonic()): the budget less the final check's share;
+        None once the search is over (the chosen set's validation is what proves it, so it is not cut)."""
+        if not self.searching:
+            return None
+        final = self.final_models * self._model_batch_s * 2 if self._model_batch_s else 0.0
+        return self.started + self.s.budget_s - final - self.s.budget_s / 20
+
     def figures(self, ids) -> Validation | str:
-        """The validation of a set against the original, or the one-line reason it could not run."""
+        """The validation of a set against the original, or the one-line reason it could not run;
+        BudgetSpent when a search validation reaches the deadline (nothing is learnt of that set)."""
         key = self.ordered(ids)
         if key not in self._figures:
             self.validations += 1
@@ -115,10 +125,17 @@ class Search:
                 self._figures[key] = validate(
                     self.model, res.model, False, self.s.dims, seed=self.s.seed, seeds=self.s.seeds,
                     inputs=self.s.inputs, atol=self.s.atol, rtol=self.s.rtol,
-                    original_outputs=self._originals, base_dir=self.base_dir)
+                    original_outputs=self._originals, base_dir=self.base_dir,
+                    deadline=self.validation_deadline())
+            except ValidationOverBudget:
+                raise BudgetSpent() from None
             except FuseviewError as exc:
                 self._figures[key] = str(exc)
         return self._figures[key]
+
+    def validated(self, ids) -> bool:
+        """Whether the set's validation ran (whatever it found), without running it."""
+        return self.ordered(ids) in self._figures
 
     def passes(self, ids) -> bool:
         """True when the set runs in onnxruntime and stays within tolerance."""
