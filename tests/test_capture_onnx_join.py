@@ -53,9 +53,11 @@ def test_each_line_holds_its_kernels_and_its_fused_onnx_nodes():
     assert {"aten::gelu", "aten::linear"} <= gelu.eager_ops and gelu.eager_us > 0 and gelu.kernel_us > 0
     assert sorted(gelu.onnx_before) == ["Add", "Gelu", "MatMul"]
     assert sorted(gelu.onnx_after) == ["BiasGelu", "MatMul"] and gelu.inductor_fuses and gelu.onnx_fuses
+    assert gelu.modules == ["up"]  # the Linear's nodes; the gelu's own are at the top level (no scope)
     residual = _row(rows, "x + self.down(h)")
     assert any("cpp_fused_add" in k for k in residual.kernels) and residual.inductor_fuses
     assert sorted(residual.onnx_before) == ["Add", "Add", "MatMul"] and not residual.onnx_fuses
+    assert residual.modules == ["down"]
     norm = _row(rows, "self.norm(x)")
     assert norm.onnx_before == ["LayerNormalization"] and any("layer_norm" in k for k in norm.kernels)
     # lines where one compiler fuses and the other does not come first
@@ -92,6 +94,9 @@ def test_gpt2_block_lines_hold_their_kernels_and_fused_nodes():
     assert ln1.onnx_before == ["LayerNormalization"] and ln1.inductor_fuses and not ln1.onnx_fuses
     attn = _row(rows, "attention_interface(")
     assert "MultiHeadAttention" in attn.onnx_after and "Softmax" in attn.onnx_before
+    # the module scope each line's ONNX nodes were made in (the dynamo exporter's name scopes)
+    assert gelu.modules == ["block.mlp.act"] and attn.modules == ["block.attn"]
+    assert ln1.modules == ["block.ln_1"]
     flags = [r.disagree for r in rows]
     assert flags == sorted(flags, reverse=True)
 
@@ -101,6 +106,7 @@ def test_cli_prints_the_join_for_a_capture_with_its_onnx_model(capsys):
     out = capsys.readouterr().out
     table = out[out.index("torch.compile beside fuseview's fusions"):]
     assert "[both fuse]" in table and "[only Inductor fuses" in table and "-> MatMul, BiasGelu" in table
+    assert "    in up" in table  # the module scope of the gelu line's Linear
 
 
 @pytest.mark.slow

@@ -403,4 +403,10 @@ def test_a_capture_with_its_onnx_model_shows_the_join(qtbot, view):
             for i in range(t.rowCount())}
     gelu = next(v for k, v in rows.items() if "gelu(self.up(h))" in k)
     assert gelu[2] == "both" and "BiasGelu" in gelu[8] and "cpp_fused_gelu" in gelu[5]
+    # its ONNX nodes' onnxruntime time before and after the fusion, profiled when the capture was opened
+    from fuseview.units import format_us
+
+    line = next(r for r in view.session.traces.join if "gelu(self.up(h))" in r.code)
+    assert line.ort_before_us > 0 and line.ort_after_us > 0
+    assert (gelu[9], gelu[10]) == (format_us(line.ort_before_us), format_us(line.ort_after_us))
     assert t.item(0, 2).text() in ("only Inductor", "only fuseview")  # disagreements first

@@ -4,13 +4,14 @@ A capture made with `compare_compile(..., onnx=True)` holds the module exported 
 (`model.onnx`), whose nodes carry the Python stack that made them (`pkg.torch.onnx.stack_trace`). Inductor's
 provenance gives each kernel its source lines. Joined on (file name, line): per line, the eager ops and
 their time, Inductor's kernels and their time, the ONNX nodes there before fuseview's fusions and after
-them. Lines where one compiler fuses and the other does not come first. (onnxruntime timings of those
-nodes are not part of this join yet.)
+them, and (ort_time) those nodes' onnxruntime time before and after, profiled at the exported shapes.
+Lines where one compiler fuses and the other does not come first.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class LineRow:
     onnx_after: list[str] = field(default_factory=list)  # the same after fuseview's candidates
     fusions: list[str] = field(default_factory=list)  # the candidates (rule: fused op) touching the line
     node_names: list[str] = field(default_factory=list)  # the ONNX nodes of the line (before fusion)
+    modules: list[str] = field(default_factory=list)  # their module scopes (e.g. block.mlp.act), graph order
     ort_before_us: float | None = None  # onnxruntime p50 per run of those nodes (--onnx-time)
     ort_after_us: float | None = None  # the same after fuseview's fusions
 
@@ -57,7 +59,8 @@ class LineRow:
                 "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
                 "inductor_fuses": self.inductor_fuses, "onnx_fuses": self.onnx_fuses,
                 "onnx_before": self.onnx_before, "onnx_after": self.onnx_after, "fusions": self.fusions,
-                "ort_before_us": self.ort_before_us, "ort_after_us": self.ort_after_us}
+                "ort_before_us": self.ort_before_us, "ort_after_us": self.ort_after_us,
+                "modules": self.modules}
 
 
 def stack_frames(text: str) -> list[tuple[str, int, str]]:
@@ -97,6 +100,22 @@ def node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[onnx.NodePr
     return {k: [n for n, _code in v] for k, v in _node_lines(model).items()}
 
 
+def module_scope(node: onnx.NodeProto) -> str:
+    """The innermost module a dynamo-exported node was made in ('' at the top level): the exporter's
+    name scopes end with the node's own name, the module paths come before it."""
+    import ast
+
+    meta = {p.key: p.value for p in node.metadata_props}
+    try:
+        scopes = ast.literal_eval(meta[SCOPE_KEY])  # a Python list literal of strings
+    except (KeyError, ValueError, SyntaxError, MemoryError, RecursionError):
+        return ""
+    if not isinstance(scopes, list):
+        return ""
+    paths = [s for s in scopes[:-1] if isinstance(s, str) and s]
+    return paths[-1] if paths else ""
+
+
 def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]]:
     out: dict[tuple[str, int], list[tuple[onnx.NodeProto, str]]] = {}
     for n in model.graph.node:
@@ -132,6 +151,7 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
         r.code = r.code or next((code for _n, code in pairs if code), "")
         r.onnx_before = [n.op_type for n in nodes]
         r.node_names = [n.name for n in nodes]
+        r.modules = list(dict.fromkeys(m for m in map(module_scope, nodes) if m))
         seen: set[str] = set()
         for n in nodes:
             c = owner.get(n.name)
@@ -144,10 +164,11 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
     return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
 
 
-def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False,
-                 runs: int = 20) -> list[LineRow] | None:
+def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False, runs: int = 20,
+                 progress: Callable[[str, int, int], None] | None = None) -> list[LineRow] | None:
     """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
-    the model and its fused version (every candidate) in onnxruntime at the exported shapes."""
+    the model and its fused version (every candidate) in onnxruntime at the exported shapes (progress:
+    the profile's (stage, done, total); a job's progress stops it when cancelled)."""
     path = Path(folder) / MODEL
     if not path.is_file():
         return None
@@ -156,11 +177,12 @@ def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False
     model = load_for_fusion(path)
     rows = join(report, model, scan_for_fusion(model, {}, path).candidates)
     if ort_time:
-        add_ort_times(path, rows, runs)
+        add_ort_times(path, rows, runs, progress)
     return rows
 
 
-def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
+def add_ort_times(path: Path, rows: list[LineRow], runs: int,
+                  progress: Callable[[str, int, int], None] | None = None) -> None:
     """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
     model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.
 
@@ -184,7 +206,7 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int) -> None:
     with tempfile.TemporaryDirectory(prefix="fuseview-join-") as tmp:
         other = save_model_atomic(fused, Path(tmp) / "fused.onnx", base_dir=path.parent)
         request = ProfileRequest(model=path, against=other, runs=runs)
-        rep = open_target("local", request.provider).profile(request)
+        rep = open_target("local", request.provider).profile(request, progress)
     before, after = ({n["name"]: n["p50_us"] for n in m["nodes"]} for m in rep["models"][:2])
     origins = {}
     for n in fused.graph.node:

@@ -154,6 +154,8 @@ def print_join(rows, out=None) -> None:
                (False, True): "only fuseview fuses", (False, False): "neither fuses"}
         one = "; ONNX has one node there" if len(r.onnx_before) == 1 and not r.onnx_fuses else ""
         w(f"  {r.file}:{r.line}  {_clip(r.code, 70)}  [{who[(r.inductor_fuses, r.onnx_fuses)]}{one}]")
+        if r.modules:
+            w(f"    in {_clip(', '.join(r.modules), 90)}")
         eager = ", ".join(sorted(r.eager_ops)) or "no eager op found"
         w(f"    eager {eager} {_us(r.eager_us)} -> Inductor {', '.join(r.kernels) or 'no kernel'}"
           f" {_us(r.kernel_us)}")

@@ -485,7 +485,8 @@ class Session:
         prov = os.fspath(provenance) if provenance is not None else None
 
         def work(progress: Progress) -> OpenedTraces:
-            return open_traces(names, steps, prov, progress, timelines=True, join=True)
+            # a capture with its model.onnx: its nodes are profiled too, for the join's onnxruntime columns
+            return open_traces(names, steps, prov, progress, timelines=True, join=True, ort_time=True)
 
         def done(opened: OpenedTraces) -> None:
             self.traces = opened

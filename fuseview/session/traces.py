@@ -101,8 +101,12 @@ def assemble_traces(inputs: TraceInputs, progress: Callable[[str, float], None] 
     if join and inputs.folder is not None and after is not None:
         from fuseview.capture.onnx_join import capture_join
 
-        say("joining with model.onnx", 0.95)
-        opened.join = capture_join(inputs.folder, report.to_json(), ort_time=ort_time)
+        say("joining with model.onnx", 0.9)
+
+        def profiling(stage: str, done: int, total: int) -> None:
+            say(f"onnxruntime: {stage}", 0.9 + 0.1 * done / max(total, 1))
+
+        opened.join = capture_join(inputs.folder, report.to_json(), ort_time=ort_time, progress=profiling)
     return opened
 
 

@@ -8,10 +8,15 @@ from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayou
 from fuseview.units import format_us
 
 COLUMNS = ["source line", "code", "who fuses", "eager ops", "eager µs/step", "Inductor kernels",
-           "kernels µs/step", "ONNX nodes before", "after fuseview's fusions"]
+           "kernels µs/step", "ONNX nodes before", "after fuseview's fusions", "onnxruntime µs before",
+           "µs after"]
 MAX_COLUMN_PX = 230
 WHO = {(True, True): "both", (True, False): "only Inductor", (False, True): "only fuseview",
        (False, False): "neither"}
+
+
+def _us(value: float | None) -> str:
+    return "" if value is None else format_us(value)
 
 
 class JoinPanel(QWidget):
@@ -39,10 +44,15 @@ class JoinPanel(QWidget):
             cells = [f"{r.file}:{r.line}", r.code, WHO[(r.inductor_fuses, r.onnx_fuses)],
                      ", ".join(sorted(r.eager_ops)), format_us(r.eager_us), ", ".join(r.kernels),
                      format_us(r.kernel_us), ", ".join(r.onnx_before),
-                     ", ".join(r.onnx_after) if r.fusions else "(no fusion)"]
+                     ", ".join(r.onnx_after) if r.fusions else "(no fusion)",
+                     _us(r.ort_before_us if r.node_names else None),
+                     _us(r.ort_after_us if r.node_names else None)]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setToolTip("\n".join([text, *r.fusions]) if c == 8 else text)
+                tip = "\n".join([text, *r.fusions]) if c == 8 else text
+                if c == 0 and r.modules:
+                    tip += "\nin " + ", ".join(r.modules)
+                item.setToolTip(tip)
                 self.table.setItem(i, c, item)
         self.table.resizeColumnsToContents()
         for c in range(self.table.columnCount()):  # every column in view: long cells elide (tooltips whole)
@@ -50,4 +60,5 @@ class JoinPanel(QWidget):
         if rows:
             self.note.setText(f"{len(rows)} source lines: lines where one compiler fuses and the other does"
                               " not first (time per step; Inductor's kernels by provenance, fuseview's"
-                              " candidates of the capture's model.onnx)")
+                              " candidates of the capture's model.onnx; onnxruntime p50 per run of the"
+                              " line's nodes, at the exported shapes)")
