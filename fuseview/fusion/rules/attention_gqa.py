@@ -90,20 +90,26 @@ def _axes(s: Structure, n: onnx.NodeProto) -> list[int] | None:
     return None if ax is None else [int(a) for a in ax]
 
 
-def _repeats(s: Structure, t: str) -> bool:
-    """t looks like repeat_kv (Reshape of an Expand of an Unsqueeze), proven or not."""
-    r = s.prod(t, "Reshape")
-    e = s.prod(r.input[0], "Expand") if r is not None else None
-    return e is not None and s.prod(e.input[0], "Unsqueeze") is not None
+def repeat_kv(op, kv):
+    """Hugging Face's repeat_kv: Unsqueeze(kv, 2) -> Expand([B, KVH, R, T, D]) -> Reshape([B, KVH*R, T, D])
+    (the axes an attribute or an input, by opset); the shapes are proven by unrepeat, not by the pattern."""
+    u = op.Unsqueeze(kv, op.opt(op.var("axes")), _label="unsqueeze")
+    return op.Reshape(op.Expand(u, op.var("expand_shape"), _label="expand"), op.var("merge_shape"),
+                      _label="merge")
+
+
+def _repeats(ctx: ScanContext, t: str) -> bool:
+    """t looks like repeat_kv, proven or not."""
+    return ctx.match(repeat_kv, at=t) is not None
 
 
 def unrepeat(
-    s: Structure, t: str, heads: int, head_size: int, nodes: list, shape_ids: set
+    ctx: ScanContext, t: str, heads: int, head_size: int, nodes: list, shape_ids: set
 ) -> tuple[str, int]:
     """(kv, KVH) when t = Reshape(Expand(Unsqueeze(kv, 2), [B, KVH, R, T, D]), [B, KVH*R, T, D])."""
-    r = s.prod(t, "Reshape")
-    e = s.prod(r.input[0], "Expand") if r is not None else None
-    u = s.prod(e.input[0], "Unsqueeze") if e is not None else None
+    s = ctx.structure
+    found = ctx.match(repeat_kv, at=t)
+    r, e, u = (found.node(x) for x in ("merge", "expand", "unsqueeze")) if found else (None, None, None)
     if r is None or e is None or u is None or _axes(s, u) != [2]:
         raise Miss(f"{t}: key/value heads are not repeat_kv (Unsqueeze(2), Expand, Reshape)")
     kv = u.input[0]
@@ -154,8 +160,9 @@ def _new_heads(s: Structure, kv: str, nodes: list) -> tuple[str, str | None, str
     return kv, None, None
 
 
-def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
+def match_gqa(ctx: ScanContext, a: AttentionMatch) -> GqaMatch:
     """The GroupQueryAttention block over an attention_mha match, or Miss with the reason."""
+    s = ctx.structure
     nodes = list(a.nodes)
     shape_ids: set[int] = set()
     if a.cache is not None:
@@ -163,8 +170,8 @@ def match_gqa(s: Structure, a: AttentionMatch) -> GqaMatch:
     if a.kv_groups > 1:  # the core already reads the key/value heads unrepeated (a packed query)
         kv_k, kvh, kv_v, kvh_v = a.k, a.num_heads // a.kv_groups, a.v, a.num_heads // a.kv_groups
     else:
-        kv_k, kvh = unrepeat(s, a.k, a.num_heads, a.head_size, nodes, shape_ids)
-        kv_v, kvh_v = unrepeat(s, a.v, a.num_heads, a.head_size, nodes, shape_ids)
+        kv_k, kvh = unrepeat(ctx, a.k, a.num_heads, a.head_size, nodes, shape_ids)
+        kv_v, kvh_v = unrepeat(ctx, a.v, a.num_heads, a.head_size, nodes, shape_ids)
     if kvh != kvh_v:
         raise Miss(f"{a.softmax.name}: key has {kvh} heads, value {kvh_v}")
     k_new, past_k, present_k = _new_heads(s, kv_k, nodes)
@@ -312,10 +319,10 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     return guard_output(a, reps)
 
 
-def _gqa(s: Structure, a: AttentionMatch) -> tuple | None:
-    if a.cache is not None or not (a.kv_groups > 1 or _repeats(s, a.k)):
+def _gqa(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    if a.cache is not None or not (a.kv_groups > 1 or _repeats(ctx, a.k)):
         return None  # full key/value heads: MultiHeadAttention's block, not a grouped one
-    g = match_gqa(s, a)
+    g = match_gqa(ctx, a)
     return g, g.nodes, [a.output, *(g.present or ()), *g.repeat_shapes]
 
 
@@ -331,9 +338,9 @@ def _heads_in(s: Structure, r: Rotary, nodes: list, shape_ids: set) -> tuple[str
 
 def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     s = ctx.structure
-    if a.cache is not None or not a.q_bnsh or not (a.kv_groups > 1 or _repeats(s, a.k)):
+    if a.cache is not None or not a.q_bnsh or not (a.kv_groups > 1 or _repeats(ctx, a.k)):
         return None
-    g = match_gqa(s, a)
+    g = match_gqa(ctx, a)
     if g.key_3d:
         return None
     rq, rk = match_rotary(s, a.q, a.head_size), match_rotary(s, g.key, a.head_size)
@@ -419,7 +426,7 @@ def _gqa_rule(index: int, name: str, description: str, build: Build, priority: i
 RULES = [
     _gqa_rule(0, "attention_gqa",
               "attention with repeat_kv shared key/value heads (+ KV cache) -> GroupQueryAttention",
-              lambda ctx, a: _gqa(ctx.structure, a), 105),
+              _gqa, 105),
     _gqa_rule(1, "attention_gqa_rotary",
               "rotary on Q, K + grouped-query attention -> GroupQueryAttention(do_rotary=1)",
               _gqa_rotary, 106),
