@@ -1,4 +1,4 @@
-"""The one guarded writer: every file fuseview writes goes through here.
+"""The one guarded writer: every file (and the one folder, a capture) fuseview writes goes through here.
 
 A write never lands on an input of the same run (by resolved path and by inode), never on a device, FIFO,
 socket or folder, and never shows half a file: it goes to a temp file beside the target (prefix
@@ -310,3 +310,32 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
     return write_atomic(path, write)
 
+
+
+def publish_folder(tmp: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Put the complete folder tmp (made beside out) at out, replacing a folder there only now: the
+    earlier one is moved aside first and put back if the move fails, then removed. A link or anything
+    but a folder at out is refused, checked again just before the rename."""
+    tmp_path, out_path = Path(tmp), Path(out)
+    try:
+        st = os.lstat(out_path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise FuseviewError(f"{out_path}: exists and is not a folder ({_kind(st.st_mode)}); not replaced")
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp_path, 0o777 & ~mask)  # a folder as mkdir would make it (mkdtemp's is private)
+    old = None
+    if st is not None:
+        old = Path(tempfile.mkdtemp(prefix=".fuseview-old-", dir=out_path.parent))
+        os.replace(out_path, old / "folder")
+    try:
+        os.replace(tmp_path, out_path)
+    except OSError:
+        if old is not None:
+            os.replace(old / "folder", out_path)  # the earlier folder back where it was
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return out_path

@@ -43,3 +43,39 @@ def test_model_round_trips_and_is_readable(tmp_path: Path) -> None:
     out = save_model_atomic(model, tmp_path / "copy.onnx")
     assert onnx.load(str(out)).SerializeToString() == model.SerializeToString()
     assert out.stat().st_mode & 0o044  # not the 0600 of a bare temp file
+
+
+def test_publish_folder_replaces_a_folder_only_when_the_new_one_is_complete(tmp_path):
+    import os
+
+    from fuseview.atomic import publish_folder
+
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "old.txt").write_text("earlier")
+    new = tmp_path / ".fuseview-new"
+    new.mkdir(mode=0o700)
+    (new / "new.txt").write_text("complete")
+    assert publish_folder(new, out) == out
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"] and not new.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["cap"]  # the earlier folder is not left aside
+    assert out.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as mkdir makes it, not mkdtemp's 0700
+    for other in ("link", "file"):  # a link or a file at out is refused, never replaced
+        target = tmp_path / other
+        if other == "link":
+            os.symlink(out, target)
+        else:
+            target.write_text("x")
+        fresh = tmp_path / f".fuseview-{other}"
+        fresh.mkdir()
+        with pytest.raises(FuseviewError, match="not a folder"):
+            publish_folder(fresh, target)
+        assert target.is_symlink() if other == "link" else target.read_text() == "x"
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

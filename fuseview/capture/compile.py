@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fuseview.atomic import write_text_atomic
+from fuseview.atomic import publish_folder, write_text_atomic
 from fuseview.capture.deadline import Deadline
 from fuseview.errors import FuseviewError
 from fuseview.traces.torch_log import COMPILED, EAGER
@@ -114,25 +114,6 @@ def _target(out_dir) -> Path:
     return out
 
 
-def _publish(tmp: Path, out: Path) -> None:
-    """Put the complete capture tmp at out; an earlier capture there is replaced only now."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o777 & ~mask)  # a folder as mkdir would make it (mkdtemp's is private)
-    old = None
-    if out.is_dir():
-        old = Path(tempfile.mkdtemp(prefix=".fuseview-capture-old-", dir=out.parent))
-        os.replace(out, old / "capture")
-    try:
-        os.replace(tmp, out)
-    except OSError:
-        if old is not None:
-            os.replace(old / "capture", out)  # the earlier capture back where it was
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def compare_compile(fn: Callable, inputs: Sequence, out_dir: str | os.PathLike, steps: int = 10,
                     warmup: int = 3, with_stack: bool = True, no_grad: bool = True,
                     time_limit_s: float = DEFAULT_TIME_LIMIT_S, onnx: bool = False, **compile_kwargs) -> Path:
@@ -167,7 +148,7 @@ def compare_compile(fn: Callable, inputs: Sequence, out_dir: str | os.PathLike, 
                 _export_onnx(fn, tuple(inputs), tmp / ONNX_MODEL)
                 info["onnx"] = ONNX_MODEL
         write_text_atomic(tmp / CAPTURE, json.dumps(info, indent=1) + "\n")
-        _publish(tmp, out)
+        publish_folder(tmp, out)  # an earlier capture there is replaced only now
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
