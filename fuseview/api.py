@@ -160,7 +160,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     import onnx
 
     from fuseview.targets import with_target
-    from fuseview.tuning.run import decode_step, tune_file, tune_model
+    from fuseview.tuning.run import tune_file, tune_proto
     from fuseview.tuning.settings import TuneSettings
 
     s = TuneSettings(**api_settings(settings, [f for f in _fields(TuneSettings) if f != "target"]))
@@ -170,14 +170,8 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
             wanted = "a function" if name == "progress" else "a threading.Event"
             raise OptionTypeError(f"{name}: must be {wanted}")
     s = with_target(s, target)
-    if isinstance(model, onnx.ModelProto):
-        from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
-
-        decode = decode_step(model, s)  # a KV-cache decoder is measured at its decode step
-        found = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
-        result = tune_model(model, found, s, progress=progress, cancel=cancel)
-        if decode:
-            result.report.notes.insert(0, decode)
+    if isinstance(model, onnx.ModelProto):  # a KV-cache decoder is measured at its decode step
+        result = tune_proto(model, s, progress, cancel)
     else:
         result = tune_file(model, s, progress, cancel)
     result.report.config["environment"] = s.target.environment()

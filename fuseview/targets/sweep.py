@@ -117,17 +117,12 @@ def plan_items(models: Sequence[str | os.PathLike], dims_sets: Sequence[dict[str
 def tune_one(model: Any, settings: dict, folder: str | os.PathLike, name: str) -> dict:
     """Tune a model file or proto with these TuneSettings fields and write `<name>.onnx` into folder;
     {"report": the tune report's JSON, "unchanged": no fusion kept}."""
-    from fuseview.tuning.run import tune_file, tune_model
+    from fuseview.tuning.run import tune_file, tune_proto
     from fuseview.tuning.settings import TuneSettings
 
     s = TuneSettings(**settings)
-    if isinstance(model, (str, os.PathLike)):
-        result = tune_file(model, s)
-    else:
-        from fuseview.fusion.pipeline import FuseOptions, dims_for, scan_for_fusion
-
-        found = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
-        result = tune_model(model, found, s)
+    # a KV-cache decoder is tuned at its decode step on a Ray node (a proto) as here (a path)
+    result = tune_file(model, s) if isinstance(model, (str, os.PathLike)) else tune_proto(model, s)
     result.save_model(Path(folder) / f"{name}.onnx")
     return {"report": result.report.to_json(), "unchanged": result.unchanged}
 

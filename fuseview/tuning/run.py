@@ -248,7 +248,8 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     except BudgetSpent:
         stopped = "budget"
     search.searching = False  # from here on a validation proves the chosen set: it is not cut
-    unvalidated = bool(accept_all) and not search.validated(accept_all)  # the budget ran out validating it
+    # the budget ran out validating accept-all (or repairing it: the set left still breaks the tolerance)
+    unvalidated = bool(accept_all) and not (search.validated(accept_all) and search.passes(accept_all))
     if unvalidated:
         search.notes.append("the budget ran out before accept-all was validated: the original is kept"
                             " (give --budget more than one validation of the model takes)")
@@ -331,6 +332,19 @@ def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, pro
     else:
         scan = scan_model(model, dims, rules, base_dir=p.parent, path=str(p))
     result = tune_model(model, scan, s, str(p), p.parent, progress, cancel)
+    if decode:
+        result.report.notes.insert(0, decode)
+    return result
+
+
+def tune_proto(model: onnx.ModelProto, settings: TuneSettings | None = None, progress: Progress | None = None,
+               cancel: Cancel = None) -> TuneResult:
+    """Scan (with the settings' dims) and tune a model in memory, a KV-cache decoder at its decode step, as
+    tune_file does for a file (the API's ModelProto and a sweep item on a Ray node)."""
+    s = settings or TuneSettings()
+    decode = decode_step(model, s)
+    scan = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
+    result = tune_model(model, scan, s, progress=progress, cancel=cancel)
     if decode:
         result.report.notes.insert(0, decode)
     return result

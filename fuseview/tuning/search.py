@@ -104,13 +104,18 @@ class Search:
             self._built.popitem(last=False)
         return res
 
+    def final_reserve(self) -> float:
+        """Seconds kept aside for the final check (two batches of its models, once a batch is timed) and
+        for the final build and validation (a twentieth of the budget)."""
+        batches = self.final_models * self._model_batch_s * 2 if self._model_batch_s else 0.0
+        return batches + self.s.budget_s / 20
+
     def validation_deadline(self) -> float | None:
         """When a search validation must stop (time.monotonic()): the budget less the final check's share;
         None once the search is over (the chosen set's validation is what proves it, so it is not cut)."""
         if not self.searching:
             return None
-        final = self.final_models * self._model_batch_s * 2 if self._model_batch_s else 0.0
-        return self.started + self.s.budget_s - final - self.s.budget_s / 20
+        return self.started + self.s.budget_s - self.final_reserve()
 
     def figures(self, ids) -> Validation | str:
         """The validation of a set against the original, or the one-line reason it could not run;
@@ -164,7 +169,7 @@ class Search:
         budget for the final build and validation)."""
         if self._model_batch_s is None:
             return
-        final_share = 0.0 if final else self.final_models * self._model_batch_s * 2 + self.s.budget_s / 20
+        final_share = 0.0 if final else self.final_reserve()
         if self.elapsed() + models * self._model_batch_s + final_share > self.s.budget_s:
             raise BudgetSpent()
 
@@ -189,7 +194,7 @@ class Search:
         elif self._model_batch_s is None:
             allowed = 0.4 * left  # before any batch is timed: the final check's share kept aside roughly
         else:
-            allowed = left - self.final_models * self._model_batch_s * 2 - self.s.budget_s / 20
+            allowed = left - self.final_reserve()
         if not final and allowed <= 0:
             raise BudgetSpent()
         self.say(label)
