@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -172,19 +173,22 @@ def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False
     path = Path(folder) / MODEL
     if not path.is_file():
         return None
-    from fuseview.fusion.pipeline import load_for_fusion, scan_for_fusion
+    from fuseview.fusion.pipeline import FuseOptions, dims_for, load_for_fusion, scan_for_fusion
 
     model = load_for_fusion(path)
-    rows = join(report, model, scan_for_fusion(model, {}, path).candidates)
+    found = scan_for_fusion(model, dims_for(model, FuseOptions(validate=False)), path)  # exported shapes
+    rows = join(report, model, found.candidates)
     if ort_time:
-        add_ort_times(path, rows, runs, progress)
+        add_ort_times(path, rows, runs, progress, (model, found))
     return rows
 
 
 def add_ort_times(path: Path, rows: list[LineRow], runs: int,
-                  progress: Callable[[str, int, int], None] | None = None) -> None:
+                  progress: Callable[[str, int, int], None] | None = None,
+                  scanned: tuple[onnx.ModelProto, Any] | None = None) -> None:
     """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
     model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.
+    `scanned`: the (model, scan) capture_join already made of path, else it is loaded and scanned here.
 
     The fuse pipeline and the profile target directly, not fuseview.api: the API reads captures through
     the session's traces pipeline, which calls this."""
@@ -198,8 +202,11 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int,
     from fuseview.targets import open_target
 
     opts = FuseOptions(validate=False)
-    model = load_for_fusion(path)
-    found = scan_for_fusion(model, dims_for(model, opts), path)
+    if scanned is None:
+        model = load_for_fusion(path)
+        found = scan_for_fusion(model, dims_for(model, opts), path)
+    else:
+        model, found = scanned
     plan = Plan(found.candidates, str(path))
     plan.accept_all()
     fused = build_fused(model, found, plan.accepted(), opts, str(path.parent)).model

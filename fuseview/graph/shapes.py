@@ -344,7 +344,7 @@ def _contrib_shapes(n: onnx.NodeProto, shp: list[Shape | None], out: list[Shape 
                 out[2] = [x[0], heads, t, hv]
     elif op == "GroupQueryAttention" and len(x) == 3 and heads:
         kv_heads = _attr(n, "kv_num_heads", heads)
-        packed = len(shp) < 2 or shp[1] is None
+        packed = len(n.input) < 2 or not n.input[1]  # no key input: Q|K|V packed in the query
         h = x[2] // (heads + 2 * kv_heads) if packed else x[2] // heads
         out[0] = [x[0], x[1], heads * h]
         past = shp[3] if len(shp) > 3 else None

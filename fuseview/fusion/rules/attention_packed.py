@@ -161,8 +161,8 @@ def _linear(ctx: ScanContext, t: str) -> tuple[str, str, tuple[int, ...], np.nda
     if int(np.prod(w[0])) * w[1].itemsize > CONST_READ_LIMIT:
         return None  # applying joins the three weights: each must be one the index will read
     bias = ix.const_value(found["b"]) if "b" in found.binds else None
-    if bias is not None and (bias.shape != (w[0][1],) or bias.dtype != np.float32):
-        return None
+    if "b" in found.binds and (bias is None or bias.shape != (w[0][1],) or bias.dtype != np.float32):
+        return None  # a bias this scan cannot read is not dropped: no packed projection
     return found["x"], found["w"], w[0], bias, found.node_list()
 
 
