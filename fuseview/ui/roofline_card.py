@@ -224,8 +224,9 @@ class RooflineCard(PlotCard):
         item.setYRange(y_lo, y_hi, padding=0)
         item.showGrid(x=True, y=True, alpha=0.2)
         n_nodes = sum(len(p) for p in self.points.values())
-        self.plot.setTitle(f"{self.title} · {n_nodes} nodes, {len(self.arrows)} fusions as arrows"
-                           f" · ridge {ridge:.2g} FLOP/byte", color="#1b2430", size="10pt")
+        # in the card's header, under its title (as every card says how much of its data shows)
+        self.note = f"{n_nodes} nodes, {len(self.arrows)} fusions as arrows · ridge {ridge:.2g} FLOP/byte"
+        self._show_header()
 
     def _angle(self, x0: float, y0: float, x1: float, y1: float, x_span: float, y_span: float) -> float:
         """The arrow head's angle on screen (pyqtgraph: 0 points left, 90 up), from the plot's aspect."""

@@ -71,6 +71,7 @@ class FlameChart(QWidget):
         self.scale = scale
         scale.charts.append(self)
         self.timeline: Timeline | None = None
+        self._names: dict[int, str] = {}
         self.title = ""
         self.label_rects: list[QRectF] = []  # where the last paint put each label (for tests and checks)
         self._rows = np.zeros(0, dtype=np.int64)
@@ -87,6 +88,7 @@ class FlameChart(QWidget):
     def set_timeline(self, t: Timeline | None, title: str) -> None:
         """Show a step (None: only the title)."""
         self.timeline, self.title = t, title
+        self._names = {}  # shown names, made once per event (a paint draws thousands)
         if t is None:
             self._rows, self._row_count, self._thread_rows = np.zeros(0, dtype=np.int64), 0, []
         else:
@@ -107,13 +109,22 @@ class FlameChart(QWidget):
     def _us(self, x: float) -> float:
         return self.scale.x0 + (x - MARGIN) * self.scale.us_per_px
 
-    def box(self, i: int) -> QRectF:
-        """The rectangle of event i on screen."""
+    def shown(self, i: int) -> str:
+        """Event i's name as shown (relative paths, no address noise), computed once."""
+        name = self._names.get(i)
+        if name is None:
+            assert self.timeline is not None
+            name = self._names[i] = shown_name(self.timeline.names[i])
+        return name
+
+    def box(self, i: int, row_height: int | None = None) -> QRectF:
+        """The rectangle of event i on screen (row_height: self.row_height, read once by a paint)."""
         t = self.timeline
         assert t is not None
+        rh = self.row_height if row_height is None else row_height
         x = self._x(float(t.start[i]))
         w = max(float(t.dur[i]) / self.scale.us_per_px, 1.0)
-        return QRectF(x, AXIS + 18 + int(self._rows[i]) * self.row_height, w, self.row_height - 2)
+        return QRectF(x, AXIS + 18 + int(self._rows[i]) * rh, w, rh - 2)
 
     def event_at(self, pos: QPointF) -> int | None:
         """The event under a point, innermost first, else None."""
@@ -130,7 +141,7 @@ class FlameChart(QWidget):
         """The whole name, category, length and start of event i."""
         t = self.timeline
         assert t is not None
-        return (f"{shown_name(t.names[i])}\n{t.categories[i]}: {float(t.dur[i]):.1f} µs,"
+        return (f"{self.shown(i)}\n{t.categories[i]}: {float(t.dur[i]):.1f} µs,"
                 f" from {float(t.start[i]):.1f} µs into the step")
 
     # painting ---------------------------------------------------------------------------------------
@@ -138,6 +149,7 @@ class FlameChart(QWidget):
         p = QPainter(self)
         p.fillRect(self.rect(), QColor("#ffffff"))
         fm = QFontMetrics(self.font())
+        rh = fm.height() + 4  # self.row_height, read once for the thousands of boxes below
         p.setPen(QColor("#1b2430"))
         p.drawText(QRectF(4, 0, self.width() - 8, 18), Qt.AlignmentFlag.AlignVCenter, self.title)
         self._paint_axis(p, fm)
@@ -147,9 +159,9 @@ class FlameChart(QWidget):
             p.end()
             return
         for row, name in self._thread_rows:
-            y = AXIS + 18 + row * self.row_height
+            y = AXIS + 18 + row * rh
             p.setPen(QColor("#5b6573"))
-            p.drawText(QRectF(2, y, MARGIN - 6, self.row_height),
+            p.drawText(QRectF(2, y, MARGIN - 6, rh),
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
                        fm.elidedText(name, Qt.TextElideMode.ElideRight, MARGIN - 6))
         p.setClipRect(QRectF(MARGIN, AXIS + 18, self.width() - MARGIN, self.height()))
@@ -157,7 +169,7 @@ class FlameChart(QWidget):
         visible = np.nonzero((t.start <= right) & (t.start + t.dur >= left))[0]
         label_end: dict[int, float] = {}  # per row, where the last label ended: none drawn over it
         for i in visible[np.lexsort((t.start[visible], self._rows[visible]))].tolist():
-            r = self.box(i)
+            r = self.box(i, rh)
             cat = t.categories[i]
             p.fillRect(r, QColor(CATEGORY_COLORS.get(cat, "#888888")))
             p.setPen(QPen(QColor("#ffffff"), 1))
@@ -167,7 +179,7 @@ class FlameChart(QWidget):
             row = int(self._rows[i])
             if room < fm.horizontalAdvance("M…") or text_left < label_end.get(row, -1.0):
                 continue
-            text = fm.elidedText(shown_name(t.names[i]), Qt.TextElideMode.ElideRight, int(room))
+            text = fm.elidedText(self.shown(i), Qt.TextElideMode.ElideRight, int(room))
             if not text or text == "…":
                 continue
             rect = QRectF(text_left, r.top(), fm.horizontalAdvance(text), r.height())

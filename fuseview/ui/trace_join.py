@@ -15,10 +15,6 @@ WHO = {(True, True): "both", (True, False): "only Inductor", (False, True): "onl
        (False, False): "neither"}
 
 
-def _us(value: float | None) -> str:
-    return "" if value is None else format_us(value)
-
-
 class JoinPanel(QWidget):
     """A table of the per-line join, or a line saying why there is none."""
 
@@ -45,8 +41,8 @@ class JoinPanel(QWidget):
                      ", ".join(sorted(r.eager_ops)), format_us(r.eager_us), ", ".join(r.kernels),
                      format_us(r.kernel_us), ", ".join(r.onnx_before),
                      ", ".join(r.onnx_after) if r.fusions else "(no fusion)",
-                     _us(r.ort_before_us if r.node_names else None),
-                     _us(r.ort_after_us if r.node_names else None)]
+                     format_us(r.ort_before_us if r.node_names else None),  # '-': not profiled
+                     format_us(r.ort_after_us if r.node_names else None)]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 tip = "\n".join([text, *r.fusions]) if c == 8 else text

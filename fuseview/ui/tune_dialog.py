@@ -100,7 +100,6 @@ class TuneRunner(QObject):
         self.job = None
         self.progress_dialog: QProgressDialog | None = None
         self.last_settings = TuneSettings()
-        self.result = None
         self.summary = TuneSummaryBar(self.apply_chosen)
         # over the candidates, under their filters: the tune's result in sight where its decisions are
         body = workbench.panel.widget()
@@ -111,6 +110,11 @@ class TuneRunner(QObject):
         events.tune_failed.connect(lambda e: self._failed(e.error))
         events.tune_cancelled.connect(lambda e: self._close_progress())
         self.session.jobs.events.progress.connect(self._progress)
+
+    @property
+    def result(self):  # noqa: ANN201 - a TuneResult
+        """The open model's last tune (the session keeps it; a new model drops it)."""
+        return self.session.tune_result
 
     def install(self, menu) -> None:
         """Add Fusion → Tune… to a menu."""
@@ -164,7 +168,6 @@ class TuneRunner(QObject):
 
     def _done(self, result) -> None:
         self._close_progress()
-        self.result = result
         self.show_result(result)
         self.finished.emit(result)
 
@@ -185,7 +188,6 @@ class TuneRunner(QObject):
         header = self.wb.panel.table.horizontalHeader()
         header.moveSection(header.visualIndex(EFFECT_COLUMN), 2)
         self.wb.panel.table.resizeColumnToContents(EFFECT_COLUMN)  # "1.09x cannot tell", not elided
-        self.wb.panel.changed.emit()
         self.summary.show_report(rep)
         head, _details = summary_lines(rep)
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
@@ -198,7 +200,7 @@ class TuneRunner(QObject):
             return
         d = self.wb.decisions
         d.set_many({x.candidate: x.decision for x in self.result.report.decisions if x.candidate in d.by_id})
-        self.wb.panel.changed.emit()
+        self.wb.panel.refresh()  # the table shows the tune's decisions again (the graph: decisions event)
         if not self.wb.apply():  # the original is chosen: nothing to build, and the bar says why
             why = self.result.report.final.reason
             self.session.set_status(

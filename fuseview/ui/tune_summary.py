@@ -5,6 +5,7 @@ report. Its text is the report's own (FinalCheck.summary, Effect.text): the same
 from __future__ import annotations
 
 from collections.abc import Callable
+from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -57,7 +58,7 @@ class TuneSummaryBar(QFrame):
         self.report = report
         head, details = summary_lines(report)
         color = _COLORS.get(report.final.verdict, "#57606a")
-        self.text.setText(f"<b style='color:{color}'>{_html(head)}</b><br>{_html(details)}")
+        self.text.setText(f"<b style='color:{color}'>{escape(head)}</b><br>{escape(details)}")
         self.text.setToolTip(f"{head}\n{details}")
         self.show()
 
@@ -82,5 +83,3 @@ class TuneSummaryBar(QFrame):
             QMessageBox.warning(self, "Save report", f"Could not save the report: {exc}")
 
 
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

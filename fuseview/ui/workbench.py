@@ -368,9 +368,8 @@ class Workbench(QObject):
         if self.decisions is None:
             return
         done = self.session.accept(cid) if accept else self.session.reject(cid)
-        if done:
+        if done:  # the session's decisions event repaints the graph
             self.panel.refresh()
-            self._decisions_changed()
 
     # stepping and focus ---------------------------------------------------------------------------
     def _step(self, delta: int) -> None:

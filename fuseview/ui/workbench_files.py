@@ -30,8 +30,7 @@ class WorkbenchFiles:
     def open_plan(self, path: str | os.PathLike) -> list[str]:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
         unknown = self.wb.session.open_plan(path)
-        self.wb.panel.refresh()
-        self.wb.paint_original()
+        self.wb.panel.refresh()  # the graph is repainted by the session's decisions event
         msg = f"Plan {Path(path).name}: {len(self.wb.decisions.accepted())} accepted"
         if unknown:
             msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
