@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fuseview.atomic import write_text_atomic
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from fuseview.atomic import write_text_atomic  # noqa: E402 - after the checkout is on the path
 
 # Run by --export-python: build the model, save it for the builder, export it with a KV cache.
 _EXPORT = r"""

@@ -14,6 +14,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # a backticked path into the repository: `bench/x.py`, `fuseview/graph/`, `tests/data/gpt2/a.onnx` ...
 _PATH = re.compile(r"`((?:bench|fuseview|scripts|tests|assets|docs)/[^`\s*?<>|\[\]{}]*)`")
 # a relative Markdown link: [text](docs/x.md) or [text](x.md#anchor)
+RELATIVE_PATH = re.compile(r"(?<![\w./])((?:\.\./)+[\w.-]+(?:/[\w.-]+)*)")  # ../x, ../../x/y, not .../x
 _LINK = re.compile(r"\]\(([^)\s#:]+)(?:#[^)]*)?\)")
 # as typed: at the start of a command, after a prompt, `&&`, `python -m` or `xvfb-run`
 _COMMAND = re.compile(r"(?:^|\$ |&& |; |python -m |xvfb-run )fuseview ([a-z][a-z_-]*)(?![\w./-])")
@@ -85,5 +86,9 @@ def test_every_named_path_exists() -> None:
 def test_docs_pages_carry_no_machine_paths(page: str) -> None:
     """No absolute path of one machine, no folder beside the checkout: a fresh clone has neither."""
     text = (ROOT / "docs" / f"{page}.md").read_text(encoding="utf-8")
-    for marker in ("/work/", "/home/", "../shared", "/tmp/"):
+    for marker in ("/work/", "/home/", "/tmp/"):
         assert marker not in text, f"docs/{page}.md names {marker}"
+    # a relative path is a file of the clone, read from docs/ (a link), never a folder beside the checkout
+    for rel in RELATIVE_PATH.findall(text):
+        target = (ROOT / "docs" / rel).resolve()
+        assert target.is_relative_to(ROOT) and target.exists(), f"docs/{page}.md names {rel}: not in a clone"

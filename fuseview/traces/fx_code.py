@@ -221,16 +221,3 @@ def parse_code(code: str) -> GraphParser:
     return p
 
 
-def graph_inputs(code: str) -> list[str]:
-    """The argument names of the graph's forward (its inputs), in order."""
-    return parse_code(code).inputs
-
-
-def graph_outputs(code: str) -> list[str]:
-    """The names the forward returns."""
-    return parse_code(code).outputs
-
-
-def parse_graph(code: str) -> dict[str, FxNode]:
-    """The nodes of an FX graph's readable code, keyed by name, each with the source comment above it."""
-    return parse_code(code).nodes

@@ -85,8 +85,9 @@ def choose(where: str, logs: list, after=None) -> tuple:
                 ignored.append((lg.path, f"written by process {', '.join(map(str, sorted(lg.pids)))}, not the"
                                          f" compiled trace's ({', '.join(map(str, sorted(pids)))})"))
         cands = same
-    span = after.wall_span() if after is not None else None
-    if span is not None and len(cands) > 1:
+    # the clock decides only between several logs (a pass over every event of the trace)
+    span = after.wall_span() if after is not None and len(cands) > 1 else None
+    if span is not None:
         cands = _by_clock(cands, span, ignored)
     if len(cands) == 1:
         return cands[0], ignored
