@@ -1,0 +1,85 @@
+"""The last review's fixes (issue 39, "First"), each pinned by a test that fails on 2aa26b1's code."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import ROOT
+
+DECODER = ROOT / "assets" / "models" / "kvcache" / "gpt2_2l_past_ts17_decode.onnx"
+CAPTURE = ROOT / "tests" / "data" / "traces" / "provenance" / "mlp_block_onnx"
+
+
+def _gqa_graph(key: str) -> onnx.GraphProto:
+    """A GroupQueryAttention (4 heads over 2 KV heads, head size 16) whose key is `key` ("" : packed)."""
+    node = helper.make_node("GroupQueryAttention", ["q", key, "v" if key else "", "pk", "pv", "sl", "tl"],
+                            ["out", "pk2", "pv2"], domain="com.microsoft", num_heads=4, kv_num_heads=2)
+    return helper.make_graph([node], "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+
+
+def test_gqa_with_a_key_of_unknown_shape_is_not_taken_for_packed_qkv():
+    """A key input whose shape the propagation does not know is still a key: Q is heads*16 wide."""
+    from fuseview.graph.shapes import propagate
+
+    shapes = propagate(_gqa_graph("k"), {"q": [1, 4, 64], "pk": [1, 2, 3, 16]}, {}, {})
+    assert shapes["out"] == [1, 4, 64] and shapes["pk2"] == [1, 2, 7, 16]
+    packed = propagate(_gqa_graph(""), {"q": [1, 4, 128], "pk": [1, 2, 3, 16]}, {}, {})  # Q|K|V: 4+2+2 heads
+    assert packed["out"] == [1, 4, 64] and packed["pk2"] == [1, 2, 7, 16]
+
+
+def test_a_sweep_item_sent_as_a_proto_is_tuned_at_the_decode_step(tmp_path):
+    """A Ray node receives the model as a proto: it is tuned at the decode step as a file would be."""
+    from fuseview.targets.sweep import tune_one
+
+    settings = {"budget_s": 4.0, "runs": 2, "sessions": 2, "max_batches": 1, "warmup": 0, "seeds": 1,
+                "ort_optimizer": "off"}
+    out = tune_one(onnx.load(str(DECODER)), settings, tmp_path, "item")
+    assert out["report"]["config"]["dims"]["seq"] == 1, out["report"]["config"]["dims"]  # not 128 new tokens
+    assert out["report"]["notes"][0].startswith("a KV-cache decoder: measured at its decode step, seq=1")
+    assert (tmp_path / "item.onnx").is_file()
+
+
+def test_capture_join_with_onnx_times_loads_and_scans_its_model_once(monkeypatch):
+    """The join and the onnxruntime times share one load and one scan (spies around the real functions)."""
+    import fuseview.fusion.pipeline as pipeline
+    from fuseview.capture.onnx_join import capture_join
+    from fuseview.traces.report import build_report
+    from fuseview.traces.stats import load_trace
+    from fuseview.traces.torch_log import read_compile_log
+
+    calls = {"load": 0, "scan": 0}
+    load, scan = pipeline.load_for_fusion, pipeline.scan_for_fusion
+
+    def counted_load(*a, **k):
+        calls["load"] += 1
+        return load(*a, **k)
+
+    def counted_scan(*a, **k):
+        calls["scan"] += 1
+        return scan(*a, **k)
+
+    monkeypatch.setattr(pipeline, "load_for_fusion", counted_load)
+    monkeypatch.setattr(pipeline, "scan_for_fusion", counted_scan)
+    after = load_trace(CAPTURE / "compiled.json")
+    rep = build_report(load_trace(CAPTURE / "eager.json"), after, read_compile_log(CAPTURE / "torch_trace", after))
+    rows = capture_join(CAPTURE, rep, ort_time=True, runs=2) or []
+    assert any(r.ort_before_us for r in rows)
+    assert calls == {"load": 1, "scan": 1}
+
+
+@pytest.mark.parametrize("rh", [9, 30])
+def test_flame_box_takes_the_row_height_a_paint_read_once(qtbot, rh):
+    """box(i, row_height): a paint passes the height it read once; without it the chart's own is used."""
+    from fuseview.traces.stats import load_trace
+    from fuseview.traces.timeline import step_timeline
+    from fuseview.ui.trace_flame import FlameChart, TimeScale
+
+    chart = FlameChart(TimeScale())
+    qtbot.addWidget(chart)
+    chart.set_timeline(step_timeline(load_trace(CAPTURE / "eager.json"), "before"), "eager")
+    assert chart.box(0, rh).height() == rh - 2
+    assert chart.box(0) == chart.box(0, chart.row_height)
+    assert chart.box(1, rh).top() - chart.box(1).top() == chart._rows[1] * (rh - chart.row_height)
