@@ -83,3 +83,22 @@ def test_flame_box_takes_the_row_height_a_paint_read_once(qtbot, rh):
     assert chart.box(0, rh).height() == rh - 2
     assert chart.box(0) == chart.box(0, chart.row_height)
     assert chart.box(1, rh).top() - chart.box(1).top() == chart._rows[1] * (rh - chart.row_height)
+
+
+def test_accept_all_still_over_tolerance_when_the_budget_ends_keeps_the_original(monkeypatch):
+    """The budget ends while the bisection repairs accept-all (the repair is where BudgetSpent is raised,
+    as a search validation reaching the deadline raises it): the set over tolerance is never shipped."""
+    from fuseview.tuning import search as search_mod
+    from fuseview.tuning.run import tune_file
+    from fuseview.tuning.settings import TuneSettings
+    from tests.test_tune import FAST, MLP, tanh_gelu_rule
+
+    def budget_ends(self, base, items, stage):
+        raise search_mod.BudgetSpent()
+
+    monkeypatch.setattr(search_mod.Search, "repair_accuracy", budget_ends)
+    res = tune_file(MLP, TuneSettings(budget_s=30, atol=1e-5, rtol=1e-4, **FAST), rules=[tanh_gelu_rule()])
+    rep = res.report
+    assert rep.stopped == "budget"
+    assert any("before accept-all was validated: the original is kept" in n for n in rep.notes), rep.notes
+    assert res.unchanged and rep.final.chosen == "original" and res.plan.accepted() == []
