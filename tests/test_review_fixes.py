@@ -102,3 +102,35 @@ def test_accept_all_still_over_tolerance_when_the_budget_ends_keeps_the_original
     assert rep.stopped == "budget"
     assert any("before accept-all was validated: the original is kept" in n for n in rep.notes), rep.notes
     assert res.unchanged and rep.final.chosen == "original" and res.plan.accepted() == []
+
+
+def test_a_projection_bias_the_scan_cannot_read_is_never_dropped():
+    """A query bias onnxruntime reads (a Constant's sparse_value) but the scan's index does not: no packed
+    Q|K|V projection is made without it, and the fused model computes what the original does."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from fuseview.fusion.apply import apply_candidates
+    from fuseview.fusion.plan import Plan
+    from fuseview.fusion.scan import scan_model
+    from tests.test_fusion_encoders import _feeds, _run
+
+    path = ROOT / "assets" / "models" / "bert_2l_notypes_ts17.onnx"
+    model = onnx.load(str(path))
+    name = "enc.encoder.layer.0.attention.self.query.bias"
+    t = next(t for t in model.graph.initializer if t.name == name)
+    bias = numpy_helper.to_array(t) + np.linspace(-0.5, 0.5, t.dims[0], dtype=np.float32)  # not zero
+    model.graph.initializer.remove(t)
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(bias, name),
+                                       numpy_helper.from_array(np.arange(bias.size, dtype=np.int64), "i"),
+                                       list(bias.shape))
+    model.graph.node.insert(0, helper.make_node("Constant", [], [name], sparse_value=sparse, name="sparse_bias"))
+    scan = scan_model(model, base_dir=path.parent)
+    assert not [c for c in scan.candidates if c.rule == "attention_packed"]
+    assert [c for c in scan.candidates if c.rule == "attention_mha"]  # the attention still fuses
+    plan = Plan(scan.candidates)
+    plan.accept_all()
+    fused = apply_candidates(model, scan, plan.accepted()).model
+    feeds = _feeds(model)
+    for a, b in zip(_run(model, feeds), _run(fused, feeds), strict=True):
+        assert float(np.max(np.abs(a - b))) <= 1e-4
