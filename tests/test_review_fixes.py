@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.conftest import ROOT
+from tests.test_ui_workbench import win  # noqa: F401 - the window fixture
 
 DECODER = ROOT / "assets" / "models" / "kvcache" / "gpt2_2l_past_ts17_decode.onnx"
 CAPTURE = ROOT / "tests" / "data" / "traces" / "provenance" / "mlp_block_onnx"
@@ -134,3 +135,37 @@ def test_a_projection_bias_the_scan_cannot_read_is_never_dropped():
     feeds = _feeds(model)
     for a, b in zip(_run(model, feeds), _run(fused, feeds), strict=True):
         assert float(np.max(np.abs(a - b))) <= 1e-4
+
+
+def _status_of(table, cid: str) -> str:
+    from fuseview.ui.candidates_panel import COLUMNS
+
+    col = COLUMNS.index("Status")
+    rows = [r for r in range(table.rowCount()) if table.item(r, 0).data(256) == cid]
+    assert len(rows) == 1
+    return table.item(rows[0], col).text()
+
+
+def test_apply_chosen_set_shows_the_tunes_decisions_again_and_a_new_model_drops_the_tune(win, qtbot):  # noqa: F811
+    """After a real (short) tune the user overrides a decision; Apply chosen set puts the tune's back in the
+    table too; opening another model forgets the tune (the session holds it, not the dialog)."""
+    from fuseview.tuning.settings import TuneSettings
+    from tests.test_ui_workbench import open_scanned
+
+    model = ROOT / "assets" / "models" / "mlp_gelu_erf_ts17.onnx"
+    open_scanned(qtbot, win, model)
+    wb = win.workbench
+    with qtbot.waitSignal(wb.tuner.finished, timeout=120_000) as sig:
+        assert wb.tuner.start(TuneSettings(threads=1, budget_s=4, runs=2, sessions=2, max_batches=1, warmup=0,
+                                           seeds=1, ort_optimizer="off")) is not None
+    first = sig.args[0].report.decisions[0]
+    table = wb.panel.table
+    tuned = _status_of(table, first.candidate)
+    wb.panel.select_id(first.candidate)
+    (wb.panel.reject_current if first.decision == "accept" else wb.panel.accept_current)()
+    assert _status_of(table, first.candidate) != tuned
+    wb.tuner.apply_chosen()
+    assert wb.decisions.plan.state(first.candidate) == first.decision
+    assert _status_of(table, first.candidate) == tuned
+    open_scanned(qtbot, win, ROOT / "assets" / "models" / "convnet_bn_relu_ts17.onnx")
+    assert wb.tuner.result is None
