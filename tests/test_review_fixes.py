@@ -65,7 +65,8 @@ def test_capture_join_with_onnx_times_loads_and_scans_its_model_once(monkeypatch
     monkeypatch.setattr(pipeline, "load_for_fusion", counted_load)
     monkeypatch.setattr(pipeline, "scan_for_fusion", counted_scan)
     after = load_trace(CAPTURE / "compiled.json")
-    rep = build_report(load_trace(CAPTURE / "eager.json"), after, read_compile_log(CAPTURE / "torch_trace", after))
+    log = read_compile_log(CAPTURE / "torch_trace", after)
+    rep = build_report(load_trace(CAPTURE / "eager.json"), after, log)
     rows = capture_join(CAPTURE, rep, ort_time=True, runs=2) or []
     assert any(r.ort_before_us for r in rows)
     assert calls == {"load": 1, "scan": 1}
@@ -125,7 +126,8 @@ def test_a_projection_bias_the_scan_cannot_read_is_never_dropped():
     sparse = helper.make_sparse_tensor(numpy_helper.from_array(bias, name),
                                        numpy_helper.from_array(np.arange(bias.size, dtype=np.int64), "i"),
                                        list(bias.shape))
-    model.graph.node.insert(0, helper.make_node("Constant", [], [name], sparse_value=sparse, name="sparse_bias"))
+    constant = helper.make_node("Constant", [], [name], sparse_value=sparse, name="sparse_bias")
+    model.graph.node.insert(0, constant)
     scan = scan_model(model, base_dir=path.parent)
     assert not [c for c in scan.candidates if c.rule == "attention_packed"]
     assert [c for c in scan.candidates if c.rule == "attention_mha"]  # the attention still fuses
