@@ -68,8 +68,37 @@ def place_graph(
     pin_top vertices stay in layer 0 and pin_bottom vertices go to a last layer of their own;
     reserve_top keeps layer 0 for the pinned-top vertices alone."""
     n = len(succ)
+    topo, pos = _topological_order(succ, order_key)
+    fwd, back = _split_back_edges(succ, pos)
+    layer = _assign_layers(topo, fwd, pin_top, pin_bottom, reserve_top)
+    n_layers = (max(layer) + 1) if n else 0
+    if reserve_top and n_layers == 0:
+        n_layers = 1
+    routed, stubs = _route(succ, fwd, back, pos, layer, fanout_stub_threshold)
+    g = _with_dummies(topo, layer, routed, n_layers, list(width), dummy_width)
+    _order_layers(g, n_layers, ordering_sweeps)
+    cx = _place_x(g, n_layers, node_gap, placement_passes)
+    layer_top, layer_h = _place_y(layer, height, n_layers, layer_gap)
+    return Placement(layer, cx, layer_top, layer_h, routed, g.chain, stubs, topo, g.nv - n)
 
-    # --- topological order; edges that close a cycle are set aside and drawn as stubs
+
+@dataclass
+class _Layered:
+    """The vertices with their dummies: per layer in order, widths, and the edges up and down."""
+
+    layers: list[list[int]]
+    width: list[float]
+    is_dummy: list[bool]
+    up: list[list[int]]
+    down: list[list[int]]
+    chain: dict[int, list[int]]
+    nv: int
+
+
+def _topological_order(succ: list[list[int]], order_key: list[int]) -> tuple[list[int], list[int]]:
+    """(topo, pos): the vertices in a topological order led by order_key (a cycle is broken at its
+    lowest-keyed vertex), and each vertex's position in it."""
+    n = len(succ)
     indeg = [0] * n
     for a in range(n):
         for b in succ[a]:
@@ -97,18 +126,27 @@ def place_graph(
             indeg[b] -= 1
             if indeg[b] == 0 and not done[b]:
                 heapq.heappush(heap, (order_key[b], b))
+    return topo, pos
 
-    fwd: list[list[int]] = [[] for _ in range(n)]
+
+def _split_back_edges(succ: list[list[int]], pos: list[int]) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """(forward successors, back edges): the edges that close a cycle are set aside, drawn as stubs."""
+    fwd: list[list[int]] = [[] for _ in range(len(succ))]
     back: list[tuple[int, int]] = []
-    for a in range(n):
+    for a in range(len(succ)):
         pa = pos[a]
         for b in succ[a]:
             if pos[b] > pa:
                 fwd[a].append(b)
             else:
                 back.append((a, b))
+    return fwd, back
 
-    # --- layering: longest path from the top, then pull every vertex down to just above its first consumer
+
+def _assign_layers(topo: list[int], fwd: list[list[int]], pin_top: list[bool] | None,
+                   pin_bottom: list[bool] | None, reserve_top: bool) -> list[int]:
+    """Longest path from the top, then every vertex pulled down to just above its first consumer."""
+    n = len(fwd)
     layer = [0] * n
     for v in topo:
         lv = layer[v]
@@ -130,11 +168,13 @@ def place_graph(
         for v in range(n):
             if pin_bottom[v]:
                 layer[v] = bottom
-    n_layers = (max(layer) + 1) if n else 0
-    if reserve_top and n_layers == 0:
-        n_layers = 1
+    return layer
 
-    # --- stubs: high fan-out sources keep only their hops to the very next layer
+
+def _route(succ: list[list[int]], fwd: list[list[int]], back: list[tuple[int, int]], pos: list[int],
+           layer: list[int], fanout_stub_threshold: int) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """(routed, stubs): high fan-out sources keep only their hops to the very next layer."""
+    n = len(succ)
     stubs = sorted(back, key=lambda p: (pos[p[1]], pos[p[0]]))
     routed: list[list[int]] = [[] for _ in range(n)]
     for a in range(n):
@@ -150,12 +190,16 @@ def place_graph(
                     stubs.append((a, b))
         else:
             routed[a] = f
+    return routed, stubs
 
-    # --- vertices: the given ones, then one chain of dummies per source down to its last routed consumer
+
+def _with_dummies(topo: list[int], layer: list[int], routed: list[list[int]], n_layers: int,
+                  width: list[float], dummy_width: float) -> _Layered:
+    """The given vertices, then one chain of dummies per source down to its last routed consumer."""
+    n = len(layer)
     layers: list[list[int]] = [[] for _ in range(n_layers)]
     for v in topo:
         layers[layer[v]].append(v)
-    width = list(width)
     is_dummy = [False] * n
     up: list[list[int]] = [[] for _ in range(n)]
     down: list[list[int]] = [[] for _ in range(n)]
@@ -191,9 +235,13 @@ def place_graph(
             for b in r:
                 up[b].append(a)
                 down[a].append(b)
+    return _Layered(layers, width, is_dummy, up, down, chain, nv)
 
-    # --- ordering: barycenter sweeps on positions normalised to [0, 1] per layer
-    rank = [0.0] * nv
+
+def _order_layers(g: _Layered, n_layers: int, ordering_sweeps: int) -> None:
+    """Barycenter sweeps on positions normalised to [0, 1] per layer (g.layers reordered in place)."""
+    layers, up, down = g.layers, g.up, g.down
+    rank = [0.0] * g.nv
     for lst in layers:
         inv = 1.0 / (len(lst) or 1)
         for i, v in enumerate(lst):
@@ -222,8 +270,11 @@ def place_graph(
                 for i, v in enumerate(lst):
                     rank[v] = (i + 0.5) * inv
 
-    # --- horizontal placement: pull each vertex towards its neighbours, keeping order and gaps
-    cx = [0.0] * nv
+
+def _place_x(g: _Layered, n_layers: int, node_gap: float, placement_passes: int) -> list[float]:
+    """Horizontal placement: each vertex pulled towards its neighbours, keeping order and gaps."""
+    layers, width, is_dummy, up, down = g.layers, g.width, g.is_dummy, g.up, g.down
+    cx = [0.0] * g.nv
     half_gap = node_gap * 0.5
     sep_cache: list[list[float]] = []
     for lst in layers:
@@ -287,10 +338,14 @@ def place_graph(
         place(lyr, False, False)
     for lyr in range(n_layers - 1, -1, -1):
         place(lyr, False, False)
+    return cx
 
-    # --- vertical placement: each layer as tall as its tallest vertex
+
+def _place_y(layer: list[int], height: list[float], n_layers: int, layer_gap: float
+             ) -> tuple[list[float], list[float]]:
+    """(layer tops, layer heights): each layer as tall as its tallest vertex."""
     layer_h = [0.0] * n_layers
-    for v in range(n):
+    for v in range(len(layer)):
         h = height[v]
         if h > layer_h[layer[v]]:
             layer_h[layer[v]] = h
@@ -299,7 +354,7 @@ def place_graph(
     for lyr in range(n_layers):
         layer_top[lyr] = y
         y += layer_h[lyr] + layer_gap
-    return Placement(layer, cx, layer_top, layer_h, routed, chain, stubs, topo, nv - n)
+    return layer_top, layer_h
 
 
 def isotonic_place(targets: list[float], weights: list[float], seps: list[float]) -> list[float]:
