@@ -130,6 +130,34 @@ def _apply_inner(res: ApplyResult, scan: ScanResult, accepted: set[str]) -> None
 def _apply_main(
     model: onnx.ModelProto, scan: ScanResult, accepted: Iterable[str], target_opset: int | None = None
 ) -> ApplyResult:
+    chosen = _chosen(scan, accepted)
+    opset = target_opset or next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    made = _replacements(model, scan, chosen, opset)
+    chosen = [c for c in chosen if c.id not in made.skipped]
+    nodes, used_names = _without_dead(model, scan, made)
+    out = _rebuilt(model, nodes, used_names, made)
+    _standard_forms(out, [n for ns in made.new_nodes_at.values() for n in ns], target_opset, made.notes)
+    if made.ref_ops:
+        ops = ", ".join(sorted(made.ref_ops))
+        made.notes.append(f"reference-only ops (onnxruntime cannot run them): {ops}")
+    return ApplyResult(out, chosen, sorted(made.ref_ops), made.notes)
+
+
+@dataclass
+class _Made:
+    """What the accepted candidates' replacements add and take away."""
+
+    remove: set[int] = field(default_factory=set)  # id() of the matched nodes
+    new_nodes_at: dict[int, list[onnx.NodeProto]] = field(default_factory=dict)  # by the root's position
+    new_inits: list[onnx.TensorProto] = field(default_factory=list)
+    domains: dict[str, int] = field(default_factory=dict)
+    ref_ops: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)  # candidates whose ops need a later opset
+
+
+def _chosen(scan: ScanResult, accepted: Iterable[str]) -> list[Candidate]:
+    """The accepted candidates of this scan; FuseviewError for an unknown id or two sharing a node."""
     by_id = scan.by_id()
     chosen: list[Candidate] = []
     used: dict[str, str] = {}
@@ -145,16 +173,14 @@ def _apply_main(
         for n in c.nodes:
             used[n] = cid
         chosen.append(c)
+    return chosen
+
+
+def _replacements(model: onnx.ModelProto, scan: ScanResult, chosen: list[Candidate], opset: int) -> _Made:
+    """Each chosen candidate's replacement nodes and initializers (one whose ops the opset lacks: skipped)."""
     index = scan.index
-    remove: set[int] = set()
-    new_nodes_at: dict[int, list[onnx.NodeProto]] = {}
-    new_inits: list[onnx.TensorProto] = []
-    domains: dict[str, int] = {}
-    ref_ops: set[str] = set()
+    made = _Made()
     taken = {n.name for n in index.nodes if n.name} | {t.name for t in model.graph.initializer}
-    notes: list[str] = []
-    opset = target_opset or next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    skipped: set[str] = set()
     for c in chosen:
         m = c.match
         assert m is not None, c.id  # chosen candidates come from this scan and carry their match
@@ -165,18 +191,18 @@ def _apply_main(
         lacking = _lacking_ops(rule, reps, opset)
         if lacking:  # offered only with --target-opset: the model keeps its opset unless asked
             first = _first_opset(lacking)
-            notes.append(f"{c.id}: not applied, {', '.join(lacking)} needs ONNX opset {first} and the model"
-                         f" keeps opset {opset} (--target-opset {first} applies it)")
-            skipped.add(c.id)
+            made.notes.append(f"{c.id}: not applied, {', '.join(lacking)} needs ONNX opset {first} and the"
+                              f" model keeps opset {opset} (--target-opset {first} applies it)")
+            made.skipped.add(c.id)
             continue
         matched = m.node_list
         root_pos = index.position(matched[-1])
-        remove.update(id(n) for n in matched)
+        made.remove.update(id(n) for n in matched)
         origin = json.dumps([index.name(n) for n in matched])
-        for k, rep in enumerate(reps):
+        for rep in reps:
             assert isinstance(rep, Replacement)
             for name, arr in rep.initializers.items():
-                new_inits.append(numpy_helper.from_array(np.asarray(arr), name))
+                made.new_inits.append(numpy_helper.from_array(np.asarray(arr), name))
                 taken.add(name)
             op = rule.fused_op if rep.op is None else rep.op
             if op == "":
@@ -199,28 +225,33 @@ def _apply_main(
                 e = node.metadata_props.add()
                 e.key, e.value = key, value
             if domain:
-                domains[domain] = 1
+                made.domains[domain] = 1
             if rule.reference_only:
-                ref_ops.add(f"{domain}:{op}")
-            new_nodes_at.setdefault(root_pos, []).append(node)
-            del k
-    chosen = [c for c in chosen if c.id not in skipped]
-    keep_ids = {id(n) for ns in new_nodes_at.values() for n in ns}
+                made.ref_ops.add(f"{domain}:{op}")
+            made.new_nodes_at.setdefault(root_pos, []).append(node)
+    return made
+
+
+def _without_dead(model: onnx.ModelProto, scan: ScanResult, made: _Made
+                  ) -> tuple[list[onnx.NodeProto], set[str]]:
+    """(nodes, the names they read): the replacements in place of the matched nodes, what a fusion left
+    unread dropped, in a stable topological order."""
+    from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
+
+    index = scan.index
+    keep_ids = {id(n) for ns in made.new_nodes_at.values() for n in ns}
     # Nodes that were already dead in the source stay: removing them is not what the user accepted.
     src_used = {i for n in index.nodes for i in n.input} | {o.name for o in model.graph.output}
     orig_dead = {id(n) for n in index.nodes if not any(o in src_used for o in n.output if o)}
     nodes: list[onnx.NodeProto] = []
     for i, n in enumerate(index.nodes):
-        if id(n) not in remove:
+        if id(n) not in made.remove:
             nodes.append(n)
-        nodes.extend(new_nodes_at.get(i, ()))
+        nodes.extend(made.new_nodes_at.get(i, ()))
     # Drop Constant nodes and initializers nobody reads any more (a fusion absorbed their only consumer).
-    new_init_names = {t.name for t in new_inits}
     graph_outputs = {o.name for o in model.graph.output}
     while True:
         used_names = {i for n in nodes for i in n.input} | graph_outputs
-        from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
-
         for n in nodes:
             if has_subgraph(n):
                 used_names |= subgraph_inputs(n)
@@ -239,10 +270,16 @@ def _apply_main(
         dead_ids = {id(n) for n in dead}
         nodes = [n for n in nodes if id(n) not in dead_ids]
     available = (
-        {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | new_init_names
+        {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+        | {t.name for t in made.new_inits}
     )
-    nodes = _stable_toposort(nodes, available)
+    return _stable_toposort(nodes, available), used_names
 
+
+def _rebuilt(model: onnx.ModelProto, nodes: list[onnx.NodeProto], used_names: set[str], made: _Made
+             ) -> onnx.ModelProto:
+    """A copy of the model with these nodes, the initializers still read and the value_info still true."""
+    new_init_names = {t.name for t in made.new_inits}
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
@@ -256,10 +293,10 @@ def _apply_main(
     ]
     del g.initializer[:]
     g.initializer.extend(keep_inits)
-    g.initializer.extend(t for t in new_inits if t.name in used_names)
+    g.initializer.extend(t for t in made.new_inits if t.name in used_names)
     if out.ir_version < 4:  # before IR 4 every initializer is also a graph input
         listed = {i.name for i in g.input}
-        for t in new_inits:
+        for t in made.new_inits:
             if t.name in used_names and t.name not in listed:
                 g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     # Intermediate value_info of tensors that no longer exist would confuse readers; keep the rest.
@@ -268,10 +305,16 @@ def _apply_main(
     del g.value_info[:]
     g.value_info.extend(vis)
     have = {o.domain for o in out.opset_import}
-    for d, v in domains.items():
+    for d, v in made.domains.items():
         if d not in have:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
-    fused_nodes = [n for ns in new_nodes_at.values() for n in ns]
+    return out
+
+
+def _standard_forms(out: onnx.ModelProto, fused_nodes: list[onnx.NodeProto], target_opset: int | None,
+                    notes: list[str]) -> None:
+    """Convert to target_opset (the fused ops written in the standard forms it has); FuseviewError when a
+    fused standard op is not defined at the opset the model ends at."""
     before = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 0)
     if target_opset is not None and target_opset != before:
         if target_opset < before:
@@ -303,9 +346,6 @@ def _apply_main(
             f"the fused {', '.join(missing)} needs ONNX opset {first} and the model keeps opset {after}:"
             f" reject those candidates, or convert the model with --target-opset {first}"
         )
-    if ref_ops:
-        notes.append("reference-only ops (onnxruntime cannot run them): " + ", ".join(sorted(ref_ops)))
-    return ApplyResult(out, chosen, sorted(ref_ops), notes)
 
 
 # Ops whose schema changes between opsets 13 and 18 only added types or optional attributes whose defaults
