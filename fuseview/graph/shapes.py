@@ -131,41 +131,65 @@ class _Prop:
         vals = [self.v.get(i) if i else None for i in ins]
         out: list[Shape | None] = [None] * len(n.output)
         outv: list[np.ndarray | None] = [None] * len(n.output)
+        parts = (self._elementwise, self._reshaping, self._linear_and_reduce, self._slices_and_makers)
+        for part in parts:
+            if part(n, op, ins, shp, vals, out, outv):
+                break
+        else:
+            if shp and shp[0] is not None:
+                _contrib_shapes(n, shp, out)
+        self._store(n, out, outv)
+
+    def _elementwise(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
+                     outv: list) -> bool:
+        """Unary, binary (values folded), Shape, Size and the Gathers. True when one applied."""
         if op in _UNARY and shp and shp[0] is not None:
             out[0] = shp[0]
             if op == "Cast" and vals[0] is not None:
                 outv[0] = vals[0].astype(onnx.helper.tensor_dtype_to_np_dtype(_attr(n, "to")))
             elif op == "Identity" and vals[0] is not None:
                 outv[0] = vals[0]
-        elif op in _BINARY and ins and all(s is not None for s, i in zip(shp, ins, strict=False) if i):
+            return True
+        if op in _BINARY and ins and all(s is not None for s, i in zip(shp, ins, strict=False) if i):
             out[0] = _bcast([s for s, i in zip(shp, ins, strict=False) if i and s is not None])
             if all(v is not None for v, i in zip(vals, ins, strict=False) if i):
                 operands = [v for v, i in zip(vals, ins, strict=False) if i and v is not None]
                 outv[0] = _eval_binary(op, operands)
-        elif op == "Shape" and shp[0] is not None:
+            return True
+        if op == "Shape" and shp[0] is not None:
             start, end = _attr(n, "start", 0), _attr(n, "end", None)
             dims = shp[0][start:end] if end is not None else shp[0][start:]
             outv[0] = np.array(dims, dtype=np.int64)
             out[0] = [len(dims)]
-        elif op == "Size" and shp[0] is not None:
+            return True
+        if op == "Size" and shp[0] is not None:
             outv[0] = np.array(int(np.prod(shp[0])), dtype=np.int64)
             out[0] = []
-        elif op == "Gather" and shp[0] is not None and shp[1] is not None:
+            return True
+        if op == "Gather" and shp[0] is not None and shp[1] is not None:
             axis = _attr(n, "axis", 0) % max(1, len(shp[0]))
             out[0] = shp[0][:axis] + shp[1] + shp[0][axis + 1 :]
             if vals[0] is not None and vals[1] is not None:
                 outv[0] = np.take(vals[0], vals[1], axis=axis)
-        elif op == "GatherElements" and shp[1] is not None:
+            return True
+        if op == "GatherElements" and shp[1] is not None:
             out[0] = list(shp[1])
-        elif op == "GatherND" and shp[0] is not None and shp[1] is not None and shp[1]:
+            return True
+        if op == "GatherND" and shp[0] is not None and shp[1] is not None and shp[1]:
             b = _attr(n, "batch_dims", 0)
             out[0] = list(shp[1][:-1]) + list(shp[0][b + shp[1][-1] :])
-        elif op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
+            return True
+        return False
+
+    def _reshaping(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
+                   outv: list) -> bool:
+        """Unsqueeze, Squeeze, Concat, Reshape, Flatten and Transpose. True when one applied."""
+        if op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
             axes = _attr(n, "axes")
             if axes is None and len(ins) > 1 and ins[1]:
                 axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
                 if axes is None:
-                    return self._store(n, out, outv)
+                    return True
             s = list(shp[0])
             if op == "Unsqueeze":
                 r = len(s) + len(axes)
@@ -180,7 +204,8 @@ class _Prop:
             out[0] = s
             if vals[0] is not None:
                 outv[0] = np.reshape(vals[0], s)
-        elif op == "Concat" and shp and all(x is not None for x in shp):
+            return True
+        if op == "Concat" and shp and all(x is not None for x in shp):
             shapes = [x for x in shp if x is not None]
             axis = _attr(n, "axis", 0) % max(1, len(shapes[0]))
             s = list(shapes[0])
@@ -189,7 +214,8 @@ class _Prop:
             parts = [v for v in vals if v is not None]
             if len(parts) == len(vals):
                 outv[0] = np.concatenate(parts, axis=axis)
-        elif op == "Reshape" and shp[0] is not None and vals[1] is not None:
+            return True
+        if op == "Reshape" and shp[0] is not None and vals[1] is not None:
             target = [int(d) for d in np.ravel(vals[1])]
             allowzero = _attr(n, "allowzero", 0)
             s = [shp[0][i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
@@ -200,13 +226,21 @@ class _Prop:
             out[0] = s
             if vals[0] is not None:
                 outv[0] = np.reshape(vals[0], s)
-        elif op == "Flatten" and shp[0] is not None:
+            return True
+        if op == "Flatten" and shp[0] is not None:
             axis = _attr(n, "axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
             out[0] = [int(np.prod(shp[0][:axis])), int(np.prod(shp[0][axis:]))]
-        elif op == "Transpose" and shp[0] is not None:
+            return True
+        if op == "Transpose" and shp[0] is not None:
             perm = _attr(n, "perm") or list(range(len(shp[0])))[::-1]
             out[0] = [shp[0][p] for p in perm]
-        elif op in ("MatMul", "FusedMatMul") and shp[0] is not None and shp[1] is not None:
+            return True
+        return False
+
+    def _linear_and_reduce(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
+                           outv: list) -> bool:
+        """MatMul, FusedMatMul, Gemm, the reductions and Split. True when one applied."""
+        if op in ("MatMul", "FusedMatMul") and shp[0] is not None and shp[1] is not None:
             a, b = list(shp[0]), list(shp[1])
             if op == "FusedMatMul":
                 if _attr(n, "transA", 0) and len(a) >= 2:
@@ -220,11 +254,13 @@ class _Prop:
                 out[0] = b[:-2] + [b[-1]]
             elif len(b) == 1 and len(a) >= 2:
                 out[0] = a[:-1]
-        elif op == "Gemm" and shp[0] is not None and shp[1] is not None:
+            return True
+        if op == "Gemm" and shp[0] is not None and shp[1] is not None:
             m = shp[0][1] if _attr(n, "transA", 0) else shp[0][0]
             k = shp[1][0] if _attr(n, "transB", 0) else shp[1][1]
             out[0] = [m, k]
-        elif (
+            return True
+        if (
             op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
             and shp[0] is not None
         ):
@@ -232,7 +268,7 @@ class _Prop:
             if axes is None and len(ins) > 1 and ins[1]:
                 axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
                 if axes is None:
-                    return self._store(n, out, outv)
+                    return True
             r = len(shp[0])
             red = set(range(r)) if not axes else {a % r for a in axes}
             keep = _attr(n, "keepdims", 1)
@@ -241,7 +277,8 @@ class _Prop:
                 if keep
                 else [d for i, d in enumerate(shp[0]) if i not in red]
             )
-        elif op == "Split" and shp[0] is not None:
+            return True
+        if op == "Split" and shp[0] is not None:
             axis = _attr(n, "axis", 0) % len(shp[0])
             split = _attr(n, "split")
             if split is None and len(ins) > 1 and ins[1]:
@@ -253,7 +290,13 @@ class _Prop:
                 s = list(shp[0])
                 s[axis] = sz
                 out[j] = s
-        elif op == "Slice" and shp[0] is not None and all(v is not None for v in vals[1:]):
+            return True
+        return False
+
+    def _slices_and_makers(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
+                           outv: list) -> bool:
+        """Slice, ConstantOfShape, Expand, Range, Conv and BatchNormalization. True when one applied."""
+        if op == "Slice" and shp[0] is not None and all(v is not None for v in vals[1:]):
             s = list(shp[0])
             starts, ends = np.ravel(_known(vals[1])), np.ravel(_known(vals[2]))
             axes = np.ravel(vals[3]) if len(vals) > 3 and vals[3] is not None else np.arange(len(starts))
@@ -266,8 +309,11 @@ class _Prop:
             out[0] = s
             if vals[0] is not None:
                 outv[0] = vals[0][tuple(sl)]
-        elif op in ("ConstantOfShape", "Expand", "Range") and all(
+            return True
+        if (
+            op in ("ConstantOfShape", "Expand", "Range") and all(
             v is not None for v in vals[1 if op == "Expand" else 0 :]
+        )
         ):
             if op == "ConstantOfShape":
                 dims = [int(d) for d in np.ravel(_known(vals[0]))]
@@ -286,13 +332,14 @@ class _Prop:
                 out[0] = [len(rng)]
                 if len(rng) <= _MAX_VALUE:
                     outv[0] = rng
-        elif op in ("Conv", "FusedConv") and shp[0] is not None and shp[1] is not None:
+            return True
+        if op in ("Conv", "FusedConv") and shp[0] is not None and shp[1] is not None:
             out[0] = _conv_shape(n, shp[0], shp[1])
-        elif op == "BatchNormalization" and shp[0] is not None:
+            return True
+        if op == "BatchNormalization" and shp[0] is not None:
             out[0] = shp[0]
-        elif shp and shp[0] is not None:
-            _contrib_shapes(n, shp, out)
-        self._store(n, out, outv)
+            return True
+        return False
 
     def _store(self, n, out, outv) -> None:
         for o, s, v in zip(n.output, out, outv, strict=False):
