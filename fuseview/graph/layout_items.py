@@ -55,6 +55,7 @@ class LayoutItems:
 
     def __init__(self, graph: GraphDocument, expanded: frozenset[Scope] | None, opt: LayoutOptions):
         self.graph = graph
+        self.opt = opt
         self.keys: list[str] = []
         self.kinds: list[BoxKind] = []
         self.labels: list[str] = []
@@ -66,18 +67,22 @@ class LayoutItems:
         self.heights: list[float] = []
         self.order_key: list[int] = []  # file order, to break ties and cycles
         self.frames_on = expanded is not None
+        item_of_node = [-1] * len(graph.nodes)
+        input_item = self._add_inputs()
+        self._add_nodes(expanded, item_of_node)
+        output_item = self._add_outputs()
+        self.n = len(self.keys)
+        self.pairs = self._edges(item_of_node, input_item, output_item)
 
-        nodes = graph.nodes
-        n_nodes = len(nodes)
-        item_of_node = [-1] * n_nodes
-        cw, pad, mn, mx = opt.char_width, opt.padding, opt.min_width, opt.max_width
+    def _width(self, text_len: int) -> float:
+        opt = self.opt
+        w = text_len * opt.char_width + opt.padding
+        return opt.min_width if w < opt.min_width else (opt.max_width if w > opt.max_width else w)
 
-        def width_for(text_len: int) -> float:
-            w = text_len * cw + pad
-            return mn if w < mn else (mx if w > mx else w)
-
-        # graph inputs (and, in subgraph bodies, outer-scope values read here) come first
-        tensors = graph.tensors
+    def _add_inputs(self) -> dict[str, int]:
+        """Graph inputs (and, in subgraph bodies, outer-scope values read here) first; {name: item}."""
+        graph, tensors = self.graph, self.graph.tensors
+        n_nodes = len(graph.nodes)
         input_names = list(dict.fromkeys(graph.inputs))
         seen_inputs = set(input_names)
         for tensor in tensors.values():
@@ -98,70 +103,77 @@ class LayoutItems:
                 None,
                 (),
                 (),
-                width_for(len(name)),
-                opt.io_height,
+                self._width(len(name)),
+                self.opt.io_height,
                 -n_nodes - len(input_names) + k,
             )
+        return input_item
 
-        group_item: dict[Scope, int] = {}
+    def _add_node(self, node, scope: Scope, frame: Scope, item_of_node: list[int]) -> None:
+        item_of_node[node.index] = len(self.keys)
+        self._add(
+            node_key(node.index),
+            "node",
+            node.op_type,
+            node.name,
+            node.index,
+            scope,
+            frame,
+            self._width(len(node.op_type)),
+            self.opt.folded_node_height if node.folded_inputs else self.opt.node_height,
+            node.index,
+        )
+
+    def _add_nodes(self, expanded: frozenset[Scope] | None, item_of_node: list[int]) -> None:
+        """Every shown node, or the collapsed group box that holds it (item_of_node filled in)."""
+        graph = self.graph
         node_scopes = group_scopes(graph)
-
-        def add_node(node, scope: Scope, frame: Scope) -> None:
-            item_of_node[node.index] = len(self.keys)
-            self._add(
-                node_key(node.index),
-                "node",
-                node.op_type,
-                node.name,
-                node.index,
-                scope,
-                frame,
-                width_for(len(node.op_type)),
-                opt.folded_node_height if node.folded_inputs else opt.node_height,
-                node.index,
-            )
-
         if expanded is None:
-            for node in nodes:
+            for node in graph.nodes:
                 if node.folded_into is None:
-                    add_node(node, node_scopes[node.index], ())
-        else:
-            tree = scope_tree(graph)
-            shown_in: dict[Scope, Scope | None] = {}  # node scope -> outermost collapsed prefix (None: shown)
-            for node in nodes:
-                if node.folded_into is not None:
-                    continue
-                scope = node_scopes[node.index]
-                collapsed = shown_in.get(scope, ())
-                if collapsed == ():
-                    collapsed = None
-                    for k in range(1, len(scope) + 1):
-                        if scope[:k] not in expanded:
-                            collapsed = scope[:k]
-                            break
-                    shown_in[scope] = collapsed
-                if collapsed is None:
-                    add_node(node, scope, scope)
-                else:
-                    gi = group_item.get(collapsed)
-                    if gi is None:
-                        gi = group_item[collapsed] = len(self.keys)
-                        label = collapsed[-1]
-                        sub = _plural(tree[collapsed].count)
-                        self._add(
-                            group_key(collapsed),
-                            "group",
-                            label,
-                            sub,
-                            None,
-                            collapsed,
-                            collapsed[:-1],
-                            width_for(max(len(label), len(sub))),
-                            opt.group_height,
-                            node.index,
-                        )
-                    item_of_node[node.index] = gi
+                    self._add_node(node, node_scopes[node.index], (), item_of_node)
+            return
+        group_item: dict[Scope, int] = {}
+        tree = scope_tree(graph)
+        shown_in: dict[Scope, Scope | None] = {}  # node scope -> outermost collapsed prefix (None: shown)
+        for node in graph.nodes:
+            if node.folded_into is not None:
+                continue
+            scope = node_scopes[node.index]
+            collapsed = shown_in.get(scope, ())
+            if collapsed == ():
+                collapsed = None
+                for k in range(1, len(scope) + 1):
+                    if scope[:k] not in expanded:
+                        collapsed = scope[:k]
+                        break
+                shown_in[scope] = collapsed
+            if collapsed is None:
+                self._add_node(node, scope, scope, item_of_node)
+            else:
+                gi = group_item.get(collapsed)
+                if gi is None:
+                    gi = group_item[collapsed] = len(self.keys)
+                    label = collapsed[-1]
+                    sub = _plural(tree[collapsed].count)
+                    self._add(
+                        group_key(collapsed),
+                        "group",
+                        label,
+                        sub,
+                        None,
+                        collapsed,
+                        collapsed[:-1],
+                        self._width(max(len(label), len(sub))),
+                        self.opt.group_height,
+                        node.index,
+                    )
+                item_of_node[node.index] = gi
 
+    def _add_outputs(self) -> dict[str, int]:
+        """The graph outputs, last; {name: item}."""
+        graph, tensors = self.graph, self.graph.tensors
+        n_nodes = len(graph.nodes)
         output_item: dict[str, int] = {}
         for k, name in enumerate(dict.fromkeys(graph.outputs)):
             t = tensors.get(name)
@@ -174,13 +186,16 @@ class LayoutItems:
                 None,
                 (),
                 (),
-                width_for(len(name)),
-                opt.io_height,
+                self._width(len(name)),
+                self.opt.io_height,
                 n_nodes + k,
             )
-        self.n = len(self.keys)
+        return output_item
 
-        # edges between items: (src item, dst item) -> tensors in order of first appearance
+    def _edges(self, item_of_node: list[int], input_item: dict[str, int], output_item: dict[str, int]
+               ) -> dict[tuple[int, int], list[str]]:
+        """Edges between items: (src item, dst item) -> tensors in order of first appearance."""
+        graph, tensors = self.graph, self.graph.tensors
         pairs: dict[tuple[int, int], list[str]] = {}
         for e in graph.edges:
             a = item_of_node[e.src]
@@ -212,7 +227,7 @@ class LayoutItems:
             a = item_of_node[t.producer] if t.producer is not None else input_item.get(name, -1)
             if a >= 0 and (a, b) not in pairs:
                 pairs[(a, b)] = [name]
-        self.pairs = pairs
+        return pairs
 
     def _add(self, key, kind, label, sublabel, node, scope, container, w, h, order) -> None:
         self.keys.append(key)
