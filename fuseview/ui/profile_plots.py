@@ -196,7 +196,8 @@ def fmt_us(us: float) -> str:
 
 
 # ------------------------------------------------------------------------------------ drawing
-def _pg():
+def load_pyqtgraph():  # noqa: ANN201 - the pyqtgraph module
+    """pyqtgraph, imported on first use (importing fuseview.ui stays light)."""
     import pyqtgraph
 
     return pyqtgraph
@@ -205,7 +206,7 @@ def _pg():
 @functools.cache
 def _items() -> tuple[type, type]:
     """(bars that report clicks and show a tooltip per bar, a view box whose wheel scrolls rows)."""
-    pg = _pg()
+    pg = load_pyqtgraph()
 
     class Bars(pg.BarGraphItem):
         """BarGraphItem that reports which bar was clicked and shows a tooltip per bar."""
@@ -279,7 +280,7 @@ class PlotCard(QWidget):
         """The pyqtgraph plot (made on first use)."""
         if self._plot is None:
             view_box = _items()[1]() if self._scroll_rows else None
-            self._plot = _pg().PlotWidget(background="w", viewBox=view_box)
+            self._plot = load_pyqtgraph().PlotWidget(background="w", viewBox=view_box)
             self._plot.setMenuEnabled(False)
             self._plot.setMouseEnabled(x=False, y=False)
             self._plot.hideButtons()
@@ -457,7 +458,7 @@ class BarChart(PlotCard):
             self.bars[name] = bars
             for y, e, v in zip(ys, ends, vals, strict=True):
                 value = self.value_text(v) if v is not None else "none"
-                text = _pg().TextItem(value if self.legend else f"{name} {value}", anchor=(0, 0.5))
+                text = load_pyqtgraph().TextItem(value if self.legend else f"{name} {value}", anchor=(0, 0.5))
                 text.setFont(font)
                 text.textItem.document().setDocumentMargin(1)
                 text.setPos(e, y)
@@ -560,7 +561,7 @@ class HistogramChart(PlotCard):
         xs = [(a + b) / 2 for a, b in zip(exps, exps[1:], strict=False)]
         zero_x = exps[0] - 1.5
         item.addItem(
-            _pg().BarGraphItem(
+            load_pyqtgraph().BarGraphItem(
                 x=[zero_x] + xs,
                 height=[hist["zero"]] + list(hist["counts"]),
                 width=0.9,

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QCheckBox, QWidget
 
 from fuseview.colors import PALETTE
 from fuseview.ui import style
-from fuseview.ui.profile_plots import FUSED, ORIGINAL, PlotCard, _pg, fmt_us, models_by_role
+from fuseview.ui.profile_plots import FUSED, ORIGINAL, PlotCard, fmt_us, load_pyqtgraph, models_by_role
 
 ROOF_COLOR = "#1b2430"
 ARROW_COLOR = "#e07b00"
@@ -176,7 +176,7 @@ class RooflineCard(PlotCard):
             return
         item = self._show_plot()
         self._drawn = ("set_report", (report,))
-        pg = _pg()
+        pg = load_pyqtgraph()
         pts = [p for ps in self.points.values() for p in ps] + [e for a in self.arrows for e in (a.original,
                                                                                                   a.fused)]
         peak, bw = machine["peak_gflops"], machine["peak_gbps"]
