@@ -24,4 +24,3 @@ class AddEyeLike(OpRun):
 
 # Every kernel fuseview ships, for ReferenceEvaluator(new_ops=REFERENCE_OPS).
 REFERENCE_OPS: list[type[OpRun]] = [AddEyeLike]
-OPS_BY_NAME = {c.__name__: c for c in REFERENCE_OPS}

@@ -19,7 +19,6 @@ from typing import Any
 from fuseview.errors import FuseviewError
 
 SLACK_S = 0.05  # header clocks have millisecond steps; the profiler's and the log's clocks agree to ms
-HALF_YEAR_S = 183 * 86400
 
 
 def clock_seconds(clock: bytes | None, near: float) -> float | None:

@@ -37,7 +37,6 @@ MAX_THREADS = 100_000
 MAX_TIME_US = 1e18  # |ts| and dur: Kineto's epoch microseconds are near 2e15
 _SPACE = re.compile(r"[\s,]*")
 _KEY = re.compile(r'"traceEvents"\s*:\s*\[')
-_ONNX_MAGIC = (b"\x08", b"\x0a")  # ONNX protobuf files start with field 1 (ir_version) or a graph field
 
 
 @dataclass
