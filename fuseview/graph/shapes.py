@@ -102,6 +102,16 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
+def _axes(n: onnx.NodeProto, ins: list[str], vals: list) -> tuple[list[int] | None, bool]:
+    """(axes, unknown): the attribute's axes, else the axes input's value (unknown when not a constant)."""
+    axes = _attr(n, "axes")
+    if axes is None and len(ins) > 1 and ins[1]:
+        if vals[1] is None:
+            return None, True
+        axes = [int(a) for a in np.ravel(vals[1])]
+    return axes, False
+
+
 def _known(value: np.ndarray | None) -> np.ndarray:
     """A value the caller checked is known (the checks are in the branch's condition)."""
     if value is None:
@@ -185,11 +195,9 @@ class _Prop:
                    outv: list) -> bool:
         """Unsqueeze, Squeeze, Concat, Reshape, Flatten and Transpose. True when one applied."""
         if op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
-            axes = _attr(n, "axes")
-            if axes is None and len(ins) > 1 and ins[1]:
-                axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
-                if axes is None:
-                    return True
+            axes, unknown = _axes(n, ins, vals)
+            if unknown:
+                return True
             s = list(shp[0])
             if op == "Unsqueeze":
                 r = len(s) + len(axes)
@@ -264,11 +272,9 @@ class _Prop:
             op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
             and shp[0] is not None
         ):
-            axes = _attr(n, "axes")
-            if axes is None and len(ins) > 1 and ins[1]:
-                axes = None if vals[1] is None else [int(a) for a in np.ravel(vals[1])]
-                if axes is None:
-                    return True
+            axes, unknown = _axes(n, ins, vals)
+            if unknown:
+                return True
             r = len(shp[0])
             red = set(range(r)) if not axes else {a % r for a in axes}
             keep = _attr(n, "keepdims", 1)
