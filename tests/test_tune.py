@@ -297,12 +297,12 @@ def test_python_api_tunes_a_model_in_memory():
 
 
 def test_settings_defaults_are_the_pipelines():
+    from fuseview import defaults
     from fuseview.fusion import validate
-    from fuseview.tuning import settings
 
-    assert (settings.ATOL, settings.RTOL, settings.DEFAULT_SEEDS) == (validate.ATOL, validate.RTOL,
-                                                                      validate.DEFAULT_SEEDS)
-    s = TuneSettings()
+    s = TuneSettings()  # the one set of validation defaults (fuseview.defaults), as validate's
+    assert (s.atol, s.rtol, s.seeds) == (defaults.ATOL, defaults.RTOL, defaults.DEFAULT_SEEDS)
+    assert (validate.ATOL, validate.RTOL, validate.DEFAULT_SEEDS) == (s.atol, s.rtol, s.seeds)
     assert s.ort_opt == "all" and s.budget_s == 120 and s.threads == 0
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL
 from fuseview.errors import FuseviewError
 from fuseview.stats import DEFAULT_THRESHOLD
-
-# fuseview.fusion.validate's defaults, repeated so that this module imports no onnxruntime (validate's
-# module does); tests/test_tune.py checks that they agree
-ATOL, RTOL, DEFAULT_SEEDS = 1e-4, 1e-3, 3
 
 
 @dataclass
