@@ -8,6 +8,8 @@ tens of milliseconds; whatever it does not know falls back to onnx's inference.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -102,7 +104,7 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def _axes(n: onnx.NodeProto, ins: list[str], vals: list) -> tuple[list[int] | None, bool]:
+def _axes(n: onnx.NodeProto, ins: list[str], vals: list) -> tuple[Any, bool]:
     """(axes, unknown): the attribute's axes, else the axes input's value (unknown when not a constant)."""
     axes = _attr(n, "axes")
     if axes is None and len(ins) > 1 and ins[1]:
