@@ -17,15 +17,18 @@ from pathlib import Path
 
 from fuseview.errors import FuseviewError
 
-# soname -> the Debian/Ubuntu package, for every library that Qt's widgets and its xcb, wayland and offscreen
-# platform plugins (with the GL and shell integrations they load) NEED outside PySide6's own folder (readelf -d,
-# tests/test_qt_libs.py): the apt line is these packages, so installing it lets Qt start any of the three
+# soname -> the Debian/Ubuntu package, for every library that Qt's widgets and its xcb, wayland and
+# offscreen platform plugins (with the GL and shell integrations they load) NEED outside PySide6's own
+# folder (readelf -d, tests/test_qt_libs.py): the apt line is these packages, so Qt can start any of them
 WINDOW_LIBRARIES = {
     "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1", "libglib-2.0.so.0": "libglib2.0-0",
-    "libgthread-2.0.so.0": "libglib2.0-0", "libdbus-1.so.3": "libdbus-1-3", "libfontconfig.so.1": "libfontconfig1",
+    "libgthread-2.0.so.0": "libglib2.0-0", "libdbus-1.so.3": "libdbus-1-3",
+    "libfontconfig.so.1": "libfontconfig1",
     "libfreetype.so.6": "libfreetype6", "libX11.so.6": "libx11-6", "libX11-xcb.so.1": "libx11-xcb1",
-    "libxkbcommon.so.0": "libxkbcommon0", "libxkbcommon-x11.so.0": "libxkbcommon-x11-0", "libxcb.so.1": "libxcb1",
-    "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-glx.so.0": "libxcb-glx0", "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxkbcommon.so.0": "libxkbcommon0", "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libxcb.so.1": "libxcb1",
+    "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-glx.so.0": "libxcb-glx0",
+    "libxcb-icccm.so.4": "libxcb-icccm4",
     "libxcb-image.so.0": "libxcb-image0", "libxcb-keysyms.so.1": "libxcb-keysyms1",
     "libxcb-randr.so.0": "libxcb-randr0", "libxcb-render.so.0": "libxcb-render0",
     "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-shape.so.0": "libxcb-shape0",
@@ -36,7 +39,8 @@ WINDOW_LIBRARIES = {
 }
 # in every Debian/Ubuntu system (required by dpkg and apt themselves): never in the line
 BASE_LIBRARIES = {
-    "libc.so.6": "libc6", "libm.so.6": "libc6", "ld-linux-x86-64.so.2": "libc6", "ld-linux-aarch64.so.1": "libc6",
+    "libc.so.6": "libc6", "libm.so.6": "libc6", "ld-linux-x86-64.so.2": "libc6",
+    "ld-linux-aarch64.so.1": "libc6",
     "libdl.so.2": "libc6", "libpthread.so.0": "libc6", "librt.so.1": "libc6", "libstdc++.so.6": "libstdc++6",
     "libgcc_s.so.1": "libgcc-s1", "libz.so.1": "zlib1g", "libzstd.so.1": "libzstd1",
 }

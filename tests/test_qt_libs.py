@@ -55,7 +55,8 @@ def test_every_library_the_platform_plugins_need_is_installed_by_the_printed_lin
     packages = set(qt_libs.apt_line().split()[4:])
     needs = _system_needs()
     assert {"libwayland-cursor.so.0", "libwayland-egl.so.1", "libxcb-cursor.so.0"} <= needs
-    unmapped = sorted(n for n in needs if n not in qt_libs.WINDOW_LIBRARIES and n not in qt_libs.BASE_LIBRARIES)
+    known = qt_libs.WINDOW_LIBRARIES.keys() | qt_libs.BASE_LIBRARIES.keys()
+    unmapped = sorted(n for n in needs if n not in known)
     assert not unmapped, unmapped
     absent = sorted(n for n in needs if n in qt_libs.WINDOW_LIBRARIES and qt_libs.PACKAGES[n] not in packages)
     assert not absent, absent
