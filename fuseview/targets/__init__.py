@@ -25,8 +25,26 @@ def parse_target(spec: str | None) -> tuple[str, str | None]:
         address = text[4:].strip()
         if not address:
             raise FuseviewError("--target ray:ADDRESS needs an address (auto, HOST:PORT or ray://HOST:PORT)")
+        _check_address(address)
         return "ray", address
     raise FuseviewError(f"--target {text!r}: use local or ray:ADDRESS (e.g. ray:auto, ray:10.0.0.5:6379)")
+
+
+def _check_address(address: str) -> None:
+    """FuseviewError for ray:local (ray.init would start a private cluster) and a port out of range."""
+    if address in ("local", "localhost"):
+        raise FuseviewError(f"--target ray:{address} is not a cluster: measure here with --target local, or"
+                            " start a head with `ray start --head` and pass ray:127.0.0.1:6379")
+    if address == "auto":
+        return
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep and address.startswith("ray://") and rest:
+        return  # Ray Client's default port
+    if not sep or not host:
+        raise FuseviewError(f"--target ray:{address}: use auto, HOST:PORT or ray://HOST:PORT")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise FuseviewError(f"--target ray:{address}: the port must be a number from 1 to 65535")
 
 
 def open_target(spec: str | None, provider: str = "auto") -> Any:

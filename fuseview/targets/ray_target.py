@@ -57,16 +57,40 @@ def _host_port(address: str) -> tuple[str, int] | None:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+# an HTTP/2 client preface and an empty SETTINGS frame: a Ray head (GCS and Ray Client servers speak gRPC)
+# answers with a SETTINGS frame of its own; an idle listener or an HTTP/1 server never does
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _probe(address: str) -> None:
-    """TargetError unless the address answers a TCP connect (ray.init waits minutes on a dead address)."""
+    """TargetError unless the address answers a TCP connect and speaks gRPC's HTTP/2 within
+    PROBE_TIMEOUT_S (ray.init has no time limit: it waits forever on a listener that is not a Ray head)."""
     hp = _host_port(address)
     if hp is None:
         return
     try:
-        socket.create_connection(hp, timeout=PROBE_TIMEOUT_S).close()
+        sock = socket.create_connection(hp, timeout=PROBE_TIMEOUT_S)
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise TargetError(f"cannot reach the Ray cluster at {address}: {why}") from None
+    with sock:
+        head = b""
+        end = time.monotonic() + PROBE_TIMEOUT_S
+        try:
+            sock.sendall(_H2_PREFACE)
+            while len(head) < 9 and time.monotonic() < end:
+                sock.settimeout(max(0.01, end - time.monotonic()))
+                more = sock.recv(9 - len(head))
+                if not more:
+                    break
+                head += more
+        except OSError:
+            pass
+    if len(head) < 9 or head[3] != 4:  # frame type 4: SETTINGS
+        said = "no answer" if not head else f"an answer that is not gRPC ({head[:9]!r})"
+        raise TargetError(f"{address} is not a Ray head: it accepts a TCP connection but gave {said} within"
+                          f" {PROBE_TIMEOUT_S:g} s (start one with `ray start --head` and pass its GCS"
+                          " address, e.g. ray:127.0.0.1:6379)")
 
 
 def _connect(address: str) -> Any:

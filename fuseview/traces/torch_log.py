@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,12 @@ POST_GRAD = "inductor_post_grad_graph"
 OUTPUT_CODE = "inductor_output_code"
 _WANTED = {NODE_MAPPINGS, KERNEL_STACKS, *PRE_GRAD, POST_GRAD, OUTPUT_CODE}
 MAX_LINE = 16 << 20  # one header or payload line
+MAX_PAYLOAD = 64 << 20  # one kept payload (its lines without their tabs, joined by newlines)
 MAX_JSON_PAYLOAD = 32 << 20  # one provenance (JSON) payload, the only kind held whole before parsing
+BLOCK = 4 << 20  # read this much at a time: a run of payload lines is one C-speed step, not a line each
+_RUN_END = re.compile(rb"\n[^\t]")  # the end of a run of payload lines (the next line has no tab)
+_BLANK_RUN = re.compile(rb"(?:[ \r\f\v]*\n)+")  # blank lines between records
+_BLANK_TEXT = re.compile(r"\n\s*\n")  # blank payload lines: one says what many say to the FX parser
 MAX_LOG_FILES = 64
 LEVELS = b"VIWEC"
 _DIGITS = frozenset(b"0123456789")
@@ -101,17 +108,35 @@ def _bad(path, line_no: int, why: str) -> FuseviewError:
 
 
 def log_files(path: Path) -> list[Path]:
-    """The log files of a TORCH_TRACE folder (sorted), or the one file given."""
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix == ".log" and not p.name.startswith("."))
+    """The log files of a TORCH_TRACE folder (sorted), or the one file given (a regular file)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FuseviewError(f"{path}: TORCH_TRACE folder not found") from None
+    except OSError as exc:  # a name too long, a loop of links, no permission
+        raise FuseviewError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            files = sorted(p for p in path.iterdir() if p.suffix == ".log" and not p.name.startswith("."))
+        except OSError as exc:
+            raise FuseviewError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
         if not files:
             raise FuseviewError(f"{path}: no TORCH_TRACE log (*.log) in this folder")
         if len(files) > MAX_LOG_FILES:
             raise FuseviewError(f"{path}: {len(files)} log files; fuseview reads at most {MAX_LOG_FILES}")
         return files
-    if not path.exists():
-        raise FuseviewError(f"{path}: TORCH_TRACE folder not found")
+    if not stat.S_ISREG(st.st_mode) or _pseudo_file(path):
+        raise FuseviewError(f"{path}: not a regular file (a TORCH_TRACE log is a file torch wrote)")
     return [path]
+
+
+def _pseudo_file(path: Path) -> bool:
+    """Whether a file is the kernel's (/proc, /sys): stat calls them regular, reading them is not."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    return real.startswith(("/proc/", "/sys/", "/dev/"))
 
 
 def parse_header(raw: bytes) -> tuple[bytes, int, bytes] | None:
@@ -157,26 +182,31 @@ class _Payload:
         self.size = 0
         self.names: dict[str, str] = {}
 
-    def add(self, line_no: int, data: bytes) -> None:
-        """One payload line (without its tab and newline)."""
-        if self.lines:
-            self.md5.update(b"\n")
+    def add(self, line_no: int, data: bytes, count: int = 1) -> None:
+        """`count` payload lines (without their tabs, joined by newlines) from line `line_no` on."""
+        sep = b"\n" if self.lines else b""
+        self.size += len(sep) + len(data)
+        bound = MAX_JSON_PAYLOAD if self.kind in _JSON_KINDS else MAX_PAYLOAD
+        if self.size > bound:
+            what = "provenance payload" if self.kind in _JSON_KINDS else "payload"
+            raise _bad(self.path, line_no, f"a {what} over {bound >> 20} MiB")
+        self.md5.update(sep)
         self.md5.update(data)
-        self.lines += 1
+        self.lines += count
         if self.kind in _JSON_KINDS:
-            self.size += len(data) + 1
-            if self.size > MAX_JSON_PAYLOAD:
-                raise _bad(self.path, line_no, f"a provenance payload over {MAX_JSON_PAYLOAD >> 20} MiB")
             self.chunks.append(data)
             return
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad(self.path, line_no, "a payload that is not UTF-8") from None
+        except UnicodeDecodeError as exc:
+            at = line_no + data.count(b"\n", 0, exc.start)
+            raise _bad(self.path, at, "a payload that is not UTF-8") from None
         if self.graph is not None:
-            self.graph.feed(text)
-        else:
-            _profiler_names(text, self.names)
+            for line in _BLANK_TEXT.sub("\n\n", text).split("\n"):
+                self.graph.feed(line)
+        elif "graph_" in text:
+            for line in text.split("\n"):
+                _profiler_names(line, self.names)
 
     def check(self) -> None:
         """FuseviewError when the payload does not match its md5 (cut or edited)."""
@@ -254,40 +284,74 @@ class _Reader:
         """Every record of the file."""
         check_regular(self.path, "trace", "TORCH_TRACE log")
         cap = limit("trace")
-        read = 0
-        open_record: tuple[CompiledGraph, _Payload] | None = None
-        in_record = False
+        self.open_record: tuple[CompiledGraph, _Payload] | None = None
+        self.in_record = False
+        read, line_no, carry = 0, 1, b""
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise FuseviewError(f"{self.path}: cannot read ({exc.strerror})") from None
         with f:
-            line_no = 0
             while True:
-                raw = f.readline(MAX_LINE + 1)
-                line_no += 1
-                read += len(raw)
+                try:
+                    chunk = f.read(BLOCK)
+                except OSError as exc:
+                    raise FuseviewError(f"{self.path}: cannot read ({exc.strerror})") from None
+                read += len(chunk)
                 if read > cap:
                     raise FuseviewError(f"{self.path}: grew past the size limit while being read")
-                if len(raw) > MAX_LINE:
+                data = carry + chunk if chunk else (carry + b"\n" if carry else b"")
+                end = data.rfind(b"\n") + 1
+                if end:
+                    line_no = self._lines(data, end, line_no)
+                carry = data[end:]
+                if len(carry) > MAX_LINE:
                     raise _bad(self.path, line_no, "a line longer than 16 MiB")
-                if raw.startswith(b"\t"):
-                    if not in_record:
-                        raise _bad(self.path, line_no, "a payload line without a record before it")
-                    if open_record is not None:
-                        open_record[1].add(line_no, raw[1:].rstrip(b"\n"))
-                    continue
-                if open_record is not None:
-                    _apply(self.path, *open_record)
-                    open_record = None
-                if not raw:
+                if not chunk:
                     break
-                if not raw.strip():
-                    continue
-                open_record = self.header(line_no, raw)
-                in_record = True
+        if self.open_record is not None:
+            _apply(self.path, *self.open_record)
         return LogFile(str(self.path), list(self.graphs.values()), frozenset(self.pids),
                        self.first, self.last)
+
+    def _lines(self, data: bytes, end: int, line_no: int) -> int:
+        """The whole lines of data[:end] (from line `line_no`); the number of the line after them."""
+        i = 0
+        while i < end:
+            if data[i] == 9:  # a tab: a run of payload lines, taken whole
+                m = _RUN_END.search(data, i, end)
+                j = m.start() + 1 if m else end
+                count = data.count(b"\n", i, j)
+                if not self.in_record:
+                    raise _bad(self.path, line_no, "a payload line without a record before it")
+                if j - i > MAX_LINE:
+                    self._check_lengths(data[i:j], line_no)
+                if self.open_record is not None:
+                    self.open_record[1].add(line_no, data[i + 1:j - 1].replace(b"\n\t", b"\n"), count)
+                i, line_no = j, line_no + count
+                continue
+            if self.open_record is not None:
+                _apply(self.path, *self.open_record)
+                self.open_record = None
+            blank = _BLANK_RUN.match(data, i, end)
+            if blank is not None:
+                line_no += data.count(b"\n", i, blank.end())
+                i = blank.end()
+                continue
+            nl = data.index(b"\n", i, end) + 1
+            if nl - i > MAX_LINE:
+                raise _bad(self.path, line_no, "a line longer than 16 MiB")
+            raw = data[i:nl]
+            if raw.strip():
+                self.open_record = self.header(line_no, raw)
+                self.in_record = True
+            i, line_no = nl, line_no + 1
+        return line_no
+
+    def _check_lengths(self, run: bytes, line_no: int) -> None:
+        for k, line in enumerate(run.split(b"\n")):
+            if len(line) + 1 > MAX_LINE:
+                raise _bad(self.path, line_no + k, "a line longer than 16 MiB")
 
 
 def _kind(header: dict) -> str | None:
