@@ -1,4 +1,4 @@
-"""Placement per provider from real onnxruntime profiles; the moved-to-CPU flag; kernels attributed to nodes."""
+"""Placement per provider from real onnxruntime profiles; the moved-to-CPU flag; kernels to nodes."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ def placement(profile: dict[str, Any]) -> dict[str, Any]:
             memcpy.append(str(n["name"]))
     total = sum(r["time_us"] for r in per.values())
     providers = {
-        p: {"nodes": int(r["nodes"]), "time_us": r["time_us"], "share": r["time_us"] / total if total else 0.0}
+        p: {"nodes": int(r["nodes"]), "time_us": r["time_us"],
+            "share": r["time_us"] / total if total else 0.0}
         for p, r in sorted(per.items(), key=lambda kv: -kv[1]["time_us"])
     }
     return {"providers": providers, "memcpy_nodes": memcpy}
