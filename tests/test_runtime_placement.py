@@ -50,3 +50,10 @@ def test_kernels_attributed_by_launch_time():
     assert got["unattributed_us"] == 2.0
     assert got["busy_us"] == 7.0 + 3.0 + 2.0  # [5, 12) overlaps, then 3 and 2
     assert got["unattributed_share"] == pytest.approx(2.0 / 13.0)
+
+
+def test_cuda_sessions_for_the_output_check_turn_tf32_off():
+    from fuseview.runtime.sessions import CPU, CUDA, cuda_providers
+
+    assert cuda_providers() == [CUDA, CPU]
+    assert cuda_providers(tf32=False) == [(CUDA, {"use_tf32": "0"}), CPU]
