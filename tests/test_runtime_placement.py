@@ -57,3 +57,20 @@ def test_cuda_sessions_for_the_output_check_turn_tf32_off():
 
     assert cuda_providers() == [CUDA, CPU]
     assert cuda_providers(tf32=False) == [(CUDA, {"use_tf32": "0"}), CPU]
+
+
+def test_bound_run_gives_the_plain_runs_outputs():
+    import numpy as np
+
+    from fuseview.runtime.binding import bound_run
+    from fuseview.runtime.sessions import create_session
+
+    model = samples.slow_node_model(n=16)
+    feeds = make_feeds(model)
+    sess, _ = create_session(model, "cpu")
+    plain = sess.run(None, feeds)
+    run = bound_run(sess, feeds, device="cpu")
+    assert bound_run(sess, feeds)() is None  # a CPU session keeps the plain run
+    run()
+    for want, got in zip(plain, run().copy_outputs_to_cpu(), strict=True):  # the binding reused
+        np.testing.assert_array_equal(want, got)
