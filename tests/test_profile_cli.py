@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from fuseview.cli import main
+from fuseview.reports.profile import ProfileReport
 from fuseview.runtime import samples
 from fuseview.runtime.report import load_report
 from tests.conftest import GPT2_MODELS
@@ -55,6 +56,15 @@ def test_against_fused_prints_per_fusion_rows_and_passes(gelu_files, tmp_path, c
     assert "fused_gelu" in out and "FastGelu" in out
     rep = load_report(tmp_path / "r.json")
     assert rep["comparison"]["fusions"][0]["time"]["original_nodes"] == 8
+    # where each node ran, before and after: all on the CPU EP here, so nothing moved to the CPU
+    orig, fused = rep["models"]
+    assert orig["placement"]["providers"]["CPUExecutionProvider"]["nodes"] == len(orig["nodes"])
+    cpu = "CPUExecutionProvider"
+    assert fused["placement"]["providers"][cpu]["nodes"] == len(fused["nodes"]) < len(orig["nodes"])
+    assert rep["comparison"]["placement_flag"] is None
+    typed = ProfileReport.from_json(rep)
+    assert typed.models[1].placement == fused["placement"] and typed.comparison.placement_flag is None
+    assert f"placement: CPU {len(orig['nodes'])} nodes 100% of node time; Memcpy nodes 0" in out
 
 
 def test_broken_fusion_exits_3(gelu_files, capsys):

@@ -128,6 +128,11 @@ def print_report(rep: dict, out=None) -> None:
           f"  ({m['runs']} runs, {m['warmup']} warm-up, no profiling)")
         w(f"  profiled run {_us(m['run_us']['mean'])}, node times sum {_us(m['node_sum_us']['mean'])}"
           f"  ({m.get('profiled_runs', m['runs'])} profiled runs)")
+        place = m.get("placement")
+        if place:
+            w("  placement: " + ", ".join(
+                f"{p.replace('ExecutionProvider', '')} {r['nodes']} nodes {r['share']:.0%} of node time"
+                for p, r in place["providers"].items()) + f"; Memcpy nodes {len(place['memcpy_nodes'])}")
         sources = sorted({n["time_source"] for n in m["nodes"]})
         if "host-side" in sources:
             w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
@@ -163,6 +168,9 @@ def print_report(rep: dict, out=None) -> None:
         a, b = (m["latency_ms"]["p50"] for m in rep["models"])
         w()
         w(f"latency p50: model {a:.3f} ms, against {b:.3f} ms")
+        flag = (rep.get("comparison") or {}).get("placement_flag")
+        if flag:
+            w(flag)
         line = verdict_line(rep)
         if line:
             w(line)

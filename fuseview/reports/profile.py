@@ -88,6 +88,12 @@ class ModelProfile:
         roof = self.extra.get("roofline")
         return roof if isinstance(roof, dict) else None
 
+    @property
+    def placement(self) -> JSON | None:
+        """Where the nodes ran: nodes and time per provider, the Memcpy nodes (runtime.placement)."""
+        place = self.extra.get("placement")
+        return place if isinstance(place, dict) else None
+
     @classmethod
     def from_json(cls, d: JSON) -> ModelProfile:
         """The model of a checked report."""
@@ -175,6 +181,12 @@ class CompareReport:
         return cls(bool(data["passed"]), data["outputs"], data["fusions"],
                    LatencyComparison.from_json(lat) if typed and isinstance(lat, dict) else None,
                    {k: v for k, v in data.items() if k not in known})
+
+    @property
+    def placement_flag(self) -> str | None:
+        """"fusion moved work to the CPU: ..." when the fused model runs more on the CPU EP, else None."""
+        flag = self.extra.get("placement_flag")
+        return flag if isinstance(flag, str) else None
 
     def to_json(self) -> dict[str, Any]:
         """The comparison object as the profile report holds it."""

@@ -193,7 +193,7 @@ def compare_outputs(
     results = []
     for i, m in enumerate((a, b)):
         check_cancel(cancel)
-        sess, choice = create_session(m, provider, opt_level)
+        sess, choice = create_session(m, provider, opt_level, tf32=False)  # float32 verdicts
         names = outputs + [x for x in extra if x not in outputs]
         try:
             vals = sess.run(names, feeds)

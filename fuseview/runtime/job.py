@@ -15,6 +15,7 @@ from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.machine import machine_roofline
+from fuseview.runtime.placement import moved_to_cpu, placement
 from fuseview.runtime.profiling import (
     Cancel,
     Progress,
@@ -233,6 +234,7 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
         prof["roofline"] = model_roofline(load_model_graph(m), dims, prof["nodes"], machine)
+        prof["placement"] = placement(prof)
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor
@@ -253,6 +255,9 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
             groups = fusion_groups(load_model_graph(sources[0]))
             add_fusion_spreads(rev, models[1], models[0], groups, overhead)
             comparison["reverse_fusion_times"] = rev
+        # the model is the original and `against` the fused one, unless no fusion was found that way round
+        before, after = (models[0], models[1]) if comparison["fusions"] else (models[1], models[0])
+        comparison["placement_flag"] = moved_to_cpu(before["placement"], after["placement"])
         est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
         comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
     _drop_node_runs(models)

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnxruntime as ort
@@ -127,7 +128,7 @@ def _model_arg(model: ModelSource) -> str | bytes:
 def _create(
     model: ModelSource,
     so: ort.SessionOptions,
-    providers: list[str],
+    providers: list[Any],
     base_dir: str | os.PathLike | None = None,
 ) -> ort.InferenceSession:
     try:
@@ -144,6 +145,11 @@ def _create(
         raise FuseviewError(f"onnxruntime cannot create a session for this model: {msg}") from None
 
 
+def cuda_providers(tf32: bool = True) -> list[Any]:
+    """The providers list for a CUDA session: the CUDA EP (TF32 off unless asked for), the CPU EP."""
+    return [CUDA if tf32 else (CUDA, {"use_tf32": "0"}), CPU]
+
+
 def create_session(
     model: ModelSource,
     provider: str = "auto",
@@ -154,11 +160,13 @@ def create_session(
     cpu_mem_arena: bool = True,
     base_dir: str | os.PathLike | None = None,
     prepack: bool = True,
+    tf32: bool = True,
 ) -> tuple[ort.InferenceSession, ProviderChoice]:
     """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU.
 
     base_dir: the folder external data of an in-memory model is relative to (a model read by fuseview's
-    loader records it in each weight it left on disk)."""
+    loader records it in each weight it left on disk). tf32=False turns the CUDA EP's TF32 GEMMs off (the
+    correctness check: float32 results at the CPU tolerance)."""
     if provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
     so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack)
@@ -172,7 +180,7 @@ def create_session(
                 f"--provider cuda: this {reason} (onnxruntime {ort.__version__}); {CUDA_HINT}"
             )
         return _create(model, so, [CPU], base_dir), ProviderChoice("auto", CPU, reason)
-    sess = _create(model, so, [CUDA, CPU], base_dir)
+    sess = _create(model, so, cuda_providers(tf32), base_dir)
     if CUDA in sess.get_providers():
         return sess, ProviderChoice(provider, CUDA, "CUDAExecutionProvider available and active")
     # The build has CUDA but the session fell back: no GPU, or a driver/CUDA/cuDNN library is missing.
