@@ -1,0 +1,49 @@
+"""The committed kernel table (fuseview/data/ort_kernels.json): lookups; CPU rows against this build."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import onnxruntime
+import pytest
+
+from fuseview.fusion import kernels
+from tests.conftest import ROOT
+
+if str(ROOT / "scripts") not in sys.path:  # the script imports its sibling _requires, as when run
+    sys.path.append(str(ROOT / "scripts"))
+_spec = importlib.util.spec_from_file_location("make_kernel_table", ROOT / "scripts" / "make_kernel_table.py")
+assert _spec is not None and _spec.loader is not None
+make_kernel_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_kernel_table)
+
+
+def test_fp32_gqa_has_no_cuda_kernel_but_fp16_does() -> None:
+    assert kernels.has_kernel("cuda", "com.microsoft", "GroupQueryAttention", "float") is False
+    assert kernels.has_kernel("cuda", "com.microsoft", "GroupQueryAttention", "float16") is True
+    assert kernels.has_kernel("cuda", "com.microsoft", "MultiHeadAttention", "float") is True
+    assert kernels.has_kernel("cpu", "com.microsoft", "GroupQueryAttention", "float") is True
+    assert kernels.has_kernel("cuda", "com.microsoft", "NoSuchOp", "float") is None
+    reason = kernels.missing_kernel("cuda", "com.microsoft", "GroupQueryAttention", "float")
+    assert reason == "no float GroupQueryAttention kernel on CUDA (it has float16, bfloat16)"
+    assert kernels.missing_kernel("cuda", "com.microsoft", "GroupQueryAttention", "float16") is None
+
+
+def test_cpu_rows_match_the_installed_build() -> None:
+    doc = json.loads(kernels.TABLE.read_text(encoding="utf-8"))
+    source = doc["sources"]["CPUExecutionProvider"]
+    if not source.endswith(f"onnxruntime {onnxruntime.__version__}"):
+        pytest.skip(f"the table's CPU rows are from {source}, this is onnxruntime {onnxruntime.__version__}")
+    _, installed = make_kernel_table.from_installed()
+    assert doc["kernels"]["CPUExecutionProvider"] == installed["CPUExecutionProvider"]
+
+
+def test_markdown_parser_reads_type_constraints(tmp_path) -> None:
+    md = ("## Operators implemented by CUDAExecutionProvider\n\n|**Operator Domain:** *com.microsoft*||||\n"
+          "|GroupQueryAttention|*in* query:**T**|1+|**M** = tensor(int32)<br/> **T** = tensor(bfloat16), "
+          "tensor(float16)|\n|FusedConv|*in* X:**T**|1+|**T** = tensor(float)|\n")
+    table = make_kernel_table.from_markdown(md)
+    gqa = {"GroupQueryAttention": ["float16", "bfloat16"]}
+    assert table == {"CUDAExecutionProvider": {"com.microsoft": gqa}}
