@@ -47,3 +47,27 @@ def test_markdown_parser_reads_type_constraints(tmp_path) -> None:
     table = make_kernel_table.from_markdown(md)
     gqa = {"GroupQueryAttention": ["float16", "bfloat16"]}
     assert table == {"CUDAExecutionProvider": {"com.microsoft": gqa}}
+
+
+LLAMA = ROOT / "assets" / "models" / "current" / "llama_2l_sdpa_past_ts17.onnx"
+
+
+def test_scan_for_cuda_turns_fp32_gqa_into_a_near_miss_naming_the_alternative() -> None:
+    from fuseview.fusion.scan import scan_file
+
+    on_cpu = scan_file(LLAMA, provider="cpu")
+    on_cuda = scan_file(LLAMA, provider="cuda")
+    assert any(c.fused_op == "GroupQueryAttention" for c in on_cpu.candidates)
+    assert not any(c.fused_op == "GroupQueryAttention" for c in on_cuda.candidates)
+    assert any(c.fused_op == "MultiHeadAttention" for c in on_cuda.candidates)  # the fp32 alternative stays
+    reasons = [m.reason for m in on_cuda.near_misses if m.rule.startswith("attention_gqa")]
+    assert reasons and all(r.startswith("no float GroupQueryAttention kernel on CUDA") for r in reasons)
+    assert "MultiHeadAttention with repeated KV" in reasons[0]
+
+
+def test_scan_cli_says_which_provider(capsys) -> None:
+    from fuseview.cli import main
+
+    assert main(["scan", str(LLAMA), "--provider", "cuda", "--near-misses"]) == 0
+    out = capsys.readouterr().out
+    assert "provider   cuda (asked" in out and "no float GroupQueryAttention kernel on CUDA" in out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "ort_kernels.json"
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -47,3 +48,36 @@ def missing_kernel(provider: str, domain: str, op: str, dtype: str) -> str | Non
     short = provider_name(provider).removesuffix("ExecutionProvider")
     have = ", ".join(kernel_dtypes(provider, domain, op) or [])
     return f"no {dtype} {op} kernel on {short} (it has {have})"
+
+
+# What to use instead when a fused op has no kernel on the provider for the model's dtype.
+ALTERNATIVES = {
+    "GroupQueryAttention": "MultiHeadAttention with repeated KV (fp32), or convert the model to fp16",
+}
+
+
+def keep_runnable(cands: list[Any], provider: str, index: Any, misses: list[Any]) -> list[Any]:
+    """The candidates provider has a kernel for in their dtype; the others appended to misses as NearMiss."""
+    from fuseview.fusion.rule import NearMiss
+
+    kept = []
+    for c in cands:
+        outputs = c.match.outputs if c.match is not None else []
+        elem = index.elem_type(outputs[0]) if outputs else None
+        dtype = DTYPE_NAMES.get(elem) if elem is not None else None
+        reason = None if dtype is None else missing_kernel(provider, c.domain, c.fused_op, dtype)
+        if reason is None:
+            kept.append(c)
+            continue
+        alternative = ALTERNATIVES.get(c.fused_op)
+        misses.append(NearMiss(c.rule, tuple(c.nodes), reason + (f"; {alternative}" if alternative else "")))
+    return kept
+
+
+def default_provider() -> tuple[str, str]:
+    """'cuda' when the installed onnxruntime has CUDAExecutionProvider available, else 'cpu'; and why."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        return "cuda", "onnxruntime has CUDAExecutionProvider"
+    return "cpu", "no CUDAExecutionProvider in this onnxruntime"
