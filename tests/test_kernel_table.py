@@ -71,3 +71,18 @@ def test_scan_cli_says_which_provider(capsys) -> None:
     assert main(["scan", str(LLAMA), "--provider", "cuda", "--near-misses"]) == 0
     out = capsys.readouterr().out
     assert "provider   cuda (asked" in out and "no float GroupQueryAttention kernel on CUDA" in out
+
+
+def test_fuse_for_cuda_writes_no_cpu_only_op(tmp_path, capsys) -> None:
+    import onnx
+
+    from fuseview import api
+    from fuseview.cli import main
+
+    out = tmp_path / "fused.onnx"
+    assert main(["fuse", str(LLAMA), "-o", str(out), "--provider", "cuda", "--seeds", "1"]) == 0
+    assert "provider cuda (asked" in capsys.readouterr().out
+    ops = {n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node}
+    assert "GroupQueryAttention" not in ops and "MultiHeadAttention" in ops
+    assert not [c for c in api.scan(LLAMA, provider="cuda").candidates if c.fused_op == "GroupQueryAttention"]
+    assert [c for c in api.scan(LLAMA, provider="cpu").candidates if c.fused_op == "GroupQueryAttention"]
