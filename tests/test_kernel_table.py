@@ -86,3 +86,13 @@ def test_fuse_for_cuda_writes_no_cpu_only_op(tmp_path, capsys) -> None:
     assert "GroupQueryAttention" not in ops and "MultiHeadAttention" in ops
     assert not [c for c in api.scan(LLAMA, provider="cuda").candidates if c.fused_op == "GroupQueryAttention"]
     assert [c for c in api.scan(LLAMA, provider="cpu").candidates if c.fused_op == "GroupQueryAttention"]
+
+
+def test_tune_scans_for_the_provider_it_measures_on() -> None:
+    import onnxruntime as ort
+
+    from fuseview.tuning.run import _scan_provider
+
+    assert _scan_provider("cuda") == "cuda" and _scan_provider("cpu") == "cpu"
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    assert _scan_provider("auto") == ("cuda" if has_cuda else "cpu")
