@@ -96,3 +96,17 @@ def test_tune_scans_for_the_provider_it_measures_on() -> None:
     assert _scan_provider("cuda") == "cuda" and _scan_provider("cpu") == "cpu"
     has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
     assert _scan_provider("auto") == ("cuda" if has_cuda else "cpu")
+
+
+def test_the_session_scans_for_its_provider() -> None:
+    from fuseview.graph.loader import load_document
+    from fuseview.session import Session
+
+    s = Session()
+    doc = load_document(LLAMA)
+    s.adopt(doc, s.initial_expansion(doc))
+    s.provider = "cuda"
+    job = s.start_scan()
+    assert job is not None and job.wait(120)
+    assert s.scan is not None and s.scan.candidates
+    assert not [c for c in s.scan.candidates if c.fused_op == "GroupQueryAttention"]
