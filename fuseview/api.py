@@ -43,8 +43,8 @@ def scan(path: PathLike, dims: dict[str, int] | None = None, **options: Any) -> 
     """The fusion candidates and near misses of a model file, as `fuseview scan` lists them."""
     from fuseview.fusion.pipeline import scan_for_fusion
 
-    given = api_settings({**options, **({} if dims is None else {"dims": dims})}, ["dims"])
-    return scan_for_fusion(load(path), given.get("dims") or {}, path)
+    given = api_settings({**options, **({} if dims is None else {"dims": dims})}, ["dims", "provider"])
+    return scan_for_fusion(load(path), given.get("dims") or {}, path, given.get("provider"))
 
 
 def _checked_model(model: object, label: str = "model") -> None:
@@ -83,7 +83,7 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
         if ids is not None and not listed:
             raise OptionTypeError(f"{label}: must be a list of candidate ids or rule names")
     model = load(path)
-    found = scan_for_fusion(model, dims_for(model, opts), path)
+    found = scan_for_fusion(model, dims_for(model, opts), path, opts.provider)
     decided = Plan.load(plan, found.candidates) if plan else Plan(found.candidates, str(path))
     for r in reject or []:
         decided.reject(r)

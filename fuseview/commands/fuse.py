@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the decisions as onnxruntime, Optimum and Olive read them, into DIR"
                    " (fusion_options.json, ort_config.json, session_options.json, olive_pass.json,"
                    " decisions.json)")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="fuse only into ops with a kernel there for the model's dtype (default auto: cuda "
+                        "when onnxruntime has CUDAExecutionProvider, else cpu)")
     p.add_argument("--target-opset", type=int, metavar="N",
                    help="convert the fused model to ONNX opset N (default: keep the source's opset; fused ops"
                    " the opset lacks are onnxruntime contrib ops); says what the conversion rewrote")
@@ -94,9 +97,10 @@ def run(args: argparse.Namespace) -> int:
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
+        provider=_provider(args.provider),
     )
     model = load_for_fusion(src)
-    scan = scan_for_fusion(model, dims_for(model, options), src)
+    scan = scan_for_fusion(model, dims_for(model, options), src, options.provider)
     plan = _decide(args, scan, src)
     outcome = build_fused(model, scan, plan.accepted(), options, src.parent)
     result = outcome.result
@@ -136,3 +140,12 @@ def run(args: argparse.Namespace) -> int:
     for path in emitted:
         print(f"wrote      {path}")
     return 0
+
+
+def _provider(asked: str) -> str:
+    """The target provider, said on one line (auto: cuda when onnxruntime has CUDAExecutionProvider)."""
+    from fuseview.fusion.kernels import default_provider
+
+    provider, why = (asked, "asked") if asked != "auto" else default_provider()
+    print(f"provider {provider} ({why}; a fused op with no kernel there is left out, see scan --near-misses)")
+    return provider

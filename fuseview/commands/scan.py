@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " (default batch-like 1, sequence-like 128, others 1)",
     )
     p.add_argument("--near-misses", action="store_true", help="also list rules that nearly matched, and why")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="offer only fusions whose op has a kernel there for the model's dtype (default auto: "
+                        "cuda when onnxruntime has CUDAExecutionProvider, else cpu)")
     p.add_argument("--profile", metavar="REPORT.json",
                    help="a `fuseview profile --json` report of this model: each candidate gets the measured"
                    " time (us) and share of the run of the nodes it would replace")
@@ -52,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     dims = parse_dim_args(args.dim)
     report = load_report(args.profile) if args.profile else None
-    result = scan_file(args.model, dims)
+    from fuseview.fusion.kernels import default_provider
+
+    provider, why = (args.provider, "asked") if args.provider != "auto" else default_provider()
+    result = scan_file(args.model, dims, provider=provider)
     costs = candidate_costs(report, result.candidates) if report is not None else {}
     ort_cmp = None
     if getattr(args, "ort_check", None):
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     cands = result.candidates
     print(f"model      {args.model}")
+    print(f"provider   {provider} ({why}; a fused op with no kernel there is a near miss)")
     print("dims       " + (", ".join(f"{k}={v}" for k, v in result.index.dims_used.items()) or "-"))
     print(f"candidates {len(cands)}")
     if report is not None:

@@ -245,6 +245,11 @@ class GraphIndex:
         d = dims[i]
         return d if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else None
 
+    def elem_type(self, tensor: str) -> int | None:
+        """The onnx element type of a tensor, None when inference did not give one."""
+        s = self._shapes.get(tensor)
+        return None if s is None else s[1]
+
     def shape(self, tensor: str) -> list | None:
         """Inferred shape of a tensor (ints, or None/names for unknown dims), None if unknown rank."""
         s = self._shapes.get(tensor)

@@ -41,6 +41,7 @@ class FuseOptions:
     # otherwise the fused model holds them in memory, as a model the window can hand anywhere
     weights_on_disk: bool = False
     target_opset: int | None = None  # None keeps the source's ONNX opset (--target-opset N converts)
+    provider: str | None = None  # 'cpu' / 'cuda': offer only fused ops with a kernel there (None: any)
 
 
 @dataclass
@@ -97,11 +98,12 @@ def dims_for(model: onnx.ModelProto, options: FuseOptions) -> dict[str, int]:
 
 
 def scan_for_fusion(
-    model: onnx.ModelProto, dims: dict[str, int] | None = None, path: str | os.PathLike | None = None
+    model: onnx.ModelProto, dims: dict[str, int] | None = None, path: str | os.PathLike | None = None,
+    provider: str | None = None,
 ) -> ScanResult:
-    """Scan with the chosen dims (an unknown dim name is an error listing the valid ones)."""
+    """Scan with the chosen dims (an unknown dim name is an error listing the valid ones), for provider."""
     base = Path(path).parent if path else None
-    return scan_model(model, dims, base_dir=base, path=str(path) if path else None)
+    return scan_model(model, dims, base_dir=base, path=str(path) if path else None, provider=provider)
 
 
 def keep_stand_in_names(original: onnx.ModelProto, fused: onnx.ModelProto) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from fuseview.errors import FuseviewError
+from fuseview.fusion import kernels
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_rule
@@ -66,9 +67,11 @@ def scan_model(
     base_dir: str | os.PathLike | None = None,
     path: str | None = None,
     functions: bool = True,
+    provider: str | None = None,
 ) -> ScanResult:
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
-    and its local functions."""
+    and its local functions. With a provider, a candidate whose fused op has no kernel there for its dtype
+    becomes a near miss (fuseview.fusion.kernels)."""
     index = GraphIndex(model, dims, base_dir=base_dir)
     ctx = ScanContext(index)
     rules = list(catalogue() if rules is None else rules)
@@ -111,6 +114,8 @@ def scan_model(
             seen.add(c.id)
             cands.append(c)
     cands = _drop_submatches(cands)
+    if provider:
+        cands = kernels.keep_runnable(cands, provider, index, misses)
     link_conflicts(cands)
     result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
     _scan_inner(result, rules, base_dir, functions)
@@ -200,8 +205,9 @@ def _drop_submatches(cands: list[Candidate]) -> list[Candidate]:
 
 
 def scan_file(
-    path: str | os.PathLike, dims: dict[str, int] | None = None, rules: Sequence[Rule] | None = None
+    path: str | os.PathLike, dims: dict[str, int] | None = None, rules: Sequence[Rule] | None = None,
+    provider: str | None = None,
 ) -> ScanResult:
-    """Load and scan an ONNX file."""
+    """Load and scan an ONNX file (for provider, when given: see scan_model)."""
     model = load_model(path)
-    return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path))
+    return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path), provider=provider)

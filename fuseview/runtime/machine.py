@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
+from fuseview.runtime.ir_version import clamp_ir
 from fuseview.runtime.report import cpu_name
 from fuseview.runtime.sessions import create_session
 
@@ -49,14 +50,14 @@ def _matmul_model(n: int) -> onnx.ModelProto:
     g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "peak_flops",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])], [w])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=clamp_ir())
 
 
 def _add_model(n: int) -> onnx.ModelProto:
     g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "peak_bandwidth",
                           [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n]) for x in ("a", "b")],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=clamp_ir())
 
 
 def _fastest_s(model: onnx.ModelProto, feeds: dict, provider: str, threads: int, budget_s: float

@@ -18,6 +18,7 @@ from fuseview.graph.loader import check_structure
 from fuseview.naming import unique_node_names
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
+from fuseview.runtime.ir_version import clamp_ir
 from fuseview.runtime.sessions import ModelSource, create_session
 from fuseview.stats import TIME_KEY, median_shares
 
@@ -387,7 +388,7 @@ def noop_chain(n: int) -> onnx.ModelProto:
     nodes = [h.make_node("Identity", [f"t{i}"], [f"t{i + 1}"], name=f"noop{i}") for i in range(n)]
     graph = h.make_graph(nodes, "noop_chain", [h.make_tensor_value_info("t0", onnx.TensorProto.FLOAT, [1])],
                          [h.make_tensor_value_info(f"t{n}", onnx.TensorProto.FLOAT, [1])])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=clamp_ir())
 
 
 def _median_run_us(sess, feeds: dict, runs: int) -> float:

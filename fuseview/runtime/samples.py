@@ -10,6 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY
+from fuseview.runtime.ir_version import clamp_ir
 
 # IR 10 has node metadata_props; onnx.helper would stamp a newer IR than onnxruntime reads.
 IR_VERSION = 10
@@ -21,7 +22,8 @@ def _model(nodes, inputs, outputs, inits, ms_domain: bool = False) -> onnx.Model
     if ms_domain:
         opsets.append(helper.make_opsetid("com.microsoft", 1))
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
-    return helper.make_model(g, opset_imports=opsets, ir_version=IR_VERSION, producer_name="fuseview-samples")
+    return helper.make_model(g, opset_imports=opsets, ir_version=clamp_ir(IR_VERSION),
+                             producer_name="fuseview-samples")
 
 
 def slow_node_model(n: int = 256, tiny: int = 8) -> onnx.ModelProto:

@@ -114,6 +114,7 @@ class Session:
         self.nav_stack: list[NavEntry] = []
         self.expanded: Expansion = None  # the open scopes of the graph on screen (None: flat)
         self.dims: dict[str, int] = {}  # the dims the scan uses; apply validates on them too
+        self.provider: str | None = None  # the scan's target provider, 'cpu' / 'cuda' (None: any)
         self.scan_pending = False
         self.panes: dict[str, PaneState] = {ORIGINAL: PaneState(), FUSED: PaneState()}
         self.status = ""  # the last status line (the status event carries each one)
@@ -252,7 +253,7 @@ class Session:
         self.scan_pending = False
         if doc is None:
             return None
-        model, dims = doc.model, dict(self.dims)
+        model, dims, provider = doc.model, dict(self.dims), self.provider
         path = doc.path
 
         def work(progress: Progress) -> tuple[ScanResult, float]:
@@ -260,7 +261,7 @@ class Session:
 
             progress("scanning for fusion candidates", 0.1)
             t0 = time.perf_counter()
-            result = scan_for_fusion(model, dims or None, path)
+            result = scan_for_fusion(model, dims or None, path, provider)
             return result, time.perf_counter() - t0
 
         def done(result: tuple[ScanResult, float]) -> None:

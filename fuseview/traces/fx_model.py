@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from fuseview.runtime.ir_version import clamp_ir
 from fuseview.traces import fx_code
 
 DOMAIN = "aten"
@@ -24,4 +25,5 @@ def fx_to_onnx(code: str | fx_code.GraphParser, name: str = "post_grad") -> onnx
         [helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, None) for i in inputs if i in used],
         [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(DOMAIN, 1)])
+                                                   helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=clamp_ir())

@@ -328,7 +328,7 @@ def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, pro
     decode = decode_step(model, s)
     dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
     if rules is None:
-        scan = scan_for_fusion(model, dims, p)
+        scan = scan_for_fusion(model, dims, p, _scan_provider(s.provider))
     else:
         scan = scan_model(model, dims, rules, base_dir=p.parent, path=str(p))
     result = tune_model(model, scan, s, str(p), p.parent, progress, cancel)
@@ -343,8 +343,16 @@ def tune_proto(model: onnx.ModelProto, settings: TuneSettings | None = None, pro
     tune_file does for a file (the API's ModelProto and a sweep item on a Ray node)."""
     s = settings or TuneSettings()
     decode = decode_step(model, s)
-    scan = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)))
+    scan = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)),
+                           provider=_scan_provider(s.provider))
     result = tune_model(model, scan, s, progress=progress, cancel=cancel)
     if decode:
         result.report.notes.insert(0, decode)
     return result
+
+
+def _scan_provider(provider: str) -> str:
+    """The provider tune's scan offers fused ops for: the one it measures on (auto as the fusion commands)."""
+    from fuseview.fusion.kernels import default_provider
+
+    return default_provider()[0] if provider == "auto" else provider
