@@ -1,0 +1,98 @@
+"""Hostile input round 5 (A): outputs that would replace each other, sweeps that survive their items and
+distrust forged reports, forged roofline figures, IR-version messages, degenerate `--inputs`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fuseview.cli import main
+
+from .test_ray_runner import _external_model
+
+SWEEP = ["--budget", "10", "--runs", "4", "--sessions", "2", "--threads", "1", "--quiet"]
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("clash", ["output", "plan"])
+def test_fuse_refuses_an_output_that_an_emitted_file_would_replace(tmp_path, capsys, clash):
+    model = _external_model(tmp_path)
+    folder = tmp_path / "same"
+    folder.mkdir()
+    out = folder / "decisions.json" if clash == "output" else tmp_path / "f.onnx"
+    argv = ["fuse", model, "-o", str(out), "--emit", "ort-config", str(folder)]
+    if clash == "plan":
+        argv += ["--save-plan", str(folder / "ort_config.json")]
+    assert main(argv) == 2
+    err = _err_line(capsys)
+    assert "the same file as --emit" in err
+    assert list(folder.iterdir()) == [] and not out.exists()
+
+
+def _sweep_items(out: Path) -> dict[str, dict]:
+    return {r["item"]: r for r in json.loads((out / "sweep.json").read_text())["items"]}
+
+
+def test_a_local_sweep_goes_on_past_a_failing_item_and_names_it(tmp_path, capsys):
+    good = _external_model(tmp_path)
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"\x08\x07not a model at all")
+    out = tmp_path / "new" / "folder"  # created by the sweep, as docs/ray.md's example needs
+    assert main(["sweep", str(bad), good, "-o", str(out), *SWEEP]) == 2
+    captured = capsys.readouterr()
+    assert "broken" in captured.out and "ext" in captured.out and "verdict" in captured.out.splitlines()[0]
+    assert len(captured.err.strip().splitlines()) == 1 and "broken" in captured.err
+    items = _sweep_items(out)
+    assert items["broken"]["status"].startswith("failed: ") and items["ext"]["status"] == "tuned"
+    assert not (out / "broken.onnx").exists() and (out / "ext.onnx").is_file()
+    assert items["ext"]["verdict"] and items["ext"]["x_original"] is not None
+    assert items["ext"]["x_accept_all"] is not None  # "-" on every row before
+
+
+@pytest.mark.parametrize("forged", ["{}", '{"kind": "fuseview.tune"', "other-model", "other-dims", "[1]",
+                                    '{"kind": "fuseview.tune", "schema_version": 1}'])
+def test_resume_reruns_an_item_whose_report_is_forged_or_anothers(tmp_path, capsys, forged):
+    model = _external_model(tmp_path)
+    out = tmp_path / "s"
+    argv = ["sweep", model, "-o", str(out), "--dims-set", "batch=2", *SWEEP]
+    assert main(argv) == 0
+    report = out / "ext.batch2.tune.json"
+    if forged == "other-model":
+        d = json.loads(report.read_text())
+        d["model"] = str(tmp_path / "another" / "ext.onnx")
+        report.write_text(json.dumps(d))
+    elif forged == "other-dims":
+        d = json.loads(report.read_text())
+        d["config"]["dims"] = {"batch": 7}
+        report.write_text(json.dumps(d))
+    else:
+        report.write_text(forged)
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert _sweep_items(out)["ext.batch2"]["status"] == "tuned"
+    assert main(argv) == 0  # the fresh report is trusted
+    assert _sweep_items(out)["ext.batch2"]["status"] == "done before"
+
+
+@pytest.mark.parametrize("kind", ["file", "link", "model-is-folder"])
+def test_sweep_checks_its_outputs_before_any_tuning(tmp_path, capsys, kind):
+    model = _external_model(tmp_path)
+    out = tmp_path / "s"
+    if kind == "file":
+        out.write_text("x")
+    elif kind == "link":
+        (tmp_path / "real").mkdir()
+        out.symlink_to(tmp_path / "real")
+    else:
+        (out / "ext.onnx").mkdir(parents=True)
+    assert main(["sweep", model, "-o", str(out), *SWEEP]) == 2
+    assert "tuning" not in _err_line(capsys)
+    assert not (tmp_path / "real" / "sweep.json").exists() and not (out / "sweep.json").exists() \
+        if kind != "file" else out.read_text() == "x"
