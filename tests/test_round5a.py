@@ -96,3 +96,54 @@ def test_sweep_checks_its_outputs_before_any_tuning(tmp_path, capsys, kind):
     assert "tuning" not in _err_line(capsys)
     assert not (tmp_path / "real" / "sweep.json").exists() and not (out / "sweep.json").exists() \
         if kind != "file" else out.read_text() == "x"
+
+
+GPT2 = "tests/data/gpt2/gpt2_2l_ts17.onnx"
+
+
+@pytest.fixture(scope="module")
+def gpt2_profile(tmp_path_factory) -> Path:
+    import fuseview
+    from fuseview.runtime.report import save_report
+
+    path = tmp_path_factory.mktemp("prof") / "p.json"
+    save_report(fuseview.profile(GPT2, runs=3, warmup=1, threads=1), str(path))
+    return path
+
+
+def _no_constants(text: str):
+    def refuse(name):
+        raise AssertionError(f"{name} in --json output")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1e-300", "1e308", "1" + "0" * 400, "-0.0"])
+@pytest.mark.parametrize("key", ["peak_gbps", "peak_gflops", "time_us"])
+def test_scan_refuses_a_forged_roofline_in_one_line(gpt2_profile, tmp_path, capsys, key, value):
+    d = json.loads(gpt2_profile.read_text())
+    roof = d["models"][0]["roofline"]
+    target = roof["nodes"][0] if key == "time_us" else roof["machine"]
+    if key == "time_us" and value in ("0", "1e-300", "-0.0"):
+        value = "-1"  # a zero or tiny time is a possible measurement; a negative one is not
+    target[key] = "@@"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(d).replace('"@@"', value))
+    code = main(["scan", GPT2, "--profile", str(forged), "--json"])
+    captured = capsys.readouterr()
+    if code == 0:
+        _no_constants(captured.out)  # what the message says on failure: Infinity in the JSON
+    # none of these is a measurement: refused in one line naming the field
+    assert code == 2 and len(captured.err.strip().splitlines()) == 1 and key in captured.err
+
+
+def test_a_cached_roofline_without_method_is_measured_again(tmp_path, monkeypatch):
+    from fuseview.runtime.machine import cache_path, machine_key, machine_roofline
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache_path().parent.mkdir(parents=True)
+    entry = {"peak_gflops": 50.0, "peak_gbps": 10.0, "ridge_flops_per_byte": 5.0, "provider": "cpu",
+             "threads": 1, "onnxruntime": "1", "cpu": "x", "host": "h", "measured": "now"}  # no "method"
+    cache_path().write_text(json.dumps({"version": 1, "machines": {machine_key("cpu", 1): entry}}))
+    got = machine_roofline("cpu", threads=1)
+    assert not got["cached"] and isinstance(got["method"], str)
+    assert machine_roofline("cpu", threads=1)["cached"]  # the fresh entry is kept
