@@ -147,3 +147,30 @@ def test_a_cached_roofline_without_method_is_measured_again(tmp_path, monkeypatc
     got = machine_roofline("cpu", threads=1)
     assert not got["cached"] and isinstance(got["method"], str)
     assert machine_roofline("cpu", threads=1)["cached"]  # the fresh entry is kept
+
+
+MLP = "assets/models/mlp_gelu_erf_ts17.onnx"
+
+
+@pytest.mark.parametrize("case", ["batch0", "nan"])
+def test_fuse_refuses_inputs_with_nothing_to_validate_on(tmp_path, capsys, case):
+    import numpy as np
+
+    x = np.zeros((0, 8, 64), np.float32) if case == "batch0" else np.full((1, 8, 64), np.nan, np.float32)
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=x)
+    out = tmp_path / "f.onnx"
+    assert main(["fuse", MLP, "-o", str(out), "--inputs", str(npz)]) == 2
+    err = _err_line(capsys)
+    assert "nothing to validate on" in err and not out.exists()
+
+
+def test_api_load_of_a_model_proto_is_one_line():
+    import onnx
+
+    import fuseview
+    from fuseview.errors import FuseviewError
+
+    with pytest.raises(FuseviewError) as info:
+        fuseview.load(onnx.load(MLP))
+    assert "\n" not in str(info.value) and "must be a file name, not ModelProto" in str(info.value)

@@ -61,7 +61,7 @@ class TuneResult:
 def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
     from fuseview.runtime.inputs import load_feeds, make_feeds
 
-    return load_feeds(s.inputs, model) if s.inputs else make_feeds(model, s.dims, s.seed)
+    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, s.dims, s.seed)
 
 
 def decode_hint(model: onnx.ModelProto, s: TuneSettings) -> str | None:
