@@ -174,3 +174,23 @@ def test_api_load_of_a_model_proto_is_one_line():
     with pytest.raises(FuseviewError) as info:
         fuseview.load(onnx.load(MLP))
     assert "\n" not in str(info.value) and "must be a file name, not ModelProto" in str(info.value)
+
+
+def test_a_command_that_writes_nothing_there_removes_old_temp_files_of_killed_runs(tmp_path, capsys):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from fuseview.atomic import TEMP_PREFIX
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # its pid is gone once it returned
+    model = tmp_path / "m.onnx"
+    shutil.copy(MLP, model)
+    old, fresh = tmp_path / f"{TEMP_PREFIX}{dead}-a.onnx", tmp_path / f"{TEMP_PREFIX}{dead}-b.onnx"
+    for p in (old, fresh):
+        p.write_bytes(b"half a model")
+    os.utime(old, (os.path.getmtime(old) - 3600,) * 2)  # killed an hour ago
+    assert main(["scan", str(model)]) == 0  # scan writes nothing into the model's folder
+    assert not old.exists() and fresh.exists()  # a recent one may be another namespace's live write
