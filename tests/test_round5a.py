@@ -194,3 +194,34 @@ def test_a_command_that_writes_nothing_there_removes_old_temp_files_of_killed_ru
     os.utime(old, (os.path.getmtime(old) - 3600,) * 2)  # killed an hour ago
     assert main(["scan", str(model)]) == 0  # scan writes nothing into the model's folder
     assert not old.exists() and fresh.exists()  # a recent one may be another namespace's live write
+
+
+@pytest.fixture(scope="module")
+def too_new(tmp_path_factory) -> Path:
+    """The MLP at one IR version above what the installed onnxruntime reads (asked of onnxruntime)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(MLP)
+    model.ir_version = 10_000
+    try:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        raise AssertionError("onnxruntime read IR version 10000")
+    except Exception as exc:  # noqa: BLE001
+        most = int(str(exc).split("max supported IR version: ")[1].split()[0].strip(",."))
+    model.ir_version = most + 1
+    path = tmp_path_factory.mktemp("ir") / "newer.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("command", [["profile", "--runs", "2"], ["tune", "--budget", "5"], ["fuse"]])
+def test_a_model_newer_than_onnxruntime_is_named_in_one_whole_line(too_new, tmp_path, capsys, command):
+    argv = [command[0], str(too_new), *command[1:]]
+    if command[0] != "profile":
+        argv += ["-o", str(tmp_path / "out.onnx")]
+    assert main(argv) == 2
+    err = _err_line(capsys)
+    assert str(too_new) in err and "max supported IR version" in err and err.rstrip().endswith("onnxruntime")
+    assert "--dim" not in err and "fused model" not in err and "…" not in err
+    assert not (tmp_path / "out.onnx").exists()

@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
     )
+    from fuseview.runtime.ir_check import check_ir_version
+
+    check_ir_version(src)  # before the scan: a model onnxruntime cannot read is not "the fused model fails"
     model = load_for_fusion(src)
     scan = scan_for_fusion(model, dims_for(model, options), src)
     plan = _decide(args, scan, src)

@@ -324,6 +324,9 @@ def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, pro
     """Load, scan (with the settings' dims) and tune a model file; `rules` replaces the rule catalogue."""
     s = settings or TuneSettings()
     p = Path(path)
+    from fuseview.runtime.ir_check import check_ir_version
+
+    check_ir_version(p)  # said as itself, not as "does not run on generated inputs; set --dim"
     model = load_for_fusion(p)
     decode = decode_step(model, s)
     dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
