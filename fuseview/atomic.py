@@ -153,7 +153,7 @@ def clean_stale_temps(folder: str | os.PathLike, min_age_s: float = 0.0) -> list
     removed: list[Path] = []
     try:
         entries = list(os.scandir(os.fspath(folder)))
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a name no file system takes (a lone surrogate)
         return removed
     now = time.time()
     for e in entries:
