@@ -21,6 +21,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -146,13 +147,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
-    """Remove temp files of fuseview runs that died mid-write in folder (their process is gone)."""
+def clean_stale_temps(folder: str | os.PathLike, min_age_s: float = 0.0) -> list[Path]:
+    """Remove temp files of fuseview runs that died mid-write in folder (their process is gone, the file is
+    this user's and at least min_age_s old)."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(os.fspath(folder)))
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a name no file system takes (a lone surrogate)
         return removed
+    now = time.time()
     for e in entries:
         if not e.name.startswith(TEMP_PREFIX):
             continue
@@ -161,7 +164,8 @@ def clean_stale_temps(folder: str | os.PathLike) -> list[Path]:
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
             continue
         with contextlib.suppress(OSError):
-            if e.is_file(follow_symlinks=False):
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime >= min_age_s:
                 os.unlink(e.path)
                 removed.append(Path(e.path))
     return removed

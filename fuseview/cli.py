@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import fuseview.commands
-from fuseview.atomic import check_output, clear_inputs, register_input
+from fuseview.atomic import check_output, clean_stale_temps, clear_inputs, register_input
 from fuseview.errors import MAX_MESSAGE_CHARS, FuseviewError, user_error_message
 from fuseview.options import check_values
 from fuseview.textsafe import EscapingStream, forget_model_names, one_line
@@ -54,6 +54,24 @@ def _register_inputs(args: argparse.Namespace) -> None:
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and v and os.path.lexists(v):
                 register_input(v)
+
+
+# A folder named on the command line (or the current one) may hold temp files of a run killed mid-write
+# (SIGKILL): removed at the start of the next command when their process is gone and they are this old
+# (a process in another PID namespace sharing the folder is not seen as alive; ten minutes is no write).
+STALE_TEMP_AGE_S = 600.0
+
+
+def _clean_named_folders(args: argparse.Namespace) -> None:
+    folders = {"."}
+    for name, value in vars(args).items():
+        if name.startswith("_"):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v and v != "-" and len(v) < 4096 and "\0" not in v:
+                folders.add(v if os.path.isdir(v) else (os.path.dirname(v) or "."))
+    for folder in sorted(folders)[:64]:  # bounded: a sweep of many models in one folder is one scan
+        clean_stale_temps(folder, STALE_TEMP_AGE_S)
 
 
 # Output arguments that take `-` for stdout (the report printed instead of written, as `scan --json`).
@@ -204,6 +222,7 @@ def _main(argv: list[str]) -> int:
         _check_path_names(args)
         _register_inputs(args)
         _check_outputs(args)
+        _clean_named_folders(args)
         check_values(vars(args))
         _quiet_onnxruntime(args.command)
         _unwind_on_sigterm(args.command)

@@ -60,7 +60,8 @@ def _num(x: float) -> str:
 
 
 def _shown(value: object) -> str:
-    return shorten(repr(value) if isinstance(value, str) else str(value), 40)
+    # one line whatever the object prints as (a ModelProto's str() is its whole text form)
+    return shorten(repr(value) if isinstance(value, str) else " ".join(str(value).split()), 40)
 
 
 def check_number(name: str, value: object) -> None:

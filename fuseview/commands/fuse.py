@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    " the opset lacks are onnxruntime contrib ops); says what the conversion rewrote")
 
 
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them not there yet: compare where they would be
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def _decide(args: argparse.Namespace, scan, src: Path) -> Plan:
     from fuseview.fusion.plan import Plan
 
@@ -92,13 +100,21 @@ def run(args: argparse.Namespace) -> int:
         from fuseview.atomic import check_output
         from fuseview.fusion.ort_config import FILES
 
+        others = [(flag, v) for flag, v in (("-o", args.output), ("--save-plan", args.save_plan)) if v]
         for name in FILES:
-            check_output(Path(args.emit[1]) / name)
+            emitted_path = check_output(Path(args.emit[1]) / name)
+            for flag, value in others:  # one output replacing another would be a silent loss
+                if _same_path(emitted_path, Path(value)):
+                    raise FuseviewError(f"{flag} {value}: the same file as --emit's {emitted_path}; give two"
+                                        " paths")
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
         provider=_provider(args.provider),
     )
+    from fuseview.runtime.ir_check import check_ir_version
+
+    check_ir_version(src)  # before the scan: a model onnxruntime cannot read is not "the fused model fails"
     model = load_for_fusion(src)
     scan = scan_for_fusion(model, dims_for(model, options), src, options.provider)
     plan = _decide(args, scan, src)

@@ -224,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
             raise FuseviewError(f"{label} {path}: file not found")
     if args.budget is not None and not args.budget > 0:
         raise FuseviewError("--budget must be more than 0 seconds")
+    from fuseview.runtime.ir_check import check_ir_version
+
+    for path in (args.model, args.against):  # before any work, naming the file (not "this model")
+        if path is not None:
+            check_ir_version(path)
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the table
     if args.json and not to_stdout and not Path(args.json).resolve().parent.is_dir():
         raise FuseviewError(f"--json {args.json}: folder does not exist")

@@ -210,7 +210,7 @@ def input_sets(
 ) -> list[tuple[str, int | None, dict[str, np.ndarray]]]:
     """(label, seed, feeds) of each input set: the .npz file's, or `seeds` generated ones."""
     if inputs:
-        return [(str(inputs), None, load_feeds(inputs, model))]
+        return [(str(inputs), None, load_feeds(inputs, model, validating=True))]
     if seeds < 1:
         raise FuseviewError("--seeds must be at least 1")
     return [(f"seed {s}", s, make_feeds(model, dims, seed=s)) for s in range(first_seed, first_seed + seeds)]

@@ -197,8 +197,22 @@ def make_feeds(
     return feeds
 
 
-def load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Inputs from an .npz file, checked against the model's signature (names, dtypes, fixed dims)."""
+def load_feeds(path: str | os.PathLike, model: onnx.ModelProto, validating: bool = False
+               ) -> dict[str, np.ndarray]:
+    """Inputs from an .npz file, checked against the model's signature (names, dtypes, fixed dims); when
+    validating, an empty input or an all-NaN float input is refused (any comparison on it would pass)."""
+    feeds = _load_feeds(path, model)
+    if validating:
+        for name, arr in feeds.items():
+            if arr.size == 0:
+                raise FuseviewError(f"{path}: input {name!r} has shape {list(arr.shape)}, no elements:"
+                                    " nothing to validate on")
+            if arr.dtype.kind in "fc" and bool(np.isnan(arr).all()):
+                raise FuseviewError(f"{path}: input {name!r} is NaN everywhere: nothing to validate on")
+    return feeds
+
+
+def _load_feeds(path: str | os.PathLike, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     if os.path.lexists(path):
         check_npz(path)  # regular file; uncompressed sizes from the zip directory within the limit
     try:

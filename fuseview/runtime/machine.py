@@ -117,9 +117,24 @@ def _read_cache(path: Path) -> dict:
     return {}
 
 
+# What a cached entry must hold, as measure_machine writes it; an entry that lacks one (an older or edited
+# cache) is measured again, never handed on to fail the profile's report check at its end.
+_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "peak_gflops": (int, float), "peak_gbps": (int, float), "ridge_flops_per_byte": (int, float),
+    "method": str, "provider": str, "threads": int, "onnxruntime": str, "cpu": str, "host": str,
+    "measured": str}
+
+
 def _valid(entry: object) -> bool:
-    return isinstance(entry, dict) and all(
-        isinstance(entry.get(k), (int, float)) and entry[k] > 0 for k in ("peak_gflops", "peak_gbps"))
+    if not isinstance(entry, dict):
+        return False
+    for key, kind in _ENTRY_TYPES.items():
+        value = entry.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return False
+    # the profile report's check takes 1 MB/s .. 10 PB/s (and MFLOP/s); NaN fails both comparisons
+    roofs_ok = all(1e-3 <= entry[k] <= 1e7 for k in ("peak_gflops", "peak_gbps"))
+    return roofs_ok and entry["ridge_flops_per_byte"] > 0
 
 
 def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = False) -> dict:

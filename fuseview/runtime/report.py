@@ -209,10 +209,25 @@ def _check_roofline(roof, where: str, src: str) -> None:
     """A model's roofline section (version 3): the machine's roofs and one point per costed node."""
     _check(roof, _ROOFLINE, where, src)
     _check(roof["machine"], _MACHINE, f"{where}.machine", src)
+    for key in ("peak_gflops", "peak_gbps"):  # divided by: 0, NaN, negative or absurd give inf or nonsense
+        _in_range(roof["machine"][key], _ROOF_LIMIT, f"{where}.machine.{key}", src)
+    _in_range(roof["non_gemm_share"], (0.0, 1.0), f"{where}.non_gemm_share", src)
     for j, n in enumerate(roof["nodes"]):
         _check(n, _ROOF_NODE, f"{where}.nodes[{j}]", src)
         if n["bound"] not in ("memory", "compute"):
             raise FuseviewError(f"{src}: {where}.nodes[{j}].bound must be 'memory' or 'compute'")
+        for key in ("flops", "bytes", "time_us", "achieved_gflops", "achieved_gbps"):
+            _in_range(n[key], (0.0, _HUGE), f"{where}.nodes[{j}].{key}", src)
+
+
+# A measured roof: from 1 MB/s (or MFLOP/s) to 10 PB/s; counts and times from 0 to 1e18.
+_ROOF_LIMIT, _HUGE = (1e-3, 1e7), 1e18
+
+
+def _in_range(x: float, limits: tuple[float, float], where: str, src: str) -> None:
+    lo, hi = limits
+    if not lo <= x <= hi:  # NaN fails every comparison; a huge int is compared exactly, never converted
+        raise FuseviewError(f"{src}: {where} is {str(x)[:24]}, outside [{lo:g}, {hi:g}]")
 
 
 def _check_latency(lat, src: str) -> None:

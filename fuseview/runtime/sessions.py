@@ -141,6 +141,12 @@ def _create(
     except FuseviewError:
         raise
     except Exception as exc:  # onnxruntime raises several unrelated types for a model it cannot run
+        from fuseview.runtime.ir_check import from_ort_error
+
+        where = str(model) if isinstance(model, (str, os.PathLike)) else "the model"
+        too_new = from_ort_error(where, str(exc))
+        if too_new is not None:
+            raise too_new from None
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FuseviewError(f"onnxruntime cannot create a session for this model: {msg}") from None
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuseview.atomic import write_atomic, write_text_atomic
-from fuseview.errors import FuseviewError
+from fuseview.atomic import check_output, write_atomic, write_text_atomic
+from fuseview.errors import Cancelled, FuseviewError
 from fuseview.runtime.runner import TargetError, bytes_writer
 from fuseview.targets import open_target, parse_target
 
@@ -79,12 +79,12 @@ class SweepSummary:
         """The summary as a table."""
         w = max([4, *(len(r.item) for r in self.rows)]) + 2
         lines = [f"{'item':<{w}}{'chosen':<16}{'x original':>11}{'x accept-all':>13}  {'interval':<15}"
-                 f"{'node':<16}status"]
+                 f"{'verdict':<15}{'node':<16}status"]
         for r in self.rows:
             chosen = f"{(r.chosen or '-').replace('_', '-')} ({r.accepted})" if r.chosen else "-"
             iv = f"[{r.interval[0]:.2f}, {r.interval[1]:.2f}]" if r.interval else "-"
             lines.append(f"{r.item:<{w}}{chosen[:15]:<16}{_x(r.x_original):>11}{_x(r.x_accept_all):>13}"
-                         f"  {iv:<15}{(r.node or '-')[:15]:<16}{r.status}")
+                         f"  {iv:<15}{(r.verdict or '-')[:14]:<15}{(r.node or '-')[:15]:<16}{r.status}")
         return "\n".join(lines)
 
 
@@ -130,11 +130,20 @@ def tune_one(model: Any, settings: dict, folder: str | os.PathLike, name: str) -
 def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
     final = report.get("final") or {}
     orig, acc = final.get("against_original") or {}, final.get("against_accept_all") or {}
+    chosen = final.get("chosen")
+    x_orig, x_acc = orig.get("speedup_p50"), acc.get("speedup_p50")
+    baseline = report.get("baseline") or {}
+    all_x = ((baseline.get("accept_all") or {}).get("effect") or {}).get("speedup_p50")
+    if chosen == "original":
+        x_orig = 1.0  # the chosen model is the original
+    if x_acc is None and isinstance(all_x, (int, float)) and all_x > 0 and isinstance(x_orig, (int, float)):
+        x_acc = x_orig / all_x  # not measured against it at the end: derived from the baseline's accept-all
+    if chosen == "accept_all" or baseline.get("candidates") == 0:  # no candidates: accept-all is the original
+        x_acc = 1.0
     target = (report.get("config", {}).get("environment") or {}).get("target") or {}
     node = target.get("hostname") if target.get("kind") == "ray" else "local"
-    return SweepRow(item.name, item.model, item.dims, status, final.get("chosen"), final.get("accepted"),
-                    orig.get("speedup_p50"), acc.get("speedup_p50"), orig.get("ci"), orig.get("verdict"),
-                    node)
+    return SweepRow(item.name, item.model, item.dims, status, chosen, final.get("accepted"), x_orig, x_acc,
+                    orig.get("ci"), orig.get("verdict") or final.get("verdict"), node)
 
 
 def _finish(item: SweepItem, done: dict, environment: dict, out: Path) -> SweepRow:
@@ -156,33 +165,31 @@ def sweep(models: Sequence[str | os.PathLike], out_dir: str | os.PathLike, targe
           dims_sets: Sequence[dict[str, int]] = (), progress: Progress | None = None, cancel=None,
           **settings: Any) -> SweepSummary:
     """Tune every model at every dims set (settings: TuneSettings fields, budget_s per item) into out_dir."""
-    from fuseview.safe_io import load_json
     from fuseview.tuning.settings import TuneSettings
 
     kind, _address = parse_target(target)
-    out = Path(out_dir)
-    if not out.is_dir():
-        raise FuseviewError(f"-o {out}: not a folder (create it first)")
     for m in models:
         if not Path(m).is_file():
             raise FuseviewError(f"{m}: no such model file")
     base = TuneSettings(**settings)
     base.check()
+    out = _out_folder(out_dir)
     items = plan_items(models, dims_sets)
     rows: dict[str, SweepRow] = {}
     todo = []
     for it in items:
-        rep = out / f"{it.name}{REPORT_SUFFIX}"
-        if rep.is_file():
-            rows[it.name] = _row(it, load_json(rep, "report", "JSON tune report"), "done before")  # type: ignore[arg-type]
+        done_before = _done_before(it, out, _fields(base, it))
+        if done_before is not None:
+            rows[it.name] = _row(it, done_before, "done before")
         else:
+            for fname in (f"{it.name}.onnx", f"{it.name}{REPORT_SUFFIX}"):  # refused before any tuning
+                check_output(out / fname)
             todo.append(it)
     runner: Any = open_target(target, base.provider) if todo or kind == "local" else None
     summary = SweepSummary(runner.describe() if runner is not None else {"kind": kind})
 
     def fields_for(it: SweepItem) -> dict:
-        s = dataclasses.replace(base, dims={**base.dims, **it.dims})
-        return {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "target"}
+        return _fields(base, it)
 
     by_name = {it.name: it for it in todo}
     if todo and kind == "local":
@@ -192,8 +199,7 @@ def sweep(models: Sequence[str | os.PathLike], out_dir: str | os.PathLike, targe
             from fuseview.runtime.profiling import check_cancel
 
             check_cancel(cancel)
-            done = tune_one(it.model, fields_for(it), out, it.name)
-            rows[it.name] = _finish(it, {"report": done["report"]}, runner.environment(), out)
+            rows[it.name] = _tune_local(it, fields_for(it), runner.environment(), out)
     elif todo:
         per_item = 2 * base.budget_s + TASK_SLACK_S
         results = runner.tune_many([(it.name, it.model, fields_for(it)) for it in todo], per_item, cancel)
@@ -206,11 +212,87 @@ def sweep(models: Sequence[str | os.PathLike], out_dir: str | os.PathLike, targe
                 continue
             env = {**res["environment"], "target": {**runner.describe(), "node_id": res["environment"].get(
                 "node_id"), "hostname": res["environment"].get("hostname")}}
-            rows[name] = _finish(it, res, env, out)
+            try:
+                rows[name] = _finish(it, res, env, out)
+            except (FuseviewError, OSError, KeyError, TypeError, ValueError) as exc:  # a bad reply: that item
+                _drop_model(out, it)
+                rows[name] = SweepRow(it.name, it.model, it.dims, f"failed: {_first_line(exc)}")
     summary.rows = [rows[it.name] for it in items]
     write_text_atomic(out / SUMMARY_JSON, json.dumps(summary.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(out / SUMMARY_TEXT, summary.text() + "\n")
     return summary
+
+
+def _fields(base: Any, it: SweepItem) -> dict:
+    s = dataclasses.replace(base, dims={**base.dims, **it.dims})
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "target"}
+
+
+def _out_folder(out_dir: str | os.PathLike) -> Path:
+    """The output folder, made when missing; a file, link or folder fuseview cannot write refused."""
+    out = Path(out_dir)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FuseviewError(f"-o {out}: not a folder (a file or a link is there)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FuseviewError(f"-o {out}: cannot make the folder ({exc.strerror or exc})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise FuseviewError(f"-o {out}: the folder is not writable")
+    return out
+
+
+def _done_before(it: SweepItem, out: Path, fields: dict) -> dict | None:
+    """The report of an item done by an earlier run with these settings; None when it must be (re)tuned
+    (no report, one that is not a tune report, another model's, or one made at other dims or settings)."""
+    from fuseview.reports.tune import TuneReport
+    from fuseview.safe_io import load_json
+
+    path = out / f"{it.name}{REPORT_SUFFIX}"
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        raw = load_json(path, "report", "JSON tune report")  # size-capped, one-line errors
+        report = TuneReport.from_json(raw)
+    except (OSError, ValueError, UnicodeDecodeError, FuseviewError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(report.model, str) or os.path.realpath(report.model) != os.path.realpath(it.model):
+        return None
+    config = report.config if isinstance(report.config, dict) else {}
+    optional = {"ort_optimizer"}  # not every report writes it
+    if any((k not in config and k not in optional) or (k in config and _plain(config[k]) != _plain(v))
+           for k, v in fields.items() if k != "dims"):
+        return None
+    dims = config.get("dims")  # the dims tuned at: those asked for, the model's defaults for the rest
+    if not isinstance(dims, dict) or any(dims.get(k) != v for k, v in fields.get("dims", {}).items()):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _plain(v: Any) -> Any:
+    return json.loads(json.dumps(v, default=str))
+
+
+def _tune_local(it: SweepItem, fields: dict, environment: dict, out: Path) -> SweepRow:
+    """Tune one item here; a failure is its row (named, the sweep goes on) and leaves no model behind."""
+    try:
+        done = tune_one(it.model, fields, out, it.name)
+        return _finish(it, {"report": done["report"]}, environment, out)
+    except Cancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- any item's failure is recorded; the next items still run
+        _drop_model(out, it)
+        return SweepRow(it.name, it.model, it.dims, f"failed: {_first_line(exc)}")
+
+
+def _drop_model(out: Path, it: SweepItem) -> None:
+    model = out / f"{it.name}.onnx"  # without its report it is no result: a rerun tunes the item again
+    if model.is_file() and not model.is_symlink():
+        model.unlink()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def task_deadline(per_item_s: float, items: int, slots: int) -> float:

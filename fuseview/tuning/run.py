@@ -61,7 +61,7 @@ class TuneResult:
 def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
     from fuseview.runtime.inputs import load_feeds, make_feeds
 
-    return load_feeds(s.inputs, model) if s.inputs else make_feeds(model, s.dims, s.seed)
+    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, s.dims, s.seed)
 
 
 def decode_hint(model: onnx.ModelProto, s: TuneSettings) -> str | None:
@@ -324,6 +324,9 @@ def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, pro
     """Load, scan (with the settings' dims) and tune a model file; `rules` replaces the rule catalogue."""
     s = settings or TuneSettings()
     p = Path(path)
+    from fuseview.runtime.ir_check import check_ir_version
+
+    check_ir_version(p)  # said as itself, not as "does not run on generated inputs; set --dim"
     model = load_for_fusion(p)
     decode = decode_step(model, s)
     dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
