@@ -11,7 +11,7 @@ import os
 import onnx
 import pytest
 
-from fuseview.capture.onnx_join import capture_join, node_lines, user_frames
+from fuseview.workflows.onnx_join import capture_join, node_lines, user_frames
 from fuseview.cli import main
 from fuseview.traces.report import build_report
 from fuseview.traces.stats import load_trace

@@ -72,7 +72,7 @@ def test_stopped_tune_sets_the_best_set_so_far_as_the_decisions():
     assert rep.stopped == "cancelled"  # the search ended early; what it had is the result
     assert sorted(s.decisions.accepted()) == sorted(rep.accepted())
     assert seen[-2:] == ["decisions", "tuned"] or (not rep.decisions and seen[-1] == "tuned")
-    assert rep.config["environment"]["target"]["kind"] == "local"
+    assert rep.environment["target"]["kind"] == "local"
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ from fuseview.errors import FuseviewError
 from fuseview.reports import TraceReport
 from fuseview.session.jobs import JobHandle
 from fuseview.session.session import Session
-from fuseview.session.traces import OpenedTraces
+from fuseview.workflows.traces import OpenedTraces
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
