@@ -23,8 +23,8 @@ import onnx
 import pytest
 
 from fuseview.cli import main
-from fuseview.workflows.tune import tune
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 from .conftest import ASSET_MODELS, ROOT
 from .test_tune import FAST, MLP, slow_gelu_rule

@@ -59,8 +59,8 @@ def test_tune_summary_tables_align():
     import io
 
     from fuseview.commands.tune import print_summary
-    from fuseview.workflows.tune import tune
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune
     from tests.test_tune import CONV, FAST
 
     rep = tune(CONV, TuneSettings(budget_s=20, **FAST)).report

@@ -12,8 +12,8 @@ import fuseview
 from fuseview.cli import main
 from fuseview.errors import FuseviewError
 from fuseview.session import Session
-from fuseview.workflows.traces import open_traces, resolve_traces
 from fuseview.traces.report import report_text
+from fuseview.workflows.traces import open_traces, resolve_traces
 from tests.conftest import ROOT
 
 TRACES = ROOT / "tests" / "data" / "traces"

@@ -23,8 +23,8 @@ from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.reports.tune import TuneReport
 from fuseview.stats import verdict
-from fuseview.workflows.tune import tune
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 from .conftest import ASSET_MODELS, ROOT
 
@@ -267,6 +267,14 @@ def test_report_round_trip_and_bad_reports(tmp_path):
                 {**d, "final": {**d["final"], "chosen": "mine"}}):
         with pytest.raises(FuseviewError):
             TuneReport.from_json(bad)
+    # schema 1 kept the environment under config: it still loads, the environment moved to the top
+    env = d["environment"]
+    assert env["target"] == {"kind": "local"} and "environment" not in d["config"]
+    old = {k: v for k, v in d.items() if k != "environment"}
+    old = {**old, "schema_version": 1, "config": {**d["config"], "environment": env}}
+    back = TuneReport.from_json(json.loads(json.dumps(old)))
+    assert back.environment == env and "environment" not in back.config
+    assert back.to_json() | {"fuseview_version": None} == d | {"fuseview_version": None}
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -377,30 +385,39 @@ def test_fewer_sessions_when_they_would_not_fit_in_memory(monkeypatch):
     assert all(d.effect is None or d.stage == "final" or d.effect.sessions <= 2 for d in res.report.decisions)
 
 
-def test_a_kv_cache_decoder_tuned_at_the_default_dims_is_told_of_the_decode_step():
+GPT2_PAST = ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx"  # wpe: 256 positions
+LLAMA_PAST = ASSET_MODELS / "current" / "llama_2l_sdpa_past_ts17.onnx"  # rotary angles computed: no table
+
+
+def test_the_one_decode_step_rule_measures_a_real_cache_length():
+    from fuseview.dims import DECODE_PAST_DEFAULT, run_dims
     from fuseview.fusion.pipeline import load_for_fusion
-    from fuseview.tuning.run import decode_hint
 
-    past = load_for_fusion(ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    hint = decode_hint(past, TuneSettings())
-    assert hint is not None and "--dim sequence=1" in hint
-    assert "sequence=128 new tokens over a past of" in hint
-    assert decode_hint(past, TuneSettings(dims={"sequence": 1})) is None
-    assert decode_hint(load_for_fusion(MLP), TuneSettings()) is None  # no cache, no hint
+    gpt2, llama = load_for_fusion(GPT2_PAST), load_for_fusion(LLAMA_PAST)
+    d = run_dims(gpt2, {})
+    assert d.values == {"sequence": 1, "past_sequence": 255, "total_sequence": 256}  # capped by wpe (256)
+    assert d.note and "decode step" in d.note and "position table of 256" in d.note
+    d = run_dims(llama, {})
+    assert DECODE_PAST_DEFAULT == 256 and d.values["past_sequence"] == 256 and d.values["sequence"] == 1
+    assert d.values["total_sequence"] == 257 and "the default 256" in d.note
+    d = run_dims(llama, {"past_sequence": 64})  # --dim overrides the cache length
+    assert d.values["past_sequence"] == 64 and d.values["sequence"] == 1 and "set by --dim" in d.note
+    d = run_dims(llama, {"sequence": 8})  # a prompt of 8 tokens, as the user asked
+    assert d.note is None and d.values["sequence"] == 8
+    assert run_dims(load_for_fusion(MLP), {}).note is None  # no cache: the dims as they were
 
 
-def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_by_default():
-    from fuseview.fusion.pipeline import load_for_fusion
-    from fuseview.tuning.run import decode_step
-
-    past = load_for_fusion(ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    s = TuneSettings()
-    note = decode_step(past, s)
-    assert s.dims == {"sequence": 1} and note is not None and "decode step" in note
-    given = TuneSettings(dims={"sequence": 8})
-    assert decode_step(past, given) is None and given.dims == {"sequence": 8}  # the user's count stands
-    plain = TuneSettings()
-    assert decode_step(load_for_fusion(MLP), plain) is None and plain.dims == {}
+def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_over_a_real_cache(capsys, tmp_path):
+    rep = tune(LLAMA_PAST, TuneSettings(budget_s=30, **FAST)).report
+    assert rep.config["dims"] == {"sequence": 1, "total_sequence": 257, "past_sequence": 256}
+    assert rep.notes[0].startswith("a KV-cache decoder: measured at its decode step, sequence=1 new token")
+    assert rep.environment["target"] == {"kind": "local"}
+    rc = main(["tune", str(GPT2_PAST), "-o", str(tmp_path / "t.onnx"), "--budget", "20", "--runs", "8",
+               "--sessions", "2", "--threads", "1", "--seeds", "1", "--ort-optimizer", "off", "--quiet",
+               "--dim", "past_sequence=32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "dims sequence=1, total_sequence=33, past_sequence=32" in out
+    assert "note       a KV-cache decoder: measured at its decode step" in out  # stated in the output
 
 
 @pytest.mark.parametrize("reason", [

@@ -11,8 +11,8 @@ import pytest
 
 from fuseview.fusion.validate import OriginalFails, ValidationOverBudget, validate
 from fuseview.runtime import samples
-from fuseview.workflows.tune import tune
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 # one onnxruntime run of this model takes about a second on a 16-core machine; a validation runs it six
 # times (3 input sets, two models), so a deadline of one run's time cannot be met on any machine

@@ -203,7 +203,8 @@ class TuneReport:
 
         return {
             "kind": KIND, "schema_version": SCHEMA_VERSION, "fuseview_version": __version__,
-            "environment": self.environment, "model": self.model, "output": self.output, "plan": self.plan, "config": dict(self.config),
+            "environment": self.environment, "model": self.model, "output": self.output, "plan": self.plan,
+            "config": dict(self.config),
             "baseline": dict(self.baseline), "final": self.final.to_json(),
             "groups": [g.to_json() for g in self.groups],
             "decisions": [d.to_json() for d in self.decisions],

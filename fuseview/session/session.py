@@ -32,9 +32,9 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.fusion.validate import Validation
     from fuseview.graph.geometry import Layout
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.workflows.traces import OpenedTraces
     from fuseview.tuning.run import TuneResult
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.traces import OpenedTraces
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
