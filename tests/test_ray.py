@@ -27,7 +27,7 @@ from fuseview.tuning.settings import TuneSettings
 from fuseview.workflows.tune import tune
 
 from .conftest import ASSET_MODELS, ROOT
-from .test_tune import FAST, MLP, slow_gelu_rule
+from .test_tune import FAST, GPT2_PAST, MLP, slow_gelu_rule
 from .test_ui_workbench import win  # noqa: F401 - the window fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -206,6 +206,28 @@ def test_a_sweep_of_three_models_on_the_cluster_then_resumed(ray_cluster, tmp_pa
     assert main(argv) == 0  # every report is there: nothing runs again
     capsys.readouterr()
     assert all(r["status"] == "done before" for r in json.loads((out / "sweep.json").read_text())["items"])
+
+
+def test_a_kv_cache_decoder_is_tuned_at_the_same_dims_here_and_on_the_cluster(ray_cluster, tmp_path, capsys):
+    """One tune recipe and one decode-step rule: a local tune, a tune whose A/Bs run on the node, and a sweep
+    item tuned on the node (a proto there) and locally all measure the decoder at its decode step."""
+    ray = f"ray:{ray_cluster['address']}"
+    settings = dict(budget_s=8, **{**FAST, "runs": 8, "sessions": 2, "max_batches": 1})
+    local = tune(GPT2_PAST, TuneSettings(**settings)).report.to_json()
+    remote = tune(GPT2_PAST, TuneSettings(**settings), ray).report.to_json()
+    swept = {}
+    for where in ("local", ray):
+        out = tmp_path / where.replace(":", "_")
+        out.mkdir()
+        assert main(["sweep", str(GPT2_PAST), "-o", str(out), "--budget", "8", "--runs", "8", "--sessions",
+                     "2", "--threads", "1", "--target", where, "--quiet"]) == 0
+        swept[where] = json.loads((out / f"{GPT2_PAST.stem}.tune.json").read_text())
+    capsys.readouterr()
+    decode = {"sequence": 1, "total_sequence": 256, "past_sequence": 255}  # 256 capped by wpe's 256
+    for rep in (local, remote, swept["local"], swept[ray]):
+        assert rep["config"]["dims"] == decode and rep["notes"][0] == local["notes"][0]
+    assert "decode step" in local["notes"][0]
+    assert remote["environment"]["target"]["kind"] == swept[ray]["environment"]["target"]["kind"] == "ray"
 
 
 def test_an_unreachable_cluster_is_one_line_and_exit_2(ray_cluster, tmp_path, capsys):
