@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from fuseview.errors import FuseviewError
 from fuseview.reports import TraceReport
+from fuseview.session.exports import OpenedTraces
 from fuseview.session.jobs import JobHandle
 from fuseview.session.session import Session
 from fuseview.traces.categories import CATEGORIES, STEP
@@ -42,7 +43,6 @@ from fuseview.ui import profile_plots as plots
 from fuseview.ui.trace_join import JoinPanel
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
 from fuseview.ui.workers import qt_job_service
-from fuseview.workflows.traces import OpenedTraces
 
 BEFORE, AFTER = "before", "after"
 TOTAL, SELF = "total time per step (with children)", "self time per step (children excluded)"

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fuseview.tuning.settings import TuneSettings
+from fuseview.session.exports import TuneSettings
 from fuseview.ui.candidates_panel import EFFECT_COLUMN
 from fuseview.ui.target_selector import TargetSelector, environment_text
 from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
