@@ -32,8 +32,8 @@ from fuseview.fusion.plan import Plan  # noqa: E402
 from fuseview.runtime.ab import measure_until_decided  # noqa: E402
 from fuseview.runtime.inputs import make_feeds  # noqa: E402
 from fuseview.stats import compare_timings  # noqa: E402
-from fuseview.workflows.tune import tune  # noqa: E402
 from fuseview.tuning.settings import TuneSettings  # noqa: E402
+from fuseview.workflows.tune import tune  # noqa: E402
 
 
 def default_models() -> list[Path]:
