@@ -477,7 +477,7 @@ class Session:
     def open_traces(self, paths: Sequence[str | os.PathLike[str]], steps: int | None = None,
                     provenance: str | os.PathLike[str] | None = None) -> JobHandle:
         """Read one or two traces (or one capture folder) and compare them as the job of kind 'traces'
-        (session.traces.open_traces, as `fuseview trace`): traces_opened, traces_failed or
+        (workflows.traces.open_traces, as `fuseview trace`): traces_opened, traces_failed or
         traces_cancelled."""
         from fuseview.workflows.traces import open_traces
 
