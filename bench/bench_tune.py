@@ -32,8 +32,8 @@ from fuseview.fusion.plan import Plan  # noqa: E402
 from fuseview.runtime.ab import measure_until_decided  # noqa: E402
 from fuseview.runtime.inputs import make_feeds  # noqa: E402
 from fuseview.stats import compare_timings  # noqa: E402
-from fuseview.tuning.run import tune_file  # noqa: E402
 from fuseview.tuning.settings import TuneSettings  # noqa: E402
+from fuseview.workflows.tune import tune  # noqa: E402
 
 
 def default_models() -> list[Path]:
@@ -53,7 +53,7 @@ def bench(path: Path, threads: int, args: argparse.Namespace) -> str:
     """One line: tune time, what it kept, and the independent check's ratios."""
     settings = TuneSettings(threads=threads, ort_opt=args.ort_opt, budget_s=args.budget, provider="cpu")
     t0 = time.perf_counter()
-    res = tune_file(path, settings)
+    res = tune(path, settings)
     seconds = time.perf_counter() - t0
     rep = res.report
     model = res.original

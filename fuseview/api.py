@@ -134,7 +134,7 @@ def trace(before: PathLike, after: PathLike | None = None, steps: int | None = N
           provenance: PathLike | None = None, **options: Any) -> dict:
     """Summarise a torch.profiler / Chrome trace (and compare with a second one), or a capture folder
     (eager.json, compiled.json, torch_trace/), as `fuseview trace`: the fuseview.trace_compare report."""
-    from fuseview.session.traces import open_traces
+    from fuseview.workflows.traces import open_traces
 
     api_settings(options, [])  # an unknown keyword is one line, as for every call
     check_path(before, "before")
@@ -155,13 +155,11 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     model is a file or a ModelProto (with its weights in memory); settings are TuneSettings fields
     (provider, threads, ort_opt, dims, budget, keep_neutral, ...); progress(message, fraction) reports,
     and setting the threading.Event `cancel` stops the search with the best set so far. target: "local" or
-    "ray:ADDRESS" (every A/B on one node there); report.config["environment"] says where it ran.
+    "ray:ADDRESS" (every A/B on one node there); report.environment says where it ran. A KV-cache decoder
+    is tuned at its decode step (report.notes[0] says at which dims).
     """
-    import onnx
-
-    from fuseview.targets import with_target
-    from fuseview.tuning.run import tune_file, tune_proto
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune as run_tune
 
     s = TuneSettings(**api_settings(settings, [f for f in _fields(TuneSettings) if f != "target"]))
     _checked_model(model)
@@ -169,13 +167,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
         if fn is not None and not (callable(fn) if name == "progress" else hasattr(fn, "is_set")):
             wanted = "a function" if name == "progress" else "a threading.Event"
             raise OptionTypeError(f"{name}: must be {wanted}")
-    s = with_target(s, target)
-    if isinstance(model, onnx.ModelProto):  # a KV-cache decoder is measured at its decode step
-        result = tune_proto(model, s, progress, cancel)
-    else:
-        result = tune_file(model, s, progress, cancel)
-    result.report.config["environment"] = s.target.environment()
-    return result
+    return run_tune(model, s, target, progress, cancel)
 
 
 def sweep(models: list[PathLike], out_dir: PathLike, target: str = "local",

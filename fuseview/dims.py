@@ -233,14 +233,64 @@ def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
     return CacheDims(tuple(dict.fromkeys(past)), new, tuple(dict.fromkeys(total)))
 
 
-def decode_step_dims(model: onnx.ModelProto, dims: dict[str, int] | None) -> dict[str, int] | None:
-    """The dims with one new token (a decoder's decode step) when the model has a KV cache and the user did
-    not set the new tokens' dim; None otherwise. An export traced at one new token may run only there."""
+DECODE_PAST_DEFAULT = 256  # the cache a decode step is measured over: a length people run, not one token
+_POSITION_TABLE = re.compile(r"wpe|position|pos_emb|(cos|sin)_cache", re.IGNORECASE)
+
+
+def position_table(model: onnx.ModelProto) -> int | None:
+    """The length of the model's position table (GPT-2's `wpe`, a rotary cos/sin cache) when a Gather reads
+    one from the weights; None when none is readable (rotary angles computed in the graph)."""
+    inits = {t.name: t for t in model.graph.initializer}
+    lengths = [int(inits[n.input[0]].dims[0]) for n in model.graph.node
+               if n.op_type == "Gather" and n.input and n.input[0] in inits
+               and len(inits[n.input[0]].dims) == 2 and _POSITION_TABLE.search(n.input[0])]
+    return min(lengths) if lengths else None
+
+
+def decode_step(model: onnx.ModelProto, dims: dict[str, int] | None) -> dict[str, int] | None:
+    """The one decode-step rule (tune, profile, sweeps, validation): for a KV-cache decoder whose new-token
+    count the user did not set (nor a mask's total length), the dims of one new token over a real cache,
+    DECODE_PAST_DEFAULT past tokens capped by the position table (unless the user set the past); None for
+    any other model or when the user set the new tokens."""
     cache = cache_dims(model)
     dims = dict(dims or {})
     if cache is None or cache.new is None or cache.new in dims or any(k in dims for k in cache.total):
         return None
-    return {**dims, cache.new: 1}
+    out = {**dims, cache.new: 1}
+    if not any(k in dims for k in cache.past):
+        table = position_table(model)
+        past = DECODE_PAST_DEFAULT if table is None else max(1, min(DECODE_PAST_DEFAULT, table - 1))
+        out.update({k: past for k in cache.past})
+    return out
+
+
+@dataclass(frozen=True)
+class RunDims:
+    """The dims one run uses, resolved once: every non-fixed input dim's value, and the note that says a
+    KV-cache decoder is measured at its decode step (None for any other run)."""
+
+    values: dict[str, int]
+    note: str | None = None
+
+
+def run_dims(model: onnx.ModelProto, dims: dict[str, int] | None) -> RunDims:
+    """The user's dims resolved once, a KV-cache decoder at its decode step (decode_step) with the note
+    that says so; FuseviewError for a key the model lacks."""
+    decode = decode_step(model, dims)
+    values = resolve_dims(model, decode if decode is not None else dims)
+    if decode is None:
+        return RunDims(values)
+    cache = cache_dims(model)
+    assert cache is not None and cache.new is not None
+    past_key = cache.past[0]
+    past = values[past_key]
+    table = position_table(model)
+    why = ("set by --dim" if past_key in (dims or {}) else f"the default {DECODE_PAST_DEFAULT}"
+           + (f", capped by the position table of {table}" if table is not None and past < DECODE_PAST_DEFAULT
+              else ""))
+    return RunDims(values, f"a KV-cache decoder: measured at its decode step, {cache.new}=1 new token over a"
+                           f" cache of {past} past tokens ({past_key}={past}: {why}); --dim {cache.new}=N"
+                           f" measures a prompt of N tokens, --dim {past_key}=N another cache length")
 
 
 def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> dict[str, int]:

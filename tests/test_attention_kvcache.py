@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fuseview.dims import cache_dims, decode_step_dims, resolve_dims
+from fuseview.dims import DECODE_PAST_DEFAULT, cache_dims, decode_step, resolve_dims
 from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.validate import validate
@@ -78,8 +78,8 @@ def test_a_decode_step_export_is_validated_at_one_new_token() -> None:
     """Traced at one new token, the original does not run at the default 128: validation says so and
     validates at seq=1 (the user gave no dim); with --dim seq=128 it stays an error."""
     model, fused, _scan = _fuse("llama_2l_past_ts17_decode")
-    assert decode_step_dims(model, None) == {"seq": 1}
-    assert decode_step_dims(model, {"seq": 4}) is None
+    assert decode_step(model, None) == {"seq": 1, "past_seq": DECODE_PAST_DEFAULT}  # the one decode-step rule
+    assert decode_step(model, {"seq": 4}) is None
     v = validate(model, fused, False, seeds=1)
     assert v.ok and v.dims["seq"] == 1 and "one new token" in v.note and v.note in v.headline()
     from fuseview.errors import FuseviewError

@@ -11,11 +11,11 @@ import os
 import onnx
 import pytest
 
-from fuseview.capture.onnx_join import capture_join, node_lines, user_frames
 from fuseview.cli import main
 from fuseview.traces.report import build_report
 from fuseview.traces.stats import load_trace
 from fuseview.traces.torch_log import read_compile_log
+from fuseview.workflows.onnx_join import capture_join, node_lines, user_frames
 from tests.conftest import ROOT
 
 CAPTURE = ROOT / "tests" / "data" / "traces" / "provenance" / "mlp_block_onnx"

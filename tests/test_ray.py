@@ -23,11 +23,11 @@ import onnx
 import pytest
 
 from fuseview.cli import main
-from fuseview.tuning.run import tune_file
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 from .conftest import ASSET_MODELS, ROOT
-from .test_tune import FAST, MLP, slow_gelu_rule
+from .test_tune import FAST, GPT2_PAST, MLP, slow_gelu_rule
 from .test_ui_workbench import win  # noqa: F401 - the window fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -165,9 +165,9 @@ def test_tune_on_the_cluster_rejects_the_slower_fusion_as_a_local_tune_does(ray_
     from fuseview.targets import open_target
 
     settings = dict(budget_s=60, **{**FAST, "max_batches": 3})
-    local = tune_file(MLP, TuneSettings(**settings), rules=[slow_gelu_rule()]).report
+    local = tune(MLP, TuneSettings(**settings), rules=[slow_gelu_rule()]).report
     target = open_target(f"ray:{ray_cluster['address']}", "cpu")
-    remote = tune_file(MLP, TuneSettings(**settings, target=target), rules=[slow_gelu_rule()]).report
+    remote = tune(MLP, TuneSettings(**settings, target=target), rules=[slow_gelu_rule()]).report
     for rep in (local, remote):
         assert all(d.decision == "reject" for d in rep.decisions) and rep.final.chosen == "original"
         assert rep.groups[0].effect.verdict == "slower"
@@ -182,7 +182,7 @@ def test_tune_cli_on_the_cluster_writes_the_node_into_the_report(ray_cluster, tm
                "--target", f"ray:{ray_cluster['address']}", "--quiet"])
     capsys.readouterr()
     assert rc == 0 and out.is_file()
-    env = json.loads(rep.read_text())["config"]["environment"]
+    env = json.loads(rep.read_text())["environment"]
     assert env["target"]["kind"] == "ray" and env["target"]["hostname"] == env["hostname"]
 
 
@@ -200,12 +200,34 @@ def test_a_sweep_of_three_models_on_the_cluster_then_resumed(ray_cluster, tmp_pa
         assert r["status"] == "tuned" and r["node"] == socket.gethostname() and r["chosen"], r
         assert (out / f"{r['item']}.onnx").is_file() and r["item"] in table
         rep = json.loads((out / f"{r['item']}.tune.json").read_text())
-        assert rep["config"]["environment"]["target"]["kind"] == "ray"
+        assert rep["environment"]["target"]["kind"] == "ray"
         onnx.checker.check_model(str(out / f"{r['item']}.onnx"))
     assert (out / "sweep.txt").read_text().splitlines()[0].startswith("item")
     assert main(argv) == 0  # every report is there: nothing runs again
     capsys.readouterr()
     assert all(r["status"] == "done before" for r in json.loads((out / "sweep.json").read_text())["items"])
+
+
+def test_a_kv_cache_decoder_is_tuned_at_the_same_dims_here_and_on_the_cluster(ray_cluster, tmp_path, capsys):
+    """One tune recipe and one decode-step rule: a local tune, a tune whose A/Bs run on the node, and a sweep
+    item tuned on the node (a proto there) and locally all measure the decoder at its decode step."""
+    ray = f"ray:{ray_cluster['address']}"
+    settings = dict(budget_s=8, **{**FAST, "runs": 8, "sessions": 2, "max_batches": 1})
+    local = tune(GPT2_PAST, TuneSettings(**settings)).report.to_json()
+    remote = tune(GPT2_PAST, TuneSettings(**settings), ray).report.to_json()
+    swept = {}
+    for where in ("local", ray):
+        out = tmp_path / where.replace(":", "_")
+        out.mkdir()
+        assert main(["sweep", str(GPT2_PAST), "-o", str(out), "--budget", "8", "--runs", "8", "--sessions",
+                     "2", "--threads", "1", "--target", where, "--quiet"]) == 0
+        swept[where] = json.loads((out / f"{GPT2_PAST.stem}.tune.json").read_text())
+    capsys.readouterr()
+    decode = {"sequence": 1, "total_sequence": 256, "past_sequence": 255}  # 256 capped by wpe's 256
+    for rep in (local, remote, swept["local"], swept[ray]):
+        assert rep["config"]["dims"] == decode and rep["notes"][0] == local["notes"][0]
+    assert "decode step" in local["notes"][0]
+    assert remote["environment"]["target"]["kind"] == swept[ray]["environment"]["target"]["kind"] == "ray"
 
 
 def test_an_unreachable_cluster_is_one_line_and_exit_2(ray_cluster, tmp_path, capsys):
@@ -317,6 +339,6 @@ def test_the_windows_tune_runs_its_abs_on_the_cluster_and_names_the_node(ray_clu
                             ort_optimizer="off", budget_s=30)
     with qtbot.waitSignal(wb.tuner.finished, timeout=180_000) as finished:
         assert wb.tuner.start(settings, f"ray:{ray_cluster['address']}") is not None
-    env = finished.args[0].report.config["environment"]
+    env = finished.args[0].report.environment
     assert env["target"]["kind"] == "ray" and env["target"]["address"] == ray_cluster["address"]
     assert f"measured on Ray node {socket.gethostname()}" in win.statusBar().currentMessage()

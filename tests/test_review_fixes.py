@@ -46,10 +46,10 @@ def test_a_sweep_item_sent_as_a_proto_is_tuned_at_the_decode_step(tmp_path):
 def test_capture_join_with_onnx_times_loads_and_scans_its_model_once(monkeypatch):
     """The join and the onnxruntime times share one load and one scan (spies around the real functions)."""
     import fuseview.fusion.pipeline as pipeline
-    from fuseview.capture.onnx_join import capture_join
     from fuseview.traces.report import build_report
     from fuseview.traces.stats import load_trace
     from fuseview.traces.torch_log import read_compile_log
+    from fuseview.workflows.onnx_join import capture_join
 
     calls = {"load": 0, "scan": 0}
     load, scan = pipeline.load_for_fusion, pipeline.scan_for_fusion
@@ -91,15 +91,15 @@ def test_accept_all_still_over_tolerance_when_the_budget_ends_keeps_the_original
     """The budget ends while the bisection repairs accept-all (the repair is where BudgetSpent is raised,
     as a search validation reaching the deadline raises it): the set over tolerance is never shipped."""
     from fuseview.tuning import search as search_mod
-    from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune
     from tests.test_tune import FAST, MLP, tanh_gelu_rule
 
     def budget_ends(self, base, items, stage):
         raise search_mod.BudgetSpent()
 
     monkeypatch.setattr(search_mod.Search, "repair_accuracy", budget_ends)
-    res = tune_file(MLP, TuneSettings(budget_s=30, atol=1e-5, rtol=1e-4, **FAST), rules=[tanh_gelu_rule()])
+    res = tune(MLP, TuneSettings(budget_s=30, atol=1e-5, rtol=1e-4, **FAST), rules=[tanh_gelu_rule()])
     rep = res.report
     assert rep.stopped == "budget"
     assert any("before accept-all was validated: the original is kept" in n for n in rep.notes), rep.notes

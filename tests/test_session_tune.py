@@ -72,7 +72,7 @@ def test_stopped_tune_sets_the_best_set_so_far_as_the_decisions():
     assert rep.stopped == "cancelled"  # the search ended early; what it had is the result
     assert sorted(s.decisions.accepted()) == sorted(rep.accepted())
     assert seen[-2:] == ["decisions", "tuned"] or (not rep.decisions and seen[-1] == "tuned")
-    assert rep.config["environment"]["target"]["kind"] == "local"
+    assert rep.environment["target"]["kind"] == "local"
 
 
 @pytest.mark.slow
@@ -83,3 +83,27 @@ def test_opening_another_model_cancels_the_tune_and_drops_its_result():
     wait_for(job)
     assert job.outcome == "cancelled" and "tune_cancelled" in seen and "tuned" not in seen
     assert s.tune_result is None and s.decisions is None  # nothing of the tune reached the new model
+
+
+def test_the_session_tunes_the_model_and_scan_it_holds(monkeypatch):
+    """No second read of the file; the scan is reused at its own dims, and a KV-cache decoder is scanned
+    again at its decode step (the one rule of fuseview.dims), not at the dims the window scanned it with."""
+    import fuseview.fusion.pipeline as pipeline
+
+    scans, reads = [], []
+    real_scan, real_load = pipeline.scan_for_fusion, pipeline.load_for_fusion
+    monkeypatch.setattr(pipeline, "scan_for_fusion", lambda *a, **k: scans.append(a[1]) or real_scan(*a, **k))
+    monkeypatch.setattr(pipeline, "load_for_fusion", lambda *a, **k: reads.append(a) or real_load(*a, **k))
+    for path, rescans in ((MLP, 0), (ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx", 1)):
+        s = Session()
+        doc = load_document(path)
+        s.adopt(doc, s.initial_expansion(doc))
+        wait_for(s.start_scan())
+        tuned = []
+        s.events.tuned.connect(lambda e, tuned=tuned: tuned.append(e.result))
+        scans.clear()
+        wait_for(s.tune(TuneSettings(**{**FAST, "budget_s": 6, "runs": 8})))
+        assert len(tuned) == 1 and tuned[0].original is doc.model and reads == []
+        assert len(scans) == rescans
+        if rescans:
+            assert scans[0] == tuned[0].report.config["dims"] and scans[0]["past_sequence"] == 255

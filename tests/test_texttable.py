@@ -59,11 +59,11 @@ def test_tune_summary_tables_align():
     import io
 
     from fuseview.commands.tune import print_summary
-    from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune
     from tests.test_tune import CONV, FAST
 
-    rep = tune_file(CONV, TuneSettings(budget_s=20, **FAST)).report
+    rep = tune(CONV, TuneSettings(budget_s=20, **FAST)).report
     out = io.StringIO()
     print_summary(rep, out)
     lines = out.getvalue().splitlines()

@@ -1,4 +1,4 @@
-"""One traces pipeline (fuseview.session.traces): the CLI, the API and the session read a capture folder
+"""One traces pipeline (fuseview.workflows.traces): the CLI, the API and the session read a capture folder
 the same way and give the same report."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import fuseview
 from fuseview.cli import main
 from fuseview.errors import FuseviewError
 from fuseview.session import Session
-from fuseview.session.traces import open_traces, resolve_traces
 from fuseview.traces.report import report_text
+from fuseview.workflows.traces import open_traces, resolve_traces
 from tests.conftest import ROOT
 
 TRACES = ROOT / "tests" / "data" / "traces"

@@ -23,8 +23,8 @@ from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.reports.tune import TuneReport
 from fuseview.stats import verdict
-from fuseview.tuning.run import tune_file
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 from .conftest import ASSET_MODELS, ROOT
 
@@ -104,7 +104,7 @@ def tanh_gelu_rule() -> Rule:
 
 @pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_a_slower_fusion_is_rejected_and_the_original_kept():
-    res = tune_file(MLP, TuneSettings(budget_s=60, **{**FAST, "max_batches": 3}), rules=[slow_gelu_rule()])
+    res = tune(MLP, TuneSettings(budget_s=60, **{**FAST, "max_batches": 3}), rules=[slow_gelu_rule()])
     rep = res.report
     assert len(rep.decisions) == 2 and all(d.rule == "gelu_detour" for d in rep.decisions)
     assert all(d.decision == "reject" for d in rep.decisions)
@@ -141,7 +141,7 @@ def test_when_accept_all_is_faster_tune_starts_from_it_and_keeps_what_helps(tmp_
     scan = scan_model(base, {}, [slow_gelu_rule()])
     wasteful = tmp_path / "wasteful.onnx"
     onnx.save(apply_candidates(base, scan, [c.id for c in scan.candidates]).model, wasteful)
-    res = tune_file(wasteful, TuneSettings(budget_s=90, **FAST), rules=[drop_identity_rule(), *catalogue()])
+    res = tune(wasteful, TuneSettings(budget_s=90, **FAST), rules=[drop_identity_rule(), *catalogue()])
     rep = res.report
     assert rep.baseline["accept_all"]["effect"]["verdict"] == "faster"
     drops = [d for d in rep.decisions if d.rule == "drop_identity_matmul"]
@@ -162,7 +162,7 @@ def test_bisection_finds_the_fusions_that_break_the_tolerance():
     skip = ("gelu_erf", "bias_gelu_erf", "fused_matmul")
     rules = [r for r in catalogue() if r.name not in skip] + [tanh_gelu_rule()]
     settings = TuneSettings(budget_s=60, atol=1e-5, rtol=1e-4, **FAST)
-    res = tune_file(MLP, settings, rules=rules)
+    res = tune(MLP, settings, rules=rules)
     rep = res.report
     wrong = {d.candidate for d in rep.decisions if d.rule == "gelu_as_tanh"}
     assert len(wrong) == 2
@@ -211,7 +211,7 @@ def test_cancel_keeps_a_valid_best_so_far():
         if "(batch" in message and "accept-all" not in message:
             cancel.set()
 
-    res = tune_file(MLP, TuneSettings(budget_s=120, **FAST), progress=progress, cancel=cancel)
+    res = tune(MLP, TuneSettings(budget_s=120, **FAST), progress=progress, cancel=cancel)
     rep = res.report
     assert rep.stopped == "cancelled"
     assert len(rep.decisions) == 10 and {d.decision for d in rep.decisions} <= {"accept", "reject"}
@@ -252,21 +252,29 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
 
 @pytest.mark.slow  # a real tune: its final check measures until it decides or the budget ends
 def test_report_round_trip_and_bad_reports(tmp_path):
-    res = tune_file(CONV, TuneSettings(budget_s=20, **FAST))
+    res = tune(CONV, TuneSettings(budget_s=20, **FAST))
     assert_reasons_agree_with_their_figures(res.report)
     assert_the_decision_rule_holds(res.report)
     d = res.report.to_json()
     assert d["final"]["verdict"] is not None and d["final"]["summary"].startswith("chosen ")
-    assert d["kind"] == "fuseview.tune" and d["schema_version"] == 1
+    assert d["kind"] == "fuseview.tune" and d["schema_version"] == 2
     for key in ("provider", "ort_opt", "threads", "dims", "budget_s", "seconds"):
         assert key in d["config"]
     assert d["config"]["ort_opt"] == "all"
     back = TuneReport.from_json(json.loads(json.dumps(d)))
     assert back.to_json() | {"fuseview_version": None} == d | {"fuseview_version": None}
-    for bad in ({**d, "kind": "x"}, {**d, "schema_version": 2}, {**d, "decisions": [{"candidate": 1}]},
+    for bad in ({**d, "kind": "x"}, {**d, "schema_version": 3}, {**d, "decisions": [{"candidate": 1}]},
                 {**d, "final": {**d["final"], "chosen": "mine"}}):
         with pytest.raises(FuseviewError):
             TuneReport.from_json(bad)
+    # schema 1 kept the environment under config: it still loads, the environment moved to the top
+    env = d["environment"]
+    assert env["target"] == {"kind": "local"} and "environment" not in d["config"]
+    old = {k: v for k, v in d.items() if k != "environment"}
+    old = {**old, "schema_version": 1, "config": {**d["config"], "environment": env}}
+    back = TuneReport.from_json(json.loads(json.dumps(old)))
+    assert back.environment == env and "environment" not in back.config
+    assert back.to_json() | {"fuseview_version": None} == d | {"fuseview_version": None}
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -350,7 +358,7 @@ def test_a_big_model_is_tuned_with_its_weights_left_on_disk(tmp_path, monkeypatc
     materialized = []
     real = run.with_weights
     monkeypatch.setattr(run, "with_weights", lambda m, b: materialized.append(1) or real(m, b))
-    res = tune_file(path, TuneSettings(budget_s=60, dims={"sequence": 4}, **FAST))
+    res = tune(path, TuneSettings(budget_s=60, dims={"sequence": 4}, **FAST))
     assert has_disk_weights(res.original) and not materialized
     assert res.report.decisions, "the model has candidates to decide"
     out = res.save_model(tmp_path / "tuned.onnx")
@@ -371,36 +379,45 @@ def test_fewer_sessions_when_they_would_not_fit_in_memory(monkeypatch):
     monkeypatch.setattr(ab, "available_memory", lambda: 100 * size)
     assert ab.sessions_that_fit([str(MLP), str(MLP)], 3) == (3, None)
     monkeypatch.setattr(ab, "available_memory", lambda: 5 * size)
-    res = tune_file(MLP, TuneSettings(budget_s=60, **FAST))
+    res = tune(MLP, TuneSettings(budget_s=60, **FAST))
     assert any("session(s) per model instead of 3" in n for n in res.report.notes)
     # one session per model in each batch: at most max_batches (2) in a search step's measurement
     assert all(d.effect is None or d.stage == "final" or d.effect.sessions <= 2 for d in res.report.decisions)
 
 
-def test_a_kv_cache_decoder_tuned_at_the_default_dims_is_told_of_the_decode_step():
+GPT2_PAST = ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx"  # wpe: 256 positions
+LLAMA_PAST = ASSET_MODELS / "current" / "llama_2l_sdpa_past_ts17.onnx"  # rotary angles computed: no table
+
+
+def test_the_one_decode_step_rule_measures_a_real_cache_length():
+    from fuseview.dims import DECODE_PAST_DEFAULT, run_dims
     from fuseview.fusion.pipeline import load_for_fusion
-    from fuseview.tuning.run import decode_hint
 
-    past = load_for_fusion(ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    hint = decode_hint(past, TuneSettings())
-    assert hint is not None and "--dim sequence=1" in hint
-    assert "sequence=128 new tokens over a past of" in hint
-    assert decode_hint(past, TuneSettings(dims={"sequence": 1})) is None
-    assert decode_hint(load_for_fusion(MLP), TuneSettings()) is None  # no cache, no hint
+    gpt2, llama = load_for_fusion(GPT2_PAST), load_for_fusion(LLAMA_PAST)
+    d = run_dims(gpt2, {})
+    assert d.values == {"sequence": 1, "past_sequence": 255, "total_sequence": 256}  # capped by wpe (256)
+    assert d.note and "decode step" in d.note and "position table of 256" in d.note
+    d = run_dims(llama, {})
+    assert DECODE_PAST_DEFAULT == 256 and d.values["past_sequence"] == 256 and d.values["sequence"] == 1
+    assert d.values["total_sequence"] == 257 and "the default 256" in d.note
+    d = run_dims(llama, {"past_sequence": 64})  # --dim overrides the cache length
+    assert d.values["past_sequence"] == 64 and d.values["sequence"] == 1 and "set by --dim" in d.note
+    d = run_dims(llama, {"sequence": 8})  # a prompt of 8 tokens, as the user asked
+    assert d.note is None and d.values["sequence"] == 8
+    assert run_dims(load_for_fusion(MLP), {}).note is None  # no cache: the dims as they were
 
 
-def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_by_default():
-    from fuseview.fusion.pipeline import load_for_fusion
-    from fuseview.tuning.run import decode_step
-
-    past = load_for_fusion(ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    s = TuneSettings()
-    note = decode_step(past, s)
-    assert s.dims == {"sequence": 1} and note is not None and "decode step" in note
-    given = TuneSettings(dims={"sequence": 8})
-    assert decode_step(past, given) is None and given.dims == {"sequence": 8}  # the user's count stands
-    plain = TuneSettings()
-    assert decode_step(load_for_fusion(MLP), plain) is None and plain.dims == {}
+def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_over_a_real_cache(capsys, tmp_path):
+    rep = tune(LLAMA_PAST, TuneSettings(budget_s=30, **FAST)).report
+    assert rep.config["dims"] == {"sequence": 1, "total_sequence": 257, "past_sequence": 256}
+    assert rep.notes[0].startswith("a KV-cache decoder: measured at its decode step, sequence=1 new token")
+    assert rep.environment["target"] == {"kind": "local"}
+    rc = main(["tune", str(GPT2_PAST), "-o", str(tmp_path / "t.onnx"), "--budget", "20", "--runs", "8",
+               "--sessions", "2", "--threads", "1", "--seeds", "1", "--ort-optimizer", "off", "--quiet",
+               "--dim", "past_sequence=32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "dims sequence=1, total_sequence=33, past_sequence=32" in out
+    assert "note       a KV-cache decoder: measured at its decode step" in out  # stated in the output
 
 
 @pytest.mark.parametrize("reason", [

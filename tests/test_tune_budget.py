@@ -11,8 +11,8 @@ import pytest
 
 from fuseview.fusion.validate import OriginalFails, ValidationOverBudget, validate
 from fuseview.runtime import samples
-from fuseview.tuning.run import tune_file
 from fuseview.tuning.settings import TuneSettings
+from fuseview.workflows.tune import tune
 
 # one onnxruntime run of this model takes about a second on a 16-core machine; a validation runs it six
 # times (3 input sets, two models), so a deadline of one run's time cannot be met on any machine
@@ -53,7 +53,7 @@ def test_a_tune_whose_budget_ends_before_accept_all_is_validated_keeps_the_origi
     path = tmp_path / "slow.onnx"
     onnx.save(slow_model, path)
     budget = 2 * one_run_s  # the original's check run and part of the first validation
-    rep = tune_file(path, TuneSettings(budget_s=budget, dims=DIMS, ort_optimizer="off")).report
+    rep = tune(path, TuneSettings(budget_s=budget, dims=DIMS, ort_optimizer="off")).report
     assert rep.stopped == "budget" and rep.accepted() == [] and rep.final.chosen == "original"
     assert any("before accept-all was validated" in n for n in rep.notes)
     assert all(d.reason == "not measured: budget spent" for d in rep.decisions)

@@ -246,7 +246,7 @@ def test_window_opens_the_workspace_as_its_own_window(qtbot):
 def test_workspace_is_a_view_of_the_window_session(qtbot):
     """The window's session reads the traces (the pipeline `fuseview trace` runs); the workspace is made
     on the first traces event and draws it; a newer read supersedes the running one."""
-    from fuseview.session.traces import open_traces
+    from fuseview.workflows.traces import open_traces
 
     win = MainWindow(settings=None)
     win.show_dialogs = False

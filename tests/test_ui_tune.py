@@ -136,10 +136,11 @@ def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tun
 
 
 def test_the_window_tunes_a_kv_cache_decoder_at_its_decode_step(win, qtbot):  # noqa: F811 - the fixture
-    from fuseview.tuning.run import decode_step
-
     open_scanned(qtbot, win, ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
-    dims = win.session.tune_dims()
-    assert "sequence" not in dims and dims  # the past length stays as scanned; the new tokens are tune's
-    s = TuneSettings(dims=dims)
-    assert decode_step(win.workbench.root_doc.model, s) is not None and s.dims["sequence"] == 1
+    wb = win.workbench
+    with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
+        assert wb.tuner.start(TuneSettings(threads=1, **{**FAST, "budget_s": 20})) is not None
+    result = sig.args[0]
+    assert result.original is win.session.root.model  # the model the session holds: not read again
+    assert result.report.config["dims"] == {"sequence": 1, "total_sequence": 256, "past_sequence": 255}
+    assert "decode step" in result.report.notes[0]

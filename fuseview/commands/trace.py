@@ -203,7 +203,7 @@ def _print_provenance(kernels: list[FusedKernel], w) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), print the summary or the comparison, write the report."""
-    from fuseview.session.traces import assemble_traces, resolve_traces
+    from fuseview.workflows.traces import assemble_traces, resolve_traces
 
     given = [args.before] + ([args.after] if args.after is not None else [])
     inputs = resolve_traces(given, args.steps, args.provenance)

@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ort-opt", choices=ORT_LEVELS, default="all",
                    help="onnxruntime's graph optimization level it deploys with (default all, its default)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                   help="an input dim's value (default batch-like 1, sequence-like 128, others 1)")
+                   help="an input dim's value (default batch-like 1, sequence-like 128, others 1; a KV-cache"
+                   " decoder: its decode step, 1 new token over 256 cached, capped by its position table)")
     p.add_argument("--inputs", metavar="FILE.npz", help="time and validate on these inputs")
     p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
                    help="time for the search; it stops early with the best set so far (default 120)")
@@ -48,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ort-optimizer", choices=("auto", "off", "bert", "gpt2"), default="auto",
                    help="also time onnxruntime.transformers.optimizer's model (auto: when the type is known)")
     p.add_argument("--json", metavar="REPORT",
-                   help="write the report (kind fuseview.tune, schema 1); - prints it, not the summary")
+                   help="write the report (kind fuseview.tune, schema 2); - prints it, not the summary")
     p.add_argument("--save-plan", metavar="PLAN.json", help="save the decisions as a plan (fuse --plan)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
@@ -139,9 +140,8 @@ def run(args: argparse.Namespace) -> int:
     """Tune, print the summary, write the model, plan and report; exit 130 after Ctrl+C (best so far kept)."""
     # here, not at the top: `fuseview --help` and the other commands start without onnx
     from fuseview.dims import parse_dim_args
-    from fuseview.targets import with_target
-    from fuseview.tuning.run import tune_file
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune
 
     _checks(args)
     settings = TuneSettings(
@@ -150,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold, atol=args.atol, rtol=args.rtol, seeds=args.seeds,
         keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer)
     settings.check()
-    settings = with_target(settings, args.target)  # every A/B runs there (one node)
     cancel = threading.Event()
     progress = None if args.quiet else _Progress()
 
@@ -163,14 +162,13 @@ def run(args: argparse.Namespace) -> int:
     in_main = threading.current_thread() is threading.main_thread()  # signals go to the main thread only
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:
-        result = tune_file(args.model, settings, progress, cancel)
+        result = tune(args.model, settings, args.target, progress, cancel)  # every A/B runs on the target
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         if progress:
             progress.done()
     rep = result.report
-    rep.config["environment"] = settings.target.environment()
     write = not (result.unchanged and args.no_write_unchanged)
     rep.output = args.output if write else None
     rep.plan = args.save_plan

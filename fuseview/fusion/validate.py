@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-exported
-from fuseview.dims import decode_step_dims, resolve_dims
+from fuseview.dims import decode_step, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized, weight_bytes
@@ -258,7 +258,7 @@ def validate(
     try:
         return _validate_at(original, fused, reference_only, dims, seed, seeds, inputs, *args)
     except OriginalFails:
-        decode = None if inputs else decode_step_dims(original, dims)
+        decode = None if inputs else decode_step(original, dims)
         if decode is None:
             raise
     try:

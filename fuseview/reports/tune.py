@@ -1,4 +1,7 @@
-"""The tune report (kind "fuseview.tune", schema_version 1): typed, written atomically, validated on load."""
+"""The tune report (kind "fuseview.tune", schema_version 2): typed, written atomically, validated on load.
+
+Schema 2 keeps `environment` (where it ran) at the top, as a profile report does; schema 1 kept it under
+`config` and still loads (it is moved to the top when read)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from fuseview.safe_io import load_json
 from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, VERDICTS, SpeedupEstimate, interval_text, verdict
 
 KIND = "fuseview.tune"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1: environment under config
 DECISIONS = ("accept", "reject")
 CHOICES = ("tuned", "accept_all", "original")
 STOPS = (None, "budget", "cancelled")
@@ -187,18 +191,20 @@ class TuneReport:
     notes: list[str] = field(default_factory=list)
     output: str | None = None
     plan: str | None = None
+    environment: dict[str, Any] | None = None  # where it ran: the target's machine, and the target
 
     def accepted(self) -> list[str]:
         """The accepted candidate ids."""
         return [d.candidate for d in self.decisions if d.decision == "accept"]
 
     def to_json(self) -> dict[str, Any]:
-        """The report object (kind fuseview.tune, schema_version 1)."""
+        """The report object (kind fuseview.tune, schema_version 2)."""
         from fuseview import __version__
 
         return {
             "kind": KIND, "schema_version": SCHEMA_VERSION, "fuseview_version": __version__,
-            "model": self.model, "output": self.output, "plan": self.plan, "config": dict(self.config),
+            "environment": self.environment, "model": self.model, "output": self.output, "plan": self.plan,
+            "config": dict(self.config),
             "baseline": dict(self.baseline), "final": self.final.to_json(),
             "groups": [g.to_json() for g in self.groups],
             "decisions": [d.to_json() for d in self.decisions],
@@ -214,9 +220,9 @@ class TuneReport:
         """Read a report object, checking every field it relies on (FuseviewError names the first bad one)."""
         if not isinstance(d, dict) or d.get("kind") != KIND:
             raise FuseviewError(f'not a fuseview tune report (missing "kind": "{KIND}")')
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise FuseviewError(
-                f"tune report: schema_version {d.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        if d.get("schema_version") not in READABLE_SCHEMAS:
+            raise FuseviewError(f"tune report: schema_version {d.get('schema_version')!r} is not one of"
+                                f" {READABLE_SCHEMAS}")
         _need(d, {"config": dict, "baseline": dict, "final": dict, "groups": list, "decisions": list,
                   "measurements": int, "notes": list}, "report")
         if d.get("stopped") not in STOPS:
@@ -252,13 +258,25 @@ class TuneReport:
             decisions.append(Decision(x["candidate"], x["rule"], x["decision"], x["reason"], x["stage"],
                                       _effect(x.get("effect"), f"decisions[{i}].effect"), x.get("max_abs"),
                                       x.get("max_rel")))
-        return cls(d.get("model"), d["config"], d["baseline"], final, groups, decisions, d.get("stopped"),
-                   d["measurements"], [str(n) for n in d["notes"]], d.get("output"), d.get("plan"))
+        config = dict(d["config"])
+        config.pop("environment", None)
+        env = report_environment(d)
+        if env is not None and not isinstance(env, dict):
+            raise FuseviewError("tune report: environment must be an object or null")
+        return cls(d.get("model"), config, d["baseline"], final, groups, decisions, d.get("stopped"),
+                   d["measurements"], [str(n) for n in d["notes"]], d.get("output"), d.get("plan"), env)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TuneReport:
         """Read a report file (bounded, regular file only); FuseviewError on bad input."""
         return cls.from_json(load_json(Path(path), "report", "JSON tune report"))
+
+
+def report_environment(d: dict[str, Any]) -> Any:
+    """Where a report's tune ran: `environment` at the top (schema 2), under `config` in schema 1."""
+    if d.get("schema_version") == 1:
+        return (d.get("config") or {}).get("environment")
+    return d.get("environment")
 
 
 def _effect(d: object, where: str) -> Effect | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +32,9 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.fusion.validate import Validation
     from fuseview.graph.geometry import Layout
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.session.traces import OpenedTraces
     from fuseview.tuning.run import TuneResult
     from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.traces import OpenedTraces
 
 ORIGINAL, FUSED = "original", "fused"
 SESSION_EVENTS = (
@@ -478,9 +478,9 @@ class Session:
     def open_traces(self, paths: Sequence[str | os.PathLike[str]], steps: int | None = None,
                     provenance: str | os.PathLike[str] | None = None) -> JobHandle:
         """Read one or two traces (or one capture folder) and compare them as the job of kind 'traces'
-        (session.traces.open_traces, as `fuseview trace`): traces_opened, traces_failed or
+        (workflows.traces.open_traces, as `fuseview trace`): traces_opened, traces_failed or
         traces_cancelled."""
-        from fuseview.session.traces import open_traces
+        from fuseview.workflows.traces import open_traces
 
         names = [os.fspath(p) for p in paths]
         prov = os.fspath(provenance) if provenance is not None else None
@@ -505,33 +505,23 @@ class Session:
                                 on_failed=lambda exc: self.events.traces_failed.emit(error=exc),
                                 on_cancelled=cancelled)
 
-    def tune_dims(self) -> dict[str, int]:
-        """The dims a tune uses: the scan's, less a KV-cache decoder's new-token count (as `fuseview tune`,
-        a decoder is tuned at its decode step: tuning.run.decode_step sets it to 1 and the report says so)."""
-        from fuseview.dims import cache_dims
-
-        dims = dict(self.scan.index.dims_used) if self.scan is not None else {}
-        cache = cache_dims(self.root.model) if self.root is not None else None
-        if cache is not None and cache.new:
-            dims.pop(cache.new, None)
-        return dims
-
     def tune(self, settings: TuneSettings, target: str = "local") -> JobHandle | None:
-        """Tune the open model's file as the job of kind 'tune' (tuning.run.tune_file, as `fuseview tune`), on
-        `target` ("local" or "ray:ADDRESS"); None before a scan. The job's stop() ends the search with the
-        best set so far; cancel() drops it. The chosen decisions are set (one undoable step), then tuned."""
-        from fuseview.targets import with_target
-        from fuseview.tuning.run import tune_file
+        """Tune the open model as the job of kind 'tune' (workflows.tune.tune, as `fuseview tune`) on `target`
+        ("local" or "ray:ADDRESS"); None before a scan. The model and scan the session holds are tuned (a
+        KV-cache decoder rescanned at its decode step), at the scan's dims unless the settings name dims.
+        The job's stop() ends the search with the best set so far; cancel() drops it. The chosen
+        decisions are set (one undoable step), then tuned."""
+        from fuseview.workflows.tune import tune
 
-        path = self.source_path()
-        if path is None or self.decisions is None:
+        doc, scan, path = self.root, self.scan, self.source_path()
+        if doc is None or path is None or scan is None or self.decisions is None:
             return None
+        run = settings if settings.dims or settings.inputs else replace(settings, dims=dict(self.scan_dims))
 
         def work(progress: Progress) -> TuneResult:
-            run = with_target(settings, target)  # a Ray cluster is reached here, in the worker
-            result = tune_file(path, run, progress, lambda: progress.stopped or progress.cancelled)
-            result.report.config["environment"] = run.target.environment()
-            return result
+            # a Ray cluster is reached in the worker
+            return tune(doc.model, run, target, progress, lambda: progress.stopped or progress.cancelled,
+                        path=path, scan=scan)
 
         def done(result: TuneResult) -> None:
             self.tune_result = result

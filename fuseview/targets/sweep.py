@@ -117,14 +117,9 @@ def plan_items(models: Sequence[str | os.PathLike], dims_sets: Sequence[dict[str
 def tune_one(model: Any, settings: dict, folder: str | os.PathLike, name: str) -> dict:
     """Tune a model file or proto with these TuneSettings fields and write `<name>.onnx` into folder;
     {"report": the tune report's JSON, "unchanged": no fusion kept}."""
-    from fuseview.tuning.run import tune_file, tune_proto
-    from fuseview.tuning.settings import TuneSettings
+    from fuseview.workflows.tune import tune_item
 
-    s = TuneSettings(**settings)
-    # a KV-cache decoder is tuned at its decode step on a Ray node (a proto) as here (a path)
-    result = tune_file(model, s) if isinstance(model, (str, os.PathLike)) else tune_proto(model, s)
-    result.save_model(Path(folder) / f"{name}.onnx")
-    return {"report": result.report.to_json(), "unchanged": result.unchanged}
+    return tune_item(model, settings, folder, name)  # the one tune recipe, here and on a Ray node
 
 
 def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
@@ -140,7 +135,9 @@ def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
         x_acc = x_orig / all_x  # not measured against it at the end: derived from the baseline's accept-all
     if chosen == "accept_all" or baseline.get("candidates") == 0:  # no candidates: accept-all is the original
         x_acc = 1.0
-    target = (report.get("config", {}).get("environment") or {}).get("target") or {}
+    from fuseview.reports.tune import report_environment
+
+    target = (report_environment(report) or {}).get("target") or {}
     node = target.get("hostname") if target.get("kind") == "ray" else "local"
     return SweepRow(item.name, item.model, item.dims, status, chosen, final.get("accepted"), x_orig, x_acc,
                     orig.get("ci"), orig.get("verdict") or final.get("verdict"), node)
@@ -156,7 +153,7 @@ def _finish(item: SweepItem, done: dict, environment: dict, out: Path) -> SweepR
         write_atomic(out / fname, bytes_writer(data))
     report = TuneReport.from_json(done["report"])
     report.model, report.output = item.model, str(out / f"{item.name}.onnx")
-    report.config["environment"] = environment
+    report.environment = environment
     report.save(out / f"{item.name}{REPORT_SUFFIX}")
     return _row(item, report.to_json(), "tuned")
 

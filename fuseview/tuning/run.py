@@ -1,4 +1,5 @@
-"""One tune from a model to a TuneResult: the search (tuning.search), the guarantee check, the final build."""
+"""One tune of a scanned model to a TuneResult: the search (tuning.search), the guarantee check, the final
+build (fuseview.workflows.tune is the recipe around it: the target, the model, its dims, the scan)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,10 @@ from fuseview.fusion.pipeline import (
     FuseOptions,
     FuseOutcome,
     build_fused,
-    dims_for,
-    load_for_fusion,
-    scan_for_fusion,
     with_weights,
 )
 from fuseview.fusion.plan import ACCEPT, REJECT, Plan
-from fuseview.fusion.scan import ScanResult, scan_model
+from fuseview.fusion.scan import ScanResult
 from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_bytes
 from fuseview.graph.save import save_model_atomic
 from fuseview.reports.tune import Effect, FinalCheck, TuneReport
@@ -62,35 +60,6 @@ def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
     from fuseview.runtime.inputs import load_feeds, make_feeds
 
     return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, s.dims, s.seed)
-
-
-def decode_hint(model: onnx.ModelProto, s: TuneSettings) -> str | None:
-    """For a KV-cache decoder tuned without a new-token count: the note that its decode step is measured
-    with `--dim NEW=1` (at the defaults, tune measures a prompt of 128 tokens, where fusions pay least)."""
-    from fuseview.dims import cache_dims, resolve_dims
-
-    cache = cache_dims(model)
-    if cache is None or not cache.new or cache.new in s.dims or s.inputs:
-        return None
-    used = resolve_dims(model, s.dims)
-    past = used.get(cache.past[0]) if cache.past else None
-    return (f"a KV-cache decoder, measured at {cache.new}={used.get(cache.new)} new tokens over a past of"
-            f" {past}: its decode step (--dim {cache.new}=1) is where a decoder spends most of its time,"
-            " and where fusions measured faster at real size (README: Real size)")
-
-
-def decode_step(model: onnx.ModelProto, s: TuneSettings) -> str | None:
-    """For a KV-cache decoder given no new-token count nor inputs: set it to 1 in `s.dims` (the decode
-    step, where a decoder spends most of its time) and return the note that says so; else None."""
-    from fuseview.dims import cache_dims, resolve_dims
-
-    cache = cache_dims(model)
-    if cache is None or not cache.new or cache.new in s.dims or s.inputs:
-        return None
-    s.dims = {**s.dims, cache.new: 1}
-    past = resolve_dims(model, s.dims).get(cache.past[0]) if cache.past else None
-    return (f"a KV-cache decoder: measured at its decode step, {cache.new}=1 new token over a past of"
-            f" {past} (--dim {cache.new}=N measures a prompt of N tokens instead)")
 
 
 def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
@@ -214,9 +183,6 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     # and every session reaches the weights through the source file, as `fuse` does
     search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
     _check_original_runs(model, search.feeds, s, base_dir)
-    hint = decode_hint(model, s)
-    if hint:
-        search.notes.append(hint)
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
@@ -319,42 +285,7 @@ def _check_original_runs(model: onnx.ModelProto, feeds: dict, s: TuneSettings,
         release_freed_memory(weight_bytes(model, base_dir))  # its session is gone before any is timed
 
 
-def tune_file(path: str | os.PathLike, settings: TuneSettings | None = None, progress: Progress | None = None,
-              cancel: Cancel = None, rules=None) -> TuneResult:
-    """Load, scan (with the settings' dims) and tune a model file; `rules` replaces the rule catalogue."""
-    s = settings or TuneSettings()
-    p = Path(path)
-    from fuseview.runtime.ir_check import check_ir_version
-
-    check_ir_version(p)  # said as itself, not as "does not run on generated inputs; set --dim"
-    model = load_for_fusion(p)
-    decode = decode_step(model, s)
-    dims = dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs))
-    if rules is None:
-        scan = scan_for_fusion(model, dims, p, _scan_provider(s.provider))
-    else:
-        scan = scan_model(model, dims, rules, base_dir=p.parent, path=str(p))
-    result = tune_model(model, scan, s, str(p), p.parent, progress, cancel)
-    if decode:
-        result.report.notes.insert(0, decode)
-    return result
-
-
-def tune_proto(model: onnx.ModelProto, settings: TuneSettings | None = None, progress: Progress | None = None,
-               cancel: Cancel = None) -> TuneResult:
-    """Scan (with the settings' dims) and tune a model in memory, a KV-cache decoder at its decode step, as
-    tune_file does for a file (the API's ModelProto and a sweep item on a Ray node)."""
-    s = settings or TuneSettings()
-    decode = decode_step(model, s)
-    scan = scan_for_fusion(model, dims_for(model, FuseOptions(dims=dict(s.dims), inputs=s.inputs)),
-                           provider=_scan_provider(s.provider))
-    result = tune_model(model, scan, s, progress=progress, cancel=cancel)
-    if decode:
-        result.report.notes.insert(0, decode)
-    return result
-
-
-def _scan_provider(provider: str) -> str:
+def scan_provider(provider: str) -> str:
     """The provider tune's scan offers fused ops for: the one it measures on (auto as the fusion commands)."""
     from fuseview.fusion.kernels import default_provider
 

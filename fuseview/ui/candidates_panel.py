@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from fuseview.errors import FuseviewError
-from fuseview.runtime.costs import MeasuredCost, candidate_costs
 from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
+from fuseview.session.exports import MeasuredCost, candidate_costs
 from fuseview.units import format_bytes
 
 COLUMNS = (

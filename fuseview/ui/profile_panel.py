@@ -28,9 +28,16 @@ from PySide6.QtWidgets import (
 from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import parse_dim_text
 from fuseview.errors import FuseviewError
-from fuseview.runtime.job import MAX_SESSIONS, ProfileRequest
-from fuseview.runtime.report import (
+from fuseview.session import Session
+from fuseview.session.exports import (
+    CUDA,
+    CUDA_HINT,
     DOCK_CONTROLS,
+    MAX_SESSIONS,
+    OPT_LEVELS,
+    ModelSource,
+    ProfileRequest,
+    available_providers,
     cannot_tell,
     cannot_tell_text,
     latency_verdict,
@@ -38,8 +45,6 @@ from fuseview.runtime.report import (
     save_report,
     speedup_text,
 )
-from fuseview.runtime.sessions import CUDA, CUDA_HINT, OPT_LEVELS, ModelSource, available_providers
-from fuseview.session import Session
 from fuseview.session.jobs import JobHandle, JobService
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots

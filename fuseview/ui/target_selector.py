@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
-from fuseview.targets import parse_target
+from fuseview.session.exports import parse_target
 
 LOCAL = "Local"
 RECENT_KEY, LAST_KEY = "targets/recent", "targets/last"

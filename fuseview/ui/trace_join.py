@@ -1,5 +1,5 @@
 """The trace workspace's "Compile vs ONNX" page: per source line, Inductor's kernels beside fuseview's
-fusions of the capture's model.onnx (fuseview.capture.onnx_join), lines where they disagree first."""
+fusions of the capture's model.onnx (fuseview.workflows.onnx_join), lines where they disagree first."""
 
 from __future__ import annotations
 

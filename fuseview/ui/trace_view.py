@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
 
 from fuseview.errors import FuseviewError
 from fuseview.reports import TraceReport
+from fuseview.session.exports import OpenedTraces
 from fuseview.session.jobs import JobHandle
 from fuseview.session.session import Session
-from fuseview.session.traces import OpenedTraces
 from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs

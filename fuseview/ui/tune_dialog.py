@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fuseview.tuning.settings import TuneSettings
+from fuseview.session.exports import TuneSettings
 from fuseview.ui.candidates_panel import EFFECT_COLUMN
 from fuseview.ui.target_selector import TargetSelector, environment_text
 from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
@@ -130,7 +130,7 @@ class TuneRunner(QObject):
             return
         dialog = TuneDialog(self.wb.win, self.last_settings)
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.start(dialog.settings(self.session.tune_dims()), dialog.target.remember())
+            self.start(dialog.settings(), dialog.target.remember())
 
     def start(self, settings: TuneSettings, target: str = "local"):
         """Start Session.tune with a progress dialog; its Stop keeps the best set so far."""
@@ -191,7 +191,7 @@ class TuneRunner(QObject):
         self.summary.show_report(rep)
         head, _details = summary_lines(rep)
         stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
-        stopped += f"; {environment_text(rep.config.get('environment'))}"
+        stopped += f"; {environment_text(rep.environment)}"
         self.session.set_status(f"{head}{stopped}; Apply chosen set builds it", 30000)
 
     def apply_chosen(self) -> None:

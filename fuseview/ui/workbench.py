@@ -14,8 +14,8 @@ from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
-from fuseview.runtime.report import fused_pane_title
 from fuseview.session import FUSED, ORIGINAL, Decisions, FusedResult, Links, Marks, Session
+from fuseview.session.exports import fused_pane_title
 from fuseview.session.panes import candidate_marks
 from fuseview.session.session import Laid
 from fuseview.ui.candidates_panel import CandidatesPanel

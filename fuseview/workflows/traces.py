@@ -16,9 +16,9 @@ from fuseview.errors import FuseviewError
 from fuseview.reports import TraceReport
 
 if TYPE_CHECKING:
-    from fuseview.capture.onnx_join import LineRow
     from fuseview.traces.fx_code import GraphParser
     from fuseview.traces.timeline import Timeline
+    from fuseview.workflows.onnx_join import LineRow
 
 BEFORE, AFTER = "before", "after"
 PathLike = str | os.PathLike[str]
@@ -99,7 +99,7 @@ def assemble_traces(inputs: TraceInputs, progress: Callable[[str, float], None] 
         drawn = [step_timeline(t, role) for t, role in zip(loaded, (BEFORE, AFTER), strict=False)]
         opened.timelines = [t for t in drawn if t is not None]
     if join and inputs.folder is not None and after is not None:
-        from fuseview.capture.onnx_join import capture_join
+        from fuseview.workflows.onnx_join import capture_join
 
         say("joining with model.onnx", 0.9)
 
