@@ -91,11 +91,11 @@ def test_fuse_for_cuda_writes_no_cpu_only_op(tmp_path, capsys) -> None:
 def test_tune_scans_for_the_provider_it_measures_on() -> None:
     import onnxruntime as ort
 
-    from fuseview.tuning.run import _scan_provider
+    from fuseview.tuning.run import scan_provider
 
-    assert _scan_provider("cuda") == "cuda" and _scan_provider("cpu") == "cpu"
+    assert scan_provider("cuda") == "cuda" and scan_provider("cpu") == "cpu"
     has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
-    assert _scan_provider("auto") == ("cuda" if has_cuda else "cpu")
+    assert scan_provider("auto") == ("cuda" if has_cuda else "cpu")
 
 
 def test_the_session_scans_for_its_provider() -> None:
