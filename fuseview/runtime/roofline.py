@@ -318,12 +318,14 @@ def node_costs(model: onnx.ModelProto, dims: dict[str, int]) -> dict[str, NodeCo
             flops = _Costing(n, shapes).flops()
         except (IndexError, TypeError, ValueError, ZeroDivisionError):  # shapes that do not fit the op
             flops = None
+        if flops is not None and flops < 0:
+            flops = None  # a shape with an unresolved (-1) dim: estimated, never a negative count
         nbytes, known = _bytes(n, shapes)
-        estimated = flops is None or not known
+        estimated = flops is None or not known or nbytes < 0
         if flops is None:
             s = shapes.get(n.output[0]) if n.output else None
-            flops = _numel(s[0]) if s is not None else 0
-        out[name] = NodeCost(name, n.op_type, n.domain, int(flops), int(nbytes), estimated)
+            flops = max(_numel(s[0]), 0) if s is not None else 0
+        out[name] = NodeCost(name, n.op_type, n.domain, int(flops), max(int(nbytes), 0), estimated)
     return out
 
 
