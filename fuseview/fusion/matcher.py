@@ -161,7 +161,9 @@ class PatternMatcher:
                 self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
                 return
             x = float(np.ravel(v)[0])
-            if not abs(x - term.value) <= term.tol * max(1.0, abs(term.value)):
+            # a float16 constant is the wanted value rounded to float16: allow its rounding step
+            tol = max(term.tol, float(np.finfo(v.dtype).eps)) if v.dtype == np.float16 else term.tol
+            if not abs(x - term.value) <= tol * max(1.0, abs(term.value)):
                 self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
                 return
             yield st

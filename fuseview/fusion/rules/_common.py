@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from fuseview.fusion.dtypes import is_float, type_name
 from fuseview.fusion.rule import Match, Replacement
 
 FLOAT = onnx.TensorProto.FLOAT
@@ -22,13 +23,20 @@ def product3(op, a, b, c, variant: int, **kw):
 
 
 def float_input(*vars_: str) -> Callable[[Match], str | None]:
-    """Check that bound tensors are float32 (the CPU kernels of the contrib ops are float-only)."""
+    """Check that bound tensors are of one float type, float32 or float16 (which provider has the fused
+    kernel in that type is the kernel table's to say, fusion.kernels)."""
 
     def check(m: Match) -> str | None:
+        seen: dict[int, str] = {}
         for v in vars_:
             dt = m.index.const_dtype(m[v])
-            if dt is not None and dt != FLOAT:
-                return f"{m[v]} is {onnx.TensorProto.DataType.Name(dt)}, the fused kernel needs float32"
+            if dt is not None and not is_float(dt):
+                return f"{m[v]} is {type_name(dt)}, the fused kernel needs float32 or float16"
+            if dt is not None:
+                seen.setdefault(dt, m[v])
+        if len(seen) > 1:
+            (a, ta), (b, tb) = list(seen.items())[:2]
+            return f"{ta} is {type_name(a)} but {tb} is {type_name(b)}: the fused kernel takes one type"
         return None
 
     return check

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from fuseview.fusion.dtypes import FLOATS, is_float, type_name
 from fuseview.fusion.toolkit import Miss, ScanContext, Structure, scalar, single_reader
 
 FLOAT = onnx.TensorProto.FLOAT
@@ -141,8 +142,8 @@ def _probs_times_v(s: Structure, sm: onnx.NodeProto, core: list, shape_nodes: se
         t = guard[-1].output[0]
     nxt = single_reader(ix, t)
     while nxt is not None and nxt.op_type == "Cast":
-        if ix.attr(nxt, "to") != FLOAT or ix.const_dtype(t) not in (FLOAT, None):
-            raise Miss(f"{nxt.name}: Cast after Softmax changes the type")
+        if not is_float(ix.attr(nxt, "to")) or ix.const_dtype(t) not in (*FLOATS, None):
+            raise Miss(f"{nxt.name}: Cast after Softmax is not between float types")
         core.append(nxt)
         t = nxt.output[0]
         nxt = single_reader(ix, t)
@@ -164,9 +165,11 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
     d, ix = s.d, s.ix
     s_in = sm.input[0]
     cast = s.prod(s_in, "Cast")
-    while (cast is not None and ix.attr(cast, "to") == FLOAT and single_reader(ix, cast.input[0]) is cast
-           and ix.const_dtype(cast.input[0]) in (FLOAT, None)):
-        core.append(cast)  # T5's scores.float() on float scores: no work
+    while (cast is not None and is_float(ix.attr(cast, "to")) and single_reader(ix, cast.input[0]) is cast
+           and ix.const_dtype(cast.input[0]) in (*FLOATS, None)):
+        # T5's scores.float() on float scores (no work), or float16 scores put in float32 for the Softmax
+        # (softmax(dtype=float32)): the fused kernels keep their Softmax in float32 themselves
+        core.append(cast)
         s_in = cast.input[0]
         cast = s.prod(s_in, "Cast")
     bias = None
@@ -220,8 +223,10 @@ def _scores(s: Structure, sm: onnx.NodeProto, core: list) -> tuple:
             raise Miss(f"{at}: mask is {d.rank(t)}-D; MultiHeadAttention needs [B|1,H|1,S,T]")
         if d.rank(t) is None:
             raise Miss(f"{at}: mask rank unknown")
-        if ix.const_dtype(t) not in (FLOAT, None):
-            raise Miss(f"{at}: mask is not float32")
+        kind, scores = ix.const_dtype(t), ix.const_dtype(mm_qk.output[0]) if mm_qk is not None else None
+        if kind is not None and (not is_float(kind) or scores not in (None, kind)):
+            raise Miss(f"{at}: mask is {type_name(kind)}, the scores {type_name(scores)}; the fused op takes "
+                       "the mask in the scores' float type")
     if bias is not None and all(d.canon(("dim", t, 2)) == 1 for t in terms or (bias,)):
         raise Miss(f"{at}: mask is [B,1,1,T]; MultiHeadAttention needs the query axis")
     core.append(mm_qk)

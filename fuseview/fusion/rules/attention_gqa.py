@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from fuseview.errors import FuseviewError
+from fuseview.fusion import dtypes
 from fuseview.fusion.graphindex import CONST_READ_LIMIT
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
 from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
@@ -304,9 +305,11 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     attrs = {"num_heads": a.num_heads, "kv_num_heads": g.kv_heads, "scale": float(np.float32(a.scale)),
              "causal": 0}
     if r is not None:
+        kind = dtypes.np_dtype(a.dtype)  # the caches take the query's type
         caches = [base + "_cos_cache", base + "_sin_cache"]
         pre.append(Replacement(inputs=[], op="", domain="", outputs=[],
-                               initializers={caches[0]: r.cos_cache, caches[1]: r.sin_cache}))
+                               initializers={caches[0]: r.cos_cache.astype(kind),
+                                             caches[1]: r.sin_cache.astype(kind)}))
         attrs.update(do_rotary=1, rotary_interleaved=0)
     inputs = [query, key, value, *past, base + "_seqlens_k", base + "_total_sequence_length",
               *caches, "", bias or ""]
@@ -387,9 +390,9 @@ def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     for m in mms:
         assert m is not None
         w = weight_meta(s.ix, m.input[1]) if s.ix.is_const(m.input[1]) else None
-        if w is None or len(w[0]) != 2 or w[1] != np.float32 or len(s.ix.consumers.get(m.input[1], ())) != 1 \
-                or int(np.prod(w[0])) * 4 > CONST_READ_LIMIT:
-            raise Miss(f"{m.name}: weight is not a float32 [K, N] constant of its own")
+        if w is None or len(w[0]) != 2 or w[1] not in (np.float32, np.float16) \
+                or len(s.ix.consumers.get(m.input[1], ())) != 1 or int(np.prod(w[0])) * 4 > CONST_READ_LIMIT:
+            raise Miss(f"{m.name}: weight is not a float32 or float16 [K, N] constant of its own")
         names.append(m.input[1])
     nodes = nodes + [m for m in mms if m is not None]
     s.check_contained(nodes, {id(n) for n in nodes}, set(outputs))

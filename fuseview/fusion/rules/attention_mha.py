@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from fuseview.fusion import dtypes
+from fuseview.fusion.dtypes import is_float, type_name
 from fuseview.fusion.rule import MS_DOMAIN, Match, NearMiss, Replacement, Rule
 from fuseview.fusion.rules.attention_core import FLOAT, SdpaCore, attention_cores
 from fuseview.fusion.toolkit import Miss, ScanContext, Structure, single_reader
@@ -61,6 +63,7 @@ class AttentionMatch:
     bias_terms: tuple[str, str] | None = None  # bias is their sum, made in front of the fused op
     # query heads per key/value head of a core over unrepeated K/V (packed query): GroupQueryAttention's
     kv_groups: int = 1
+    dtype: int = FLOAT  # the onnx float type of Q, K, V (masks and constants made for the op take it too)
 
 
 def _past_concat(s: Structure, t: str) -> tuple[onnx.NodeProto, str, tuple] | None:
@@ -179,9 +182,10 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
             h, dd = s.bnsh_heads(x, what)
             if (h * c.groups, dd) != (hq, dq):
                 raise Miss(f"{sm.name}: {what} has {h}x{dd} heads, Q has {hq}x{dq} (grouped KV?)")
-    for x in (q3 or c.q, k3, v3):
-        if ix.const_dtype(x) not in (FLOAT, None):
-            raise Miss(f"{sm.name}: {x} is not float32 (MultiHeadAttention CPU runs float32)")
+    kinds = {ix.const_dtype(x) for x in (q3 or c.q, k3, v3)} - {None}
+    if any(not is_float(k) for k in kinds) or len(kinds) > 1:
+        raise Miss(f"{sm.name}: Q, K, V are {', '.join(sorted(map(type_name, kinds)))}; the fused op takes "
+                   "one float type (float32 or float16)")
     if q3 is None:
         ref = s.find_split_back(c.q)
         if ref is None:
@@ -201,7 +205,7 @@ def match_heads(s: Structure, c: SdpaCore) -> AttentionMatch:
     return AttentionMatch(sm, core, q3 or c.q, k3, v3, c.bias, hq, dq, c.scale, out_t, reshape_out,
                           q_bnsh=q3 is None, where_mask=c.where_mask, cache=cache[2] if cache else None,
                           guard=guard, opset=int(ix.opsets.get("", 17)), bias_terms=c.bias_terms,
-                          kv_groups=c.groups)
+                          kv_groups=c.groups, dtype=next(iter(kinds), FLOAT))
 
 
 def _sliced_per_head(s: Structure, q: str) -> bool:
@@ -268,7 +272,7 @@ def near_misses(ctx: ScanContext) -> list[tuple[list[str], str]]:
 
 
 def _row_guard(a: AttentionMatch) -> tuple[list[Replacement], str]:
-    """The mask clamped to float32's lowest, and [B|1, S, 1] = 1 where a row keeps some key, else 0."""
+    """The mask clamped to its type's lowest, and [B|1, S, 1] = 1 where a row keeps some key, else 0."""
     b, base = a.bias, a.output + "_guard"
     if b is None:
         raise Miss(f"{a.output}: a row guard needs the block's mask")
@@ -280,14 +284,19 @@ def _row_guard(a: AttentionMatch) -> tuple[list[Replacement], str]:
         reduce.initializers[axes] = np.array([-1], np.int64)
     else:
         reduce.attrs["axes"] = [-1]
+    # IsInf takes float16 only from opset 20: a float16 row maximum is looked at in float32
+    widen16 = [] if a.dtype == dtypes.FLOAT else [
+        Replacement(inputs=[base + "_max"], attrs={"to": dtypes.FLOAT}, op="Cast", domain="",
+                    outputs=[base + "_max_f"])]
     return [
         Replacement(inputs=[b, lowest], op="Max", domain="", outputs=[base + "_bias"],
-                    initializers={lowest: np.array(np.finfo(np.float32).min, np.float32)}),
+                    initializers={lowest: np.array(dtypes.lowest(a.dtype), dtypes.np_dtype(a.dtype))}),
         reduce,
-        Replacement(inputs=[base + "_max"], attrs={"detect_positive": 0}, op="IsInf", domain="",
-                    outputs=[base + "_hidden"]),
+        *widen16,
+        Replacement(inputs=[base + ("_max_f" if widen16 else "_max")], attrs={"detect_positive": 0},
+                    op="IsInf", domain="", outputs=[base + "_hidden"]),
         Replacement(inputs=[base + "_hidden"], op="Not", domain="", outputs=[base + "_kept"]),
-        Replacement(inputs=[base + "_kept"], attrs={"to": onnx.TensorProto.FLOAT}, op="Cast", domain="",
+        Replacement(inputs=[base + "_kept"], attrs={"to": a.dtype}, op="Cast", domain="",
                     outputs=[base + "_kept_f"]),
         Replacement(inputs=[base + "_kept_f", shape], op="Reshape", domain="", outputs=[base + "_rows"],
                     initializers={shape: np.array([0, -1, 1], np.int64)}),
@@ -319,10 +328,11 @@ def mask_bias(a: AttentionMatch) -> tuple[list[Replacement], str | None]:
     if a.where_mask is None:
         return total, a.bias
     cond, fill, fill_if = a.where_mask
+    kind = dtypes.np_dtype(a.dtype)  # the fill as the model holds it (a float16 model's is float16 already)
     zero, fill_t, out = a.output + "_mask_zero", a.output + "_mask_fill", a.output + "_mask_bias"
     inputs = [cond, fill_t, zero] if fill_if else [cond, zero, fill_t]
     node = Replacement(inputs=inputs, op="Where", domain="", outputs=[out],
-                       initializers={zero: np.array(0.0, np.float32), fill_t: np.array(fill, np.float32)})
+                       initializers={zero: np.array(0.0, kind), fill_t: np.array(fill, kind)})
     return [node], out
 
 

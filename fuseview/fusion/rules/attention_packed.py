@@ -47,6 +47,9 @@ class PackedMatch:
         return self.mha.output + "_qkv_weight", np.concatenate(values, axis=1)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
 def weight_meta(ix: GraphIndex, name: str) -> tuple[tuple[int, ...], np.dtype] | None:
     """(shape, dtype) of a constant weight, read from its declaration when it is an initializer."""
     t = ix.initializers.get(name)
@@ -128,12 +131,12 @@ def packed_projection(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
         core.append(mm)
         if m.d.rank(x) != 3:
             raise Miss(f"{mm.name}: projection input is not [batch, seq, hidden]")
-    if w is None or len(w[0]) != 2 or w[0][1] != 3 * hidden or w[1] != np.float32:
-        raise Miss(f"{sp.name}: projection weight is not a float32 [K, 3 x {hidden}] constant")
+    if w is None or len(w[0]) != 2 or w[0][1] != 3 * hidden or w[1] not in _FLOATS:
+        raise Miss(f"{sp.name}: projection weight is not a float32 or float16 [K, 3 x {hidden}] constant")
     if bias is None:
-        bias = np.zeros(3 * hidden, np.float32)
-    if bias.shape != (3 * hidden,) or bias.dtype != np.float32:
-        raise Miss(f"{sp.name}: projection bias is not a float32 [3 x {hidden}] vector")
+        bias = np.zeros(3 * hidden, w[1])
+    if bias.shape != (3 * hidden,) or bias.dtype != w[1]:
+        raise Miss(f"{sp.name}: projection bias is not a [3 x {hidden}] vector of the weight's type")
     nodes = list(a.nodes) + core
     for n in a.nodes:
         if n.op_type == "Reshape":
@@ -150,18 +153,18 @@ def projection(op, x):
 
 
 def _linear(ctx: ScanContext, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray | None, list] | None:
-    """(x, W's name, W's shape, b, nodes) when t = x @ W [+ b] with constant float32 W [K, N] and b [N]."""
+    """(x, W's name, W's shape, b, nodes) when t = x @ W [+ b] with constant float W [K, N] and b [N]."""
     found = ctx.match(projection, at=t)
     if found is None:
         return None
     ix = ctx.index
     w = weight_meta(ix, found["w"])
-    if w is None or len(w[0]) != 2 or w[1] != np.float32:
+    if w is None or len(w[0]) != 2 or w[1] not in _FLOATS:
         return None
     if int(np.prod(w[0])) * w[1].itemsize > CONST_READ_LIMIT:
         return None  # applying joins the three weights: each must be one the index will read
     bias = ix.const_value(found["b"]) if "b" in found.binds else None
-    if "b" in found.binds and (bias is None or bias.shape != (w[0][1],) or bias.dtype != np.float32):
+    if "b" in found.binds and (bias is None or bias.shape != (w[0][1],) or bias.dtype != w[1]):
         return None  # a bias this scan cannot read is not dropped: no packed projection
     return found["x"], found["w"], w[0], bias, found.node_list()
 
@@ -184,7 +187,11 @@ def _three_projections(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
     hidden = a.num_heads * a.head_size
     if any(p[2][1] != hidden or p[2][0] != parts[0][2][0] for p in parts):
         raise Miss(f"projection widths {[list(p[2]) for p in parts]} are not 3 x {hidden}")
-    b = np.concatenate([p[3] if p[3] is not None else np.zeros(hidden, np.float32) for p in parts])
+    kinds = {meta[1] for meta in (weight_meta(ctx.index, p[1]) for p in parts) if meta is not None}
+    if len(kinds) != 1:
+        raise Miss("Q, K and V weights are of different float types")
+    kind = kinds.pop()
+    b = np.concatenate([p[3] if p[3] is not None else np.zeros(hidden, kind) for p in parts])
     nodes = list(a.nodes) + [n for p in parts for n in p[4]]
     shape_ids: set[int] = set()
     for n in a.nodes:

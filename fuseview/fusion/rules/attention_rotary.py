@@ -203,7 +203,8 @@ def rotary_caches(s: Structure, cos: str, sin: str, head: int) -> tuple[np.ndarr
         else:
             proto = s.ix.initializers[t]
             shaped[t] = np.zeros(list(proto.dims), onnx.helper.tensor_dtype_to_np_dtype(proto.data_type))
-    outs = [onnx.helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, None) for x in (cos, sin)]
+    kind = s.ix.const_dtype(cos) or onnx.TensorProto.FLOAT  # float16 in an fp16 model
+    outs = [onnx.helper.make_tensor_value_info(x, kind, None) for x in (cos, sin)]
     ins = [vi for vi in g.input if vi.name in inputs] + [
         onnx.helper.make_tensor_value_info(t, s.ix.initializers[t].data_type, list(z.shape))
         for t, z in shaped.items()]
@@ -231,7 +232,8 @@ def rotary_caches(s: Structure, cos: str, sin: str, head: int) -> tuple[np.ndarr
     c0, s0 = full_c[0], full_s[0]
     if not (np.array_equal(c0[:, :half], c0[:, half:]) and np.array_equal(s0[:, :half], s0[:, half:])):
         raise Miss("rotary cos/sin halves differ: not rotate_half's duplicated frequencies")
-    if not np.allclose(c0 * c0 + s0 * s0, 1.0, atol=1e-4):
+    c0, s0 = c0.astype(np.float32), s0.astype(np.float32)
+    if not np.allclose(c0 * c0 + s0 * s0, 1.0, atol=max(1e-4, 4 * float(np.finfo(full_c.dtype).eps))):
         raise Miss("rotary cos/sin are scaled (cos^2 + sin^2 != 1): GroupQueryAttention cannot apply it")
     return (np.ascontiguousarray(c0[:, :half], np.float32), np.ascontiguousarray(s0[:, :half], np.float32),
             [n.output[0] for n in nodes])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fuseview.fusion.dtypes import is_float, type_name
 from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Replacement, Rule
 from fuseview.fusion.rules._common import (
     all_checks,
@@ -36,9 +37,9 @@ def _ln_body(op, x):
 
 def _rms_body(op, x, skip: str):
     """x / sqrt(mean(x^2) + eps) * gamma; 1/std as Div, Reciprocal or Div(1, .) (TorchScript's rsqrt);
-    optional float32 Casts around it (hidden.to(input_dtype), float32 -> float32 is a no-op)."""
-    if skip:
-        x = op.Optional(op.Cast(x, _label="cast_in", _attrs={"to": 1}, _expose=True), x)
+    optional float Casts around it (transformers' hidden.float() ... .to(input_dtype): float32 -> float32
+    or float16 -> float16 is a no-op, float16 -> float32 -> float16 what the fused kernel does inside)."""
+    x = op.Optional(op.Cast(x, _label="cast_in", _expose=bool(skip)), x)
     var = op.ReduceMean(_square(op, x), _label="var", _extra_inputs=True)
     std = op.Sqrt(op.Add(var, op.constant("eps"), _label="add_eps"), _label="sqrt")
     normed = op.Or(
@@ -46,7 +47,7 @@ def _rms_body(op, x, skip: str):
         op.Mul(x, op.Reciprocal(std, _label="recip"), _label="div"),
         op.Mul(x, op.Div(op.const(1.0), std, _label="recip"), _label="div"),
     )
-    normed = op.Optional(op.Cast(normed, _label="cast_out", _attrs={"to": 1}), normed)
+    normed = op.Optional(op.Cast(normed, _label="cast_out"), normed)
     return op.Mul(normed, op.constant("gamma"), _label="scale")
 
 
@@ -183,6 +184,24 @@ def _skip_check(m: Match) -> str | None:
         if m.value("bias") is None:
             return f"{m['bias']} is not a constant bias"
         return last_axis_vector(m, "bias", main)
+    return None
+
+
+def _casts_check(m: Match) -> str | None:
+    """Reason unless the Casts around a norm are float Casts and the norm gives its input's float type."""
+    ix = m.index
+    for label in ("cast_in", "cast_out"):
+        if label in m.nodes and not is_float(m.attr(label, "to")):
+            return f"{ix.name(m.nodes[label])} casts to {type_name(m.attr(label, 'to'))}, not a float type"
+    inputs = [m[v] for v in ("x", "a", "b") if v in m.bindings]
+    root = m.nodes[next(lb for lb in ("rmsop", "scale") if lb in m.nodes)].output[0]
+    want, got = ix.const_dtype(inputs[0]), ix.const_dtype(root)
+    if want is not None and got is not None and want != got:
+        return f"the norm reads {type_name(want)} and gives {type_name(got)}; the fused op keeps its input's"
+    exposed = m.exposed.get("cast_in")
+    if exposed and ix.const_dtype(exposed) not in (None, want):
+        kind = type_name(ix.const_dtype(exposed))
+        return f"the residual stream reads {exposed}, the {kind} Cast of the sum"
     return None
 
 
@@ -346,7 +365,8 @@ RULES = [
         domain=MS_DOMAIN,
         runs_on=("cpu", "cuda"),
         patterns=_skip_rms_patterns("add"),
-        check=all_checks(_one_exposed, float_input("a", "b"), _skip_check, _decomposed_check, _affine_check),
+        check=all_checks(_one_exposed, float_input("a", "b"), _casts_check, _skip_check, _decomposed_check,
+                         _affine_check),
         priority=29,
         replace=_skip_rms_replace,
     ),
@@ -357,7 +377,7 @@ RULES = [
         domain=ONNX_DOMAIN,
         runs_on=("cpu", "cuda"),
         patterns=tuple(_rms_variants("")),
-        check=all_checks(float_input("x"), _decomposed_check, _affine_check),
+        check=all_checks(float_input("x"), _casts_check, _decomposed_check, _affine_check),
         exclude=lambda m: _not_centered(m) is not None,
         priority=19,
         replace=_rms_replace,
