@@ -41,10 +41,14 @@ def load(path: PathLike) -> onnx.ModelProto:
 
 def scan(path: PathLike, dims: dict[str, int] | None = None, **options: Any) -> ScanResult:
     """The fusion candidates and near misses of a model file, as `fuseview scan` lists them."""
-    from fuseview.fusion.pipeline import scan_for_fusion
+    from fuseview.fusion.pipeline import FuseOptions, prepare, scan_for_fusion
 
-    given = api_settings({**options, **({} if dims is None else {"dims": dims})}, ["dims", "provider"])
-    return scan_for_fusion(load(path), given.get("dims") or {}, path, given.get("provider"))
+    given = api_settings({**options, **({} if dims is None else {"dims": dims})},
+                         ["dims", "provider", "float16"])
+    model = load(path)
+    if given.get("float16"):  # the float16 conversion's candidates (fuse(float16=True) applies them)
+        model = prepare(model, FuseOptions(float16=True), os.path.dirname(os.fspath(path)) or ".")[0]
+    return scan_for_fusion(model, given.get("dims") or {}, path, given.get("provider"))
 
 
 def _checked_model(model: object, label: str = "model") -> None:
@@ -70,9 +74,10 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
          plan: PathLike | None = None, **options: Any) -> FuseOutcome:
     """Apply candidates (all by default, or a plan / ids / rules), check and validate, as `fuseview fuse`.
 
-    options are FuseOptions fields (dims, inputs, seeds, atol, rtol, validate); `.model` is the fused model.
+    options are FuseOptions fields (dims, inputs, seeds, atol, rtol, validate, provider, float16: convert to
+    float16 first, `.floor` its own difference); `.model` is the fused model.
     """
-    from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, scan_for_fusion
+    from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, prepare, scan_for_fusion
     from fuseview.fusion.plan import Plan
 
     opts = FuseOptions(**api_settings(options, _fields(FuseOptions)))
@@ -82,7 +87,7 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
         listed = isinstance(ids, (list, tuple)) and all(isinstance(i, str) for i in ids)
         if ids is not None and not listed:
             raise OptionTypeError(f"{label}: must be a list of candidate ids or rule names")
-    model = load(path)
+    model, reference = prepare(load(path), opts, os.path.dirname(os.fspath(path)) or ".")
     found = scan_for_fusion(model, dims_for(model, opts), path, opts.provider)
     decided = Plan.load(plan, found.candidates) if plan else Plan(found.candidates, str(path))
     for r in reject or []:
@@ -91,7 +96,8 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
         decided.accept(a)
     if not plan and not accept:
         decided.accept_all()
-    return build_fused(model, found, decided.accepted(), opts, os.path.dirname(os.fspath(path)) or ".")
+    return build_fused(model, found, decided.accepted(), opts, os.path.dirname(os.fspath(path)) or ".",
+                       reference=reference)
 
 
 def profile(model: PathLike, against: PathLike | None = None, target: str = "local", **settings: Any) -> dict:

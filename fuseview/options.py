@@ -49,7 +49,7 @@ _CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "attribution_opt": ("--attribution-opt", OPT_LEVEL_NAMES),
     "ort_optimizer": ("--ort-optimizer", ("auto", "off", "bert", "gpt2")),
 }
-_FLAGS_OF_SWITCHES = {"validate": "--no-validate", "keep_neutral": "--keep-neutral",
+_FLAGS_OF_SWITCHES = {"validate": "--no-validate", "keep_neutral": "--keep-neutral", "float16": "--float16",
                       "ort_fusions": "--ort-fusions", "strict": "strict",
                       "weights_on_disk": "weights_on_disk"}
 _PATHS = {"inputs": "--inputs", "inputs_npz": "--inputs"}

@@ -307,10 +307,13 @@ def test_python_api_tunes_a_model_in_memory():
 def test_settings_defaults_are_the_pipelines():
     from fuseview import defaults
     from fuseview.fusion import validate
+    from fuseview.fusion.pipeline import TOLERANCES
 
     s = TuneSettings()  # the one set of validation defaults (fuseview.defaults), as validate's
-    assert (s.atol, s.rtol, s.seeds) == (defaults.ATOL, defaults.RTOL, defaults.DEFAULT_SEEDS)
-    assert (validate.ATOL, validate.RTOL, validate.DEFAULT_SEEDS) == (s.atol, s.rtol, s.seeds)
+    assert (s.atol, s.rtol) == (None, None)  # unset: the model's precision's (fusion.pipeline.TOLERANCES)
+    assert (*s.tolerance(), s.seeds) == (defaults.ATOL, defaults.RTOL, defaults.DEFAULT_SEEDS)
+    assert (validate.ATOL, validate.RTOL, validate.DEFAULT_SEEDS) == (*s.tolerance(), s.seeds)
+    assert TOLERANCES["float32"] == s.tolerance()
     assert s.ort_opt == "all" and s.budget_s == 120 and s.threads == 0
 
 

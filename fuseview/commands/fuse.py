@@ -36,8 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", metavar="FILE.npz", help="validate on these inputs instead of generated ones")
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help=f"sets of generated inputs to validate on (default {DEFAULT_SEEDS})")
-    p.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
-    p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
+    p.add_argument("--atol", type=float, help=f"absolute tolerance (default {ATOL:g}; float16: 0.01)")
+    p.add_argument("--rtol", type=float, help=f"relative tolerance (default {RTOL:g}; float16: 0.01)")
+    p.add_argument("--float16", action="store_true",
+                   help="convert the model to float16 first (I/O types kept), as GPUs run it; validated"
+                   " against that conversion, with its own difference from the original shown beside")
     p.add_argument("--no-validate", action="store_true", help="skip running original and fused models")
     p.add_argument("--emit", nargs=2, metavar=("ort-config", "DIR"),
                    help="also write the decisions as onnxruntime, Optimum and Olive read them, into DIR"
@@ -76,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `fuseview --help` and other commands start without numpy/onnx
     from fuseview.atomic import all_or_none
     from fuseview.dims import parse_dim_args
-    from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
+    from fuseview.fusion.pipeline import (
+        FuseOptions,
+        build_fused,
+        dims_for,
+        load_for_fusion,
+        prepare,
+        scan_for_fusion,
+    )
     from fuseview.graph.save import save_model_atomic
     from fuseview.reports import FuseReport
 
@@ -91,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         raise FuseviewError("--seeds must be at least 1")
     if args.target_opset is not None and not 1 <= args.target_opset <= 99:
         raise FuseviewError(f"--target-opset {args.target_opset}: not an ONNX opset")
-    if args.atol < 0 or args.rtol < 0:
+    if (args.atol is not None and args.atol < 0) or (args.rtol is not None and args.rtol < 0):
         raise FuseviewError("--atol and --rtol must be 0 or more")
     if args.emit and (args.emit[0] != "ort-config" or not Path(args.emit[1]).is_dir()):
         raise FuseviewError(f"--emit {args.emit[0]} {args.emit[1]}: expected --emit ort-config DIR, DIR an"
@@ -110,18 +120,18 @@ def run(args: argparse.Namespace) -> int:
     options = FuseOptions(
         dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
         validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
-        provider=_provider(args.provider),
+        provider=_provider(args.provider), float16=args.float16,
     )
     from fuseview.runtime.ir_check import check_ir_version
 
     check_ir_version(src)  # before the scan: a model onnxruntime cannot read is not "the fused model fails"
-    model = load_for_fusion(src)
+    model, reference = prepare(load_for_fusion(src), options, src.parent)
     scan = scan_for_fusion(model, dims_for(model, options), src, options.provider)
     plan = _decide(args, scan, src)
-    outcome = build_fused(model, scan, plan.accepted(), options, src.parent)
+    outcome = build_fused(model, scan, plan.accepted(), options, src.parent, reference=reference)
     result = outcome.result
     report = FuseReport.of(model, scan, outcome, src)
-    print(f"model      {src}")
+    print(f"model      {src}" + (" (its float16 conversion, I/O types kept)" if args.float16 else ""))
     print(f"applied    {report.fusions} of {report.candidates} candidates")
     for key, n_applied in report.applied.items():
         print(f"  {n_applied:>4} x {key}")
@@ -134,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {v.headline()}")
         inputs = args.inputs or "generated, " + ", ".join(r.label for r in v.runs)
         dims = ", ".join(f"{k}={x}" for k, x in v.dims.items()) or "none"
-        print(f"  inputs {inputs}; dims {dims}; atol {v.atol:g}, rtol {v.rtol:g}")
+        print(f"  inputs {inputs}; dims {dims}; atol {v.atol:g}, rtol {v.rtol:g} ({v.precision} tolerances)")
+        if outcome.floor_line():
+            print(f"  {outcome.floor_line()}")
         for o in v.outputs:
             print(
                 f"  {o.name}: max abs {o.max_abs:.3g}, max rel {o.max_rel:.3g}"

@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto",
                    help="offer only fusions whose op has a kernel there for the model's dtype (default auto: "
                         "cuda when onnxruntime has CUDAExecutionProvider, else cpu)")
+    p.add_argument("--float16", action="store_true",
+                   help="scan the model's float16 conversion (I/O types kept), as `fuse --float16` fuses it")
     p.add_argument("--profile", metavar="REPORT.json",
                    help="a `fuseview profile --json` report of this model: each candidate gets the measured"
                    " time (us) and share of the run of the nodes it would replace")
@@ -43,6 +45,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _ORT_WORD = {True: "yes", False: "no", None: "?"}
 
 
+def _float16_scan(args: argparse.Namespace, dims: dict[str, int], provider: str):  # noqa: ANN202
+    """The scan of the model's float16 conversion."""
+    from pathlib import Path
+
+    from fuseview.errors import FuseviewError
+    from fuseview.fusion.pipeline import FuseOptions, load_for_fusion, prepare, scan_for_fusion
+
+    if args.ort_check:
+        raise FuseviewError("--ort-check looks at the file as it is: not with --float16")
+    src = Path(args.model)
+    model = prepare(load_for_fusion(src), FuseOptions(float16=True), src.parent)[0]
+    return scan_for_fusion(model, dims, src, provider)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
     from fuseview.dims import parse_dim_args
@@ -58,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.fusion.kernels import default_provider
 
     provider, why = (args.provider, "asked") if args.provider != "auto" else default_provider()
-    result = scan_file(args.model, dims, provider=provider)
+    result = (_float16_scan(args, dims, provider) if args.float16
+              else scan_file(args.model, dims, provider=provider))
     costs = candidate_costs(report, result.candidates) if report is not None else {}
     ort_cmp = None
     if getattr(args, "ort_check", None):

@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.02,
                    help="smallest speed-up (fraction) called faster or slower (default 0.02: 2%%)")
     p.add_argument("--keep-neutral", action="store_true", help="keep fusions with no measurable difference")
+    p.add_argument("--float16", action="store_true",
+                   help="tune each model's float16 conversion (inputs and outputs keep their types)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     summary = sweep(args.models, args.out_dir, args.target, parse_dims_sets(args.dims_set),
                     None if args.quiet else progress, budget_s=args.budget, provider=args.provider,
                     threads=args.threads, ort_opt=args.ort_opt, runs=args.runs, sessions=args.sessions,
-                    threshold=args.threshold, keep_neutral=args.keep_neutral)
+                    threshold=args.threshold, keep_neutral=args.keep_neutral, float16=args.float16)
     print(summary.text())
     print(f"summary    {args.out_dir.rstrip('/')}/{SUMMARY_JSON}")
     if summary.failed:

@@ -38,8 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sessions", type=int, default=3, help="onnxruntime sessions per model per batch (3)")
     p.add_argument("--threshold", type=float, default=0.02,
                    help="smallest speed-up (fraction) called faster or slower (default 0.02: 2%%)")
-    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 0.0001)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 0.001)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default 0.0001; float16 models 0.01)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default 0.001; float16 models 0.01)")
+    p.add_argument("--float16", action="store_true",
+                   help="tune the model's float16 conversion (I/O types kept): the precision GPUs run it at")
     p.add_argument("--seeds", type=int, default=3, help="sets of generated inputs to validate on (3)")
     p.add_argument("--keep-neutral", action="store_true",
                    help="also keep candidates outside accept-all (conflicts) that show no difference"
@@ -129,7 +131,7 @@ def print_summary(rep, out=None) -> None:
             w(f"  {label}: {note}")
     if f.max_abs is not None:
         w(f"validate   max |diff| {f.max_abs:.2g}, max rel {f.max_rel:.2g}"
-          f" (atol {c['atol']:g}, rtol {c['rtol']:g})")
+          f" (atol {c['atol']:g}, rtol {c['rtol']:g}{', float16 conversion' if c.get('float16') else ''})")
     for n in rep.notes:
         w(f"note       {n}")
     w(f"tune took  {c['seconds']:.1f} s, {rep.measurements} measurements,"
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         provider=args.provider, threads=args.threads, ort_opt=args.ort_opt, dims=parse_dim_args(args.dim),
         inputs=args.inputs, budget_s=args.budget, runs=args.runs, sessions=args.sessions,
         threshold=args.threshold, atol=args.atol, rtol=args.rtol, seeds=args.seeds,
-        keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer)
+        keep_neutral=args.keep_neutral, ort_optimizer=args.ort_optimizer, float16=args.float16)
     settings.check()
     cancel = threading.Event()
     progress = None if args.quiet else _Progress()

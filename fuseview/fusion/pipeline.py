@@ -24,6 +24,29 @@ from fuseview.naming import unique_node_names
 # progress(stage, fraction of the whole pipeline)
 Progress = Callable[[str, float], None]
 
+# The output check's (atol, rtol) per float type of the model checked. float16 rounds every value to 2^-11
+# of itself: a fused kernel rounding its intermediates elsewhere (or keeping them in float32) moves the
+# outputs by several such steps, so float16 is judged at 1e-2 where float32 is judged at 1e-4 / 1e-3.
+TOLERANCES: dict[str, tuple[float, float]] = {"float32": (ATOL, RTOL), "float16": (1e-2, 1e-2)}
+# onnxruntime's CPU EP has no float16 kernel for many ops and runs those nodes in float32 between Casts
+CPU_FLOAT16 = ("float16 on the CPU EP: onnxruntime runs the nodes it has no float16 kernel for in float32"
+               " (Casts inserted), so this checks the rewrite, not a GPU's float16 kernels")
+
+
+def precision(model: onnx.ModelProto) -> str:
+    """'float16' for a model whose weights are mostly float16, else 'float32' (a key of TOLERANCES)."""
+    from fuseview.fusion.dtypes import FLOAT16, model_float_type
+
+    return "float16" if model_float_type(model) == FLOAT16 else "float32"
+
+
+def tolerances(model: onnx.ModelProto, atol: float | None = None, rtol: float | None = None
+               ) -> tuple[str, float, float]:
+    """(precision, atol, rtol) of the model's output check: those given, else its precision's TOLERANCES."""
+    kind = precision(model)
+    default_atol, default_rtol = TOLERANCES[kind]
+    return kind, default_atol if atol is None else atol, default_rtol if rtol is None else rtol
+
 
 @dataclass
 class FuseOptions:
@@ -33,8 +56,8 @@ class FuseOptions:
     inputs: str | None = None  # an .npz file of real inputs instead of generated ones
     seeds: int = DEFAULT_SEEDS
     seed: int = 0
-    atol: float = ATOL
-    rtol: float = RTOL
+    atol: float | None = None  # None: the model's precision's (TOLERANCES)
+    rtol: float | None = None
     validate: bool = True
     strict: bool = True  # raise FuseviewError on the first problem (CLI); else keep it as a note (window)
     # leave the fused model's weights where the source keeps them (the CLI streams them into its output);
@@ -42,6 +65,7 @@ class FuseOptions:
     weights_on_disk: bool = False
     target_opset: int | None = None  # None keeps the source's ONNX opset (--target-opset N converts)
     provider: str | None = None  # 'cpu' / 'cuda': offer only fused ops with a kernel there (None: any)
+    float16: bool = False  # convert to float16 (I/O types kept) before scanning, as GPUs run it
 
 
 @dataclass
@@ -51,6 +75,9 @@ class FuseOutcome:
     result: ApplyResult
     validation: Validation | None
     notes: list[str]
+    # with --float16: the float16 original against the float32 original on the same inputs (its own
+    # difference, the noise floor the fused model's difference is read against); None otherwise
+    floor: Validation | None = None
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -62,6 +89,12 @@ class FuseOutcome:
         if self.validation is not None:
             return self.validation.headline()
         return "not validated"
+
+    def floor_line(self) -> str | None:
+        """'the float16 original vs the float32 original: max |diff| …' (its noise floor), or None."""
+        if self.floor is None:
+            return None
+        return f"float16 original vs the float32 original (its own noise floor): {self.floor.figures()}"
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
@@ -78,6 +111,19 @@ def with_weights(model: onnx.ModelProto, base_dir: str | os.PathLike | None) -> 
         return materialized(model, base_dir)
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"cannot read the model's external weights: {exc}") from None
+
+
+def prepare(model: onnx.ModelProto, options: FuseOptions, base_dir: str | os.PathLike | None = None
+            ) -> tuple[onnx.ModelProto, onnx.ModelProto | None]:
+    """(the model to scan and fuse, the float32 original it was converted from or None): with
+    options.float16 the float16 conversion (I/O types kept), else the model itself."""
+    if not options.float16:
+        return model, None
+    from fuseview.fusion.float16 import to_float16
+
+    if precision(model) == "float16":
+        raise FuseviewError("--float16: the model is float16 already; fuse it without --float16")
+    return to_float16(model, base_dir), model
 
 
 def load_for_fusion(path: str | os.PathLike) -> onnx.ModelProto:
@@ -134,8 +180,11 @@ def build_fused(
     options: FuseOptions | None = None,
     base_dir: str | os.PathLike | None = None,
     progress: Progress | None = None,
+    reference: onnx.ModelProto | None = None,
 ) -> FuseOutcome:
-    """Apply the accepted candidates, check the result (onnx checker, onnxruntime load) and validate it."""
+    """Apply the accepted candidates, check the result (onnx checker, onnxruntime load) and validate it
+    at the model's precision's tolerances; reference: the float32 original of a float16 conversion (its
+    difference from the conversion is measured beside, as the conversion's noise floor)."""
     options = options or FuseOptions()
     report = progress or (lambda _stage, _fraction: None)
     report("applying", 0.05)
@@ -147,26 +196,55 @@ def build_fused(
         notes += check_fused(result.model, base_dir)
     except Exception as exc:  # noqa: BLE001 - onnx's checker raises several types
         _problem(options, notes, f"fused model fails onnx's checker: {str(exc).strip().splitlines()[0]}")
-    validation = None
+    validation = floor = None
     if options.validate:
         report("validating", 0.4)
-        try:
-            validation = validate(
-                model, result.model, bool(result.reference_only_ops), options.dims, seed=options.seed,
-                seeds=options.seeds, inputs=options.inputs, atol=options.atol, rtol=options.rtol,
-                progress=lambda done, total: report("validating", 0.4 + 0.3 * done / total),
-                base_dir=base_dir,
-            )
-        except FuseviewError as exc:
-            if options.strict:
-                raise
-            notes.append(f"not validated: {exc}")
-    elif not result.reference_only_ops:
+        validation, floor = _validated(model, result, options, notes, base_dir, report, reference)
+    if validation is None and not result.reference_only_ops:
         _check_loads(result.model, options, notes, base_dir)
     if not options.weights_on_disk:
         report("reading weights", 0.75)
         result.model = with_weights(result.model, base_dir)
-    return FuseOutcome(result, validation, notes)
+    return FuseOutcome(result, validation, notes, floor)
+
+
+def _validated(model: onnx.ModelProto, result: ApplyResult, options: FuseOptions, notes: list[str],
+               base_dir: str | os.PathLike | None, report: Progress, reference: onnx.ModelProto | None
+               ) -> tuple[Validation | None, Validation | None]:
+    """(the fused model against the original, the float16 original against its float32 one or None)."""
+    from fuseview.fusion.validate import OriginalFails
+
+    kind, atol, rtol = tolerances(model, options.atol, options.rtol)
+
+    def check(a: onnx.ModelProto, b: onnx.ModelProto, reference_only: bool, step: float) -> Validation:
+        return validate(a, b, reference_only, options.dims, seed=options.seed, seeds=options.seeds,
+                        inputs=options.inputs, atol=atol, rtol=rtol, base_dir=base_dir,
+                        progress=lambda done, total: report("validating", step + 0.15 * done / total))
+
+    if kind == "float16":
+        notes.append(CPU_FLOAT16)
+    try:
+        validation = check(model, result.model, bool(result.reference_only_ops), 0.4)
+    except OriginalFails as exc:
+        if kind != "float16" and options.strict:
+            raise
+        # a float16 model onnxruntime's CPU EP cannot run: said in one line, never called validated
+        notes.append(f"not validated: the {kind} original does not run on onnxruntime's CPU EP ({exc})")
+        return None, None
+    except FuseviewError as exc:
+        if options.strict:
+            raise
+        notes.append(f"not validated: {exc}")
+        return None, None
+    validation.precision = kind
+    floor = None
+    if reference is not None:
+        try:
+            floor = check(reference, model, False, 0.55)
+            floor.precision = kind
+        except FuseviewError as exc:
+            notes.append(f"the float16 conversion's own difference was not measured: {exc}")
+    return validation, floor
 
 
 def _check_loads(

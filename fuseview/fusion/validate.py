@@ -65,6 +65,7 @@ class Validation:
     atol: float = ATOL
     rtol: float = RTOL
     note: str = ""  # why the dims differ from those asked for (a decoder that runs only at its decode step)
+    precision: str = "float32"  # the float type whose tolerances (fusion.pipeline.TOLERANCES) judged it
 
     @property
     def ok(self) -> bool:
@@ -93,7 +94,8 @@ class Validation:
     def headline(self) -> str:
         """'validated on onnxruntime: max |diff| …' as the CLI, the Apply line and the fused pane show it."""
         note = f" ({self.note})" if self.note else ""
-        return f"validated on {self.engine}{note}: {self.figures()}"
+        at = f" at {self.precision} tolerances" if self.precision != "float32" else ""
+        return f"validated on {self.engine}{note}{at}: {self.figures()}"
 
     def to_json(self) -> dict:
         """JSON-ready summary."""
@@ -102,6 +104,7 @@ class Validation:
             "ok": self.ok,
             "atol": self.atol,
             "rtol": self.rtol,
+            "precision": self.precision,
             "dims": dict(self.dims),
             "note": self.note,
             "outputs": [

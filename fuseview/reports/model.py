@@ -139,6 +139,7 @@ class FuseReport:
     notes: list[str] = field(default_factory=list)
     validation: str = "not validated"  # Validation.headline()
     valid: bool | None = None  # None: not validated
+    floor: str | None = None  # --float16: the float16 original against the float32 one (FuseOutcome)
 
     @classmethod
     def of(cls, model: Any, scan: Any, outcome: Any,
@@ -151,7 +152,8 @@ class FuseReport:
             applied[key] = applied.get(key, 0) + 1
         return cls(None if path is None else str(path), len(scan.candidates), applied, len(model.graph.node),
                    len(result.model.graph.node), list(outcome.notes),
-                   "not validated" if v is None else v.headline(), None if v is None else bool(v.ok))
+                   "not validated" if v is None else v.headline(), None if v is None else bool(v.ok),
+                   outcome.floor_line() if hasattr(outcome, "floor_line") else None)
 
     @property
     def fusions(self) -> int:

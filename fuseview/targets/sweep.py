@@ -257,8 +257,11 @@ def _done_before(it: SweepItem, out: Path, fields: dict) -> dict | None:
         return None
     config = report.config if isinstance(report.config, dict) else {}
     optional = {"ort_optimizer"}  # not every report writes it
+    config = {"float16": False, **config}  # reports before --float16 tuned the model as it was
+    # unset tolerances are the model's precision's, which the report holds resolved
+    skip = {"dims"} | {k for k in ("atol", "rtol") if fields.get(k) is None}
     if any((k not in config and k not in optional) or (k in config and _plain(config[k]) != _plain(v))
-           for k, v in fields.items() if k != "dims"):
+           for k, v in fields.items() if k not in skip):
         return None
     dims = config.get("dims")  # the dims tuned at: those asked for, the model's defaults for the rest
     if not isinstance(dims, dict) or any(dims.get(k) != v for k, v in fields.get("dims", {}).items()):

@@ -250,8 +250,9 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     plan = search.plan(path)
     outcome = None
     if plan.accepted():
-        options = FuseOptions(dims=dict(s.dims), inputs=s.inputs, seeds=s.seeds, seed=s.seed, atol=s.atol,
-                              rtol=s.rtol, validate=True, strict=True, weights_on_disk=True)
+        atol, rtol = s.tolerance()
+        options = FuseOptions(dims=dict(s.dims), inputs=s.inputs, seeds=s.seeds, seed=s.seed, atol=atol,
+                              rtol=rtol, validate=True, strict=True, weights_on_disk=True)
         outcome = build_fused(model, scan, plan.accepted(), options, base_dir)
         val = outcome.validation
         check.max_abs, check.max_rel = (val.max_abs, val.max_rel) if val else (None, None)

@@ -129,7 +129,7 @@ class Search:
                     raise FuseviewError(f"needs {', '.join(res.reference_only_ops)}, which onnxruntime lacks")
                 self._figures[key] = validate(
                     self.model, res.model, False, self.s.dims, seed=self.s.seed, seeds=self.s.seeds,
-                    inputs=self.s.inputs, atol=self.s.atol, rtol=self.s.rtol,
+                    inputs=self.s.inputs, atol=self.s.tolerance()[0], rtol=self.s.tolerance()[1],
                     original_outputs=self._originals, base_dir=self.base_dir,
                     deadline=self.validation_deadline())
             except ValidationOverBudget:

@@ -25,8 +25,9 @@ class TuneSettings:
     max_batches: int = 3  # batches before "no difference" is taken as the answer
     warmup: int = 3
     threshold: float = DEFAULT_THRESHOLD
-    atol: float = ATOL
-    rtol: float = RTOL
+    atol: float | None = None  # None: the model's precision's (fusion.pipeline.TOLERANCES)
+    rtol: float | None = None
+    float16: bool = False  # tune the model's float16 conversion (I/O types kept): the deployment precision
     seeds: int = DEFAULT_SEEDS
     seed: int = 0
     keep_neutral: bool = False
@@ -41,10 +42,15 @@ class TuneSettings:
             raise FuseviewError("--runs and --sessions must be at least 2 (the interval needs them)")
         if not 0 <= self.threshold < 1:
             raise FuseviewError("--threshold must be at least 0 and below 1 (0.02 is 2%)")
-        if self.atol < 0 or self.rtol < 0 or self.seeds < 1:
+        if (self.atol is not None and self.atol < 0) or (self.rtol is not None and self.rtol < 0) \
+                or self.seeds < 1:
             raise FuseviewError("--atol/--rtol must be 0 or more and --seeds at least 1")
         if self.ort_optimizer not in ("auto", "off", "bert", "gpt2"):
             raise FuseviewError("--ort-optimizer must be auto, off, bert or gpt2")
+
+    def tolerance(self) -> tuple[float, float]:
+        """(atol, rtol): those set (workflows.tune sets the model's precision's), else float32's."""
+        return (ATOL if self.atol is None else self.atol, RTOL if self.rtol is None else self.rtol)
 
     def to_json(self) -> dict:
         """The settings as the report's config shows them."""
@@ -52,4 +58,5 @@ class TuneSettings:
                 "dims": dict(self.dims), "inputs": self.inputs, "budget_s": float(self.budget_s),
                 "runs": self.runs, "sessions": self.sessions, "max_batches": self.max_batches,
                 "warmup": self.warmup, "threshold": self.threshold, "atol": self.atol, "rtol": self.rtol,
-                "seeds": self.seeds, "seed": self.seed, "keep_neutral": self.keep_neutral}
+                "float16": self.float16, "seeds": self.seeds, "seed": self.seed,
+                "keep_neutral": self.keep_neutral}

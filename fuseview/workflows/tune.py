@@ -35,6 +35,19 @@ def tune_dims(model: onnx.ModelProto, settings: TuneSettings) -> RunDims:
     return run_dims(model, settings.dims)
 
 
+def at_precision(model: onnx.ModelProto, settings: TuneSettings, where: Path | None, scan: ScanResult | None
+                 ) -> tuple[onnx.ModelProto, TuneSettings, ScanResult | None]:
+    """The model tuned (its float16 conversion with settings.float16: the deployment precision), the settings
+    with the tolerances of its precision (fusion.pipeline.TOLERANCES) unless set, and a scan still valid."""
+    from fuseview.fusion.pipeline import FuseOptions, prepare, tolerances
+
+    if settings.float16:
+        model = prepare(model, FuseOptions(float16=True), where.parent if where else None)[0]
+        scan = None  # a scan of the float32 model names other candidates
+    _kind, atol, rtol = tolerances(model, settings.atol, settings.rtol)
+    return model, dataclasses.replace(settings, atol=atol, rtol=rtol), scan
+
+
 def stamp_environment(result: TuneResult, target: Any) -> None:
     """The report's environment: the machine the target measured on, and the target."""
     result.report.environment = target.environment()
@@ -67,6 +80,7 @@ def tune(model: ModelInput, settings: TuneSettings, target: str | None = "local"
     else:
         proto = model
     where = Path(path) if path is not None else None
+    proto, s, scan = at_precision(proto, s, where, scan)
     dims = tune_dims(proto, s)
     if not s.inputs:  # every later step (feeds, validation, the final build) at these dims
         s = dataclasses.replace(s, dims=dict(dims.values))

@@ -117,7 +117,8 @@ def linear_3d_check(m: Match) -> str | None:
     so = m.shape(m.node("reshape_out").output[0])
     w = m.value("w")
     bias = m.value("bias")
-    if sx is None or sf is None or so is None or w is None or bias is None:
+    if sx is None or sf is None or so is None or w is None or bias is None \
+            or not all(isinstance(d, int) for d in (*sx, *sf, *so)):
         return "shapes around the Gemm are unknown"
     if len(sx) < 2 or w.ndim != 2 or bias.ndim != 1 or bias.shape[0] != w.shape[1]:
         return f"Gemm input {sx}, weight {list(w.shape)}, bias {list(bias.shape)}: not a linear layer"

@@ -136,17 +136,20 @@ def _probs_times_v(s: Structure, sm: onnx.NodeProto, core: list, shape_nodes: se
     """Forward from Softmax: [NaN guard] [Cast] MatMul(p, v) [identity Reshape]; (MatMul, output)."""
     ix = s.ix
     t = sm.output[0]
-    guard = nan_guard(s, t)
-    if guard is not None:
-        core.extend(guard)
-        t = guard[-1].output[0]
-    nxt = single_reader(ix, t)
-    while nxt is not None and nxt.op_type == "Cast":
-        if not is_float(ix.attr(nxt, "to")) or ix.const_dtype(t) not in (*FLOATS, None):
-            raise Miss(f"{nxt.name}: Cast after Softmax is not between float types")
-        core.append(nxt)
-        t = nxt.output[0]
+    guarded = False
+    while True:  # the NaN guard and float Casts (a float32 Softmax of float16 scores), in either order
+        guard = None if guarded else nan_guard(s, t)
         nxt = single_reader(ix, t)
+        if guard is not None:
+            core.extend(guard)
+            t, guarded = guard[-1].output[0], True
+        elif nxt is not None and nxt.op_type == "Cast":
+            if not is_float(ix.attr(nxt, "to")) or ix.const_dtype(t) not in (*FLOATS, None):
+                raise Miss(f"{nxt.name}: Cast after Softmax is not between float types")
+            core.append(nxt)
+            t = nxt.output[0]
+        else:
+            break
     if nxt is None or nxt.op_type != "MatMul" or nxt.input[0] != t:
         if t in ix.graph_outputs:
             raise Miss(f"intermediate {t} is a graph output")
