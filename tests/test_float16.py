@@ -218,3 +218,22 @@ def test_tune_float16_tunes_the_conversion_at_float16_tolerances(tmp_path):
     plain = fuseview.tune(FAMILIES["mlp_tanh"][0], provider="cpu", budget=5, runs=5, sessions=2,
                           ort_optimizer="off")
     assert (plain.report.config["atol"], plain.report.config["rtol"]) == TOLERANCES["float32"]
+
+
+def test_a_float16_model_the_cpu_cannot_run_is_written_unvalidated_and_says_so(tmp_path, capsys):
+    # BiasSplitGelu has a CUDA kernel only: the CPU EP cannot run this (valid) float16 model at all
+    nodes = [helper.make_node("Add", ["x", "c"], ["s"]),
+             helper.make_node("BiasSplitGelu", ["s", "b"], ["y"], domain="com.microsoft")]
+    inits = [onnx.numpy_helper.from_array(np.ones(8, np.float16), n) for n in ("c", "b")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 4, 4])], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 8
+    path, out = tmp_path / "cuda_only.onnx", tmp_path / "out.onnx"
+    onnx.save(m, path)
+    assert main(["fuse", str(path), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    lines = [ln for ln in text.splitlines() if "does not run on onnxruntime's CPU EP" in ln]
+    assert len(lines) == 1 and "BiasSplitGelu" in lines[0] and "set the input dims" not in lines[0]
+    assert "validated on" not in text and "validate " not in text and out.is_file()
