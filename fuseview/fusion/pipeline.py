@@ -14,6 +14,7 @@ from pathlib import Path
 
 import onnx
 
+from fuseview.defaults import FP16_ATOL, FP16_RTOL
 from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import ApplyResult, apply_candidates, check_fused
 from fuseview.fusion.scan import ScanResult, load_model, scan_model
@@ -27,7 +28,7 @@ Progress = Callable[[str, float], None]
 # The output check's (atol, rtol) per float type of the model checked. float16 rounds every value to 2^-11
 # of itself: a fused kernel rounding its intermediates elsewhere (or keeping them in float32) moves the
 # outputs by several such steps, so float16 is judged at 1e-2 where float32 is judged at 1e-4 / 1e-3.
-TOLERANCES: dict[str, tuple[float, float]] = {"float32": (ATOL, RTOL), "float16": (1e-2, 1e-2)}
+TOLERANCES: dict[str, tuple[float, float]] = {"float32": (ATOL, RTOL), "float16": (FP16_ATOL, FP16_RTOL)}
 # onnxruntime's CPU EP has no float16 kernel for many ops and runs those nodes in float32 between Casts
 CPU_CANNOT = "not validated: the float16 original does not run on onnxruntime's CPU EP here"
 CPU_FLOAT16 = ("float16 on the CPU EP: onnxruntime runs the nodes it has no float16 kernel for in float32"
