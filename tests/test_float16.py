@@ -63,6 +63,28 @@ def test_each_family_fuses_in_float16_as_in_float32(fp16, family, tag):
     assert wanted <= got, f"{family}{tag}: float16 lacks {sorted(wanted - got)}"
 
 
+OTHERS = ["current/t5_2l_sdpa_ts17", "current/llama_2l_sdpa_dynamo", "current/gpt2_2l_sdpa_dynamo",
+          "current/bert_2l_sdpa_dynamo", "decoders/gemma_2l_sdpa_ts17", "families/yolo_silu_ts17",
+          "vit_2l_dynamo18"]
+
+
+@pytest.mark.parametrize("name", OTHERS)
+def test_other_exports_get_the_same_rules_in_float16(name):
+    path = MODELS / f"{name}.onnx"
+    model = onnx.load(path)
+    fp32 = {c.rule for c in scan_for_fusion(model, {}, path, None).candidates}
+    half = {c.rule for c in scan_for_fusion(to_float16(model), {}, path, None).candidates}
+    assert fp32 and half == fp32
+
+
+def test_attention_with_its_softmax_in_float32_validates_in_float16(fp16):
+    outcome = fuseview.fuse(fp16["bert_f32softmax"], provider="cuda")
+    rules = {c.rule for c in outcome.result.applied}
+    assert {"attention_packed", "skip_layer_norm_bias", "embed_layer_norm"} <= rules
+    assert outcome.validation is not None and outcome.validation.ok
+    assert not any(n.op_type == "Softmax" for n in outcome.model.graph.node)
+
+
 def test_float16_gelu_constants_are_matched_within_their_rounding_only(fp16):
     model = onnx.load(fp16["mlp_erf"])
     consts = {n.output[0]: n for n in model.graph.node if n.op_type == "Constant"}
