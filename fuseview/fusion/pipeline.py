@@ -202,8 +202,7 @@ def build_fused(
     if options.validate:
         report("validating", 0.4)
         validation, floor = _validated(model, result, options, notes, base_dir, report, reference)
-    cpu_cannot = any(n.startswith(CPU_CANNOT) for n in notes)  # loading it here fails as running it did
-    if validation is None and not result.reference_only_ops and not cpu_cannot:
+    elif not result.reference_only_ops:
         _check_loads(result.model, options, notes, base_dir)
     if not options.weights_on_disk:
         report("reading weights", 0.75)
