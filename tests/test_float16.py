@@ -259,3 +259,23 @@ def test_a_float16_model_the_cpu_cannot_run_is_written_unvalidated_and_says_so(t
     lines = [ln for ln in text.splitlines() if "does not run on onnxruntime's CPU EP" in ln]
     assert len(lines) == 1 and "BiasSplitGelu" in lines[0] and "set the input dims" not in lines[0]
     assert "validated on" not in text and "validate " not in text and out.is_file()
+
+
+def test_sweep_float16_resumes_only_a_float16_item(tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "mlp.onnx"
+    shutil.copy(FAMILIES["mlp_tanh"][0], model)
+    out = tmp_path / "s"
+    argv = ["sweep", str(model), "-o", str(out), "--budget", "6", "--runs", "4", "--sessions", "2",
+            "--threads", "1", "--quiet", "--ort-opt", "all"]
+
+    def status() -> str:
+        return json.loads((out / "sweep.json").read_text())["items"][0]["status"]
+
+    assert main([*argv, "--float16"]) == 0 and status() == "tuned"
+    report = json.loads((out / "mlp.tune.json").read_text())
+    assert report["config"]["float16"] is True and report["config"]["atol"] == TOLERANCES["float16"][0]
+    assert main([*argv, "--float16"]) == 0 and status() == "done before"
+    assert main(argv) == 0 and status() == "tuned"  # a float32 sweep does not take the float16 report
+    capsys.readouterr()
