@@ -98,6 +98,23 @@ def roofline_lines(m: dict, top: int = 5) -> list[str]:
     return out
 
 
+def device_lines(m: dict, top: int = 5) -> list[str]:
+    """A CUDA model's device time (runtime.report.device_summary), then its top nodes: device vs host-side."""
+    from fuseview.runtime.report import device_summary
+
+    line = device_summary(m)
+    if line is None:
+        return []
+    out = [line]
+    rows = sorted((n for n in m["nodes"] if n.get("device_mean_us")), key=lambda n: -n["device_mean_us"])
+    if rows:
+        out.append("top nodes by device time (device: GPU kernels per run; host-side: the node's span on"
+                   " the host):")
+        out += [f"  {_us(n['device_mean_us']):>10} device  {_us(n.get('host_mean_us')):>10} host-side"
+                f"  {n['op_type']:<16} {n['name']}" for n in rows[:top]]
+    return out
+
+
 def print_report(rep: dict, out=None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
     from fuseview.runtime.report import verdict_line
@@ -135,7 +152,10 @@ def print_report(rep: dict, out=None) -> None:
                 for p, r in place["providers"].items()) + f"; Memcpy nodes {len(place['memcpy_nodes'])}")
         sources = sorted({n["time_source"] for n in m["nodes"]})
         if "host-side" in sources:
-            w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
+            w("  note: the node times below are host-side (onnxruntime's CUDA EP events time launches);"
+              " device times are in the 'device time' lines")
+        for text in device_lines(m):
+            w(f"  {text}")
         ops = [[o["op_type"], o["provider"].replace("ExecutionProvider", ""), str(o["nodes"]),
                 _us(o["mean_us"]), _us(o["p50_us"]), _us(o["p90_us"]), f"{share * 100:.1f}%",
                 _us(o.get("overhead_us"))]

@@ -14,6 +14,7 @@ from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
+from fuseview.runtime.device_time import measure_device_time, node_device_times
 from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.placement import moved_to_cpu, placement
 from fuseview.runtime.profiling import (
@@ -28,7 +29,7 @@ from fuseview.runtime.profiling import (
 from fuseview.runtime.report import build_report
 from fuseview.runtime.roofline import model_roofline
 from fuseview.runtime.runner import MeasureRequest, measure
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
+from fuseview.runtime.sessions import CUDA, OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
 MAX_SESSIONS = 16
@@ -235,6 +236,12 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         prof["latency_ort_opt"] = req.ort_opt
         prof["roofline"] = model_roofline(load_model_graph(m), dims, prof["nodes"], machine)
         prof["placement"] = placement(prof)
+        if provider.get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
+            device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
+                                         req.profiled_runs(), req.threads)
+            prof["device_time"] = device
+            if device.get("available"):
+                node_device_times(prof["nodes"], device)
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor

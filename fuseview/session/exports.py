@@ -9,6 +9,7 @@ from fuseview.runtime.report import (
     DOCK_CONTROLS,
     cannot_tell,
     cannot_tell_text,
+    device_summary,
     fused_pane_title,
     latency_verdict,
     load_report,
@@ -23,6 +24,6 @@ from fuseview.workflows.traces import OpenedTraces
 __all__ = [
     "CUDA", "CUDA_HINT", "DOCK_CONTROLS", "MAX_SESSIONS", "OPT_LEVELS", "MeasuredCost", "ModelSource",
     "OpenedTraces", "ProfileRequest", "TuneSettings", "available_providers", "candidate_costs", "cannot_tell",
-    "cannot_tell_text", "fused_pane_title", "latency_verdict", "load_report", "parse_target", "save_report",
-    "speedup_text",
+    "cannot_tell_text", "device_summary", "fused_pane_title", "latency_verdict", "load_report",
+    "parse_target", "save_report", "speedup_text",
 ]

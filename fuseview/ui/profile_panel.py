@@ -40,6 +40,7 @@ from fuseview.session.exports import (
     available_providers,
     cannot_tell,
     cannot_tell_text,
+    device_summary,
     latency_verdict,
     load_report,
     save_report,
@@ -123,7 +124,8 @@ def summary_text(report: dict) -> str:
         text += (
             f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
         )
-    return text
+    device = [device_summary(m, role) for role, m in plots.models_by_role(report).items()]
+    return "\n".join([text] + [d for d in device if d])
 
 
 class ProfilePanel(QDockWidget):
