@@ -200,12 +200,20 @@ def print_report(rep: dict, out=None) -> None:
     cmp = rep.get("comparison")
     if cmp:
         w()
-        w(f"outputs (atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {'PASS' if cmp['passed'] else 'FAIL'}")
+        on_cuda = (cmp.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
+        tf32 = "float32, TF32 off, " if on_cuda else ""
+        result = "PASS" if cmp["passed"] else "FAIL"
+        w(f"outputs ({tf32}atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {result}")
         outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
                  "pass" if d["passed"] else "FAIL"] for name, d in cmp["outputs"].items()]
         head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
         for row in table_lines(outs, "lrrrr", head):
             w(row)
+        if cmp.get("deployment"):
+            from fuseview.runtime.deployment import deployment_lines
+
+            for text in deployment_lines(cmp["deployment"]):
+                w(text)
         if cmp["fusions"]:
             w(f"fusions ({len(cmp['fusions'])}):")
             w("  times: sums of per-node medians (p50) over the profiled runs")

@@ -195,6 +195,9 @@ def validate(report: object, src: str = "report") -> None:
         for name, d in cmp["outputs"].items():
             if isinstance(d, dict) and "abs_diff_hist" in d:
                 _check_hist(d["abs_diff_hist"], f"comparison.outputs[{name!r}].abs_diff_hist", src)
+        if "deployment" in cmp:
+            _check(cmp["deployment"], {"precision": str, "reference": str, "outputs": dict,
+                                       "within_noise_floor": bool}, "comparison.deployment", src)
         if version >= 2:
             _check_latency(cmp.get("latency"), src)
     if version >= 2 and "profiler_overhead" in report:

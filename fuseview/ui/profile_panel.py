@@ -40,6 +40,7 @@ from fuseview.session.exports import (
     available_providers,
     cannot_tell,
     cannot_tell_text,
+    deployment_lines,
     device_summary,
     latency_verdict,
     load_report,
@@ -125,6 +126,8 @@ def summary_text(report: dict) -> str:
             f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
         )
     device = [device_summary(m, role) for role, m in plots.models_by_role(report).items()]
+    if cmp and cmp.get("deployment"):
+        device += deployment_lines(cmp["deployment"])
     return "\n".join([text] + [d for d in device if d])
 
 
