@@ -209,3 +209,11 @@ def test_a_missing_device_source_is_one_line_and_a_bad_share_is_refused(report_w
     bad["models"][0]["device_time"]["unattributed_share"] = 1.5
     with pytest.raises(FuseviewError, match="unattributed_share"):
         ProfileReport.from_json(bad)
+
+
+def test_the_roofline_takes_device_times_where_nodes_have_them():
+    nodes = [{"name": "a", "p50_us": 40.0, "device_mean_us": 7.0, "time_source": "host-side"},
+             {"name": "b", "p50_us": 3.0, "device_mean_us": None, "time_source": "cpu"}]
+    got = dt.roofline_times(nodes)
+    assert got[0]["p50_us"] == 7.0 and got[0]["time_source"] == "device"
+    assert got[1] is nodes[1] and nodes[0]["p50_us"] == 40.0  # the report's own nodes are left alone

@@ -91,7 +91,8 @@ def roofline_lines(m: dict, top: int = 5) -> list[str]:
     out = [f"non-GEMM share of the node time: {roof['non_gemm_share']:.1%}"]
     mem = sorted((n for n in roof["nodes"] if n["bound"] == "memory"), key=lambda n: -n["time_us"])[:top]
     if mem:
-        out.append("top memory-bound nodes (median time; FLOP/byte; achieved GB/s of the roof's"
+        what = "device time per run" if roof.get("time_source") == "device" else "median time"
+        out.append(f"top memory-bound nodes ({what}; FLOP/byte; achieved GB/s of the roof's"
                    f" {mach['peak_gbps']:.1f}):")
         out += [f"  {_us(n['time_us']):>10}  {n['flops'] / max(n['bytes'], 1):7.2f}"
                 f"  {n['achieved_gbps']:7.2f}  {n['op_type']:<16} {n['node']}" for n in mem]

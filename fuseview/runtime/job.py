@@ -15,7 +15,7 @@ from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.deployment import deployment_check
-from fuseview.runtime.device_time import measure_device_time, node_device_times
+from fuseview.runtime.device_time import measure_device_time, node_device_times, roofline_times
 from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.placement import moved_to_cpu, placement
 from fuseview.runtime.profiling import (
@@ -235,7 +235,6 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         prof["path"] = None if path is None else _path(path)
         prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
-        prof["roofline"] = model_roofline(load_model_graph(m), dims, prof["nodes"], machine)
         prof["placement"] = placement(prof)
         if provider.get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
             device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
@@ -243,6 +242,10 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
             prof["device_time"] = device
             if device.get("available"):
                 node_device_times(prof["nodes"], device)
+        # on CUDA the roofline's points are the nodes' device times: their host-side spans are launches
+        prof["roofline"] = model_roofline(load_model_graph(m), dims, roofline_times(prof["nodes"]), machine)
+        if prof.get("device_time", {}).get("available"):
+            prof["roofline"]["time_source"] = "device"
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor
