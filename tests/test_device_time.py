@@ -142,6 +142,38 @@ def test_cuda_kernels_take_their_launch_from_the_correlated_api_call():
     assert recs == [dt.Record(100.0, 150.0, 20.0), dt.Record(90.0, 90.0, 5.0)]
 
 
+def test_a_profiling_session_measured_end_to_end_through_the_bound_path():
+    model = samples.slow_node_model(n=320)
+    feeds = make_feeds(model)
+    stop = threading.Event()
+
+    def adder() -> None:
+        a = torch.ones(16)
+        while not stop.is_set():
+            torch.add(a, a)
+            time.sleep(0.0002)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sess, _ = create_session(model, "cpu", "disabled", str(Path(tmp) / "ort"), threads=1)
+        worker = threading.Thread(target=adder)
+        worker.start()
+        try:
+            got = dt.session_device_time(sess, feeds, 3, cuda=False, select=_adds, all_threads=True)
+        finally:
+            stop.set()
+            worker.join()
+    assert got["available"] is True and got["runs"] == 3 and got["records_per_run"] > 0
+    assert set(got["node_device_us"]) <= {n.name for n in model.graph.node}
+    assert got["node_sum_us"] == pytest.approx(sum(got["node_device_us"].values()))
+    assert any(k.startswith("big_matmul") for k in got["node_device_us"])  # launched while the MatMuls ran
+    assert got["busy_us"]["max"] > 0
+    with tempfile.TemporaryDirectory() as tmp:  # nothing recorded: one line, not a zero busy time
+        sess, _ = create_session(model, "cpu", "disabled", str(Path(tmp) / "ort"), threads=1)
+        none = dt.session_device_time(sess, feeds, 2, cuda=False)
+    assert none == {"available": False, "reason": "no device time: torch.profiler recorded no CUDA kernels"
+                    " (CUPTI gave no activity records)"}
+
+
 def test_without_a_cuda_source_one_line_says_why():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

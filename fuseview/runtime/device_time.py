@@ -186,21 +186,43 @@ def measure_device_time(model: Any, feeds: dict[str, np.ndarray], provider: str 
     source, why = kernel_source()
     if source is None:
         return {"available": False, "reason": why}
-    from fuseview.runtime.binding import bound_run
     from fuseview.runtime.sessions import CUDA, create_session
 
     with tempfile.TemporaryDirectory(prefix="fuseview-devtime-") as tmp:
         sess, choice = create_session(model, provider, opt_level, str(Path(tmp) / "ort"), threads=threads)
         if choice.provider != CUDA:
-            del sess
+            sess.end_profiling()
             return {"available": False, "reason": f"no device time: the session runs on {choice.provider}"}
-        run = bound_run(sess, feeds)  # inputs and outputs on the device: no copies in the kernel list
-        run()  # warm-up: allocations and cuDNN/cuBLAS choices stay out of the records
-        events = traced_runs(run, runs, cuda=True)
+        got = session_device_time(sess, feeds, runs)
+    return {**got, "source": source, "detail": why} if got["available"] else got
+
+
+def session_device_time(sess: Any, feeds: dict[str, np.ndarray], runs: int, cuda: bool = True,
+                        select: Callable[[dict], bool] | None = None, all_threads: bool = False) -> dict:
+    """The device time of `runs` runs of a session made with onnxruntime profiling on (which it ends).
+
+    cuda=False, select and all_threads: the CPU tests' stand-ins for kernels (see traced_runs)."""
+    from fuseview.runtime.binding import bound_run, session_device
+
+    # inputs and outputs on the device: no copies in the kernel list (on the CPU: the same binding path)
+    run = bound_run(sess, feeds, session_device(sess))
+    run()  # warm-up: allocations and cuDNN/cuBLAS choices stay out of the records
+    try:
+        events = traced_runs(run, runs, cuda=cuda, all_threads=all_threads)
+    except Exception as exc:  # noqa: BLE001 - CUPTI refused (no permission, another profiler): go on
+        return {"available": False, "reason": f"no device time: torch.profiler failed: {exc}"[:300]}
+    finally:
         ort_events = trace.read_trace(sess.end_profiling())
+    records = device_records(events, select)
+    if not records:
+        return {"available": False, "reason": "no device time: torch.profiler recorded no CUDA kernels"
+                " (CUPTI gave no activity records)"}
     runs_ort, nodes = ort_spans(ort_events)
-    out = attribute(markers(events), runs_ort, nodes, device_records(events))
-    return {"available": True, "source": source, "detail": why, **out}
+    try:
+        out = attribute(markers(events), runs_ort, nodes, records)
+    except FuseviewError as exc:
+        return {"available": False, "reason": f"no device time: {exc}"}
+    return {"available": True, "source": SOURCE, **out}
 
 
 def node_device_times(nodes: list[dict], device: dict) -> None:
