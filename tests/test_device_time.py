@@ -249,3 +249,22 @@ def test_the_roofline_takes_device_times_where_nodes_have_them():
     got = dt.roofline_times(nodes)
     assert got[0]["p50_us"] == 7.0 and got[0]["time_source"] == "device"
     assert got[1] is nodes[1] and nodes[0]["p50_us"] == 40.0  # the report's own nodes are left alone
+
+
+def test_the_profile_dock_labels_host_side_and_device_times(qtbot, report_with_device, tmp_path):
+    import copy
+    import json
+
+    from fuseview.ui.profile_panel import ProfilePanel
+
+    rep = copy.deepcopy(report_with_device)
+    for n in rep["models"][0]["nodes"]:
+        n["time_source"] = "host-side"  # as the CUDA EP's node events are
+    path = tmp_path / "cuda_like.json"
+    path.write_text(json.dumps(rep))
+    panel = ProfilePanel()
+    qtbot.addWidget(panel)
+    panel.open_report(path)
+    titles = [p.title for p in panel.node_plots.values()]
+    assert any("(host-side times)" in t for t in titles), titles
+    assert "device time (GPU kernels" in panel.env.text() and "host-side node sum" in panel.env.text()
