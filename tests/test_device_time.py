@@ -118,6 +118,14 @@ def test_a_shifted_clock_gives_the_same_attribution(traced):
     assert raw["node_device_us"] == {}
 
 
+def test_the_markers_projection_on_the_gpu_timeline_is_not_a_marker(traced):
+    events, _ = traced
+    host = dt.markers(events)
+    gpu = [{**e, "cat": "gpu_user_annotation", "ts": float(e["ts"]) + 50.0, "dur": 1.0}
+           for e in events if str(e.get("name", "")).startswith(dt.MARKER)]
+    assert dt.markers(events + gpu) == host
+
+
 def test_markers_that_cannot_hold_their_runs_are_refused(traced):
     events, ort_events = traced
     runs, _ = dt.ort_spans(ort_events)

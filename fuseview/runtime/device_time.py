@@ -98,6 +98,9 @@ def markers(events: list[dict]) -> list[tuple[float, float]]:
     found: dict[int, tuple[float, float]] = {}
     for e in events:
         name = str(e.get("name", ""))
+        # kineto also projects an annotation onto the GPU timeline (cat gpu_user_annotation): not the host's
+        if str(e.get("cat", "")).startswith("gpu_"):
+            continue
         if name.startswith(MARKER) and name[len(MARKER):].isdigit():
             found[int(name[len(MARKER):])] = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
     return [found[k] for k in sorted(found)]
