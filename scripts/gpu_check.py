@@ -44,7 +44,7 @@ class Check:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.end = time.monotonic() + args.budget
-        self.out, self.work = Path(args.out), Path(args.work)
+        self.out, self.work = Path(args.out).resolve(), Path(args.work).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         (self.work / "models").mkdir(parents=True, exist_ok=True)
         self.log = (self.out / "gpu_check.log").open("a", encoding="utf-8")
