@@ -41,3 +41,17 @@ def test_a_broken_cache_costs_only_a_measurement(tmp_path, monkeypatch):
     assert not got["cached"] and got["peak_gflops"] > 0
     cache_path().write_text("not json")
     assert machine_roofline("cpu", threads=1)["peak_gbps"] > 0
+
+
+def test_the_device_path_binds_inputs_and_outputs_on_the_cpu_device():
+    got = measure_machine("cpu", threads=1, budget_s=0.4, bind=True)
+    assert got["peak_gflops"] > 0 and got["peak_gbps"] > 0
+    assert "bound on the device (IO binding)" in got["method"]
+    assert "gpu" not in got and "TF32" not in got["method"]  # no GPU here: the CPU device's roofs
+
+
+def test_a_gpu_roofline_is_cached_per_gpu_and_driver():
+    a = machine_key("cuda", 0, "NVIDIA H100 80GB HBM3 driver 580.159.04")
+    b = machine_key("cuda", 0, "NVIDIA H200 driver 580.159.04")
+    assert a != b and a != machine_key("cuda", 0)
+    assert a.endswith("bound on the device") and "driver 580.159.04" in a

@@ -91,10 +91,28 @@ def roofline_lines(m: dict, top: int = 5) -> list[str]:
     out = [f"non-GEMM share of the node time: {roof['non_gemm_share']:.1%}"]
     mem = sorted((n for n in roof["nodes"] if n["bound"] == "memory"), key=lambda n: -n["time_us"])[:top]
     if mem:
-        out.append("top memory-bound nodes (median time; FLOP/byte; achieved GB/s of the roof's"
+        what = "device time per run" if roof.get("time_source") == "device" else "median time"
+        out.append(f"top memory-bound nodes ({what}; FLOP/byte; achieved GB/s of the roof's"
                    f" {mach['peak_gbps']:.1f}):")
         out += [f"  {_us(n['time_us']):>10}  {n['flops'] / max(n['bytes'], 1):7.2f}"
                 f"  {n['achieved_gbps']:7.2f}  {n['op_type']:<16} {n['node']}" for n in mem]
+    return out
+
+
+def device_lines(m: dict, top: int = 5) -> list[str]:
+    """A CUDA model's device time (runtime.report.device_summary), then its top nodes: device vs host-side."""
+    from fuseview.runtime.report import device_summary
+
+    line = device_summary(m)
+    if line is None:
+        return []
+    out = [line]
+    rows = sorted((n for n in m["nodes"] if n.get("device_mean_us")), key=lambda n: -n["device_mean_us"])
+    if rows:
+        out.append("top nodes by device time (device: GPU kernels per run; host-side: the node's span on"
+                   " the host):")
+        out += [f"  {_us(n['device_mean_us']):>10} device  {_us(n.get('host_mean_us')):>10} host-side"
+                f"  {n['op_type']:<16} {n['name']}" for n in rows[:top]]
     return out
 
 
@@ -135,7 +153,10 @@ def print_report(rep: dict, out=None) -> None:
                 for p, r in place["providers"].items()) + f"; Memcpy nodes {len(place['memcpy_nodes'])}")
         sources = sorted({n["time_source"] for n in m["nodes"]})
         if "host-side" in sources:
-            w("  note: CUDA node times are host-side (this onnxruntime build writes no CUDA kernel events)")
+            w("  note: the node times below are host-side (onnxruntime's CUDA EP events time launches);"
+              " device times are in the 'device time' lines")
+        for text in device_lines(m):
+            w(f"  {text}")
         ops = [[o["op_type"], o["provider"].replace("ExecutionProvider", ""), str(o["nodes"]),
                 _us(o["mean_us"]), _us(o["p50_us"]), _us(o["p90_us"]), f"{share * 100:.1f}%",
                 _us(o.get("overhead_us"))]
@@ -180,12 +201,20 @@ def print_report(rep: dict, out=None) -> None:
     cmp = rep.get("comparison")
     if cmp:
         w()
-        w(f"outputs (atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {'PASS' if cmp['passed'] else 'FAIL'}")
+        on_cuda = (cmp.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
+        tf32 = "float32, TF32 off, " if on_cuda else ""
+        result = "PASS" if cmp["passed"] else "FAIL"
+        w(f"outputs ({tf32}atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {result}")
         outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
                  "pass" if d["passed"] else "FAIL"] for name, d in cmp["outputs"].items()]
         head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
         for row in table_lines(outs, "lrrrr", head):
             w(row)
+        if cmp.get("deployment"):
+            from fuseview.runtime.deployment import deployment_lines
+
+            for text in deployment_lines(cmp["deployment"]):
+                w(text)
         if cmp["fusions"]:
             w(f"fusions ({len(cmp['fusions'])}):")
             w("  times: sums of per-node medians (p50) over the profiled runs")

@@ -39,7 +39,7 @@ class PartTime(FlatRecord):
 
 @dataclass
 class NodeTime(PartTime):
-    """One node: its name, op type, provider and where its time comes from."""
+    """One node: its name, op type, provider and where its time comes from (host-side on CUDA)."""
 
     TYPED: ClassVar[tuple[str, ...]] = ("name", "op_type", "provider", "time_source", "mean_us", "p50_us",
                                         "p90_us", "share")
@@ -47,6 +47,12 @@ class NodeTime(PartTime):
     op_type: str
     provider: str
     time_source: str
+
+    @property
+    def device_mean_us(self) -> float | None:
+        """The node's GPU kernel time per run (µs, CUPTI) on a CUDA profile; None elsewhere."""
+        us = self.extra.get("device_mean_us")
+        return float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else None
 
 
 @dataclass
@@ -93,6 +99,12 @@ class ModelProfile:
         """Where the nodes ran: nodes and time per provider, the Memcpy nodes (runtime.placement)."""
         place = self.extra.get("placement")
         return place if isinstance(place, dict) else None
+
+    @property
+    def device_time(self) -> JSON | None:
+        """GPU kernel time per node and busy time per run (CUDA runs), or why there is none; else None."""
+        dev = self.extra.get("device_time")
+        return dev if isinstance(dev, dict) else None
 
     @classmethod
     def from_json(cls, d: JSON) -> ModelProfile:

@@ -14,6 +14,8 @@ from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
+from fuseview.runtime.deployment import deployment_check
+from fuseview.runtime.device_time import measure_device_time, node_device_times, roofline_times
 from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.placement import moved_to_cpu, placement
 from fuseview.runtime.profiling import (
@@ -28,7 +30,7 @@ from fuseview.runtime.profiling import (
 from fuseview.runtime.report import build_report
 from fuseview.runtime.roofline import model_roofline
 from fuseview.runtime.runner import MeasureRequest, measure
-from fuseview.runtime.sessions import OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
+from fuseview.runtime.sessions import CPU, CUDA, OPT_LEVELS, PROVIDER_CHOICES, ModelSource, ort_fusions
 from fuseview.stats import DEFAULT_THRESHOLD, compare_timings
 
 MAX_SESSIONS = 16
@@ -233,8 +235,17 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         prof["path"] = None if path is None else _path(path)
         prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
-        prof["roofline"] = model_roofline(load_model_graph(m), dims, prof["nodes"], machine)
         prof["placement"] = placement(prof)
+        if provider.get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
+            device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
+                                         req.profiled_runs(), req.threads)
+            prof["device_time"] = device
+            if device.get("available"):
+                node_device_times(prof["nodes"], device)
+        # on CUDA the roofline's points are the nodes' device times: their host-side spans are launches
+        prof["roofline"] = model_roofline(load_model_graph(m), dims, roofline_times(prof["nodes"]), machine)
+        if prof.get("device_time", {}).get("available"):
+            prof["roofline"]["time_source"] = "device"
         floor = overhead["node_floor_us"]
         for o in prof["op_types"]:
             o["overhead_us"] = o["nodes"] * floor
@@ -258,6 +269,10 @@ def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: C
         # the model is the original and `against` the fused one, unless no fusion was found that way round
         before, after = (models[0], models[1]) if comparison["fusions"] else (models[1], models[0])
         comparison["placement_flag"] = moved_to_cpu(before["placement"], after["placement"])
+        if comparison["provider"]["provider"] != CPU:  # beside the float32 verdict: as deployed (TF32)
+            orig, fused = (sources[0], sources[1]) if comparison["fusions"] else (sources[1], sources[0])
+            comparison["deployment"] = deployment_check(orig, fused, feeds, req.provider,
+                                                        req.attribution_level(), req.atol, req.rtol)
         est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
         comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
     _drop_node_runs(models)

@@ -24,10 +24,13 @@ from fuseview.atomic import write_text_atomic
 from fuseview.errors import FuseviewError
 from fuseview.runtime.ir_version import clamp_ir
 from fuseview.runtime.report import cpu_name
-from fuseview.runtime.sessions import create_session
+from fuseview.runtime.sessions import CUDA, create_session
 
 MATMUL_N = 1024  # [N, N] x [N, N]: 2.1 GFLOP a run, 12 MiB of operands
 STREAM_ELEMENTS = 1 << 24  # 64 MiB per tensor: well past any CPU's last-level cache
+# on a GPU: 137 GFLOP a run (milliseconds, not the launch), and 256 MiB per tensor, past any GPU's L2
+MATMUL_N_GPU = 4096
+STREAM_ELEMENTS_GPU = 1 << 26
 BUDGET_S = 1.5  # both timed loops together; with the sessions' set-up the whole stays under about 2 s
 CACHE_FILE = "roofline.json"
 CACHE_VERSION = 1
@@ -39,9 +42,33 @@ def cache_path() -> Path:
     return Path(base) / "fuseview" / CACHE_FILE
 
 
-def machine_key(provider: str, threads: int) -> str:
-    """The cache key: host, CPU, onnxruntime version, provider and intra-op threads."""
-    return f"{platform.node()}|{cpu_name() or '?'}|onnxruntime {ort.__version__}|{provider}|threads {threads}"
+def on_gpu(provider: str) -> bool:
+    """Whether `provider` resolves to the CUDA EP here (auto takes it when the build has it)."""
+    return provider == "cuda" or (provider == "auto" and CUDA in ort.get_available_providers())
+
+
+def gpu_identity() -> str | None:
+    """'NAME driver VERSION' of the first GPU (nvidia-smi), or None without one."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.strip().splitlines()[:1]
+    return " driver ".join(x.strip() for x in first[0].split(",", 1)) if first else None
+
+
+def machine_key(provider: str, threads: int, gpu: str | None = None) -> str:
+    """The cache key: host, CPU, onnxruntime version, provider, intra-op threads; on a GPU its name and
+    driver, and that the tensors were bound on the device (a roofline of host copies is another key)."""
+    key = f"{platform.node()}|{cpu_name() or '?'}|onnxruntime {ort.__version__}|{provider}|threads {threads}"
+    return key if gpu is None else f"{key}|gpu {gpu}|bound on the device"
 
 
 def _matmul_model(n: int) -> onnx.ModelProto:
@@ -60,32 +87,47 @@ def _add_model(n: int) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=clamp_ir())
 
 
-def _fastest_s(model: onnx.ModelProto, feeds: dict, provider: str, threads: int, budget_s: float
-               ) -> tuple[float, int, str]:
-    """The fastest run (s) of a model within budget_s after one warm-up run, the runs made, the provider."""
+def _fastest_s(model: onnx.ModelProto, feeds: dict, provider: str, threads: int, budget_s: float,
+               bind: bool = False) -> tuple[float, int, str]:
+    """The fastest run (s) of a model within budget_s after one warm-up run, the runs made, the provider.
+
+    On the CUDA EP (or with bind) inputs and outputs stay bound on the session's device: the runs time
+    the kernels, not host copies."""
+    from fuseview.runtime.binding import bound_run, session_device
+
     sess, choice = create_session(model, provider, "all", threads=threads)
-    sess.run(None, feeds)
+    run = bound_run(sess, feeds, session_device(sess) if bind else None)
+    run()
     best, runs = float("inf"), 0
     end = time.perf_counter() + budget_s
     while runs < 3 or (time.perf_counter() < end and runs < 200):
         t0 = time.perf_counter()
-        sess.run(None, feeds)
+        run()
         best = min(best, time.perf_counter() - t0)
         runs += 1
     return best, runs, choice.provider
 
 
-def measure_machine(provider: str = "auto", threads: int = 0, budget_s: float = BUDGET_S) -> dict:
-    """Measure peak GFLOP/s (MatMul) and GB/s (Add) in onnxruntime now; the dict says how it was measured."""
+def measure_machine(provider: str = "auto", threads: int = 0, budget_s: float = BUDGET_S,
+                    bind: bool = False) -> dict:
+    """Measure peak GFLOP/s (MatMul) and GB/s (Add) in onnxruntime now; the dict says how it was measured.
+
+    On a GPU the tensors are bigger and bound on the device (IO binding), so the roofs are the device's;
+    bind=True takes that path on the CPU too (the CPU device)."""
+    gpu = on_gpu(provider)
+    bind = bind or gpu
     rng = np.random.default_rng(1)
-    n, m = MATMUL_N, STREAM_ELEMENTS
+    n, m = (MATMUL_N_GPU, STREAM_ELEMENTS_GPU) if gpu else (MATMUL_N, STREAM_ELEMENTS)
     mm_s, mm_runs, used = _fastest_s(_matmul_model(n), {"x": rng.standard_normal((n, n)).astype(np.float32)},
-                                     provider, threads, budget_s / 2)
+                                     provider, threads, budget_s / 2, bind)
     feeds = {k: np.full(m, v, np.float32) for k, v in (("a", 1.5), ("b", 0.25))}  # bandwidth: values moot
-    add_s, add_runs, _ = _fastest_s(_add_model(m), feeds, provider, threads, budget_s / 2)
+    add_s, add_runs, _ = _fastest_s(_add_model(m), feeds, provider, threads, budget_s / 2, bind)
     del feeds
     flops, moved = 2 * n**3, 3 * m * 4
     peak_gflops, peak_gbps = flops / mm_s / 1e9, moved / add_s / 1e9
+    where = "; inputs and outputs bound on the device (IO binding)" if bind else ""
+    if used == CUDA:
+        where += "; GEMMs as deployed (TF32 on, the CUDA EP's default)"
     return {
         "peak_gflops": peak_gflops,
         "peak_gbps": peak_gbps,
@@ -93,7 +135,7 @@ def measure_machine(provider: str = "auto", threads: int = 0, budget_s: float = 
         "method": (f"fastest of {mm_runs} runs of a float32 MatMul [{n},{n}]x[{n},{n}]"
                    f" ({flops / 1e9:.2f} GFLOP)"
                    f" and of {add_runs} runs of a float32 Add of two [{m}] tensors ({moved / 2**20:.0f} MiB"
-                   " read and written), onnxruntime optimization all"),
+                   f" read and written), onnxruntime optimization all{where}"),
         "provider": used,
         "threads": threads,
         "onnxruntime": ort.__version__,
@@ -101,6 +143,7 @@ def measure_machine(provider: str = "auto", threads: int = 0, budget_s: float = 
         "host": platform.node(),
         "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cached": False,
+        **({"gpu": gpu_identity() or "?"} if used == CUDA else {}),
     }
 
 
@@ -142,7 +185,7 @@ def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = F
 
     A cache that cannot be read or written only costs a measurement (the profile goes on without it).
     """
-    key = machine_key(provider, threads)
+    key = machine_key(provider, threads, (gpu_identity() or "?") if on_gpu(provider) else None)
     path = cache_path()
     data = _read_cache(path) if path.is_file() else {}
     entry = data.get("machines", {}).get(key)

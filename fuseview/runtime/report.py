@@ -186,6 +186,8 @@ def validate(report: object, src: str = "report") -> None:
             _check(n, _OP, f"{where}.op_types[{j}]", src)
         if version >= 3 and "roofline" in m:
             _check_roofline(m["roofline"], f"{where}.roofline", src)
+        if "device_time" in m:
+            _check_device(m["device_time"], f"{where}.device_time", src)
     cmp = report["comparison"]
     if cmp is not None:
         _check(cmp, {"atol": (int, float), "rtol": (int, float), "outputs": dict, "passed": bool,
@@ -193,6 +195,9 @@ def validate(report: object, src: str = "report") -> None:
         for name, d in cmp["outputs"].items():
             if isinstance(d, dict) and "abs_diff_hist" in d:
                 _check_hist(d["abs_diff_hist"], f"comparison.outputs[{name!r}].abs_diff_hist", src)
+        if "deployment" in cmp:
+            _check(cmp["deployment"], {"precision": str, "reference": str, "outputs": dict,
+                                       "within_noise_floor": bool}, "comparison.deployment", src)
         if version >= 2:
             _check_latency(cmp.get("latency"), src)
     if version >= 2 and "profiler_overhead" in report:
@@ -218,6 +223,28 @@ def _check_roofline(roof, where: str, src: str) -> None:
             raise FuseviewError(f"{src}: {where}.nodes[{j}].bound must be 'memory' or 'compute'")
         for key in ("flops", "bytes", "time_us", "achieved_gflops", "achieved_gbps"):
             _in_range(n[key], (0.0, _HUGE), f"{where}.nodes[{j}].{key}", src)
+
+
+_DEVICE = {"what": str, "source": str, "runs": int, "node_device_us": dict, "node_sum_us": (int, float),
+           "unattributed_us": (int, float), "unattributed_share": (int, float), "busy_us": dict,
+           "clock_offset_us": (int, float), "clock_uncertainty_us": (int, float)}
+
+
+def _check_device(dev, where: str, src: str) -> None:
+    """A model's device_time section: GPU kernel time per node (runtime.device_time), or why there is none."""
+    _check(dev, {"available": bool}, where, src)
+    if not dev["available"]:
+        _check(dev, {"reason": str}, where, src)
+        return
+    _check(dev, _DEVICE, where, src)
+    for key in ("mean", "p50"):
+        if not isinstance(dev["busy_us"].get(key), (int, float)):
+            raise FuseviewError(f"{src}: {where}.busy_us.{key} is missing or not a number")
+    _in_range(dev["unattributed_share"], (0.0, 1.0), f"{where}.unattributed_share", src)
+    for name, us in dev["node_device_us"].items():
+        if not isinstance(us, (int, float)) or isinstance(us, bool):
+            raise FuseviewError(f"{src}: {where}.node_device_us[{name[:40]!r}] is not a number")
+        _in_range(us, (0.0, _HUGE), f"{where}.node_device_us", src)
 
 
 # A measured roof: from 1 MB/s (or MFLOP/s) to 10 PB/s; counts and times from 0 to 1e18.
@@ -339,6 +366,23 @@ def verdict_line(report: dict, model: str = "model", against: str = "against") -
     else:
         head = f"{against} is {lat['verdict']} than {model}"
     return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}{level}"
+
+
+def device_summary(m: dict, role: str | None = None) -> str | None:
+    """One line on a CUDA model's device time (GPU busy per run, per-node device sum, unattributed share,
+    beside the host-side node sum), or why there is none; None for a model without the section."""
+    dev = m.get("device_time")
+    if not dev:
+        return None
+    head = f"{role}: " if role else ""
+    if not dev.get("available"):
+        return head + str(dev.get("reason", "no device time"))
+    busy = dev["busy_us"]["mean"]
+    share = f" ({dev['node_sum_us'] / busy:.0%} of busy)" if busy else ""
+    return (f"{head}device time (GPU kernels, {dev['source']}, {dev['runs']} runs): busy {busy:.1f} us"
+            f" per run, per-node device sum {dev['node_sum_us']:.1f} us{share}, unattributed"
+            f" {dev['unattributed_share']:.0%}; host-side node sum {m['node_sum_us']['mean']:.1f} us"
+            " (the CUDA EP's node spans on the host: mostly launches)")
 
 
 TITLE_SEP = " · latency "

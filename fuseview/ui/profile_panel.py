@@ -40,6 +40,8 @@ from fuseview.session.exports import (
     available_providers,
     cannot_tell,
     cannot_tell_text,
+    deployment_lines,
+    device_summary,
     latency_verdict,
     load_report,
     save_report,
@@ -123,7 +125,10 @@ def summary_text(report: dict) -> str:
         text += (
             f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
         )
-    return text
+    device = [device_summary(m, role) for role, m in plots.models_by_role(report).items()]
+    if cmp and cmp.get("deployment"):
+        device += deployment_lines(cmp["deployment"])
+    return "\n".join([text] + [d for d in device if d])
 
 
 class ProfilePanel(QDockWidget):
@@ -474,12 +479,15 @@ class ProfilePanel(QDockWidget):
             if role in by_role:
                 rows = plots.slowest_nodes(by_role[role])
                 self._node_rows[role] = rows
-                p.set_title(f"Slowest nodes: {role}" + note)
+                host = any(n["time_source"] == "host-side" for n in rows)  # CUDA: launches, not the device
+                p.set_title(f"Slowest nodes: {role}" + (" (host-side times)" if host else "") + note)
                 p.set_bars(
                     plots.node_labels(rows),
                     {role: [n["p50_us"] for n in rows]},
                     [f"{n['op_type']} {n['name']} ({shares[role][n['name']] * 100:.1f}% of the model"
-                     f" by the median; {spread_text(n, plots.fmt_us)})" for n in rows],
+                     f" by the median; {spread_text(n, plots.fmt_us)})" + (
+                         f"; device {plots.fmt_us(n['device_mean_us'])} per run (GPU kernels)"
+                         if n.get("device_mean_us") is not None else "") for n in rows],
                 )
             else:
                 p.show_message("no fused model in this report")
