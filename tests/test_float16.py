@@ -17,7 +17,8 @@ from onnx import TensorProto, helper
 import fuseview
 from fuseview.cli import main
 from fuseview.fusion.float16 import to_float16
-from fuseview.fusion.pipeline import TOLERANCES, scan_for_fusion, tolerances
+from fuseview.fusion.pipeline import TOLERANCES, _judged_by_floor, scan_for_fusion, tolerances
+from fuseview.fusion.validate import OutputDiff, Validation
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "assets" / "models"
@@ -279,3 +280,18 @@ def test_sweep_float16_resumes_only_a_float16_item(tmp_path, capsys):
     assert main([*argv, "--float16"]) == 0 and status() == "done before"
     assert main(argv) == 0 and status() == "tuned"  # a float32 sweep does not take the float16 report
     capsys.readouterr()
+
+
+def _validation(max_abs: float, ok: bool) -> Validation:
+    return Validation("onnxruntime", [OutputDiff("logits", max_abs, max_abs, ok)], atol=1e-2, rtol=1e-2,
+                      precision="float16")
+
+
+def test_a_float16_output_past_tolerance_passes_only_within_twice_the_conversions_own_floor():
+    # the float16 original sits 0.019 from the float32 one; two float16 models may sit on either side of it
+    floor = _validation(0.019, False)
+    near = _validation(0.024, False)
+    notes = _judged_by_floor(near, floor, _validation(0.03, False), atol=1e-2)
+    assert near.ok and len(notes) == 1 and "within its noise floor" in notes[0]
+    far = _validation(0.024, False)
+    assert _judged_by_floor(far, floor, _validation(0.2, False), atol=1e-2) == [] and not far.ok

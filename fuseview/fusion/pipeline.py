@@ -96,7 +96,7 @@ class FuseOutcome:
         """'the float16 original vs the float32 original: max |diff| …' (its noise floor), or None."""
         if self.floor is None:
             return None
-        return f"float16 original vs the float32 original (its own noise floor): {self.floor.figures()}"
+        return f"float16 original vs the float32 original (its own noise floor): {self.floor.figures(False)}"
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
@@ -244,9 +244,30 @@ def _validated(model: onnx.ModelProto, result: ApplyResult, options: FuseOptions
         try:
             floor = check(reference, model, False, 0.55)
             floor.precision = kind
+            if not validation.ok:
+                notes += _judged_by_floor(validation, floor, check(reference, result.model, False, 0.7), atol)
         except FuseviewError as exc:
             notes.append(f"the float16 conversion's own difference was not measured: {exc}")
     return validation, floor
+
+
+def _judged_by_floor(validation: Validation, floor: Validation, to_reference: Validation, atol: float
+                     ) -> list[str]:
+    """Accept a float16 output outside tolerance of the float16 original when the fused model is no farther
+    from the float32 original than twice the float16 original's own distance (plus atol); the notes say so."""
+    # both float16 models approximate the float32 original: each may sit a noise floor away on either side
+    own = {o.name: o.max_abs for o in floor.outputs}
+    fused = {o.name: o.max_abs for o in to_reference.outputs}
+    notes = []
+    for out in validation.outputs:
+        if out.ok or out.name not in own or out.name not in fused:
+            continue
+        if fused[out.name] <= 2 * own[out.name] + atol:
+            out.ok = True
+            notes.append(f"{out.name}: {out.max_abs:.2g} from the float16 original, beyond float16's"
+                         f" tolerance, but {fused[out.name]:.2g} from the float32 original against the"
+                         f" float16 original's own {own[out.name]:.2g}: within its noise floor (ok)")
+    return notes
 
 
 def _check_loads(

@@ -82,14 +82,13 @@ class Validation:
         """Largest relative difference over every output and input set."""
         return max((o.max_rel for o in self.outputs), default=0.0)
 
-    def figures(self) -> str:
-        """'max |diff| 3e-07, max rel 0.017 over 3 input sets (ok)': the one text of the figures."""
+    def figures(self, verdict: bool = True) -> str:
+        """'max |diff| 3e-07, max rel 0.017 over 3 input sets (ok)': the one text of the figures (verdict
+        False: without the '(ok)', for a difference measured as information, such as a noise floor)."""
         n = len(self.runs) or 1
         sets = f"{n} input set{'s' if n != 1 else ''}"
-        return (
-            f"max |diff| {self.max_abs:.2g}, max rel {self.max_rel:.2g} over {sets}"
-            f" ({'ok' if self.ok else 'DIFFERS'})"
-        )
+        said = f" ({'ok' if self.ok else 'DIFFERS'})" if verdict else ""
+        return f"max |diff| {self.max_abs:.2g}, max rel {self.max_rel:.2g} over {sets}{said}"
 
     def headline(self) -> str:
         """'validated on onnxruntime: max |diff| …' as the CLI, the Apply line and the fused pane show it."""
