@@ -7,6 +7,7 @@ import math
 import numpy as np
 import onnx
 
+from fuseview.defaults import ATOL, RTOL
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
 from fuseview.runtime.inputs import input_specs
@@ -104,6 +105,12 @@ class _DiffSums:
         h = diff_histogram(d)
         self.zero += h["zero"]
         self.counts += np.asarray(h["counts"], np.int64)
+
+
+def tensor_diffs(names: list[str], ref: list[np.ndarray], got: list[np.ndarray], atol: float = ATOL,
+                 rtol: float = RTOL) -> dict[str, dict]:
+    """tensor_diff of each named output (got against the reference ref)."""
+    return {name: tensor_diff(x, y, atol, rtol) for name, x, y in zip(names, ref, got, strict=True)}
 
 
 def _signature(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
@@ -205,7 +212,7 @@ def compare_outputs(
         if progress:
             progress("compare", i + 1, 2)
     ref, got = results
-    per_output = {o: tensor_diff(ref[o], got[o], atol, rtol) for o in outputs}
+    per_output = tensor_diffs(outputs, [ref[o] for o in outputs], [got[o] for o in outputs], atol, rtol)
     for f in fused_nodes:
         f["errors"] = {t: tensor_diff(ref[t], got[t], atol, rtol) for t in f["compared"]}
         f["passed"] = all(e["passed"] for e in f["errors"].values()) if f["errors"] else None

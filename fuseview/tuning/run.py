@@ -10,6 +10,7 @@ from pathlib import Path
 
 import onnx
 
+from fuseview.dims import RunDims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.pipeline import (
     FuseOptions,
@@ -22,6 +23,7 @@ from fuseview.fusion.scan import ScanResult
 from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_bytes
 from fuseview.graph.save import save_model_atomic
 from fuseview.reports.tune import Effect, FinalCheck, TuneReport
+from fuseview.runtime.ab import TimeModels
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.runtime.sessions import release_freed_memory
 from fuseview.stats import CANNOT_TELL, FASTER, NO_DIFFERENCE, SLOWER
@@ -56,10 +58,10 @@ class TuneResult:
         return save_model_atomic(self.model, path, self.base_dir)
 
 
-def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
+def _feeds(model: onnx.ModelProto, s: TuneSettings, dims: RunDims | dict[str, int]) -> dict:
     from fuseview.runtime.inputs import load_feeds, make_feeds
 
-    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, s.dims, s.seed)
+    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, dims, s.seed)
 
 
 def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
@@ -174,14 +176,18 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
 
 def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings | None = None,
                path: str | None = None, base_dir: str | os.PathLike | None = None,
-               progress: Progress | None = None, cancel: Cancel = None) -> TuneResult:
-    """Decide every candidate of the scan by measurement; the result is never measured slower than the
-    original nor than accept-all (unless cancelled, when the best set so far is kept unchecked)."""
+               progress: Progress | None = None, cancel: Cancel = None, timer: TimeModels | None = None,
+               dims: RunDims | None = None) -> TuneResult:
+    """Decide every candidate of the scan by measurement (timer: the target's A/B timer; None: here; dims:
+    the settings' dims resolved once, used as they are by the feeds and every validation); the result is
+    never measured slower than the original nor than accept-all (unless cancelled, when the best set so far
+    is kept unchecked)."""
     s = settings or TuneSettings()
     s.check()
+    at: RunDims | dict[str, int] = dims if dims is not None and not s.inputs else s.dims
     # a big model's weights stay on disk (graph.lazy_weights): variants are built on the weightless proto
     # and every session reaches the weights through the source file, as `fuse` does
-    search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
+    search = Search(model, scan, s, _feeds(model, s, at), progress, cancel, base_dir, timer, at)
     _check_original_runs(model, search.feeds, s, base_dir)
     stopped = None
     accept_all: list[str] = []

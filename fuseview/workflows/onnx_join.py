@@ -54,7 +54,7 @@ class LineRow:
         """One compiler fuses here and the other does not."""
         return self.inductor_fuses != self.onnx_fuses
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"file": self.file, "line": self.line, "code": self.code, "eager_ops": sorted(self.eager_ops),
                 "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
@@ -127,7 +127,7 @@ def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx
     return out
 
 
-def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow]:
+def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) -> list[LineRow]:
     """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
     fuseview candidates (Candidate objects of a scan of model) there; disagreements first."""
     rows: dict[tuple[str, int], LineRow] = {}
@@ -165,8 +165,9 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
     return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
 
 
-def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False, runs: int = 20,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[LineRow] | None:
+def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_time: bool = False,
+                 runs: int = 20, progress: Callable[[str, int, int], None] | None = None
+                 ) -> list[LineRow] | None:
     """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
     the model and its fused version (every candidate) in onnxruntime at the exported shapes (progress:
     the profile's (stage, done, total); a job's progress stops it when cancelled)."""
