@@ -8,7 +8,7 @@ same tolerances, so the same inputs give the same figures in the CLI and in the 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +20,9 @@ from fuseview.fusion.scan import ScanResult, load_model, scan_model
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
 from fuseview.graph.lazy_weights import has_disk_weights, materialized
 from fuseview.naming import unique_node_names
+from fuseview.progress import Progress, steps_of
 
 # progress(stage, fraction of the whole pipeline)
-Progress = Callable[[str, float], None]
 
 
 @dataclass
@@ -154,7 +154,7 @@ def build_fused(
             validation = validate(
                 model, result.model, bool(result.reference_only_ops), options.dims, seed=options.seed,
                 seeds=options.seeds, inputs=options.inputs, atol=options.atol, rtol=options.rtol,
-                progress=lambda done, total: report("validating", 0.4 + 0.3 * done / total),
+                progress=steps_of(report, "", 0.4, 0.3),
                 base_dir=base_dir,
             )
         except FuseviewError as exc:

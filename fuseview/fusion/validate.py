@@ -23,6 +23,7 @@ from fuseview.dims import RunDims, decode_step, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized, weight_bytes
+from fuseview.progress import StepProgress
 from fuseview.runtime.compare import tensor_diffs
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
@@ -232,7 +233,7 @@ def validate(
     inputs: str | None = None,
     atol: float = ATOL,
     rtol: float = RTOL,
-    progress=None,
+    progress: StepProgress | None = None,
     original_outputs: dict[str, list[np.ndarray]] | None = None,
     base_dir: str | os.PathLike | None = None,
     deadline: float | None = None,
@@ -252,7 +253,9 @@ def validate(
     try:
         return _validate_at(original, fused, reference_only, dims, seed, seeds, inputs, *args)
     except OriginalFails:
-        decode = None if inputs or isinstance(dims, RunDims) else decode_step(original, dims)
+        if inputs or isinstance(dims, RunDims):
+            raise
+        decode = decode_step(original, dims)
         if decode is None:
             raise
     try:
@@ -321,7 +324,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
                     cached = _spilled(cached, spill, len(expected))
             expected.append(cached)
             if progress:
-                progress(len(expected), 2 * len(sets))
+                progress("validating", len(expected), 2 * len(sets))
     except ValidationOverBudget:
         raise
     except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
@@ -346,7 +349,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
             if spill is not None:
                 expected[k] = []  # unmap what was compared
             if progress:
-                progress(len(sets) + len(runs), 2 * len(sets))
+                progress("validating", len(sets) + len(runs), 2 * len(sets))
     except ValidationOverBudget:
         raise
     except Exception as exc:  # noqa: BLE001

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, interleaved_latency, run_error
+from fuseview.progress import StepProgress
+from fuseview.runtime.profiling import Cancel, check_cancel, interleaved_latency, run_error
 from fuseview.runtime.sessions import ModelSource, create_session, release_freed_memory
 from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, compare_timings
 
@@ -85,7 +86,7 @@ def time_models(
     runs: int = 20,
     warmup: int = 3,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
     base_dir: str | os.PathLike | None = None,
     deadline: float | None = None,
@@ -126,7 +127,8 @@ def time_models(
 
 
 def _rounds_until(flat: list, feeds: dict[str, np.ndarray], rounds: int, warmup: int,
-                  progress: Progress | None, cancel: Cancel, seed: int, deadline: float) -> list[list[float]]:
+                  progress: StepProgress | None, cancel: Cancel, seed: int, deadline: float
+                  ) -> list[list[float]]:
     """interleaved_latency one round at a time, no round started past the deadline (2 rounds at least)."""
     times = interleaved_latency(flat, feeds, 1, warmup, None, cancel, seed)
     for i in range(1, rounds):

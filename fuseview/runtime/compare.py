@@ -10,8 +10,9 @@ import onnx
 from fuseview.defaults import ATOL, RTOL
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
+from fuseview.progress import StepProgress
 from fuseview.runtime.inputs import input_specs
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
+from fuseview.runtime.profiling import Cancel, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
 
 # |diff| histogram bins: one per decade from 1e-12 to 1e2; values outside go to the end bins, zeros apart.
@@ -180,7 +181,7 @@ def compare_outputs(
     opt_level: str = "disabled",
     atol: float = 1e-4,
     rtol: float = 1e-3,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
 ) -> dict:
     """Errors of the fused model against the original: per output, and per fusion at its output tensors."""

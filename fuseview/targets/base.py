@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from fuseview.progress import StepProgress
     from fuseview.runtime.ab import Timed
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.runtime.profiling import Cancel, Progress
+    from fuseview.runtime.profiling import Cancel
     from fuseview.runtime.runner import MeasureRequest, MeasureResult
     from fuseview.runtime.sessions import ModelSource
 
@@ -36,17 +37,18 @@ class Target(Protocol):
     def environment(self) -> JSON:
         """The machine's fingerprint with the target."""
 
-    def measure(self, request: MeasureRequest, progress: Progress | None = None,
+    def measure(self, request: MeasureRequest, progress: StepProgress | None = None,
                 cancel: Cancel = None) -> MeasureResult:
         """One interleaved A/B there."""
 
     def time_models(self, sources: Sequence[ModelSource], feeds: Any, provider: str = "auto",
                     opt_level: str = "disabled", threads: int = 0, sessions: int = 3, runs: int = 20,
-                    warmup: int = 3, seed: int = 0, progress: Progress | None = None, cancel: Cancel = None,
-                    base_dir: str | os.PathLike[str] | None = None, deadline: float | None = None) -> Timed:
+                    warmup: int = 3, seed: int = 0, progress: StepProgress | None = None,
+                    cancel: Cancel = None, base_dir: str | os.PathLike[str] | None = None,
+                    deadline: float | None = None) -> Timed:
         """fuseview.runtime.ab.time_models's signature, run there (tune's A/B timer)."""
 
-    def profile(self, request: ProfileRequest, progress: Progress | None = None,
+    def profile(self, request: ProfileRequest, progress: StepProgress | None = None,
                 cancel: Cancel = None) -> JSON:
         """The profile report (JSON) of a whole profile run there."""
 

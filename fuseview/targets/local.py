@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from fuseview.errors import Cancelled
+from fuseview.progress import StepProgress
 from fuseview.runtime.ab import Timed
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel
+from fuseview.runtime.profiling import Cancel, check_cancel
 from fuseview.runtime.runner import MeasureRequest, MeasureResult, fingerprint, measure
 from fuseview.runtime.sessions import ModelSource
 from fuseview.targets.base import JSON, TuneItem, TuneOutcome, TuneWork
@@ -35,15 +36,16 @@ class LocalTarget:
         """This machine's fingerprint with the target."""
         return where(fingerprint(), self.describe())
 
-    def measure(self, request: MeasureRequest, progress: Progress | None = None,
+    def measure(self, request: MeasureRequest, progress: StepProgress | None = None,
                 cancel: Cancel = None) -> MeasureResult:
         """The runner contract, here."""
         return measure(request, progress, cancel)
 
     def time_models(self, sources: Sequence[ModelSource], feeds: Any, provider: str = "auto",
                     opt_level: str = "disabled", threads: int = 0, sessions: int = 3, runs: int = 20,
-                    warmup: int = 3, seed: int = 0, progress: Progress | None = None, cancel: Cancel = None,
-                    base_dir: str | os.PathLike[str] | None = None, deadline: float | None = None) -> Timed:
+                    warmup: int = 3, seed: int = 0, progress: StepProgress | None = None,
+                    cancel: Cancel = None, base_dir: str | os.PathLike[str] | None = None,
+                    deadline: float | None = None) -> Timed:
         """fuseview.runtime.ab.time_models's signature, through `measure` on this target (deadline: a
         time.monotonic() here; the rounds get what is left of it, wherever they run)."""
         rounds_s = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -52,7 +54,7 @@ class LocalTarget:
         res = self.measure(req, progress, cancel)
         return res.times, res.providers
 
-    def profile(self, request: ProfileRequest, progress: Progress | None = None, cancel: Cancel = None
+    def profile(self, request: ProfileRequest, progress: StepProgress | None = None, cancel: Cancel = None
                 ) -> JSON:
         """fuseview.runtime.job.run_profile here, the report's environment with this target."""
         return stamp_profile(run_profile(request, progress, cancel), self.environment())

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from fuseview.errors import Cancelled, FuseviewError, user_error_message
+from fuseview.progress import StepProgress
 from fuseview.runtime.job import ProfileRequest, run_profile
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel
+from fuseview.runtime.profiling import Cancel, check_cancel
 from fuseview.runtime.runner import (
     MeasureRequest,
     MeasureResult,
@@ -289,7 +290,7 @@ class RayTarget(LocalTarget):
         return PackedModel(graph, {k: self._put(p) for k, p in files.items()})
 
     # -------------------------------------------------------------- the runner contract
-    def measure(self, request: MeasureRequest, progress: Progress | None = None,
+    def measure(self, request: MeasureRequest, progress: StepProgress | None = None,
                 cancel: Cancel = None) -> MeasureResult:
         """The request run on the node as one task (both models' sessions interleaved there)."""
         models = [m if isinstance(m, PackedModel) else self.ship(m, request.base_dir) for m in request.models]
@@ -303,7 +304,7 @@ class RayTarget(LocalTarget):
             progress(f"A/B on {self.hostname}", 1, 1)
         return res
 
-    def profile(self, request: ProfileRequest, progress: Progress | None = None, cancel: Cancel = None
+    def profile(self, request: ProfileRequest, progress: StepProgress | None = None, cancel: Cancel = None
                 ) -> JSON:
         """run_profile on the node; the report's paths are this machine's, its environment the node's."""
         paths = [request.model, request.against]

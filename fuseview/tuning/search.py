@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -26,6 +25,7 @@ from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate
 from fuseview.fusion.scan import ScanResult
 from fuseview.fusion.validate import Validation, ValidationOverBudget, validate
+from fuseview.progress import Progress
 from fuseview.reports.tune import Decision, Effect, GroupResult
 from fuseview.runtime.ab import TimeModels
 from fuseview.runtime.profiling import Cancelled
@@ -33,7 +33,6 @@ from fuseview.stats import SLOWER, SpeedupEstimate
 from fuseview.tuning.settings import TuneSettings
 
 # progress(message, fraction of the budget spent)
-Progress = Callable[[str, float], None]
 _CACHE = 6  # fused variants kept built (a model's size each)
 
 

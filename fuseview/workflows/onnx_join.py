@@ -11,12 +11,13 @@ Lines where one compiler fuses and the other does not come first.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
+
+from fuseview.progress import StepProgress
 
 STACK_KEY = "pkg.torch.onnx.stack_trace"
 SCOPE_KEY = "pkg.torch.onnx.name_scopes"
@@ -166,7 +167,7 @@ def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) 
 
 
 def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_time: bool = False,
-                 runs: int = 20, progress: Callable[[str, int, int], None] | None = None
+                 runs: int = 20, progress: StepProgress | None = None
                  ) -> list[LineRow] | None:
     """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
     the model and its fused version (every candidate) in onnxruntime at the exported shapes (progress:
@@ -185,7 +186,7 @@ def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_tim
 
 
 def add_ort_times(path: Path, rows: list[LineRow], runs: int,
-                  progress: Callable[[str, int, int], None] | None = None,
+                  progress: StepProgress | None = None,
                   scanned: tuple[onnx.ModelProto, Any] | None = None) -> None:
     """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
     model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.

@@ -13,13 +13,14 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fuseview.atomic import check_output, write_atomic, write_text_atomic
 from fuseview.errors import FuseviewError
+from fuseview.progress import Progress
 from fuseview.runtime.runner import TargetError, bytes_writer
 from fuseview.targets import open_target, parse_target
 from fuseview.targets.stamp import stamp_tune
@@ -31,7 +32,6 @@ REPORT_SUFFIX = ".tune.json"
 # loading, scanning and writing) has hung or its node is overloaded: it counts as over the budget.
 TASK_SLACK_S = 60.0
 
-Progress = Callable[[str, float], None]
 if TYPE_CHECKING:
     from fuseview.runtime.profiling import Cancel
     from fuseview.tuning.settings import TuneSettings

@@ -12,15 +12,6 @@ from fuseview.fusion.rule import Match, Replacement
 FLOAT = onnx.TensorProto.FLOAT
 
 
-def product3(op, a, b, c, variant: int, **kw):
-    """a*b*c as one of the three bracketings (operand order inside each Mul is tried by the matcher)."""
-    if variant == 0:
-        return op.Mul(op.Mul(a, b), c, **kw)
-    if variant == 1:
-        return op.Mul(op.Mul(a, c), b, **kw)
-    return op.Mul(a, op.Mul(b, c), **kw)
-
-
 def float_input(*vars_: str) -> Callable[[Match], str | None]:
     """Check that bound tensors are float32 (the CPU kernels of the contrib ops are float-only)."""
 
