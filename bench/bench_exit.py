@@ -29,7 +29,7 @@ def show(self):
     def shown():
         # let the scan finish too, as a user would look at the candidates before quitting
         def close():
-            if self.workbench.decisions is None:
+            if self.workbench.session.decisions is None:
                 QTimer.singleShot(50, close)
                 return
             print("closing", time.time(), flush=True)

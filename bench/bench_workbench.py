@@ -50,7 +50,7 @@ def main(paths: list[Path]) -> None:
         t = time.perf_counter()
         wb._paint_original()
         overlay = time.perf_counter() - t
-        first = wb.decisions.candidates[0].id
+        first = wb.session.decisions.candidates[0].id
         wb.panel.select_id(first)
         t = time.perf_counter()
         wb.panel.accept_current()
@@ -61,8 +61,9 @@ def main(paths: list[Path]) -> None:
         wait(wb.applied)
         applied = time.perf_counter() - t
         print(
-            f"{path.name}: {len(wb.root_doc.graph.nodes)} nodes, {len(wb.decisions.candidates)} candidates; "
-            f"scan {wb.scan_seconds * 1000:.0f} ms (worker), overlay {overlay * 1000:.0f} ms, "
+            f"{path.name}: {len(wb.session.root.graph.nodes)} nodes,"
+            f" {len(wb.session.decisions.candidates)} candidates; "
+            f"scan {wb.session.scan_seconds * 1000:.0f} ms (worker), overlay {overlay * 1000:.0f} ms, "
             f"accept {accept * 1000:.0f} ms, apply+validate+layout {applied:.2f} s",
             flush=True,
         )

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
     from fuseview.fusion.pipeline import FuseOutcome
     from fuseview.fusion.scan import ScanResult
-    from fuseview.targets.sweep import SweepSummary
+    from fuseview.reports.profile import ProfileReport
+    from fuseview.reports.trace import TraceReport
     from fuseview.tuning.run import TuneResult
+    from fuseview.workflows.sweep import SweepSummary
 
 __all__ = ["load", "scan", "fuse", "profile", "costs", "machine_roofline", "trace", "tune", "sweep"]
 
@@ -100,12 +102,15 @@ def fuse(path: PathLike, accept: list[str] | None = None, reject: list[str] | No
                        reference=reference)
 
 
-def profile(model: PathLike, against: PathLike | None = None, target: str = "local", **settings: Any) -> dict:
-    """Profile a model (and A/B it against another), as `fuseview profile`; the report dict (schema 3).
+def profile(model: PathLike, against: PathLike | None = None, target: str = "local", **settings: Any
+            ) -> ProfileReport:
+    """Profile a model (and A/B it against another), as `fuseview profile`; the typed report (`.to_json()`:
+    the report file's dict, schema 3).
 
     settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, ...); target is
     "local" or "ray:ADDRESS" (environment.target says where it ran).
     """
+    from fuseview.reports.profile import ProfileReport
     from fuseview.runtime.job import ProfileRequest
     from fuseview.targets import open_target
 
@@ -115,7 +120,7 @@ def profile(model: PathLike, against: PathLike | None = None, target: str = "loc
     fields = [f for f in _fields(ProfileRequest) if f not in ("model", "against")]
     req = ProfileRequest(model=model, against=against,
                          **api_settings(settings, fields, {"inputs": "inputs_npz"}))
-    return open_target(target, req.provider).profile(req)
+    return ProfileReport.from_json(open_target(target, req.provider).profile(req))
 
 
 def costs(model: PathLike | onnx.ModelProto, dims: dict[str, int] | None = None) -> dict:
@@ -137,9 +142,10 @@ def machine_roofline(provider: str = "auto", threads: int = 0, refresh: bool = F
 
 
 def trace(before: PathLike, after: PathLike | None = None, steps: int | None = None,
-          provenance: PathLike | None = None, **options: Any) -> dict:
+          provenance: PathLike | None = None, **options: Any) -> TraceReport:
     """Summarise a torch.profiler / Chrome trace (and compare with a second one), or a capture folder
-    (eager.json, compiled.json, torch_trace/), as `fuseview trace`: the fuseview.trace_compare report."""
+    (eager.json, compiled.json, torch_trace/), as `fuseview trace`: the typed fuseview.trace_compare report
+    (`.to_json()`: the report file's dict)."""
     from fuseview.workflows.traces import open_traces
 
     api_settings(options, [])  # an unknown keyword is one line, as for every call
@@ -151,7 +157,7 @@ def trace(before: PathLike, after: PathLike | None = None, steps: int | None = N
     if steps is not None:
         check_number("steps", steps)
     paths = [before] if after is None else [before, after]
-    return open_traces(paths, steps, provenance).report.to_json()
+    return open_traces(paths, steps, provenance).report
 
 
 def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: str = "local",
@@ -167,7 +173,7 @@ def tune(model: PathLike | onnx.ModelProto, progress=None, cancel=None, target: 
     from fuseview.tuning.settings import TuneSettings
     from fuseview.workflows.tune import tune as run_tune
 
-    s = TuneSettings(**api_settings(settings, [f for f in _fields(TuneSettings) if f != "target"]))
+    s = TuneSettings(**api_settings(settings, _fields(TuneSettings)))
     _checked_model(model)
     for name, fn in (("progress", progress), ("cancel", cancel)):
         if fn is not None and not (callable(fn) if name == "progress" else hasattr(fn, "is_set")):
@@ -181,6 +187,6 @@ def sweep(models: list[PathLike], out_dir: PathLike, target: str = "local",
           **settings: Any) -> SweepSummary:
     """Tune every model at every dims set into out_dir, as `fuseview sweep` (in parallel on a ray: target);
     settings are TuneSettings fields (budget_s per item). Items whose report is in out_dir are skipped."""
-    from fuseview.targets.sweep import sweep as run_sweep
+    from fuseview.workflows.sweep import sweep as run_sweep
 
     return run_sweep(models, out_dir, target, dims_sets or [], progress, cancel, **settings)

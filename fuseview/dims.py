@@ -233,6 +233,42 @@ def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
     return CacheDims(tuple(dict.fromkeys(past)), new, tuple(dict.fromkeys(total)))
 
 
+def _is_past(name: str) -> bool:
+    return "past" in name.lower()
+
+
+def has_kv_cache(model: onnx.ModelProto) -> bool:
+    """True when some input is a cached key/value (the graph concatenates it with the new tokens' key or
+    value, or its name says past) with a non-fixed length."""
+    return cache_dims(model) is not None or any(_is_past(s.input) for s in dim_slots(model))
+
+
+def cache_length_dims(model: onnx.ModelProto, past: int, new: int) -> dict[str, int]:
+    """Every non-fixed input dim for `past` cached and `new` tokens: the past length (whatever its name, as
+    the graph ties it: cache_dims) = past, past + new where the graph or the mask says so,
+    batch-like dims 1, the other dims new; FuseviewError if two share a key."""
+    cached = has_kv_cache(model)
+    rel = cache_dims(model)
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
+    dims: dict[str, int] = {}
+    for s in dim_slots(model):
+        if rel is not None and s.key in rel.past:
+            want = past
+        elif rel is not None and s.key in rel.total:
+            want = past + new
+        elif _is_past(s.input) and s.axis == ranks[s.input] - 2:
+            want = past
+        elif "mask" in s.input.lower() and s.axis == ranks[s.input] - 1:
+            want = past + new if cached else new
+        elif dim_kind(s.key) == "batch" or s.axis == 0:
+            want = 1
+        else:
+            want = new
+        if dims.setdefault(s.key, want) != want:
+            raise FuseviewError(f"dim {s.key} is both {dims[s.key]} and {want} at past {past}, new {new}")
+    return dims
+
+
 DECODE_PAST_DEFAULT = 256  # the cache a decode step is measured over: a length people run, not one token
 _POSITION_TABLE = re.compile(r"wpe|position|pos_emb|(cos|sin)_cache", re.IGNORECASE)
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -307,11 +308,13 @@ def median_shares(medians: Iterable[float]) -> list[float]:
     return [v / total if total > 0 else 0.0 for v in values]
 
 
-def by_median(rows: Iterable[dict]) -> list[tuple[dict, float]]:
-    """Profile rows (nodes or op types) ranked by their median time per run, each with its share."""
+def by_median(rows: Iterable[Any], median: Callable[[Any], float] | None = None) -> list[tuple[Any, float]]:
+    """Profile rows (nodes or op types: report dicts, or typed rows with `median`, e.g. lambda n: n.p50_us)
+    ranked by their median time per run, each with its share."""
     rows = list(rows)
-    shares = median_shares(r[TIME_KEY] for r in rows)
-    ranked = sorted(zip(rows, shares, strict=True), key=lambda rs: -float(rs[0][TIME_KEY]))
+    of = median or (lambda r: float(r[TIME_KEY]))
+    shares = median_shares(of(r) for r in rows)
+    ranked = sorted(zip(rows, shares, strict=True), key=lambda rs: -of(rs[0]))
     return ranked
 
 

@@ -42,7 +42,7 @@ def main() -> int:
         if rep is None:
             fused = fuseview.fuse(path).model
             rep = fuseview.profile(path, against=fused, runs=args.runs, threads=args.threads, ort_opt="all",
-                                   attribution_opt="disabled")  # as `fuseview profile` does
+                                   attribution_opt="disabled").to_json()  # as `fuseview profile` does
         first = first or rep
         a, b = (m["roofline"] for m in rep["models"])
         mach = a["machine"]

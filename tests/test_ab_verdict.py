@@ -145,5 +145,6 @@ def test_cli_line_json_and_api_carry_the_one_verdict(files, tmp_path, capsys):
         assert lat["verdict"] in line and "cannot tell" not in line
     rep = api.profile(str(files["a"]), against=str(files["copy"]), runs=4, threads=1, profile_runs=2,
                       dims={"seq": 8})
-    api_lat = rep["comparison"]["latency"]
+    api_lat = rep.to_json()["comparison"]["latency"]
+    assert rep.comparison is not None and rep.comparison.verdict == api_lat["verdict"]  # typed, the same
     assert api_lat["verdict"] == verdict(*api_lat["ci"], api_lat["threshold"])

@@ -13,10 +13,12 @@ from collections import Counter
 import onnx
 import pytest
 
+from fuseview.dims import cache_length_dims, has_kv_cache
 from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
-from fuseview.fusion.validate import compare_outputs, run_model
-from fuseview.fusion.validate_cache import cache_dims, has_kv_cache, validate_cache_lengths
+from fuseview.fusion.validate import run_model
+from fuseview.fusion.validate_cache import validate_cache_lengths
+from fuseview.runtime.compare import tensor_diffs
 from fuseview.runtime.inputs import make_feeds
 
 from .conftest import ASSET_MODELS
@@ -57,7 +59,7 @@ def test_every_attention_layer_fuses_and_validates(name: str) -> None:
 def test_kv_cache_dims_follow_the_graph(name: str) -> None:
     model = load_for_fusion(FOLDER[name] / f"{name}.onnx")
     assert has_kv_cache(model)
-    dims = cache_dims(model, 64, 16)
+    dims = cache_length_dims(model, 64, 16)
     shapes = {vi.name: [d.dim_param for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
     assert dims[shapes["past_key_values.0.key"][2]] == 64
     assert dims[shapes["attention_mask"][1]] == 80
@@ -121,11 +123,11 @@ def assert_left_padded_outputs_match(model, fused, past: int, seed: int) -> None
     """Original and fused agree on 8 new tokens over `past` cached ones with the first 3 keys masked."""
     if past and not has_kv_cache(model):
         pytest.skip("no KV cache")
-    feeds = make_feeds(model, cache_dims(model, past, 8), seed=seed)
+    feeds = make_feeds(model, cache_length_dims(model, past, 8), seed=seed)
     feeds["attention_mask"][:, :3] = 0
     a = run_model(model, feeds, reference=False)
     b = run_model(fused, feeds, reference=False)
-    diffs = compare_outputs([o.name for o in model.graph.output], a, b)
+    diffs = tensor_diffs([o.name for o in model.graph.output], a, b)
     assert all(d["passed"] and d["max_abs"] <= MAX_ABS for d in diffs.values()), diffs
 
 

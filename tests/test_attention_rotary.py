@@ -11,12 +11,14 @@ import numpy as np
 import onnx
 import pytest
 
+from fuseview.dims import cache_length_dims, has_kv_cache
 from fuseview.fusion.ort_config import decisions, fusion_options
 from fuseview.fusion.pipeline import FuseOptions, build_fused, load_for_fusion, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.rules.attention_rotary import ROTARY_CACHE_LEN
-from fuseview.fusion.validate import compare_outputs, run_model
-from fuseview.fusion.validate_cache import cache_dims, has_kv_cache, validate_cache_lengths
+from fuseview.fusion.validate import run_model
+from fuseview.fusion.validate_cache import validate_cache_lengths
+from fuseview.runtime.compare import tensor_diffs
 from fuseview.runtime.inputs import make_feeds
 from tests.test_attention_current import assert_left_padded_outputs_match
 
@@ -98,11 +100,11 @@ def test_positions_from_a_position_ids_input_stay_outside() -> None:
     assert len(gqas) == 2 and all(not _attrs(n).get("do_rotary") for n in gqas)
     reasons = [m.reason for m in scan.near_misses if m.rule == "attention_gqa_rotary"]
     assert len(reasons) == 2 and all("position_ids" in r for r in reasons)
-    feeds = make_feeds(model, cache_dims(model, 0, 8), seed=1)
+    feeds = make_feeds(model, cache_length_dims(model, 0, 8), seed=1)
     feeds["attention_mask"][:, :3] = 0
     feeds["position_ids"] = np.maximum(np.arange(8) - 3, 0)[None].astype(np.int64)
-    diffs = compare_outputs([o.name for o in model.graph.output], run_model(model, feeds, reference=False),
-                            run_model(fused, feeds, reference=False))
+    diffs = tensor_diffs([o.name for o in model.graph.output], run_model(model, feeds, reference=False),
+                         run_model(fused, feeds, reference=False))
     assert all(d["passed"] for d in diffs.values()), diffs
 
 

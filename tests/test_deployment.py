@@ -53,7 +53,7 @@ def test_the_report_carries_it_in_json_cli_and_dock(gelu):
     typed = ProfileReport.from_json(with_dep)
     assert typed.comparison is not None and typed.comparison.extra["deployment"]["within_noise_floor"]
     out = io.StringIO()
-    print_report(typed.to_json(), out)
+    print_report(typed, out)
     assert "deployment precision, float32" in out.getvalue() and "noise floor" in out.getvalue()
     assert "within the original's own noise floor" in summary_text(typed.to_json())
     bad = copy.deepcopy(with_dep)

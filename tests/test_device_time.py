@@ -224,7 +224,7 @@ def test_device_time_is_labelled_in_json_cli_and_dock(report_with_device):
     devs = {n.name: n.device_mean_us for n in model.nodes}
     assert devs["big_matmul_1"] == pytest.approx(model.device_time["node_device_us"].get("big_matmul_1", 0.0))
     out = io.StringIO()
-    print_report(rep.to_json(), out)
+    print_report(rep, out)
     text = out.getvalue()
     assert "device time (GPU kernels" in text and "host-side node sum" in text
     assert "top nodes by device time" in text and " device " in text and " host-side " in text
@@ -243,7 +243,7 @@ def test_a_missing_device_source_is_one_line_and_a_bad_share_is_refused(report_w
     rep = copy.deepcopy(report_with_device)
     rep["models"][0]["device_time"] = {"available": False, "reason": "no device time: no torch here"}
     out = io.StringIO()
-    print_report(ProfileReport.from_json(rep).to_json(), out)
+    print_report(ProfileReport.from_json(rep), out)
     assert out.getvalue().count("no device time") == 1
     bad = copy.deepcopy(report_with_device)
     bad["models"][0]["device_time"]["unattributed_share"] = 1.5

@@ -56,11 +56,11 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
             assert w.workbench.apply()
         qtbot.waitUntil(lambda: not w.busy, timeout=MS)
         wb = w.workbench
-        window_val = wb.fused.validation
+        window_val = wb.session.fused.validation
         window_line = wb.validation_text()
         title = wb.fused_pane.title.full_text
-        window_ids = sorted(wb.decisions.accepted())
-        fused_model = wb.fused.model
+        window_ids = sorted(wb.session.decisions.accepted())
+        fused_model = wb.session.fused.model
     finally:
         w.session.jobs.shutdown()
     plan = tmp_path / "plan.json"

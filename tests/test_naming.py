@@ -79,15 +79,15 @@ def test_window_finds_and_links_candidates_of_an_unnamed_model(qtbot, tmp_path, 
             w.open_file(path)
         qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
         wb = w.workbench
-        graph = wb.root_doc.graph
-        assert wb.scan.candidates
-        for c in wb.scan.candidates:
+        graph = wb.session.root.graph
+        assert wb.session.scan.candidates
+        for c in wb.session.scan.candidates:
             keys, _hidden = wb.candidate_keys(c.id)
             assert set(keys) == {node_key(graph.node_by_name[n]) for n in c.nodes}
         wb.panel.accept_all()
         with qtbot.waitSignal(wb.applied, timeout=60_000):
             assert wb.apply()
         qtbot.waitUntil(lambda: not w.busy, timeout=60_000)
-        assert wb.fused.validation.ok
+        assert wb.session.fused.validation.ok
     finally:
         w.session.jobs.shutdown()

@@ -167,7 +167,7 @@ def test_tune_on_the_cluster_rejects_the_slower_fusion_as_a_local_tune_does(ray_
     settings = dict(budget_s=60, **{**FAST, "max_batches": 3})
     local = tune(MLP, TuneSettings(**settings), rules=[slow_gelu_rule()]).report
     target = open_target(f"ray:{ray_cluster['address']}", "cpu")
-    remote = tune(MLP, TuneSettings(**settings, target=target), rules=[slow_gelu_rule()]).report
+    remote = tune(MLP, TuneSettings(**settings), target, rules=[slow_gelu_rule()]).report
     for rep in (local, remote):
         assert all(d.decision == "reject" for d in rep.decisions) and rep.final.chosen == "original"
         assert rep.groups[0].effect.verdict == "slower"

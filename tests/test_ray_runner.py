@@ -13,9 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.cli import main
 from fuseview.errors import FuseviewError
-from fuseview.runtime.local_target import LocalTarget
 from fuseview.runtime.runner import MeasureRequest, PackedModel, measure, pack_model
 from fuseview.targets import parse_target
+from fuseview.targets.local import LocalTarget
 
 from .conftest import ROOT
 
@@ -81,7 +81,7 @@ def test_bad_targets_are_one_line_exit_2(spec, tmp_path, capsys):
 
 
 def test_importing_fuseview_and_its_target_modules_never_imports_ray():
-    code = ("import sys, fuseview, fuseview.api, fuseview.targets, fuseview.targets.sweep,"
+    code = ("import sys, fuseview, fuseview.api, fuseview.targets, fuseview.workflows.sweep,"
             " fuseview.runtime.runner, fuseview.commands.sweep, fuseview.cli; fuseview.sweep;"
             " print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -114,8 +114,7 @@ def test_local_sweep_writes_a_report_and_model_per_item_and_skips_them_when_run_
 def test_the_tune_dialog_offers_the_target_and_remembers_a_ray_address(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
-    from fuseview.targets import with_target
-    from fuseview.tuning.settings import TuneSettings
+    from fuseview.targets import open_target
     from fuseview.ui.target_selector import TargetSelector, environment_text
     from fuseview.ui.tune_dialog import TuneDialog
 
@@ -131,6 +130,6 @@ def test_the_tune_dialog_offers_the_target_and_remembers_a_ray_address(qtbot, tm
     again.combo.setCurrentText("ssh:box")
     with pytest.raises(FuseviewError):
         again.spec()
-    run = with_target(TuneSettings(budget_s=5), "local")
-    assert run.target.describe() == {"kind": "local"} and run.budget_s == 5 and run.target.budget_s == 5
-    assert environment_text(run.target.environment()).startswith("measured on this machine")
+    target = open_target("local", "auto", 5)
+    assert target.describe() == {"kind": "local"} and target.budget_s == 5
+    assert environment_text(target.environment()).startswith("measured on this machine")

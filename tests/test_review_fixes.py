@@ -33,11 +33,11 @@ def test_gqa_with_a_key_of_unknown_shape_is_not_taken_for_packed_qkv():
 
 def test_a_sweep_item_sent_as_a_proto_is_tuned_at_the_decode_step(tmp_path):
     """A Ray node receives the model as a proto: it is tuned at the decode step as a file would be."""
-    from fuseview.targets.sweep import tune_one
+    from fuseview.workflows.tune import tune_item
 
     settings = {"budget_s": 4.0, "runs": 2, "sessions": 2, "max_batches": 1, "warmup": 0, "seeds": 1,
                 "ort_optimizer": "off"}
-    out = tune_one(onnx.load(str(DECODER)), settings, tmp_path, "item")
+    out = tune_item(onnx.load(str(DECODER)), settings, tmp_path, "item")
     assert out["report"]["config"]["dims"]["seq"] == 1, out["report"]["config"]["dims"]  # not 128 new tokens
     assert out["report"]["notes"][0].startswith("a KV-cache decoder: measured at its decode step, seq=1")
     assert (tmp_path / "item.onnx").is_file()
@@ -167,7 +167,7 @@ def test_apply_chosen_set_shows_the_tunes_decisions_again_and_a_new_model_drops_
     (wb.panel.reject_current if first.decision == "accept" else wb.panel.accept_current)()
     assert _status_of(table, first.candidate) != tuned
     wb.tuner.apply_chosen()
-    assert wb.decisions.plan.state(first.candidate) == first.decision
+    assert wb.session.decisions.plan.state(first.candidate) == first.decision
     assert _status_of(table, first.candidate) == tuned
     open_scanned(qtbot, win, ROOT / "assets" / "models" / "convnet_bn_relu_ts17.onnx")
     assert wb.tuner.result is None

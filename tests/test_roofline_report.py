@@ -19,12 +19,13 @@ BERT = "assets/models/current/bert_2l_sdpa_ts17.onnx"
 
 def _profile_against_fused(path):
     fused = fuseview.fuse(path).model
-    return fuseview.profile(path, against=fused, runs=6, sessions=2, threads=1)
+    return fuseview.profile(path, against=fused, runs=6, sessions=2, threads=1)  # the typed report
 
 
 @pytest.mark.parametrize("path", [GPT2, BERT])
 def test_fused_model_spends_a_smaller_share_outside_gemms(path, tmp_path):
-    rep = _profile_against_fused(path)
+    typed = _profile_against_fused(path)
+    rep = typed.to_json()
     original, fused = (m["roofline"] for m in rep["models"])
     assert fused["non_gemm_share"] < original["non_gemm_share"]
     # the share is the nodes' own, recomputed from the report's per-node medians
@@ -41,7 +42,7 @@ def test_fused_model_spends_a_smaller_share_outside_gemms(path, tmp_path):
     assert fused["flops"] == pytest.approx(original["flops"], rel=0.01)
     assert fused["bytes"] < original["bytes"]
     text = io.StringIO()
-    print_report(rep, text)
+    print_report(typed, text)
     assert (f"non-GEMM share of the node time: model {original['non_gemm_share']:.1%},"
             f" against {fused['non_gemm_share']:.1%}") in text.getvalue()
     assert "top memory-bound nodes" in text.getvalue() and "machine roofline: peak" in text.getvalue()
@@ -73,7 +74,7 @@ def test_scan_gain_counts_the_traffic_a_candidate_removes_at_the_measured_bandwi
     from fuseview.runtime.roofline import tensor_shapes
     from fuseview.session.reports import ScanReport
 
-    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1)
+    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1).to_json()
     scan = scan_file(GPT2, {})
     costs = candidate_costs(rep, scan.candidates)
     roof = rep["models"][0]["roofline"]

@@ -104,10 +104,9 @@ GPT2 = "tests/data/gpt2/gpt2_2l_ts17.onnx"
 @pytest.fixture(scope="module")
 def gpt2_profile(tmp_path_factory) -> Path:
     import fuseview
-    from fuseview.runtime.report import save_report
 
     path = tmp_path_factory.mktemp("prof") / "p.json"
-    save_report(fuseview.profile(GPT2, runs=3, warmup=1, threads=1), str(path))
+    fuseview.profile(GPT2, runs=3, warmup=1, threads=1).save(path)
     return path
 
 

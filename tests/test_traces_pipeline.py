@@ -28,8 +28,9 @@ def test_cli_api_and_session_give_the_same_report_on_a_capture_folder(tmp_path, 
     assert "compiled kernels by Inductor's provenance" in printed
     assert "torch.compile beside fuseview" in printed
     cli = json.loads(out.read_text(encoding="utf-8"))
-    api = fuseview.trace(CAPTURE)  # a folder: resolved as `fuseview trace FOLDER` resolves it
-    assert api == cli
+    typed = fuseview.trace(CAPTURE)  # a folder: resolved as `fuseview trace FOLDER` resolves it
+    api = typed.to_json()
+    assert api == cli and typed.diff is not None and typed.exact_kernels
     assert api["provenance_log"] and api["diff"]["fused_kernels"]
     assert all(k["attribution"] == "provenance" for k in api["diff"]["fused_kernels"])
     assert main(["trace", str(CAPTURE), "--json", "-"]) == 0
@@ -53,7 +54,7 @@ def test_the_pieces_of_a_capture_folder_give_the_report_of_the_folder():
                         provenance=CAPTURE / "torch_trace").report.to_json()
     assert parts == whole
     assert fuseview.trace(CAPTURE / "eager.json", CAPTURE / "compiled.json",
-                          provenance=CAPTURE / "torch_trace") == whole
+                          provenance=CAPTURE / "torch_trace").to_json() == whole
 
 
 @pytest.mark.parametrize("paths, steps, provenance, message", [

@@ -117,7 +117,7 @@ def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_pa
         # candidates: measured time and share of the nodes each would replace, from the original's profile
         table, panel = wb.panel.table, wb.panel
         ids = panel.visible_ids()
-        assert panel.costs and set(panel.costs) == {c.id for c in wb.decisions.candidates}
+        assert panel.costs and set(panel.costs) == {c.id for c in wb.session.decisions.candidates}
         assert all(table.item(r, 7).text().endswith("µs") and table.item(r, 8).text().endswith("%")
                    for r in range(table.rowCount()))
         table.horizontalHeader().sectionClicked.emit(7)

@@ -69,9 +69,9 @@ def test_a_truncated_model_gets_a_dialog_that_says_so(qtbot, tmp_path):
 
 def test_fused_nodes_show_shapes_and_the_models_dim_names(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
-    original = win.workbench.root_doc
+    original = win.workbench.session.root
     apply_all(qtbot, win)
-    fdoc = win.workbench.fused.doc
+    fdoc = win.workbench.session.fused.doc
     fused_boxes = [it for it in win.workbench.fused_pane.scene.boxes.values()
                    if it.box.kind == "node" and fdoc.graph.nodes[it.box.node].domain == "com.microsoft"]
     assert len(fused_boxes) >= 8  # attention, skip layer norms, FastGelu

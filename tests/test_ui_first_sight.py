@@ -33,7 +33,7 @@ def _shoot_and_record(monkeypatch, tmp_path, **kw) -> tuple[dict, QImage]:
             legend=wb.legend.plain_text(),
             status=win.statusBar().currentMessage(),
             jobs=[j.title for j in win.session.jobs.active()],
-            fused=wb.fused is not None,
+            fused=wb.session.fused is not None,
         )
         real_grab(win, path)
 
@@ -106,7 +106,7 @@ def test_collapsed_groups_of_several_rules_are_neutral_with_swatches_and_in_the_
     qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
     mixed = [it for it in win.scene.boxes.values() if it.swatches]
     assert len(mixed) >= 12, "the 12 collapsed layers each hold candidates of several rules"
-    colours = set(win.workbench.decisions.colors.values())
+    colours = set(win.workbench.session.decisions.colors.values())
     for it in mixed:
         assert it.box.kind == "group" and it.mark.name() == MIXED_RULES
         assert len(it.swatches) >= 2 and {c.name() for c in it.swatches} <= colours
@@ -142,7 +142,7 @@ def test_both_panes_open_fitted_after_apply_at_1400x900(qtbot, win):
     assert win.view.scale_factor() == pytest.approx(fused.scale_factor())  # linked panes: one zoom
     # the fused pane is framed on its fused nodes: every one of them is in sight
     scene = wb.fused_pane.scene
-    nodes = [n for n in wb.fused.doc.graph.nodes if n.metadata.get(RULE_KEY)]
+    nodes = [n for n in wb.session.fused.doc.graph.nodes if n.metadata.get(RULE_KEY)]
     assert nodes
     vis = fused.visible_scene_rect()
     for n in nodes:

@@ -74,7 +74,7 @@ def test_legend_folds_moves_takes_its_clicks_and_steps_aside(qtbot, win):
     legend.avoid(covered)
     assert not legend.geometry().intersects(covered)
     # focusing a candidate never leaves the legend over its nodes
-    cid = win.workbench.decisions.candidates[0].id
+    cid = win.workbench.session.decisions.candidates[0].id
     win.workbench.focus_candidate(cid)
     qtbot.waitUntil(lambda: not win.busy, timeout=MS)
     rect = win.view.host_rect(win.scene.focus_rect())
@@ -83,9 +83,9 @@ def test_legend_folds_moves_takes_its_clicks_and_steps_aside(qtbot, win):
 
 def test_rule_colours_follow_the_rule_not_the_model(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
-    first = dict(win.workbench.decisions.colors)
+    first = dict(win.workbench.session.decisions.colors)
     open_scanned(qtbot, win, GPT2_12L)
-    second = dict(win.workbench.decisions.colors)
+    second = dict(win.workbench.session.decisions.colors)
     shared = set(first) & set(second)
     assert len(shared) >= 3
     # the colours are given as a set (no two alike): the same rules get the same colours in every model
@@ -116,10 +116,10 @@ def test_selecting_a_fused_node_brings_its_originals_into_view(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
     apply_all(qtbot, win)
     wb = win.workbench
-    fdoc = wb.fused.doc
+    fdoc = wb.session.fused.doc
     mha = next(n for n in fdoc.graph.nodes if n.op_type in ("Attention", "MultiHeadAttention"))
-    originals = wb.links.to_original[mha.name]
-    keys = [node_key(win.workbench.root_doc.graph.node_by_name[o]) for o in originals]
+    originals = wb.session.links.to_original[mha.name]
+    keys = [node_key(win.workbench.session.root.graph.node_by_name[o]) for o in originals]
     # look somewhere else first: the graph's far end
     win.view.set_zoom(1.0)
     far = max(win.scene.boxes.values(), key=lambda it: it.sceneBoundingRect().bottom())
@@ -138,7 +138,7 @@ def test_collapsing_a_group_does_not_cancel_apply(qtbot, win, errors):
         assert win.job_running("apply")
         win.collapse_all()  # a layout job or a synchronous re-layout: either way the Apply goes on
     assert errors == []
-    assert win.workbench.fused is not None
+    assert win.workbench.session.fused is not None
 
 
 def test_a_failed_apply_is_titled_by_what_failed(qtbot, win, errors, monkeypatch):
@@ -264,7 +264,7 @@ def test_pane_state_is_what_the_scene_draws_and_redraws_a_scene(qtbot, win):
     wb = win.workbench
     state = win.scene.state
     assert state.marks.colors == win.scene.marked_keys() and state.marks.colors
-    cid = wb.decisions.candidates[0].id
+    cid = wb.session.decisions.candidates[0].id
     wb.focus_candidate(cid)
     assert state.focus == win.scene.focused_keys() == wb.candidate_keys(cid)[0]
     win.highlight_op("MatMul")

@@ -29,7 +29,7 @@ panel = dock_tests.panel  # the Profile dock fixture, shown at 1200x700
 @pytest.fixture(scope="module")
 def report():
     fused = fuseview.fuse(GPT2, dims={"seq": 16}).model
-    return fuseview.profile(GPT2, against=fused, runs=3, warmup=1, dims={"seq": 16}, sessions=2)
+    return fuseview.profile(GPT2, against=fused, runs=3, warmup=1, dims={"seq": 16}, sessions=2).to_json()
 
 
 def test_points_and_arrows_come_from_the_report(report):
@@ -103,7 +103,7 @@ def test_candidates_tooltip_says_what_the_traffic_costs_and_where_the_time_is(qt
     from fuseview.session.decisions import Decisions
     from fuseview.ui.candidates_panel import MEASURED_COLUMNS, CandidatesPanel
 
-    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1)
+    rep = fuseview.profile(GPT2, runs=3, warmup=1, threads=1).to_json()  # the window's dock holds the dict
     panel = CandidatesPanel()
     qtbot.addWidget(panel)
     panel.set_decisions(Decisions(scan_file(GPT2, {})))

@@ -42,7 +42,7 @@ def test_a_background_tune_sets_decisions_and_measured_effects(tuned_win, qtbot)
     with qtbot.waitSignal(wb.tuner.finished, timeout=MS) as sig:
         assert wb.tuner.start(TuneSettings(threads=1, **FAST)) is not None
     rep = sig.args[0].report
-    d = wb.decisions
+    d = wb.session.decisions
     assert sorted(d.accepted()) == sorted(rep.accepted())
     for x in rep.decisions:
         assert d.plan.state(x.candidate) == x.decision
@@ -73,7 +73,7 @@ def test_stop_keeps_the_best_so_far(tuned_win, qtbot):
         wb.tuner.cancel()
     rep = sig.args[0].report
     assert rep.stopped == "cancelled"
-    assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
+    assert sorted(wb.session.decisions.accepted()) == sorted(rep.accepted())
     assert "stopped: cancelled" in tuned_win.statusBar().currentMessage()
 
 
@@ -113,7 +113,7 @@ def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(
         wb.panel.reject_current()
         with qtbot.waitSignal(wb.applied, timeout=MS):
             bar.apply_button.click()
-        assert sorted(wb.decisions.accepted()) == sorted(rep.accepted())
+        assert sorted(wb.session.decisions.accepted()) == sorted(rep.accepted())
 
 
 def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tuned_win):

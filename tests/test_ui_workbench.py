@@ -44,7 +44,7 @@ def open_scanned(qtbot, w: MainWindow, path: Path) -> None:
 
 
 def node_keys(w: MainWindow, names) -> set[str]:
-    g = w.workbench.root_doc.graph
+    g = w.workbench.session.root.graph
     return {node_key(g.node_by_name[n]) for n in names}
 
 
@@ -63,7 +63,7 @@ def test_candidates_highlighted_per_rule_with_legend(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
     wb = win.workbench
     scan = scan_file(GPT2_2L)  # an independent scan of the same file
-    assert {c.id for c in wb.decisions.candidates} == {c.id for c in scan.candidates}
+    assert {c.id for c in wb.session.decisions.candidates} == {c.id for c in scan.candidates}
     assert len(scan.candidates) > 5
     marked = win.scene.marked_keys()
     expected = set().union(*(node_keys(win, c.nodes) for c in scan.candidates))
@@ -72,9 +72,9 @@ def test_candidates_highlighted_per_rule_with_legend(qtbot, win):
         for k in node_keys(win, c.nodes):
             owners = {o.rule for o in scan.candidates if k in node_keys(win, o.nodes)}
             if owners == {c.rule}:
-                assert marked[k] == QColor(wb.decisions.colors[c.rule]).name()
+                assert marked[k] == QColor(wb.session.decisions.colors[c.rule]).name()
     legend = wb.legend.plain_text()
-    for rule, n in wb.decisions.counts().items():
+    for rule, n in wb.session.decisions.counts().items():
         assert f"{rule} {n}" in legend
     assert wb.panel.table.rowCount() == len(scan.candidates)
 
@@ -82,7 +82,7 @@ def test_candidates_highlighted_per_rule_with_legend(qtbot, win):
 def test_row_selection_centres_and_outlines_the_candidate(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
     wb = win.workbench
-    last = wb.decisions.candidates[-1]
+    last = wb.session.decisions.candidates[-1]
     win.view.fit()
     win.view.set_zoom(1.0)
     win.view.centerOn(win.scene.sceneRect().topLeft())
@@ -99,7 +99,7 @@ def test_collapsed_group_gets_a_marker_and_row_opens_it(qtbot, win):
     wb = win.workbench
     badges = {it.key: it.badge for it in win.scene.boxes.values() if it.badge}
     assert badges and all(k.startswith("g:") for k in badges)
-    c = next(c for c in wb.decisions.candidates if "h.7" in wb.panel.scopes[c.id])
+    c = next(c for c in wb.session.decisions.candidates if "h.7" in wb.panel.scopes[c.id])
     with qtbot.waitSignal(win.document_shown, timeout=MS):
         wb.panel.select_id(c.id)
     assert set(win.scene.focused_keys()) == node_keys(win, c.nodes)
@@ -107,7 +107,7 @@ def test_collapsed_group_gets_a_marker_and_row_opens_it(qtbot, win):
 
 def test_keyboard_next_previous_accept_reject_and_typing(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
-    wb, d = win.workbench, win.workbench.decisions
+    wb, d = win.workbench, win.workbench.session.decisions
     ids = wb.panel.visible_ids()
     press(qtbot, win, Qt.Key.Key_N)
     assert wb.panel.current_id() == ids[0]
@@ -133,7 +133,7 @@ def test_keyboard_next_previous_accept_reject_and_typing(qtbot, win):
 
 def test_conflicts_greyed_with_reason_rule_accept_undo_redo(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
-    wb, d = win.workbench, win.workbench.decisions
+    wb, d = win.workbench, win.workbench.session.decisions
     c = next(c for c in d.candidates if c.rule == "skip_layer_norm" and c.conflicts)
     wb.panel.select_id(c.id)
     wb.panel.accept_current()
@@ -162,10 +162,10 @@ def test_conflicts_greyed_with_reason_rule_accept_undo_redo(qtbot, win):
 
 def test_near_miss_in_tooltip_and_inspector(qtbot, win):
     open_scanned(qtbot, win, GPT2_2L)
-    d = win.workbench.decisions
+    d = win.workbench.session.decisions
     miss = d.scan.near_misses[0]
     name = miss.nodes[0]
-    item = win.scene.boxes[node_key(win.workbench.root_doc.graph.node_by_name[name])]
+    item = win.scene.boxes[node_key(win.workbench.session.root.graph.node_by_name[name])]
     assert miss.reason in item.toolTip()
     win.scene.select_keys([item.key])
     text = win.inspector.text()
@@ -179,16 +179,16 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     wb.panel.accept_all()
     with qtbot.waitSignal(wb.applied, timeout=MS):
         press(qtbot, win, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-    fdoc = wb.fused.doc
+    fdoc = wb.session.fused.doc
     hist = fdoc.op_histogram()
     # accept-all takes the packed-projection Attention over MultiHeadAttention (the bigger fusion)
     assert hist.get("com.microsoft:Attention", 0) + hist.get("com.microsoft:MultiHeadAttention", 0) == 2
     assert "com.microsoft:SkipLayerNormalization" in hist
     assert wb.fused_pane.isVisible() and wb.fused_pane.scene is not None
-    assert wb.fused.validation.ok
+    assert wb.session.fused.validation.ok
     assert "max |diff|" in wb.fused_pane.title.full_text and "(ok)" in wb.fused_pane.title.full_text
     assert "validated on onnxruntime" in wb.fused_pane.title.toolTip()
-    assert all(wb.decisions.status(i) == "applied" for i in wb.decisions.accepted())
+    assert all(wb.session.decisions.status(i) == "applied" for i in wb.session.decisions.accepted())
     # fused -> original
     mha = next(n for n in fdoc.graph.nodes if n.op_type in ("Attention", "MultiHeadAttention"))
     wb.fused_pane.scene.select_keys([node_key(mha.index)])
@@ -196,7 +196,7 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     assert set(win.scene.selected_keys()) == node_keys(win, origin)
     # original -> fused
     wb.fused_pane.scene.clearSelection()
-    win.scene.select_keys([node_key(win.workbench.root_doc.graph.node_by_name[origin[3]])])
+    win.scene.select_keys([node_key(win.workbench.session.root.graph.node_by_name[origin[3]])])
     assert wb.fused_pane.scene.selected_keys() == [node_key(mha.index)]
     # one pane at a time
     wb.set_pane_mode("fused")
@@ -271,7 +271,7 @@ def test_save_fused_model_atomic_and_never_the_source(qtbot, win, tmp_path, monk
 
 def test_plan_save_and_open_round_trip(qtbot, win, tmp_path):
     open_scanned(qtbot, win, GPT2_2L)
-    wb, d = win.workbench, win.workbench.decisions
+    wb, d = win.workbench, win.workbench.session.decisions
     wb.panel.accept_rule("attention_mha")
     wb.panel.reject_rule("fast_gelu")
     saved = dict(d.plan.decisions)
@@ -296,7 +296,7 @@ def test_heatmap_from_profile_panel_colours_boxes(qtbot, win):
     pp = win.profile_panel
     if pp is None:
         pytest.skip("profile panel not in this build yet")
-    g = win.workbench.root_doc.graph
+    g = win.workbench.session.root.graph
     names = [n.name for n in g.visible_nodes()[:5]]
     pp.heatmapChanged.emit({"original": {n: 0.1 * (i + 1) for i, n in enumerate(names)}, "fused": {}})
     assert set(win.scene.heat_keys()) == node_keys(win, names)
@@ -352,9 +352,9 @@ def test_context_menu_on_a_node_accepts_and_rejects(qtbot, win):
     from PySide6.QtWidgets import QMenu
 
     open_scanned(qtbot, win, GPT2_2L)
-    d = win.workbench.decisions
+    d = win.workbench.session.decisions
     c = next(c for c in d.candidates if c.rule == "bias_fast_gelu")
-    item = win.scene.boxes[node_key(win.workbench.root_doc.graph.node_by_name[c.nodes[-1]])]
+    item = win.scene.boxes[node_key(win.workbench.session.root.graph.node_by_name[c.nodes[-1]])]
     menu = QMenu()
     win.scene.context_hook(item, menu)
     actions = {a.text(): a for a in menu.actions()}
@@ -377,11 +377,11 @@ def test_profile_bars_select_nodes_and_op_types_in_the_panes(qtbot, win):
     wb = win.workbench
     wb.panel.accept_rule("attention_mha")
     apply_and_wait(qtbot, win)
-    g = wb.root_doc.graph
+    g = wb.session.root.graph
     softmax = next(n for n in g.nodes if n.op_type == "Softmax")
     pp.nodeActivated.emit("original", softmax.name)
     assert win.scene.selected_keys() == [node_key(softmax.index)]
-    fg = wb.fused.doc.graph
+    fg = wb.session.fused.doc.graph
     mha = next(n for n in fg.nodes if n.op_type == "MultiHeadAttention")
     pp.nodeActivated.emit("fused", mha.name)
     assert wb.fused_pane.scene.selected_keys() == [node_key(mha.index)]
@@ -428,7 +428,8 @@ def test_dock_says_which_fusions_onnxruntime_makes_by_itself(qtbot, win):
     with qtbot.waitSignal(win.workbench.ort_checked, timeout=60000):
         open_scanned(qtbot, win, GPT2_2L)
     panel = win.workbench.panel
-    expected = compare_with_ort(str(GPT2_2L), win.workbench.decisions.candidates, "all", "cpu").does_it
+    candidates = win.workbench.session.decisions.candidates
+    expected = compare_with_ort(str(GPT2_2L), candidates, "all", "cpu").does_it
     words = {True: "yes", False: "no", None: "?"}
     ids = panel.visible_ids()
     assert [panel.table.item(r, ORT_COLUMN).text() for r in range(len(ids))] == [
@@ -436,6 +437,6 @@ def test_dock_says_which_fusions_onnxruntime_makes_by_itself(qtbot, win):
     ]
     by_rule = {}
     for cid in ids:
-        by_rule.setdefault(win.workbench.decisions.by_id[cid].rule, set()).add(expected[cid])
+        by_rule.setdefault(win.workbench.session.decisions.by_id[cid].rule, set()).add(expected[cid])
     # onnxruntime fuses the tanh GELU itself but never this export's attention: the column tells them apart
     assert by_rule["bias_fast_gelu"] == {True} and by_rule["attention_mha"] == {False}

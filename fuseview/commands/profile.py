@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from fuseview.defaults import DEFAULT_SESSIONS, OPT_LEVEL_NAMES, PROVIDER_CHOICES
 from fuseview.errors import FuseviewError
 from fuseview.targets import TARGET_HELP
 from fuseview.units import format_us as _us  # a short name: the tables below are long lines
+
+if TYPE_CHECKING:
+    from fuseview.reports.profile import CompareReport, ModelProfile, ProfileReport
 
 HELP = "profile a model in onnxruntime (per-operator times, latency) and compare it against another"
 TOP = 12
@@ -82,9 +87,9 @@ def _g(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
-def roofline_lines(m: dict, top: int = 5) -> list[str]:
+def roofline_lines(m: ModelProfile, top: int = 5) -> list[str]:
     """A model's roofline: the machine's roofs, the non-GEMM share, the top memory-bound nodes."""
-    roof = m.get("roofline")
+    roof = m.roofline
     if not roof:
         return []
     mach = roof["machine"]
@@ -99,84 +104,103 @@ def roofline_lines(m: dict, top: int = 5) -> list[str]:
     return out
 
 
-def device_lines(m: dict, top: int = 5) -> list[str]:
+def device_lines(m: ModelProfile, top: int = 5) -> list[str]:
     """A CUDA model's device time (runtime.report.device_summary), then its top nodes: device vs host-side."""
     from fuseview.runtime.report import device_summary
 
-    line = device_summary(m)
+    line = device_summary(m.device_time, m.node_sum_us.mean)
     if line is None:
         return []
     out = [line]
-    rows = sorted((n for n in m["nodes"] if n.get("device_mean_us")), key=lambda n: -n["device_mean_us"])
+    rows = sorted((n for n in m.nodes if n.device_mean_us), key=lambda n: -(n.device_mean_us or 0.0))
     if rows:
         out.append("top nodes by device time (device: GPU kernels per run; host-side: the node's span on"
                    " the host):")
-        out += [f"  {_us(n['device_mean_us']):>10} device  {_us(n.get('host_mean_us')):>10} host-side"
-                f"  {n['op_type']:<16} {n['name']}" for n in rows[:top]]
+        out += [f"  {_us(n.device_mean_us):>10} device  {_us(n.extra.get('host_mean_us')):>10} host-side"
+                f"  {n.op_type:<16} {n.name}" for n in rows[:top]]
     return out
 
 
-def print_report(rep: dict, out=None) -> None:
+def print_report(rep: ProfileReport, out: TextIO | None = None) -> None:
     """The readable table of a report: latency, top operators, per-fusion time/error, output diffs."""
-    from fuseview.runtime.report import verdict_line
-    from fuseview.stats import by_median, spread_text
-    from fuseview.texttable import table_lines
-
-    out = out or sys.stdout
-    env = rep["environment"]
-    w = lambda s="": print(s, file=out)  # noqa: E731
-    gpu = f"  gpu: {env['gpu']}" if env["gpu"] else ""
-    w(f"onnxruntime {env['onnxruntime']}  cpu: {env['cpu'] or '?'}{gpu}")
-    inp = rep["inputs"]
-    dims = ", ".join(f"{k}={v}" for k, v in inp["dims"].items()) or "none"
-    seed = f" (seed {inp['seed']})" if inp["seed"] is not None else ""
-    w(f"inputs: {inp['source']}{seed}; dims {dims}")
-    for f in inp["feeds"]:
+    w = _writer(out or sys.stdout)
+    env = rep.environment
+    gpu = f"  gpu: {env.gpu}" if env.gpu else ""
+    w(f"onnxruntime {env.onnxruntime}  cpu: {env.cpu or '?'}{gpu}")
+    inp = rep.inputs
+    dims = ", ".join(f"{k}={v}" for k, v in inp.dims.items()) or "none"
+    seed = f" (seed {inp.seed})" if inp.seed is not None else ""
+    w(f"inputs: {inp.source}{seed}; dims {dims}")
+    for f in inp.feeds:
         rng = f" in [{f['min']}, {f['max']}]" if "min" in f else ""
         w(f"  {f['name']}: {f['dtype']} {f['shape']}{rng}")
-    for m in rep["models"]:
+    for m in rep.models:
+        _print_model(m, w)
+    _print_machine(rep, w)
+    if rep.comparison is not None:
+        _print_comparison(rep.comparison, w)
+    for f in rep.extra.get("ort_fusions") or []:
         w()
-        prov = m["provider"]
-        w(f"[{m['role']}] {m['path'] or '(in memory)'}")
-        own = " (optimizations off: the model's own nodes)" if m["ort_opt_level"] == "disabled" else ""
-        w(f"  provider {prov['provider']} ({prov['reason']}); latency at ort optimization"
-          f" {m.get('latency_ort_opt', m['ort_opt_level'])}, per-node times at {m['ort_opt_level']}{own}")
-        lat = m["latency_ms"]
-        w(f"  latency  p50 {lat['p50']:.3f} ms  p90 {lat['p90']:.3f} ms  mean {lat['mean']:.3f} ms"
-          f"  ({m['runs']} runs, {m['warmup']} warm-up, no profiling)")
-        w(f"  profiled run {_us(m['run_us']['mean'])}, node times sum {_us(m['node_sum_us']['mean'])}"
-          f"  ({m.get('profiled_runs', m['runs'])} profiled runs)")
-        place = m.get("placement")
-        if place:
-            w("  placement: " + ", ".join(
-                f"{p.replace('ExecutionProvider', '')} {r['nodes']} nodes {r['share']:.0%} of node time"
-                for p, r in place["providers"].items()) + f"; Memcpy nodes {len(place['memcpy_nodes'])}")
-        sources = sorted({n["time_source"] for n in m["nodes"]})
-        if "host-side" in sources:
-            w("  note: the node times below are host-side (onnxruntime's CUDA EP events time launches);"
-              " device times are in the 'device time' lines")
-        for text in device_lines(m):
-            w(f"  {text}")
-        ops = [[o["op_type"], o["provider"].replace("ExecutionProvider", ""), str(o["nodes"]),
-                _us(o["mean_us"]), _us(o["p50_us"]), _us(o["p90_us"]), f"{share * 100:.1f}%",
-                _us(o.get("overhead_us"))]
-               for o, share in by_median(m["op_types"])[:TOP]]
-        head = ["op type", "provider", "nodes", "mean", "p50", "p90", "share", "overhead"]
-        for row in table_lines(ops, "llrrrrrr", head):
-            w(row)
-        w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
-        top = [[spread_text(n, _us), f"{share * 100:.1f}%", n["op_type"], n["name"]]
-               for n, share in by_median(m["nodes"])[:5]]
-        for row in table_lines(top, "rr", indent="    "):
-            w(row)
-        for text in roofline_lines(m):
-            w(f"  {text}")
-    ovh = rep.get("profiler_overhead")
+        w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"
+          f" {f['nodes_before']} -> {f['nodes_after']} nodes"
+          f" ({f['constants_to_initializers']} Constant nodes became initializers)")
+        w("  added:   " + (", ".join(f"{k} +{v}" for k, v in f["added"].items()) or "none"))
+        w("  removed: " + (", ".join(f"{k} -{v}" for k, v in f["removed"].items()) or "none"))
+
+
+def _writer(out: TextIO) -> Callable[..., None]:
+    return lambda s="": print(s, file=out)
+
+
+def _print_model(m: ModelProfile, w: Callable[..., None]) -> None:
+    """One model's block: where it ran, its latency, op types, top nodes and roofline."""
+    from fuseview.stats import by_median
+    from fuseview.texttable import table_lines
+
+    w()
+    prov = m.provider
+    w(f"[{m.role}] {m.path or '(in memory)'}")
+    own = " (optimizations off: the model's own nodes)" if m.ort_opt_level == "disabled" else ""
+    w(f"  provider {prov['provider']} ({prov['reason']}); latency at ort optimization"
+      f" {m.extra.get('latency_ort_opt', m.ort_opt_level)}, per-node times at {m.ort_opt_level}{own}")
+    lat = m.latency_ms
+    w(f"  latency  p50 {lat.p50:.3f} ms  p90 {lat.p90:.3f} ms  mean {lat.mean:.3f} ms"
+      f"  ({m.runs} runs, {m.warmup} warm-up, no profiling)")
+    w(f"  profiled run {_us(m.run_us.mean)}, node times sum {_us(m.node_sum_us.mean)}"
+      f"  ({m.extra.get('profiled_runs', m.runs)} profiled runs)")
+    place = m.placement
+    if place:
+        w("  placement: " + ", ".join(
+            f"{p.replace('ExecutionProvider', '')} {r['nodes']} nodes {r['share']:.0%} of node time"
+            for p, r in place["providers"].items()) + f"; Memcpy nodes {len(place['memcpy_nodes'])}")
+    if "host-side" in {n.time_source for n in m.nodes}:
+        w("  note: the node times below are host-side (onnxruntime's CUDA EP events time launches);"
+          " device times are in the 'device time' lines")
+    for text in device_lines(m):
+        w(f"  {text}")
+    ops = [[o.op_type, o.provider.replace("ExecutionProvider", ""), str(o.nodes), _us(o.mean_us),
+            _us(o.p50_us), _us(o.p90_us), f"{share * 100:.1f}%", _us(o.extra.get("overhead_us"))]
+           for o, share in by_median(m.op_types, lambda o: o.p50_us)[:TOP]]
+    head = ["op type", "provider", "nodes", "mean", "p50", "p90", "share", "overhead"]
+    for row in table_lines(ops, "llrrrrrr", head):
+        w(row)
+    w("  top nodes (median per run, p90 for the spread; ranked and shared by the median):")
+    top = [[f"{_us(n.p50_us)} (p90 {_us(n.p90_us)})", f"{share * 100:.1f}%", n.op_type, n.name]
+           for n, share in by_median(m.nodes, lambda n: n.p50_us)[:5]]
+    for row in table_lines(top, "rr", indent="    "):
+        w(row)
+    for text in roofline_lines(m):
+        w(f"  {text}")
+
+
+def _print_machine(rep: ProfileReport, w: Callable[..., None]) -> None:
+    """The profiler's overhead, the machine's roofs, the two latencies and the verdict."""
+    ovh = rep.extra.get("profiler_overhead")
     if ovh:
         w()
         w(f"profiler overhead: {ovh['per_event_us']:.1f} us of wall time per node event; a node doing nothing"
           f" reads {ovh['node_floor_us']:.1f} us ('overhead' column: that times the nodes; {ovh['method']})")
-    roofs = [m["roofline"] for m in rep["models"] if m.get("roofline")]
+    roofs = [m.roofline for m in rep.models if m.roofline]
     if roofs:
         mach = roofs[0]["machine"]
         w()
@@ -185,60 +209,58 @@ def print_report(rep: dict, out=None) -> None:
     if len(roofs) == 2:
         w(f"non-GEMM share of the node time: model {roofs[0]['non_gemm_share']:.1%},"
           f" against {roofs[1]['non_gemm_share']:.1%}")
-    if len(rep["models"]) == 2:
-        a, b = (m["latency_ms"]["p50"] for m in rep["models"])
+    if len(rep.models) == 2:
+        a, b = (m.latency_ms.p50 for m in rep.models)
         w()
         w(f"latency p50: model {a:.3f} ms, against {b:.3f} ms")
-        flag = (rep.get("comparison") or {}).get("placement_flag")
-        if flag:
-            w(flag)
-        line = verdict_line(rep)
+        cmp = rep.comparison
+        if cmp is not None and cmp.placement_flag:
+            w(cmp.placement_flag)
+        line = rep.verdict_line()
         if line:
             w(line)
-            warning = rep["comparison"]["latency"]["noise"]["warning"]
+            warning = cmp.latency.noise["warning"] if cmp is not None and cmp.latency is not None else None
             if warning:
                 w(f"  note: {warning}")
-    cmp = rep.get("comparison")
-    if cmp:
-        w()
-        on_cuda = (cmp.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
-        tf32 = "float32, TF32 off, " if on_cuda else ""
-        result = "PASS" if cmp["passed"] else "FAIL"
-        w(f"outputs ({tf32}atol {cmp['atol']:g}, rtol {cmp['rtol']:g}): {result}")
-        outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
-                 "pass" if d["passed"] else "FAIL"] for name, d in cmp["outputs"].items()]
-        head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
-        for row in table_lines(outs, "lrrrr", head):
-            w(row)
-        if cmp.get("deployment"):
-            from fuseview.runtime.deployment import deployment_lines
 
-            for text in deployment_lines(cmp["deployment"]):
-                w(text)
-        if cmp["fusions"]:
-            w(f"fusions ({len(cmp['fusions'])}):")
-            w("  times: sums of per-node medians (p50) over the profiled runs")
-            w("  'not measurable': the difference is within the runs' spread or the profiler's node floor")
-            rows = []
-            for f in cmp["fusions"]:
-                t = f.get("time") or {}
-                errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
-                res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
-                sp = t.get("speedup_p50")
-                sp_text = "-" if not sp else (f"{sp:.2f}x" if t.get("measurable", True) else "not measurable")
-                orig = f"{_us(t.get('original_p50_us'))}" + (f" ({t['original_nodes']})" if t else "")
-                rows.append([f["rule"] or "-", "+".join(f["op_types"]), _us(t.get("fused_p50_us")), orig,
-                             sp_text, _g(max(errs) if errs else None), res, f["node"]])
-            head = ["rule", "fused ops", "fused", "original (nodes)", "speedup", "max abs", "result", "node"]
-            for row in table_lines(rows, "llrrrr", head):
-                w(row)
-    for f in rep.get("ort_fusions") or []:
-        w()
-        w(f"onnxruntime's own fusions [{f['role']}] at {f['opt_level']} on {f['provider']['provider']}:"
-          f" {f['nodes_before']} -> {f['nodes_after']} nodes"
-          f" ({f['constants_to_initializers']} Constant nodes became initializers)")
-        w("  added:   " + (", ".join(f"{k} +{v}" for k, v in f["added"].items()) or "none"))
-        w("  removed: " + (", ".join(f"{k} -{v}" for k, v in f["removed"].items()) or "none"))
+
+def _print_comparison(cmp: CompareReport, w: Callable[..., None]) -> None:
+    """The outputs' differences and each fusion's time and error."""
+    from fuseview.texttable import table_lines
+
+    w()
+    on_cuda = (cmp.extra.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
+    tf32 = "float32, TF32 off, " if on_cuda else ""
+    result = "PASS" if cmp.passed else "FAIL"
+    w(f"outputs ({tf32}atol {cmp.extra['atol']:g}, rtol {cmp.extra['rtol']:g}): {result}")
+    outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
+             "pass" if d["passed"] else "FAIL"] for name, d in cmp.outputs.items()]
+    head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
+    for row in table_lines(outs, "lrrrr", head):
+        w(row)
+    if cmp.extra.get("deployment"):
+        from fuseview.runtime.deployment import deployment_lines
+
+        for text in deployment_lines(cmp.extra["deployment"]):
+            w(text)
+    if not cmp.fusions:
+        return
+    w(f"fusions ({len(cmp.fusions)}):")
+    w("  times: sums of per-node medians (p50) over the profiled runs")
+    w("  'not measurable': the difference is within the runs' spread or the profiler's node floor")
+    rows = []
+    for f in cmp.fusions:
+        t = f.get("time") or {}
+        errs = [e["max_abs"] for e in f["errors"].values() if e["max_abs"] is not None]
+        res = "-" if f["passed"] is None else ("pass" if f["passed"] else "FAIL")
+        sp = t.get("speedup_p50")
+        sp_text = "-" if not sp else (f"{sp:.2f}x" if t.get("measurable", True) else "not measurable")
+        orig = f"{_us(t.get('original_p50_us'))}" + (f" ({t['original_nodes']})" if t else "")
+        rows.append([f["rule"] or "-", "+".join(f["op_types"]), _us(t.get("fused_p50_us")), orig,
+                     sp_text, _g(max(errs) if errs else None), res, f["node"]])
+    head = ["rule", "fused ops", "fused", "original (nodes)", "speedup", "max abs", "result", "node"]
+    for row in table_lines(rows, "llrrrr", head):
+        w(row)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -274,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     if to_stdout:
         print(report.text())
     else:
-        print_report(report.to_json())
+        print_report(report)
     if args.json and not to_stdout:
         path = report.save(args.json)
         print(f"\nreport written to {path}")

@@ -46,7 +46,7 @@ def parse_dims_sets(values: list[str]) -> list[dict[str, int]]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep, print the summary table; exit 2 when an item failed (the others are written)."""
-    from fuseview.targets.sweep import SUMMARY_JSON, sweep
+    from fuseview.workflows.sweep import SUMMARY_JSON, sweep
 
     t0 = time.monotonic()
 

@@ -99,14 +99,12 @@ def _print_events(rep: TraceReport, top: int, python: bool, w) -> None:
     from fuseview.traces.display import is_python, shown_events, shown_name
 
     traces = rep.traces
-    # the events as the report holds them: an old report marks no Python frame, display tells by the name
-    events = [[e.to_json() for e in t.events] for t in traces]
     rows: dict[str, list] = {}
     for i, t in enumerate(traces):
         steps = max(t.steps, 1)
-        for e in shown_events(events[i], python):
-            r = rows.setdefault(e["name"], [e["category"]] + [None] * (2 * len(traces)))
-            r[1 + i], r[1 + len(traces) + i] = e["self_us"] / steps, e["count"] / steps
+        for e in shown_events(t.events, python):  # an old report marks no Python frame: told by the name
+            r = rows.setdefault(e.name, [e.category] + [None] * (2 * len(traces)))
+            r[1 + i], r[1 + len(traces) + i] = e.self_us / steps, e.count / steps
     order = sorted(rows, key=lambda n: -max(v or 0.0 for v in rows[n][1:1 + len(traces)]))
     w()
     if len(traces) == 1:
@@ -121,7 +119,7 @@ def _print_events(rep: TraceReport, top: int, python: bool, w) -> None:
             cat, x, y, cb, ca = rows[name]
             w(f"  {_clip(shown_name(name), 63):<64}{cat:<17}{_us(x):>11}{_us(y):>11}"
               f"{f'{cb or 0:g}/{ca or 0:g}':>12}")
-    if not python and any(is_python(e) for es in events for e in es):
+    if not python and any(is_python(e) for t in traces for e in t.events):
         w("  (Python-function events hidden: they nest, so their times overlap; --python lists them)")
 
 

@@ -205,7 +205,7 @@ class GraphIndex:
 
     def _propagate(self, mg: onnx.GraphProto) -> None:
         """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
-        from fuseview.graph.shapes import propagate
+        from fuseview.graph.shapes import constant_seeds, propagate
 
         known = {
             k: v[0]
@@ -213,23 +213,8 @@ class GraphIndex:
             if v[0] is not None and all(isinstance(d, int) for d in v[0])
         }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
-        small: dict[str, np.ndarray] = {}
-        for t in mg.initializer:
-            inputs[t.name] = list(t.dims)
-            if _small_int(t):
-                _read_into(small, t.name, t)
-        for n in mg.node:  # Constant nodes: propagate skips them, so their values go in as constants
-            if n.op_type == "Constant" and n.output and n.attribute:
-                a = n.attribute[0]
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    inputs[n.output[0]] = list(a.t.dims)
-                    if _small_int(a.t):
-                        _read_into(small, n.output[0], a.t)
-                elif a.name in ("value_int", "value_ints", "value_float", "value_floats"):
-                    value = np.array(onnx.helper.get_attribute_value(a))
-                    inputs[n.output[0]] = list(value.shape)
-                    if a.name.startswith("value_int"):
-                        small[n.output[0]] = value.astype(np.int64)
+        seeded, small = constant_seeds(mg)
+        inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known)
         for name, s in shapes.items():
             old = self._shapes.get(name)
@@ -292,16 +277,3 @@ def _declared_bytes(t: onnx.TensorProto) -> int:
     except Exception:  # noqa: BLE001 - an unknown type: count one byte per element
         size = 1
     return n * size
-
-
-def _small_int(t: onnx.TensorProto) -> bool:
-    """An inline integer constant short enough to be shape arithmetic."""
-    return (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(np.prod(t.dims)) <= 64
-            and t.data_location != onnx.TensorProto.EXTERNAL)
-
-
-def _read_into(values: dict[str, np.ndarray], name: str, t: onnx.TensorProto) -> None:
-    try:
-        values[name] = numpy_helper.to_array(t)
-    except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
-        pass

@@ -8,7 +8,7 @@ same tolerances, so the same inputs give the same figures in the CLI and in the 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,9 +21,9 @@ from fuseview.fusion.scan import ScanResult, load_model, scan_model
 from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
 from fuseview.graph.lazy_weights import has_disk_weights, materialized
 from fuseview.naming import unique_node_names
+from fuseview.progress import Progress, steps_of
 
 # progress(stage, fraction of the whole pipeline)
-Progress = Callable[[str, float], None]
 
 # The output check's (atol, rtol) per float type of the model checked. float16 rounds every value to 2^-11
 # of itself: a fused kernel rounding its intermediates elsewhere (or keeping them in float32) moves the
@@ -221,7 +221,7 @@ def _validated(model: onnx.ModelProto, result: ApplyResult, options: FuseOptions
     def check(a: onnx.ModelProto, b: onnx.ModelProto, reference_only: bool, step: float) -> Validation:
         return validate(a, b, reference_only, options.dims, seed=options.seed, seeds=options.seeds,
                         inputs=options.inputs, atol=atol, rtol=rtol, base_dir=base_dir,
-                        progress=lambda done, total: report("validating", step + 0.15 * done / total))
+                        progress=steps_of(report, "", step, 0.15))
 
     try:
         validation = check(model, result.model, bool(result.reference_only_ops), 0.4)

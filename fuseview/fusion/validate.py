@@ -19,11 +19,12 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL  # noqa: F401 - re-exported
-from fuseview.dims import decode_step, resolve_dims
+from fuseview.dims import RunDims, decode_step, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.reference_ops import REFERENCE_OPS
 from fuseview.graph.lazy_weights import materialized, weight_bytes
-from fuseview.runtime.compare import tensor_diff
+from fuseview.progress import StepProgress
+from fuseview.runtime.compare import tensor_diffs
 from fuseview.runtime.inputs import describe_feeds, dims_of_feeds, load_feeds, make_feeds
 
 # an original output at least this big waits on disk for the fused model's (see _spilled)
@@ -196,16 +197,9 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray], reference: b
     return model_runner(model, reference)(feeds)
 
 
-def compare_outputs(
-    names: list[str], a: list[np.ndarray], b: list[np.ndarray], atol: float = ATOL, rtol: float = RTOL
-) -> dict[str, dict]:
-    """tensor_diff of each output (b against the reference a)."""
-    return {name: tensor_diff(x, y, atol, rtol) for name, x, y in zip(names, a, b, strict=True)}
-
-
 def input_sets(
     model: onnx.ModelProto,
-    dims: dict[str, int] | None = None,
+    dims: dict[str, int] | RunDims | None = None,
     seeds: int = DEFAULT_SEEDS,
     inputs: str | None = None,
     first_seed: int = 0,
@@ -235,13 +229,13 @@ def validate(
     original: onnx.ModelProto,
     fused: onnx.ModelProto,
     reference_only: bool,
-    dims: dict[str, int] | None = None,
+    dims: dict[str, int] | RunDims | None = None,
     seed: int = 0,
     seeds: int = DEFAULT_SEEDS,
     inputs: str | None = None,
     atol: float = ATOL,
     rtol: float = RTOL,
-    progress=None,
+    progress: StepProgress | None = None,
     original_outputs: dict[str, list[np.ndarray]] | None = None,
     base_dir: str | os.PathLike | None = None,
     deadline: float | None = None,
@@ -255,12 +249,15 @@ def validate(
 
     A KV-cache decoder that does not run on the default number of new tokens (an export traced at one new
     token, as a decode step is, may run only there) is validated at one new token, with a note saying so.
-    With a deadline (time.monotonic()), a run past it stops and ValidationOverBudget is raised."""
+    With a deadline (time.monotonic()), a run past it stops and ValidationOverBudget is raised. Dims given as
+    a RunDims were resolved once by the caller (its decode step decided): they are used as they are."""
     args = (atol, rtol, progress, original_outputs, base_dir, deadline)
     try:
         return _validate_at(original, fused, reference_only, dims, seed, seeds, inputs, *args)
     except OriginalFails:
-        decode = None if inputs else decode_step(original, dims)
+        if inputs or isinstance(dims, RunDims):
+            raise
+        decode = decode_step(original, dims)
         if decode is None:
             raise
     try:
@@ -275,11 +272,12 @@ def validate(
 
 
 def _validate_at(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only: bool,
-                 dims: dict[str, int] | None, seed: int, seeds: int, inputs: str | None, atol: float,
-                 rtol: float, progress, original_outputs: dict | None, base_dir,
+                 dims: dict[str, int] | RunDims | None, seed: int, seeds: int, inputs: str | None,
+                 atol: float, rtol: float, progress, original_outputs: dict | None, base_dir,
                  deadline: float | None = None) -> Validation:
     sets = input_sets(original, dims, seeds, inputs, first_seed=seed)
-    used = dims_of_feeds(original, sets[0][2]) if inputs else resolve_dims(original, dims)
+    used = (dims_of_feeds(original, sets[0][2]) if inputs else
+            dims.values if isinstance(dims, RunDims) else resolve_dims(original, dims))
     engine_key = "reference" if reference_only else "onnxruntime"
     at = ",".join(f"{k}={n}" for k, n in sorted(used.items()))
     keys = [f"{label}|{engine_key}|{at}" for label, _s, _f in sets]
@@ -328,7 +326,7 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
                     cached = _spilled(cached, spill, len(expected))
             expected.append(cached)
             if progress:
-                progress(len(expected), 2 * len(sets))
+                progress("validating", len(expected), 2 * len(sets))
     except ValidationOverBudget:
         raise
     except Exception as exc:  # noqa: BLE001 - any engine error on these inputs is the user's to act on
@@ -349,11 +347,11 @@ def _validate(original: onnx.ModelProto, fused: onnx.ModelProto, reference_only:
         for k, (label, s, feeds) in enumerate(sets):
             b = run(feeds)
             runs.append(InputSet(label, s, describe_feeds(feeds),
-                                 compare_outputs(names, expected[k], b, atol, rtol)))
+                                 tensor_diffs(names, expected[k], b, atol, rtol)))
             if spill is not None:
                 expected[k] = []  # unmap what was compared
             if progress:
-                progress(len(sets) + len(runs), 2 * len(sets))
+                progress("validating", len(sets) + len(runs), 2 * len(sets))
     except ValidationOverBudget:
         raise
     except Exception as exc:  # noqa: BLE001

@@ -10,12 +10,9 @@ No weights are read: initializers give their dims, Constant nodes their small in
 
 from __future__ import annotations
 
-import math
 import re
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from fuseview.graph.document import Dim
 
@@ -23,41 +20,12 @@ _UNK = re.compile(r"unk__\d+")
 # values the symbolic dims take in the two runs: distinct primes, unlike the model's own sizes
 _RUN_A = (7, 11, 13, 17, 19, 23, 29, 31)
 _RUN_B = (37, 41, 43, 47, 53, 59, 61, 67)
-_MAX_VALUE = 64  # Constant values read (as shapes.py tracks them): small integer tensors only
 
 Types = dict[str, tuple[str | None, tuple[Dim, ...] | None]]
 
 
 def _unknown(shape: tuple[Dim, ...] | None) -> bool:
     return shape is None or any(d is None or (isinstance(d, str) and _UNK.fullmatch(d)) for d in shape)
-
-
-def _small_ints(t: onnx.TensorProto) -> bool:
-    ints = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-    return t.data_type in ints and math.prod(t.dims) <= _MAX_VALUE and not t.external_data
-
-
-def _constants(g: onnx.GraphProto) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
-    shapes: dict[str, list[int]] = {t.name: list(t.dims) for t in g.initializer}
-    values: dict[str, np.ndarray] = {}
-    for t in g.initializer:
-        if _small_ints(t):
-            values[t.name] = numpy_helper.to_array(t)
-    for n in g.node:
-        if n.op_type != "Constant" or not n.output:
-            continue
-        for a in n.attribute:
-            if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                shapes[n.output[0]] = list(a.t.dims)
-                if _small_ints(a.t):
-                    values[n.output[0]] = numpy_helper.to_array(a.t)
-            elif a.name == "value_ints":
-                values[n.output[0]] = np.array(list(a.ints), dtype=np.int64)
-                shapes[n.output[0]] = [len(a.ints)]
-            elif a.name == "value_int":
-                values[n.output[0]] = np.array(a.i, dtype=np.int64)
-                shapes[n.output[0]] = []
-    return shapes, values
 
 
 def _name(a: int, b: int, va: dict[str, int], vb: dict[str, int]) -> Dim:
@@ -79,7 +47,7 @@ def _name(a: int, b: int, va: dict[str, int], vb: dict[str, int]) -> Dim:
 
 def name_dims(g: onnx.GraphProto, types: Types) -> int:
     """Fill in `types` (name -> (dtype, shape)) where onnx left a shape unknown; returns how many changed."""
-    from fuseview.graph.shapes import propagate
+    from fuseview.graph.shapes import constant_seeds, propagate
 
     inputs = [vi.name for vi in g.input]
     symbols: list[str] = []
@@ -90,7 +58,7 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
     outputs = [o for n in g.node for o in n.output if o]
     if len(symbols) > len(_RUN_A) or not any(_unknown(types.get(o, (None, None))[1]) for o in outputs):
         return 0
-    const_shapes, values = _constants(g)
+    const_shapes, values = constant_seeds(g)
     known: dict[str, list[int]] = {}
     for k, (_, s) in types.items():
         if (numbers := _concrete(s, {})) is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import onnx
@@ -19,10 +19,9 @@ from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily
 from fuseview.graph.scopes import node_scope
 from fuseview.graph.wire import decode_error_text
 from fuseview.naming import unique_node_names
+from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
-
-Progress = Callable[[str, float], None]
 
 
 def load_document(path: str | os.PathLike, progress: Progress | None = None) -> ModelDocument:

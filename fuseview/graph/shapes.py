@@ -446,6 +446,41 @@ def _eval_binary(op: str, vs: list[np.ndarray]) -> np.ndarray | None:
     return None
 
 
+def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
+    """The one seeding of propagate (the graph index's, the roofline's, the dim names'): the shapes of the
+    graph's initializers and Constant outputs, and the values of those short enough to be shape arithmetic
+    (integers of at most _MAX_VALUE elements whose data the proto holds)."""
+    from onnx import numpy_helper
+
+    shapes: dict[str, Shape] = {}
+    values: dict[str, np.ndarray] = {}
+
+    def read(name: str, t: onnx.TensorProto) -> None:
+        shapes[name] = list(t.dims)
+        small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(
+            np.prod(t.dims)) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
+        try:
+            if small:
+                values[name] = numpy_helper.to_array(t)
+        except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
+            pass
+
+    for t in graph.initializer:
+        read(t.name, t)
+    for n in graph.node:  # Constant nodes: propagate skips them, so their values go in as constants
+        if n.op_type != "Constant" or not n.output or not n.attribute:
+            continue
+        a = n.attribute[0]
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            read(n.output[0], a.t)
+        elif a.name in ("value_int", "value_ints", "value_float", "value_floats"):
+            value = np.array(onnx.helper.get_attribute_value(a))
+            shapes[n.output[0]] = list(value.shape)
+            if a.name.startswith("value_int"):
+                values[n.output[0]] = value.astype(np.int64)
+    return shapes, values
+
+
 def propagate(
     graph: onnx.GraphProto,
     input_shapes: dict[str, Shape],

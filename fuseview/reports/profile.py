@@ -284,6 +284,12 @@ class ProfileReport:
 
         return profile_schema.report_text(self.to_json())
 
+    def verdict_line(self) -> str | None:
+        """The one verdict line of the comparison, with speed-up and interval (None without a latency)."""
+        from fuseview.runtime import report as profile_schema
+
+        return profile_schema.verdict_line(self.to_json())
+
     @property
     def passed(self) -> bool:
         """False when a comparison found outputs beyond tolerance (the CLI then exits 3)."""

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, interleaved_latency, run_error
+from fuseview.progress import StepProgress
+from fuseview.runtime.profiling import Cancel, check_cancel, interleaved_latency, run_error
 from fuseview.runtime.sessions import ModelSource, create_session, release_freed_memory
 from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, compare_timings
 
@@ -22,6 +23,8 @@ from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, comp
 # sessions). Measured: 6 sessions of the 380 MB Llama export, 1.9 GB; tune's final check of the 622 MB
 # GPT-2 (4 models x 3 sessions), 10 GB. Above this share of the memory available, fewer sessions per
 # model are made (at least one), and the caller is told.
+Timed = tuple[list[np.ndarray], list[dict]]  # one (sessions x rounds) array per model, providers
+TimeModels = Callable[..., Timed]  # time_models's signature: this process's, or a target's (tune's timer)
 MEMORY_SHARE = 0.25
 # Each look at a sequential A/B's interval is one more chance for an A/A to exclude 1 by luck; at 99 % a
 # look, five looks miss about as often as one at 95 % (Bonferroni).
@@ -83,7 +86,7 @@ def time_models(
     runs: int = 20,
     warmup: int = 3,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
     base_dir: str | os.PathLike | None = None,
     deadline: float | None = None,
@@ -124,7 +127,8 @@ def time_models(
 
 
 def _rounds_until(flat: list, feeds: dict[str, np.ndarray], rounds: int, warmup: int,
-                  progress: Progress | None, cancel: Cancel, seed: int, deadline: float) -> list[list[float]]:
+                  progress: StepProgress | None, cancel: Cancel, seed: int, deadline: float
+                  ) -> list[list[float]]:
     """interleaved_latency one round at a time, no round started past the deadline (2 rounds at least)."""
     times = interleaved_latency(flat, feeds, 1, warmup, None, cancel, seed)
     for i in range(1, rounds):
@@ -161,7 +165,7 @@ def measure_until_decided(
     sessions: int = 3, runs: int = 30, warmup: int = 3, threshold: float = DEFAULT_THRESHOLD,
     max_batches: int | None = None, min_batches: int = 1, seed: int = 0, cancel: Cancel = None,
     base_dir: str | os.PathLike | None = None, on_batch=None, level: float = SEQUENTIAL_LEVEL,
-    timer: Callable[..., tuple[list[np.ndarray], list[dict]]] | None = None,
+    timer: TimeModels | None = None,
 ) -> Sequential:
     """Sequential A/B: batches of fresh interleaved sessions (`runs` runs a model each) until every pair's
     interval decides (stats.verdict is not "cannot tell") or the budget (or max_batches) ends.

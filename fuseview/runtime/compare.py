@@ -7,10 +7,12 @@ import math
 import numpy as np
 import onnx
 
+from fuseview.defaults import ATOL, RTOL
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
+from fuseview.progress import StepProgress
 from fuseview.runtime.inputs import input_specs
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel, fusion_groups, load_model_graph
+from fuseview.runtime.profiling import Cancel, check_cancel, fusion_groups, load_model_graph
 from fuseview.runtime.sessions import ModelSource, create_session
 
 # |diff| histogram bins: one per decade from 1e-12 to 1e2; values outside go to the end bins, zeros apart.
@@ -106,6 +108,12 @@ class _DiffSums:
         self.counts += np.asarray(h["counts"], np.int64)
 
 
+def tensor_diffs(names: list[str], ref: list[np.ndarray], got: list[np.ndarray], atol: float = ATOL,
+                 rtol: float = RTOL) -> dict[str, dict]:
+    """tensor_diff of each named output (got against the reference ref)."""
+    return {name: tensor_diff(x, y, atol, rtol) for name, x, y in zip(names, ref, got, strict=True)}
+
+
 def _signature(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
     return [s.name for s in input_specs(model)], [o.name for o in model.graph.output]
 
@@ -173,7 +181,7 @@ def compare_outputs(
     opt_level: str = "disabled",
     atol: float = 1e-4,
     rtol: float = 1e-3,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
 ) -> dict:
     """Errors of the fused model against the original: per output, and per fusion at its output tensors."""
@@ -205,7 +213,7 @@ def compare_outputs(
         if progress:
             progress("compare", i + 1, 2)
     ref, got = results
-    per_output = {o: tensor_diff(ref[o], got[o], atol, rtol) for o in outputs}
+    per_output = tensor_diffs(outputs, [ref[o] for o in outputs], [got[o] for o in outputs], atol, rtol)
     for f in fused_nodes:
         f["errors"] = {t: tensor_diff(ref[t], got[t], atol, rtol) for t in f["compared"]}
         f["passed"] = all(e["passed"] for e in f["errors"].values()) if f["errors"] else None

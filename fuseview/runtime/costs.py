@@ -7,7 +7,6 @@ time is mostly in compute-bound nodes: there, removing traffic wins little.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fuseview.errors import FuseviewError
@@ -40,12 +39,6 @@ class MeasuredCost:
         if self.bound == "memory":
             return f"{head}; memory-bound: the traffic is what fusing removes"
         return head
-
-
-def profiled_nodes(report: dict, names: Iterable[str]) -> dict[str, dict]:
-    """Node name -> node record of the report's model that holds most of `names` (usually role "model")."""
-    m = _profiled_model(report, set(names))
-    return {n["name"]: n for n in m.get("nodes", [])}
 
 
 def _profiled_model(report: dict, wanted: set[str]) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from fuseview.dims import declared_dim, dim_key, resolve_dims
+from fuseview.dims import RunDims, declared_dim, dim_key, resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.graph.document import shape_text
 from fuseview.safe_io import check_npz
@@ -155,15 +155,16 @@ def is_scalar_like(spec: InputSpec) -> bool:
 
 def make_feeds(
     model: onnx.ModelProto,
-    dims: dict[str, int] | None = None,
+    dims: dict[str, int] | RunDims | None = None,
     seed: int = 0,
     max_bytes: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Reproducible inputs for the model's signature: ids bounded by their embedding table, masks all ones.
 
-    Float tensors are drawn from N(0, 1); one-element float inputs from SCALAR_FLOAT_RANGE.
+    Float tensors are drawn from N(0, 1); one-element float inputs from SCALAR_FLOAT_RANGE. Dims given as a
+    RunDims are used as resolved (dims.run_dims); others are resolved here.
     """
-    used = resolve_dims(model, dims)
+    used = dims.values if isinstance(dims, RunDims) else resolve_dims(model, dims)
     shapes = check_feed_size(model, used, max_bytes)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}

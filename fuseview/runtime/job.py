@@ -12,6 +12,7 @@ from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import resolve_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
+from fuseview.progress import StepProgress
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.deployment import deployment_check
@@ -20,7 +21,6 @@ from fuseview.runtime.machine import machine_roofline
 from fuseview.runtime.placement import moved_to_cpu, placement
 from fuseview.runtime.profiling import (
     Cancel,
-    Progress,
     calibrate_overhead,
     check_cancel,
     fusion_groups,
@@ -188,7 +188,7 @@ def _drop_node_runs(models: list[dict]) -> None:
         m.pop("node_runs_us", None)
 
 
-def run_profile(req: ProfileRequest, progress: Progress | None = None, cancel: Cancel = None) -> dict:
+def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cancel: Cancel = None) -> dict:
     """Profile the model (and the one to compare against) on identical feeds; returns the report dict.
 
     With a model to compare against, the plain runs of the two alternate (order shuffled per round) and

@@ -16,6 +16,7 @@ import onnx
 from fuseview.errors import Cancelled, FuseviewError
 from fuseview.graph.loader import check_structure
 from fuseview.naming import unique_node_names
+from fuseview.progress import StepProgress
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
 from fuseview.runtime.ir_version import clamp_ir
@@ -23,7 +24,6 @@ from fuseview.runtime.sessions import ModelSource, create_session
 from fuseview.stats import TIME_KEY, median_shares
 
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
-Progress = Callable[[str, int, int], None]
 Cancel = threading.Event | Callable[[], bool] | None
 
 
@@ -131,15 +131,15 @@ def fusion_groups(model: onnx.ModelProto) -> list[dict]:
 
 
 def measure_latency(
-    sess, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: Progress | None, cancel: Cancel
+    sess, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: StepProgress | None, cancel: Cancel
 ) -> list[float]:
     """Wall time of each of `runs` plain session.run calls (ms), after `warmup` untimed runs."""
     return interleaved_latency([sess], feeds, runs, warmup, progress, cancel)[0]
 
 
 def interleaved_latency(
-    sessions: list, feeds: dict[str, np.ndarray], runs: int, warmup: int, progress: Progress | None = None,
-    cancel: Cancel = None, seed: int = 0,
+    sessions: list, feeds: dict[str, np.ndarray], runs: int, warmup: int,
+    progress: StepProgress | None = None, cancel: Cancel = None, seed: int = 0,
 ) -> list[list[float]]:
     """Wall time (ms) of each plain run of every session, the sessions taking turns run by run.
 
@@ -187,7 +187,7 @@ def profile_trace(
     opt_level: str = "disabled",
     runs: int = 20,
     warmup: int = 3,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
     threads: int = 0,
     timings: dict | None = None,
@@ -317,7 +317,7 @@ def profile_model(
     opt_level: str = "disabled",
     runs: int = 20,
     warmup: int = 3,
-    progress: Progress | None = None,
+    progress: StepProgress | None = None,
     cancel: Cancel = None,
     threads: int = 0,
     label: str = "",
@@ -339,7 +339,7 @@ def profile_model(
         raise FuseviewError("--runs and --profile-runs must be >= 1 and --warmup >= 0")
     src = runnable(model)
 
-    def stage(name: str) -> Progress | None:
+    def stage(name: str) -> StepProgress | None:
         if progress is None:
             return None
         return lambda s, d, t: progress(f"{label}{s}" if label else s, d, t)
@@ -440,7 +440,3 @@ def calibrate_overhead(provider: str = "auto", threads: int = 0, runs: int = 40)
     _OVERHEAD_CACHE[key] = out
     return dict(out)
 
-
-def trace_file_events(path: str | os.PathLike) -> list[trace.TraceRun]:
-    """Runs of an existing onnxruntime profile file (for reading traces made elsewhere)."""
-    return trace.read_runs(path)[0]

@@ -368,10 +368,9 @@ def verdict_line(report: dict, model: str = "model", against: str = "against") -
     return f"verdict: {head}: {model}/{against} p50 {speedup_text(lat)}{level}"
 
 
-def device_summary(m: dict, role: str | None = None) -> str | None:
-    """One line on a CUDA model's device time (GPU busy per run, per-node device sum, unattributed share,
-    beside the host-side node sum), or why there is none; None for a model without the section."""
-    dev = m.get("device_time")
+def device_summary(dev: dict | None, host_node_sum_us: float, role: str | None = None) -> str | None:
+    """One line on a CUDA model's device time (its `device_time` section: GPU busy per run, per-node device
+    sum, unattributed share, beside the host-side node sum), or why there is none; None without it."""
     if not dev:
         return None
     head = f"{role}: " if role else ""
@@ -381,7 +380,7 @@ def device_summary(m: dict, role: str | None = None) -> str | None:
     share = f" ({dev['node_sum_us'] / busy:.0%} of busy)" if busy else ""
     return (f"{head}device time (GPU kernels, {dev['source']}, {dev['runs']} runs): busy {busy:.1f} us"
             f" per run, per-node device sum {dev['node_sum_us']:.1f} us{share}, unattributed"
-            f" {dev['unattributed_share']:.0%}; host-side node sum {m['node_sum_us']['mean']:.1f} us"
+            f" {dev['unattributed_share']:.0%}; host-side node sum {host_node_sum_us:.1f} us"
             " (the CUDA EP's node spans on the host: mostly launches)")
 
 

@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from fuseview.graph.inference import shared_inference, substitute
-from fuseview.graph.shapes import propagate
+from fuseview.graph.shapes import constant_seeds, propagate
 from fuseview.naming import unique_node_names
 
 Shape = list[int]
@@ -90,16 +89,13 @@ def tensor_shapes(model: onnx.ModelProto, dims: dict[str, int]) -> dict[str, tup
     g = inference.model.graph
     known = {k: v[0] for k, v in out.items()}
     inputs = {vi.name: known[vi.name] for vi in g.input if vi.name in known}
-    small: dict[str, np.ndarray] = {}
-    consts = [(t.name, t) for t in g.initializer] + [
-        (n.output[0], n.attribute[0].t) for n in g.node
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"]
-    for name, t in consts:  # the weightless copy keeps the values of small integer constants only
-        inputs[name] = list(t.dims)
-        elems.setdefault(name, t.data_type)
-        if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and (
-                t.raw_data or t.int64_data or t.int32_data):
-            small[name] = numpy_helper.to_array(t)
+    seeded, small = constant_seeds(g)  # the weightless copy keeps the values of small integer constants only
+    inputs.update(seeded)
+    for t in g.initializer:
+        elems.setdefault(t.name, t.data_type)
+    for n in g.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            elems.setdefault(n.output[0], n.attribute[0].t.data_type)
     for name, s in propagate(g, inputs, small, known).items():
         if name not in out and all(isinstance(x, int) for x in s):
             out[name] = (list(s), elems.get(name, 0))

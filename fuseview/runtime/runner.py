@@ -24,7 +24,8 @@ import numpy as np
 import onnx
 
 from fuseview.errors import TargetError
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel
+from fuseview.progress import StepProgress
+from fuseview.runtime.profiling import Cancel, check_cancel
 from fuseview.runtime.sessions import ModelSource
 
 
@@ -170,7 +171,7 @@ def output_digests(sources: Sequence[ModelSource], feeds: dict[str, np.ndarray],
     return out
 
 
-def measure(request: MeasureRequest, progress: Progress | None = None,
+def measure(request: MeasureRequest, progress: StepProgress | None = None,
             cancel: Cancel = None) -> MeasureResult:
     """Run the request in this process: interleaved multi-session timing (fuseview.runtime.ab)."""
     from fuseview.runtime.ab import time_models

@@ -21,7 +21,6 @@ from fuseview.errors import Cancelled
 from fuseview.session.events import EmitterGroup
 
 Dispatch = Callable[[Callable[[], None]], None]
-ProgressFn = Callable[[str, float], None]
 
 DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
 _ids = itertools.count(1)

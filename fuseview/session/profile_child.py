@@ -14,7 +14,8 @@ import time
 
 from fuseview.errors import FuseviewError
 from fuseview.reports import ProfileReport
-from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.job import ProfileRequest
+from fuseview.targets.local import LocalTarget
 
 MODULE = "fuseview.session.profile_child"
 
@@ -44,7 +45,8 @@ def main() -> int:
         if not isinstance(spec, dict) or not isinstance(spec.get("request"), dict) or "out" not in spec:
             raise FuseviewError("profile child: the input is not {out, request}")
         req = ProfileRequest.from_json(spec["request"])
-        ProfileReport.from_json(run_profile(req, progress)).save(spec["out"])
+        # stamped as `fuseview profile` stamps it: this machine's fingerprint, the local target
+        ProfileReport.from_json(LocalTarget().profile(req, progress)).save(spec["out"])
     except (FuseviewError, json.JSONDecodeError) as exc:
         _say(error=str(exc))
         return 2

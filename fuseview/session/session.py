@@ -457,12 +457,11 @@ class Session:
             self.events.profile_failed.emit(error=exc)
 
         def on_target(progress: Any) -> dict[str, Any]:
+            from fuseview.progress import steps_of
             from fuseview.targets import open_target
 
             where = open_target(target, request.provider)
-            report: dict[str, Any] = where.profile(
-                request, lambda stage, done, total: progress(stage, done / max(total, 1)),
-                lambda: progress.cancelled)
+            report: dict[str, Any] = where.profile(request, steps_of(progress), lambda: progress.cancelled)
             return report
 
         work = (lambda progress: profile_in_child(request, progress)) if target == "local" else on_target

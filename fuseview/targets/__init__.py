@@ -1,16 +1,17 @@
-"""Where measurements run: `local` (this process) or `ray:ADDRESS` (one node of a Ray cluster).
+"""Where measurements run: `local` (this process) or `ray:ADDRESS` (one node of a Ray cluster), each a
+fuseview.targets.base.Target.
 
 Ray is imported only when a Ray target is opened (fuseview.targets.ray_target), never by `import fuseview`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError
 
-Settings = TypeVar("Settings")
+if TYPE_CHECKING:
+    from fuseview.targets.base import Target
 
 TARGET_HELP = ("where the measurements run: local (this process, the default) or ray:ADDRESS, a Ray cluster"
                " as ray.init takes it (ray:auto, ray:HOST:PORT, ray:ray://HOST:PORT); needs fuseview[ray]")
@@ -47,22 +48,19 @@ def _check_address(address: str) -> None:
         raise FuseviewError(f"--target ray:{address}: the port must be a number from 1 to 65535")
 
 
-def open_target(spec: str | None, provider: str = "auto") -> Any:
-    """The target a --target value names, connected (a Ray cluster is reached here: TargetError if not)."""
+def open_target(spec: str | None, provider: str = "auto", budget_s: float | None = None) -> Target:
+    """The target a --target value names, connected (a Ray cluster is reached here: TargetError if not);
+    budget_s bounds one run there when its request gives none (None: no bound)."""
     kind, address = parse_target(spec)
+    target: Target
     if kind == "local":
-        from fuseview.runtime.local_target import LocalTarget
+        from fuseview.targets.local import LocalTarget
 
-        return LocalTarget()
-    from fuseview.targets.ray_target import RayTarget
+        target = LocalTarget()
+    else:
+        from fuseview.targets.ray_target import RayTarget
 
-    assert address is not None
-    return RayTarget.connect(address, provider)
-
-
-def with_target(settings: Settings, spec: str | None) -> Settings:
-    """Tune settings with the target `spec` names opened there, no single A/B over the settings' budget
-    (call off the UI thread: a cluster is reached here)."""
-    target = open_target(spec, getattr(settings, "provider", "auto"))
-    target.budget_s = getattr(settings, "budget_s", None)
-    return dataclasses.replace(settings, target=target)  # type: ignore[type-var]
+        assert address is not None
+        target = RayTarget.connect(address, provider)
+    target.budget_s = budget_s
+    return target

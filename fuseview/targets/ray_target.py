@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import socket
 import tempfile
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from fuseview.errors import Cancelled, FuseviewError, user_error_message
-from fuseview.runtime.local_target import LocalTarget
-from fuseview.runtime.profiling import Cancel, Progress, check_cancel
+from fuseview.progress import StepProgress
+from fuseview.runtime.job import ProfileRequest, run_profile
+from fuseview.runtime.profiling import Cancel, check_cancel
 from fuseview.runtime.runner import (
     MeasureRequest,
     MeasureResult,
@@ -32,6 +34,9 @@ from fuseview.runtime.runner import (
     pack_model,
     unpack_model,
 )
+from fuseview.targets.base import JSON, TuneItem, TuneOutcome, TuneWork
+from fuseview.targets.local import LocalTarget
+from fuseview.targets.stamp import stamp_profile, where
 from fuseview.textsafe import one_line
 
 PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
@@ -115,7 +120,7 @@ def _connect_once(address: str) -> Any:
     return ray
 
 
-def _pick_node(ray: Any, provider: str) -> tuple[dict, int]:
+def _pick_node(ray: Any, provider: str) -> tuple[JSON, int]:
     """(node, GPUs per task): the first alive node (by id) with a GPU for cuda (auto prefers one), else
     with a CPU."""
     nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
@@ -138,13 +143,13 @@ def _resolved(p: PackedModel) -> PackedModel:
     return PackedModel(p.graph, dict(zip(keys, values, strict=True)))
 
 
-def _node_facts() -> dict:
+def _node_facts() -> JSON:
     ray = _ray()
     return {**fingerprint(), "node_id": ray.get_runtime_context().get_node_id()}
 
 
 # ------------------------------------------------------------------ the functions that run on the node
-def _fingerprint_task() -> dict:
+def _fingerprint_task() -> JSON:
     return _node_facts()
 
 
@@ -155,9 +160,7 @@ def _measure_task(request: MeasureRequest) -> MeasureResult:
     return res
 
 
-def _profile_task(fields: dict, packs: list[PackedModel], inputs: bytes | None) -> dict:
-    from fuseview.runtime.job import ProfileRequest
-
+def _profile_task(fields: JSON, packs: list[PackedModel], inputs: bytes | None) -> JSON:
     with tempfile.TemporaryDirectory(prefix="fuseview-ray-") as tmp:
         protos = []
         for i, p in enumerate(packs):
@@ -169,24 +172,25 @@ def _profile_task(fields: dict, packs: list[PackedModel], inputs: bytes | None) 
             npz.write_bytes(inputs)
             fields = {**fields, "inputs_npz": str(npz)}
         req = ProfileRequest(model=protos[0], against=protos[1] if len(protos) > 1 else None, **fields)
-        report = LocalTarget().profile(req)
-    report["environment"].update(_node_facts())
-    return report
+        return {"report": run_profile(req), "facts": _node_facts()}  # stamped by the driver
 
 
-def _tune_task(pack: PackedModel, settings: dict, name: str) -> dict:
-    from fuseview.targets.sweep import tune_one
-
+def _tune_task(pack: PackedModel, settings: JSON, name: str, work: TuneWork) -> JSON:
     with tempfile.TemporaryDirectory(prefix="fuseview-ray-") as tmp:
         folder = Path(tmp) / "model"
         folder.mkdir()
         model = unpack_model(_resolved(pack), folder)
         out = Path(tmp) / "out"
         out.mkdir()
-        done = tune_one(model, settings, out, name)
+        done = work(model, settings, out, name)  # the one tune recipe (workflows.tune.tune_item), here too
         done["files"] = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
     done["environment"] = _node_facts()
     return done
+
+
+def task_deadline(per_item_s: float, items: int, slots: int) -> float:
+    """Seconds all items may take when `slots` run at once and each may take per_item_s."""
+    return per_item_s * math.ceil(items / max(1, slots))
 
 
 # ------------------------------------------------------------------ the driver's side
@@ -198,8 +202,9 @@ class RayTarget(LocalTarget):
     def __init__(self, address: str, node_id: str, hostname: str, gpus: int) -> None:
         self.address, self.node_id, self.hostname, self.gpus = address, node_id, hostname, gpus
         self.budget_s: float | None = None  # a bound on each task when the request gives none
-        self.facts: dict = {}
-        self._files: dict[tuple, Any] = {}  # (path, size, mtime) -> object ref of the file's bytes
+        self.facts: JSON = {}
+        # (path, size, mtime) -> object ref of the file's bytes
+        self._files: dict[tuple[str, int, int], Any] = {}
         self.tasks = 0  # measurement tasks run on the node
 
     @classmethod
@@ -219,16 +224,16 @@ class RayTarget(LocalTarget):
         target.hostname = target.facts.get("hostname") or target.hostname
         return target
 
-    def describe(self) -> dict:
+    def describe(self) -> JSON:
         """environment.target of the reports measured on this node."""
         return {"kind": "ray", "address": self.address, "node_id": self.node_id, "hostname": self.hostname}
 
-    def environment(self) -> dict:
+    def environment(self) -> JSON:
         """The node's fingerprint with the target."""
-        return {**self.facts, "target": self.describe()}
+        return where(self.facts, self.describe())
 
     # -------------------------------------------------------------- tasks
-    def _task(self, fn: Callable, cpus: float = 1) -> Any:
+    def _task(self, fn: Callable[..., Any], cpus: float = 1) -> Any:
         ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -279,13 +284,13 @@ class RayTarget(LocalTarget):
             self._files[key] = _ray().put(read_bytes(path, "model", "weights"))
         return self._files[key]
 
-    def ship(self, source: Any, base_dir: str | os.PathLike | None = None) -> PackedModel:
+    def ship(self, source: Any, base_dir: str | os.PathLike[str] | None = None) -> PackedModel:
         """The model packed for the node, its weight files in the object store (each put once)."""
         graph, files = pack_model(source, base_dir)
         return PackedModel(graph, {k: self._put(p) for k, p in files.items()})
 
     # -------------------------------------------------------------- the runner contract
-    def measure(self, request: MeasureRequest, progress: Progress | None = None,
+    def measure(self, request: MeasureRequest, progress: StepProgress | None = None,
                 cancel: Cancel = None) -> MeasureResult:
         """The request run on the node as one task (both models' sessions interleaved there)."""
         models = [m if isinstance(m, PackedModel) else self.ship(m, request.base_dir) for m in request.models]
@@ -294,12 +299,13 @@ class RayTarget(LocalTarget):
             progress(f"A/B on {self.hostname}", 0, 1)
         budget = request.budget_s if request.budget_s is not None else self.budget_s
         self.tasks += 1
-        res = self._wait(self._task(_measure_task).remote(shipped), budget, cancel, "an A/B")
+        res: MeasureResult = self._wait(self._task(_measure_task).remote(shipped), budget, cancel, "an A/B")
         if progress:
             progress(f"A/B on {self.hostname}", 1, 1)
         return res
 
-    def profile(self, request: Any, progress: Progress | None = None, cancel: Cancel = None) -> dict:
+    def profile(self, request: ProfileRequest, progress: StepProgress | None = None, cancel: Cancel = None
+                ) -> JSON:
         """run_profile on the node; the report's paths are this machine's, its environment the node's."""
         paths = [request.model, request.against]
         packs = [self.ship(m) for m in paths if m is not None]
@@ -312,8 +318,9 @@ class RayTarget(LocalTarget):
             inputs = read_bytes(request.inputs_npz, "inputs")
         if progress:
             progress(f"profile on {self.hostname}", 0, 1)
-        report = self._wait(self._task(_profile_task).remote(fields, packs, inputs), self.budget_s, cancel,
-                            "the profile")
+        task = self._task(_profile_task).remote(fields, packs, inputs)
+        done: JSON = self._wait(task, self.budget_s, cancel, "the profile")
+        report: JSON = done["report"]
         if progress:
             progress(f"profile on {self.hostname}", 1, 1)
         by_role = {"model": request.model, "against": request.against}
@@ -322,19 +329,17 @@ class RayTarget(LocalTarget):
             m["path"] = str(path) if isinstance(path, (str, os.PathLike)) else None
         if request.inputs_npz:
             report["inputs"]["source"] = str(request.inputs_npz)
-        report["environment"]["target"] = self.describe()
-        return report
+        return stamp_profile(report, where(done["facts"], self.describe()))
 
-    def tune_many(self, items: Sequence[tuple[str, str, dict]], per_item_s: float | None,
-                  cancel: Cancel = None) -> Iterator[tuple[str, Any]]:
+    def tune_many(self, items: Sequence[TuneItem], work: TuneWork, folder: Path, per_item_s: float | None,
+                  cancel: Cancel = None) -> Iterator[TuneOutcome]:
         """Tune every (name, model path, settings) as parallel tasks on any node with room; yields (name,
-        the task's result or its TargetError/FuseviewError) as they finish. per_item_s bounds each task,
-        counted as if as many ran at once as the cluster has CPUs (GPUs for CUDA)."""
-        from fuseview.targets.sweep import task_deadline
-
+        the task's result, its environment the node it ran on, or its TargetError/FuseviewError) as they
+        finish. per_item_s bounds each task, counted as if as many ran at once as the cluster has CPUs
+        (GPUs for CUDA). The models come back as "files" (folder is this machine's)."""
         ray = _ray()
         fn = ray.remote(_tune_task).options(num_cpus=1, num_gpus=self.gpus, max_retries=0)
-        pending = {fn.remote(self.ship(path), settings, name): name for name, path, settings in items}
+        pending = {fn.remote(self.ship(path), settings, name, work): name for name, path, settings in items}
         end = None
         if per_item_s is not None:
             slots = int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1))
@@ -357,6 +362,14 @@ class RayTarget(LocalTarget):
             ref = ready[0]
             name = pending.pop(ref)
             try:
-                yield name, self._result(ref, f"tuning {name}")
+                yield name, self._stamped(self._result(ref, f"tuning {name}"))
             except (TargetError, FuseviewError) as exc:
                 yield name, exc
+
+    def _stamped(self, done: JSON) -> JSON:
+        """A task's result with the environment of the node it ran on (any node of the cluster)."""
+        env = done.get("environment")
+        if not isinstance(env, dict):
+            raise TargetError("a tune task returned no environment")
+        target = {**self.describe(), "node_id": env.get("node_id"), "hostname": env.get("hostname")}
+        return {**done, "environment": where(env, target)}

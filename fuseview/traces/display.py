@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING, TypeVar
 
 from fuseview.traces.categories import STEP
+
+if TYPE_CHECKING:
+    from fuseview.traces.stats import EventStats
+
+Event = TypeVar("Event", "dict", "EventStats")  # a report's event entry, or the typed one (EventStats)
 
 # a Python frame as Kineto names it: `path/to/file.py(123): function`, or a module call
 _FRAME = re.compile(r"^(?P<file>[^()]{1,4096}\.py)\((?P<line>\d{1,9})\): (?P<func>\S{1,1024})$")
@@ -19,11 +25,16 @@ _MODULE = ("nn.Module: ", "<built-in ")
 OWN_CAPTURE = "fuseview/capture/"
 
 
-def is_python(event: dict) -> bool:
+def is_python(event: dict | EventStats) -> bool:
     """Whether a report event is a Python function's frame (marked so, or named like one in old reports)."""
-    if "python" in event:
-        return bool(event["python"])
-    name = event["name"]
+    if isinstance(event, dict):
+        if "python" in event:
+            return bool(event["python"])
+        name = event["name"]
+    elif event.python:
+        return True
+    else:
+        name = event.name
     return _FRAME.match(name) is not None or name.startswith(_MODULE)
 
 
@@ -47,7 +58,11 @@ def shown_name(name: str, cwd: str | None = None) -> str:
     return f"{rel}({m.group('line')}): {m.group('func')}"
 
 
-def shown_events(events: list[dict], python: bool = False) -> list[dict]:
+def shown_events(events: list[Event], python: bool = False) -> list[Event]:
     """The events a view lists: no step marker, no frame of fuseview's capture, Python frames if asked."""
-    return [e for e in events if e["category"] != STEP and not is_own_capture(e["name"])
+    return [e for e in events if _key(e, "category") != STEP and not is_own_capture(_key(e, "name"))
             and (python or not is_python(e))]
+
+
+def _key(event: dict | EventStats, key: str) -> str:
+    return str(event[key] if isinstance(event, dict) else getattr(event, key))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import onnx
 
+from fuseview.dims import RunDims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.pipeline import (
     FuseOptions,
@@ -22,6 +23,7 @@ from fuseview.fusion.scan import ScanResult
 from fuseview.graph.lazy_weights import has_disk_weights, read_lazily, weight_bytes
 from fuseview.graph.save import save_model_atomic
 from fuseview.reports.tune import Effect, FinalCheck, TuneReport
+from fuseview.runtime.ab import TimeModels
 from fuseview.runtime.profiling import Cancel, Cancelled
 from fuseview.runtime.sessions import release_freed_memory
 from fuseview.stats import CANNOT_TELL, FASTER, NO_DIFFERENCE, SLOWER
@@ -56,10 +58,10 @@ class TuneResult:
         return save_model_atomic(self.model, path, self.base_dir)
 
 
-def _feeds(model: onnx.ModelProto, s: TuneSettings) -> dict:
+def _feeds(model: onnx.ModelProto, s: TuneSettings, dims: RunDims | dict[str, int]) -> dict:
     from fuseview.runtime.inputs import load_feeds, make_feeds
 
-    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, s.dims, s.seed)
+    return load_feeds(s.inputs, model, validating=True) if s.inputs else make_feeds(model, dims, s.seed)
 
 
 def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
@@ -172,25 +174,36 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
     return check, eff("original", "accept_all") if "accept_all" in at else None
 
 
-def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings | None = None,
-               path: str | None = None, base_dir: str | os.PathLike | None = None,
-               progress: Progress | None = None, cancel: Cancel = None) -> TuneResult:
-    """Decide every candidate of the scan by measurement; the result is never measured slower than the
-    original nor than accept-all (unless cancelled, when the best set so far is kept unchecked)."""
-    s = settings or TuneSettings()
-    s.check()
+def _search(model: onnx.ModelProto, scan: ScanResult, s: TuneSettings, base_dir: str | os.PathLike | None,
+            progress: Progress | None, cancel: Cancel, timer: TimeModels | None, dims: RunDims | None
+            ) -> Search:
+    """The search of one tune, the original checked to run on its feeds, the final check's models counted."""
+    from fuseview.tuning.ort_optimizer import guess_model_type
+
+    at: RunDims | dict[str, int] = dims if dims is not None and not s.inputs else s.dims
     # a big model's weights stay on disk (graph.lazy_weights): variants are built on the weightless proto
     # and every session reaches the weights through the source file, as `fuse` does
-    search = Search(model, scan, s, _feeds(model, s), progress, cancel, base_dir)
+    search = Search(model, scan, s, _feeds(model, s, at), progress, cancel, base_dir, timer, at)
     _check_original_runs(model, search.feeds, s, base_dir)
+    # its share of the final check is kept aside; it is made at the end, if the budget still allows
+    search.final_models += s.ort_optimizer in ("bert", "gpt2") or (
+        s.ort_optimizer == "auto" and guess_model_type(model) is not None)
+    return search
+
+
+def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings | None = None,
+               path: str | None = None, base_dir: str | os.PathLike | None = None,
+               progress: Progress | None = None, cancel: Cancel = None, timer: TimeModels | None = None,
+               dims: RunDims | None = None) -> TuneResult:
+    """Decide every candidate of the scan by measurement (timer: the target's A/B timer, None: here; dims:
+    resolved once, used as they are); the result is never measured slower than the original nor than
+    accept-all (unless cancelled, when the best set so far is kept unchecked)."""
+    s = settings or TuneSettings()
+    s.check()
+    search = _search(model, scan, s, base_dir, progress, cancel, timer, dims)
     stopped = None
     accept_all: list[str] = []
     baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
-    # its share of the final check is kept aside; it is made at the end, if the budget still allows
-    from fuseview.tuning.ort_optimizer import guess_model_type
-
-    search.final_models += s.ort_optimizer in ("bert", "gpt2") or (
-        s.ort_optimizer == "auto" and guess_model_type(model) is not None)
     try:
         everything = list(search.ordered(Plan(scan.candidates).accept_all()))
         if everything:

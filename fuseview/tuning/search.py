@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 
 import numpy as np
 import onnx
 
+from fuseview.dims import RunDims
 from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import ApplyResult, apply_candidates
 from fuseview.fusion.pipeline import keep_stand_in_names
@@ -25,13 +25,14 @@ from fuseview.fusion.plan import ACCEPT, REJECT, Plan
 from fuseview.fusion.rule import Candidate
 from fuseview.fusion.scan import ScanResult
 from fuseview.fusion.validate import Validation, ValidationOverBudget, validate
+from fuseview.progress import Progress
 from fuseview.reports.tune import Decision, Effect, GroupResult
+from fuseview.runtime.ab import TimeModels
 from fuseview.runtime.profiling import Cancelled
 from fuseview.stats import SLOWER, SpeedupEstimate
 from fuseview.tuning.settings import TuneSettings
 
 # progress(message, fraction of the budget spent)
-Progress = Callable[[str, float], None]
 _CACHE = 6  # fused variants kept built (a model's size each)
 
 
@@ -47,8 +48,11 @@ class Search:
 
     def __init__(self, model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings,
                  feeds: dict[str, np.ndarray], progress: Progress | None = None, cancel=None,
-                 base_dir: str | os.PathLike | None = None) -> None:
+                 base_dir: str | os.PathLike | None = None, timer: TimeModels | None = None,
+                 dims: RunDims | dict[str, int] | None = None) -> None:
         self.model, self.scan, self.s, self.feeds = model, scan, settings, feeds
+        self.dims = dims if dims is not None else settings.dims  # as resolved once (a RunDims), or as set
+        self.timer = timer  # the target's A/B timer (a Ray node's); None: this process's
         self.base_dir = base_dir  # where the weights a big model keeps on disk are (they stay there)
         self.progress, self.cancel = progress, cancel
         self.by_id: dict[str, Candidate] = scan.by_id()
@@ -128,7 +132,7 @@ class Search:
                 if res.reference_only_ops:
                     raise FuseviewError(f"needs {', '.join(res.reference_only_ops)}, which onnxruntime lacks")
                 self._figures[key] = validate(
-                    self.model, res.model, False, self.s.dims, seed=self.s.seed, seeds=self.s.seeds,
+                    self.model, res.model, False, self.dims, seed=self.s.seed, seeds=self.s.seeds,
                     inputs=self.s.inputs, atol=self.s.tolerance()[0], rtol=self.s.tolerance()[1],
                     original_outputs=self._originals, base_dir=self.base_dir,
                     deadline=self.validation_deadline())
@@ -180,7 +184,6 @@ class Search:
         measure_until_decided); {pair: SpeedupEstimate}. The final check may use all that is left, and
         takes two batches at least (the guarantee rests on it)."""
         from fuseview.runtime.ab import measure_until_decided, sessions_that_fit
-        from fuseview.runtime.local_target import timer_of
 
         protos = [m if isinstance(m, onnx.ModelProto) else
                   (self.model if not m else self.build(m).model) for m in models]
@@ -203,7 +206,7 @@ class Search:
             opt_level=self.s.ort_opt, threads=self.s.threads, sessions=self.s.sessions, runs=self.s.runs,
             warmup=self.s.warmup, threshold=self.s.threshold, min_batches=2 if final else 1,
             max_batches=None if final else self.s.max_batches, seed=self.s.seed + self.measurements,
-            cancel=self.cancel, base_dir=self.base_dir, timer=timer_of(self.s.target),  # here, or a Ray node
+            cancel=self.cancel, base_dir=self.base_dir, timer=self.timer,  # here, or a Ray node
             on_batch=lambda n, _est: self.say(f"{label} (batch {n})"))
         self._model_batch_s = seq.seconds / seq.batches / len(protos)
         self.provider = seq.choices[0]

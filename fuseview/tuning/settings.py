@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL
 from fuseview.errors import FuseviewError
@@ -12,7 +11,8 @@ from fuseview.stats import DEFAULT_THRESHOLD
 
 @dataclass
 class TuneSettings:
-    """The deployment's settings and the search's limits; the CLI fills it from its flags."""
+    """The deployment's settings and the search's limits, plain data; the CLI fills it from its flags (where
+    the A/Bs run is the tune's target, not a setting)."""
 
     provider: str = "auto"
     threads: int = 0
@@ -32,7 +32,6 @@ class TuneSettings:
     seed: int = 0
     keep_neutral: bool = False
     ort_optimizer: str = "auto"  # "auto" (guess bert/gpt2 from node names), "off", "bert", "gpt2"
-    target: Any = field(default=None, compare=False, repr=False)  # where A/Bs run; None: here
 
     def check(self) -> None:
         """FuseviewError naming the first bad setting."""

@@ -71,7 +71,7 @@ def window_size(app, size: tuple[int, int] | None = None) -> tuple[int, int]:
 def pending_work(win) -> list[str]:
     """What the window is still doing that a picture of it would miss (empty: the picture is complete)."""
     left = [j.title for j in win.session.jobs.active()]  # load, layout, scan, onnxruntime check, apply
-    if win.doc is not None and win.workbench.decisions is None and win.session.on_root:
+    if win.doc is not None and win.workbench.session.decisions is None and win.session.on_root:
         left.append("scan not delivered")
     return left
 
@@ -136,7 +136,7 @@ def run_workbench(
 
         def picture() -> None:
             select_fused(win)
-            if wb.fused is not None:
+            if wb.session.fused is not None:
                 wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
             # the views fit their graphs once laid out at the final size, then the legends settle
             settled(lambda: QTimer.singleShot(300, lambda: settled(shoot)))
@@ -202,7 +202,7 @@ def run_workbench(
 
 
 def _first_candidate(win) -> str | None:
-    d = win.workbench.decisions
+    d = win.workbench.session.decisions
     if d is None or not d.candidates:
         return None
     done = (c.id for c in d.candidates if d.status(c.id) in ("applied", "accepted"))
@@ -224,8 +224,8 @@ def select_fused(win) -> None:
     """Select the fused node of the outlined candidate: the linked selection marks its originals."""
     wb = win.workbench
     first = _first_candidate(win)
-    if wb.fused is None or first is None:
+    if wb.session.fused is None or first is None:
         return
-    nodes = set(wb.decisions.by_id[first].nodes)
-    names = [n for n, origin in wb.links.to_original.items() if set(origin) & nodes]
+    nodes = set(wb.session.decisions.by_id[first].nodes)
+    names = [n for n, origin in wb.session.links.to_original.items() if set(origin) & nodes]
     wb.select_fused(names[:1])

@@ -26,17 +26,17 @@ class PaneLinks(QObject):
         if scene is None or not self.wb.session.on_root:
             return
         names = [
-            self.wb.root_doc.graph.nodes[it.box.node].name
+            self.wb.session.root.graph.nodes[it.box.node].name
             for it in scene.selectedItems()
             if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
         ]
         self.wb.panel.show_node(names[0] if len(names) == 1 else None)
         if len(names) == 1:
             self._inspect_fusion(names[0])
-        if self._syncing or self.wb.fused is None or self.wb.fused_pane.scene is None:
+        if self._syncing or self.wb.session.fused is None or self.wb.fused_pane.scene is None:
             return
-        fused_names = [f for n in names for f in self.wb.links.to_fused.get(n, [])]
-        keys, _hidden = keys_for_names(self.wb.fused.doc.graph, self.wb.fused_pane.scene, fused_names)
+        fused_names = [f for n in names for f in self.wb.session.links.to_fused.get(n, [])]
+        keys, _hidden = keys_for_names(self.wb.session.fused.doc.graph, self.wb.fused_pane.scene, fused_names)
         self._syncing = True
         try:
             self.wb.fused_pane.scene.select_keys(keys)
@@ -44,7 +44,7 @@ class PaneLinks(QObject):
             self._syncing = False
 
     def _inspect_fusion(self, name: str) -> None:
-        d = self.wb.decisions
+        d = self.wb.session.decisions
         if d is None:
             return
         rows = [(cid, f"{d.status(cid)}  {d.conflict_text(cid)}".strip()) for cid in d.of_node.get(name, [])]
@@ -58,19 +58,19 @@ class PaneLinks(QObject):
 
     def _fused_selection(self) -> None:
         fscene = self.wb.fused_pane.scene
-        if self._syncing or fscene is None or self.wb.fused is None or not self.wb.session.on_root:
+        if self._syncing or fscene is None or self.wb.session.fused is None or not self.wb.session.on_root:
             return
-        graph = self.wb.fused.doc.graph
+        graph = self.wb.session.fused.doc.graph
         names = [
             graph.nodes[it.box.node].name
             for it in fscene.selectedItems()
             if isinstance(it, BoxItem) and it.box.kind == "node" and it.box.node is not None
         ]
-        originals = [o for n in names for o in self.wb.links.to_original.get(n, [])]
+        originals = [o for n in names for o in self.wb.session.links.to_original.get(n, [])]
         self.select_original(originals, reveal=True)
         boxes = [it for it in fscene.selectedItems() if isinstance(it, BoxItem)]
         if len(boxes) == 1:  # the inspector shows the fused node (its origin, rule, candidate)
-            self.wb.win.inspector.show_box(self.wb.fused.doc, boxes[0].box)
+            self.wb.win.inspector.show_box(self.wb.session.fused.doc, boxes[0].box)
 
     def select_original(self, names: list[str], reveal: bool = False) -> None:
         """Select original nodes by name in the left pane (opening the groups that hide them).
@@ -80,7 +80,7 @@ class PaneLinks(QObject):
         scene = self.wb.win.scene
         if scene is None:
             return
-        keys, hidden = keys_for_names(self.wb.root_doc.graph, scene, names)
+        keys, hidden = keys_for_names(self.wb.session.root.graph, scene, names)
         if hidden:
             opened = self.wb.win.current_open()
             for s in hidden:
@@ -100,9 +100,9 @@ class PaneLinks(QObject):
     def select_fused(self, names: list[str]) -> None:
         """Select fused nodes by name in the right pane and centre on the first."""
         fscene = self.wb.fused_pane.scene
-        if fscene is None or self.wb.fused is None:
+        if fscene is None or self.wb.session.fused is None:
             return
-        keys, hidden = keys_for_names(self.wb.fused.doc.graph, fscene, names)
+        keys, hidden = keys_for_names(self.wb.session.fused.doc.graph, fscene, names)
         if hidden and self.wb.session.on_root:  # the panes share one expansion: open the original's groups
             opened = self.wb.win.current_open()
             for s in hidden:
@@ -115,10 +115,10 @@ class PaneLinks(QObject):
 
     def select_node(self, role: str, name: str) -> None:
         """A profile bar was clicked: select that node in the matching pane."""
-        if role == "fused" and self.wb.fused is not None:
+        if role == "fused" and self.wb.session.fused is not None:
             self.select_fused([name])
             return
-        graph = self.wb.root_doc.graph if self.wb.root_doc else None
+        graph = self.wb.session.root.graph if self.wb.session.root else None
         if graph is not None and name in graph.node_by_name:
             idx = graph.node_by_name[name]
             node = graph.nodes[idx]
@@ -128,15 +128,15 @@ class PaneLinks(QObject):
         """Highlight every node of an op type in both panes."""
         self.wb.win.highlight_op(op_type)
         fscene = self.wb.fused_pane.scene
-        if fscene is not None and self.wb.fused is not None:
-            graph = self.wb.fused.doc.graph
+        if fscene is not None and self.wb.session.fused is not None:
+            graph = self.wb.session.fused.doc.graph
             names = [n.name for n in graph.nodes if n.visible and n.op_type == op_type]
             self.wb.session.set_highlight(FUSED, keys_for_names(graph, fscene, names)[0])
 
     # the viewports in step ------------------------------------------------------------------------
     def _follow(self, src) -> None:
         wb = self.wb
-        if self._syncing or self.hold_views or wb.fused is None:
+        if self._syncing or self.hold_views or wb.session.fused is None:
             return
         if wb.fused_pane.scene is None or wb.win.scene is None:
             return
@@ -146,9 +146,9 @@ class PaneLinks(QObject):
         dst = self.wb.fused_pane.view if left else self.wb.win.view
         sscene = self.wb.win.scene if left else self.wb.fused_pane.scene
         dscene = self.wb.fused_pane.scene if left else self.wb.win.scene
-        sgraph = self.wb.root_doc.graph if left else self.wb.fused.doc.graph
-        dgraph = self.wb.fused.doc.graph if left else self.wb.root_doc.graph
-        mapping = self.wb.links.to_fused if left else self.wb.links.to_original
+        sgraph = self.wb.session.root.graph if left else self.wb.session.fused.doc.graph
+        dgraph = self.wb.session.fused.doc.graph if left else self.wb.session.root.graph
+        mapping = self.wb.session.links.to_fused if left else self.wb.session.links.to_original
         centre = src.view_center()
         s = src.scale_factor() or 1.0
         reach = 300.0 / s

@@ -125,7 +125,8 @@ def summary_text(report: dict) -> str:
         text += (
             f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
         )
-    device = [device_summary(m, role) for role, m in plots.models_by_role(report).items()]
+    device = [device_summary(m.get("device_time"), m["node_sum_us"]["mean"], role)
+              for role, m in plots.models_by_role(report).items()]
     if cmp and cmp.get("deployment"):
         device += deployment_lines(cmp["deployment"])
     return "\n".join([text] + [d for d in device if d])

@@ -41,7 +41,7 @@ from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.trace_join import JoinPanel
-from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel, kernel_label
+from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel
 from fuseview.ui.workers import qt_job_service
 
 BEFORE, AFTER = "before", "after"
@@ -95,14 +95,6 @@ def top_event_series(report: dict, top: int = plots.TOP_N, stat: str = SELF,
     roles = [t["role"] for t in report["traces"]]
     return ([r["name"] for r in rows[:top]],
             {role: [r[key.format(role)] for r in rows[:top]] for role in roles})
-
-
-def kernel_series(report: dict) -> tuple[list[str], dict[str, list]]:
-    """Each compiled kernel (labelled with the ops it replaced) against those ops' time, per step."""
-    d = report.get("diff") or {}
-    ks = d.get("fused_kernels") or []
-    return [kernel_label(k) for k in ks], {REPLACED: [k["replaced_us"] for k in ks],
-                                           KERNEL: [k["time_us"] for k in ks]}
 
 
 def step_series(report: dict) -> tuple[list[str], dict[str, list]]:

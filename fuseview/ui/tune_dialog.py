@@ -178,7 +178,7 @@ class TuneRunner(QObject):
 
     def show_result(self, result) -> None:
         """Show each candidate's measured effect (the session set the decisions), the summary, the status."""
-        d = self.wb.decisions
+        d = self.wb.session.decisions
         if d is None:
             return
         rep = result.report
@@ -196,9 +196,9 @@ class TuneRunner(QObject):
 
     def apply_chosen(self) -> None:
         """Set the tune's decisions again (the user may have changed some) and build the chosen model."""
-        if self.result is None or self.wb.decisions is None:
+        if self.result is None or self.wb.session.decisions is None:
             return
-        d = self.wb.decisions
+        d = self.wb.session.decisions
         d.set_many({x.candidate: x.decision for x in self.result.report.decisions if x.candidate in d.by_id})
         self.wb.panel.refresh()  # the table shows the tune's decisions again (the graph: decisions event)
         if not self.wb.apply():  # the original is chosen: nothing to build, and the bar says why

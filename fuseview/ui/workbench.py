@@ -14,7 +14,7 @@ from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import node_key
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import RULE_KEY
-from fuseview.session import FUSED, ORIGINAL, Decisions, FusedResult, Links, Marks, Session
+from fuseview.session import FUSED, ORIGINAL, FusedResult, Marks, Session
 from fuseview.session.exports import fused_pane_title
 from fuseview.session.panes import candidate_marks
 from fuseview.session.session import Laid
@@ -92,42 +92,6 @@ class Workbench(QObject):
         events.dims.connect(lambda e: self.profile_panel.show_dims(e.dims))
         self.profile_panel.dims.editingFinished.connect(lambda: self.take_dims("Input dims not taken"))
         win.document_shown.connect(self._shown)
-
-    # the session's state, as the views read it ---------------------------------------------------
-    @property
-    def root_doc(self) -> ModelDocument | None:
-        """The opened model's main graph."""
-        return self.session.root
-
-    @property
-    def decisions(self) -> Decisions | None:
-        """The decisions over the scan (None until the scan is done)."""
-        return self.session.decisions
-
-    @property
-    def scan(self):
-        """The scan of the open model (fuseview.fusion.scan.ScanResult), None until done."""
-        return self.session.scan
-
-    @property
-    def scan_seconds(self) -> float:
-        """How long the scan took."""
-        return self.session.scan_seconds
-
-    @property
-    def fused(self) -> FusedResult | None:
-        """The fused result on show (None before Apply)."""
-        return self.session.fused
-
-    @property
-    def links(self) -> Links:
-        """Original <-> fused node names."""
-        return self.session.links
-
-    @property
-    def heat(self) -> dict | None:
-        """The heat map shares per pane, or None."""
-        return self.session.heat
 
     # construction ---------------------------------------------------------------------------------
     def _build_panes(self) -> None:
@@ -264,7 +228,7 @@ class Workbench(QObject):
             scene.selectionChanged.connect(self.pane_links._original_selection)
             scene.context_hook = self._context_menu
             self.paint_original()
-            fused = self.fused
+            fused = self.session.fused
             if fused is not None and self._on_root() and self.win.expanded != fused.expanded:
                 self._relayout_fused()
             self._apply_heat()
@@ -278,9 +242,9 @@ class Workbench(QObject):
             self.profile_panel.set_models(doc.path if doc.path else doc.model, None)
 
     def _scan_done(self) -> None:
-        scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.root_doc
+        scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.session.root
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
-        self.panel.set_decisions(self.decisions, scopes)
+        self.panel.set_decisions(self.session.decisions, scopes)
         self.paint_original()
         self.win.session.set_status(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
@@ -301,12 +265,12 @@ class Workbench(QObject):
     # the overlay ----------------------------------------------------------------------------------
     def candidate_keys(self, cid: str) -> tuple[list[str], set[tuple]]:
         """Drawn keys of a candidate's nodes in the original pane, and the scopes that hide some."""
-        c = self.decisions.by_id[cid]
-        return keys_for_names(self.root_doc.graph, self.win.scene, c.nodes)
+        c = self.session.decisions.by_id[cid]
+        return keys_for_names(self.session.root.graph, self.win.scene, c.nodes)
 
     def paint_original(self) -> None:
         """Set the original pane's candidate marks, legend, near-miss tips and focus from the decisions."""
-        scene, d = self.win.scene, self.decisions
+        scene, d = self.win.scene, self.session.decisions
         if scene is None:
             return
         if d is None or not self._on_root():
@@ -321,7 +285,7 @@ class Workbench(QObject):
         counts = d.counts()
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules], len(marks.swatches))
         for name, misses in d.misses_of_node.items():
-            idx = self.root_doc.graph.node_by_name.get(name)
+            idx = self.session.root.graph.node_by_name.get(name)
             item = scene.boxes.get(node_key(idx)) if idx is not None else None
             if item is not None:
                 item.set_extra_tip("\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses))
@@ -330,17 +294,17 @@ class Workbench(QObject):
             self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
 
     def _paint_fused(self) -> None:
-        scene, d = self.fused_pane.scene, self.decisions
-        if scene is None or d is None or self.fused is None:
+        scene, d = self.fused_pane.scene, self.session.decisions
+        if scene is None or d is None or self.session.fused is None:
             return
-        graph = self.fused.doc.graph
+        graph = self.session.fused.doc.graph
         entries = []
         for n in graph.nodes:
             rule = n.metadata.get(RULE_KEY)
             if rule and rule in d.colors:
                 entries.append((rule, d.colors[rule], "applied", keys_for_names(graph, scene, [n.name])[0]))
         self.session.set_marks(FUSED, candidate_marks(entries))
-        applied = [c for c in d.candidates if c.id in self.fused.applied]
+        applied = [c for c in d.candidates if c.id in self.session.fused.applied]
         per: dict[str, int] = {}
         for c in applied:
             per[c.rule] = per.get(c.rule, 0) + 1
@@ -350,10 +314,10 @@ class Workbench(QObject):
         self.paint_original()
 
     def _context_menu(self, item: BoxItem, menu: QMenu) -> None:
-        d = self.decisions
+        d = self.session.decisions
         if d is None or item.box.kind != "node" or item.box.node is None or not self._on_root():
             return
-        name = self.root_doc.graph.nodes[item.box.node].name
+        name = self.session.root.graph.nodes[item.box.node].name
         for cid in d.of_node.get(name, []):
             status = d.status(cid)
             menu.addAction(f"Accept {cid} ({status})", lambda cid=cid: self._decide(cid, True))
@@ -365,7 +329,7 @@ class Workbench(QObject):
             menu.addSeparator()
 
     def _decide(self, cid: str, accept: bool) -> None:
-        if self.decisions is None:
+        if self.session.decisions is None:
             return
         done = self.session.accept(cid) if accept else self.session.reject(cid)
         if done:  # the session's decisions event repaints the graph
@@ -378,7 +342,7 @@ class Workbench(QObject):
     def focus_candidate(self, cid: str) -> None:
         """Outline a candidate's nodes and centre the view on them (opening groups that hide them)."""
         scene = self.win.scene
-        if scene is None or self.decisions is None or not self._on_root():
+        if scene is None or self.session.decisions is None or not self._on_root():
             return
         if not cid:
             self.session.set_focus(ORIGINAL, [])
@@ -408,7 +372,7 @@ class Workbench(QObject):
     # apply and the fused pane ---------------------------------------------------------------------
     def apply(self) -> bool:
         """Build the fused model from the accepted candidates in the background; False if none."""
-        d, doc = self.decisions, self.root_doc
+        d, doc = self.session.decisions, self.session.root
         if d is None or doc is None:
             return False
         if not d.accepted():
@@ -440,7 +404,7 @@ class Workbench(QObject):
 
     def _profiled(self, report: dict | None) -> None:
         self.panel.set_profile(report)
-        if self.fused is not None and report is not None:
+        if self.session.fused is not None and report is not None:
             title = self.fused_pane.title
             self.fused_pane.set_title(fused_pane_title(report, title.full_text), title.details)
 
@@ -456,15 +420,15 @@ class Workbench(QObject):
         short = "not validated" if fused.validation is None else figures.split(": ", 1)[-1]
         # counted as `fuseview info` and `fuse` count them, drawn boxes apart (Constants fold into consumers)
         self.fused_pane.set_title(
-            f"Fused — {fdoc.graph.count_text(self.root_doc.graph)}, {len(applied)} fusions · {short}",
+            f"Fused — {fdoc.graph.count_text(self.session.root.graph)}, {len(applied)} fusions · {short}",
             figures + ("\n" + "\n".join(notes) if notes else ""),
         )
-        self.original_title.set_full_text(f"Original — {self.root_doc.graph.count_text()}")
+        self.original_title.set_full_text(f"Original — {self.session.root.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)
         # the Profile dock does not open itself over the graphs: the status line says where it is
         self.fit_panes()
         self.win.session.set_status(fused.report.status_line() if fused.report else figures, 15000)
-        self.profile_panel.set_models(self.root_doc.path or self.root_doc.model, fused.model)
+        self.profile_panel.set_models(self.session.root.path or self.session.root.model, fused.model)
         self._apply_heat()
         self.applied.emit()
 
@@ -476,7 +440,7 @@ class Workbench(QObject):
 
     def validation_text(self) -> str:
         """'validated on onnxruntime: max |diff| 3e-07, max rel 1e-05 over 3 input sets (ok)' or why not."""
-        return "" if self.fused is None else self.fused.validation_text()
+        return "" if self.session.fused is None else self.session.fused.validation_text()
 
     def _hook_fused(self, scene: GraphScene) -> None:
         scene.state = self.session.panes[FUSED]  # the fused pane draws the session's state
@@ -489,7 +453,7 @@ class Workbench(QObject):
 
     def _relayout_fused(self) -> None:
         scene = self.fused_pane.relayout(self.win.expanded)
-        self.fused.expanded = self.win.expanded
+        self.session.fused.expanded = self.win.expanded
         if scene is not None:
             self._hook_fused(scene)
             self._paint_fused()
@@ -521,7 +485,7 @@ class Workbench(QObject):
         """Show the original and fused panes side by side, or only one of them."""
         self.pane_mode = mode
         self.mode_actions[mode].setChecked(True)
-        has_fused = self.fused is not None
+        has_fused = self.session.fused is not None
         left = self.splitter.widget(0)
         left.setVisible(mode != FUSED_ONLY or not has_fused)
         self.fused_pane.setVisible(has_fused and mode != ORIGINAL_ONLY)
@@ -544,17 +508,18 @@ class Workbench(QObject):
         return out
 
     def _apply_heat(self) -> None:
-        panes = [(self.win.scene, self.root_doc.graph if self.root_doc else None, ORIGINAL, self.legend)]
-        if self.fused is not None:
-            panes.append((self.fused_pane.scene, self.fused.doc.graph, FUSED, self.fused_pane.legend))
+        root = self.session.root
+        panes = [(self.win.scene, root.graph if root else None, ORIGINAL, self.legend)]
+        if self.session.fused is not None:
+            panes.append((self.fused_pane.scene, self.session.fused.doc.graph, FUSED, self.fused_pane.legend))
         for scene, graph, role, legend in panes:
             if scene is None or graph is None:
                 continue
-            if self.heat is None or not self._on_root():
+            if self.session.heat is None or not self._on_root():
                 self.session.set_pane_heat(role, None)
                 legend.set_scale(None)
                 continue
-            values = self._heat_keys(graph, scene, self.heat.get(role) or {})
+            values = self._heat_keys(graph, scene, self.session.heat.get(role) or {})
             self.session.set_pane_heat(role, values)
             top = max(values.values(), default=0.0)
             legend.set_scale("Share of time (median per run)", "0%", f"{top * 100:.1f}%")

@@ -21,9 +21,9 @@ class WorkbenchFiles:
 
     def save_unsaved(self) -> bool:
         """Ask where to save each unsaved thing; True when all of it was saved."""
-        if self.wb.fused is not None and not self.wb.fused.saved:
+        if self.wb.session.fused is not None and not self.wb.session.fused.saved:
             self.choose_save_fused()
-        if self.wb.decisions is not None and not self.wb.session.decisions_saved():
+        if self.wb.session.decisions is not None and not self.wb.session.decisions_saved():
             self.choose_save_plan()
         return not self.wb.session.unsaved()
 
@@ -31,7 +31,7 @@ class WorkbenchFiles:
         """Apply a plan's decisions by id (one undoable step); returns the ids this model lacks."""
         unknown = self.wb.session.open_plan(path)
         self.wb.panel.refresh()  # the graph is repainted by the session's decisions event
-        msg = f"Plan {Path(path).name}: {len(self.wb.decisions.accepted())} accepted"
+        msg = f"Plan {Path(path).name}: {len(self.wb.session.decisions.accepted())} accepted"
         if unknown:
             msg += f"; {len(unknown)} decisions name candidates not in this model: {', '.join(unknown[:3])}"
         self.wb.win.session.set_status(msg, 15000)

@@ -11,12 +11,13 @@ Lines where one compiler fuses and the other does not come first.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
+
+from fuseview.progress import StepProgress
 
 STACK_KEY = "pkg.torch.onnx.stack_trace"
 SCOPE_KEY = "pkg.torch.onnx.name_scopes"
@@ -54,7 +55,7 @@ class LineRow:
         """One compiler fuses here and the other does not."""
         return self.inductor_fuses != self.onnx_fuses
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"file": self.file, "line": self.line, "code": self.code, "eager_ops": sorted(self.eager_ops),
                 "eager_us": self.eager_us, "kernels": self.kernels, "kernel_us": self.kernel_us,
@@ -127,7 +128,7 @@ def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx
     return out
 
 
-def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow]:
+def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) -> list[LineRow]:
     """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
     fuseview candidates (Candidate objects of a scan of model) there; disagreements first."""
     rows: dict[tuple[str, int], LineRow] = {}
@@ -165,8 +166,9 @@ def join(report: dict, model: onnx.ModelProto, candidates: list) -> list[LineRow
     return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
 
 
-def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False, runs: int = 20,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[LineRow] | None:
+def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_time: bool = False,
+                 runs: int = 20, progress: StepProgress | None = None
+                 ) -> list[LineRow] | None:
     """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
     the model and its fused version (every candidate) in onnxruntime at the exported shapes (progress:
     the profile's (stage, done, total); a job's progress stops it when cancelled)."""
@@ -184,7 +186,7 @@ def capture_join(folder: str | os.PathLike, report: dict, ort_time: bool = False
 
 
 def add_ort_times(path: Path, rows: list[LineRow], runs: int,
-                  progress: Callable[[str, int, int], None] | None = None,
+                  progress: StepProgress | None = None,
                   scanned: tuple[onnx.ModelProto, Any] | None = None) -> None:
     """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
     model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.

@@ -7,12 +7,13 @@ resolve and assemble a trace folder here, so the three give the same report for 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError
+from fuseview.progress import Progress, steps_of
 from fuseview.reports import TraceReport
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def resolve_traces(paths: Sequence[PathLike], steps: int | None = None,
     return TraceInputs(before, after, prov, folder, steps)
 
 
-def assemble_traces(inputs: TraceInputs, progress: Callable[[str, float], None] | None = None,
+def assemble_traces(inputs: TraceInputs, progress: Progress | None = None,
                     timelines: bool = False, join: bool = False, ort_time: bool = False) -> OpenedTraces:
     """Read the traces, the provenance log, build the checked report; timelines: the flame view's median
     steps too; join: a capture folder's model.onnx joined on the kernels' source lines (ort_time: with
@@ -102,16 +103,13 @@ def assemble_traces(inputs: TraceInputs, progress: Callable[[str, float], None] 
         from fuseview.workflows.onnx_join import capture_join
 
         say("joining with model.onnx", 0.9)
-
-        def profiling(stage: str, done: int, total: int) -> None:
-            say(f"onnxruntime: {stage}", 0.9 + 0.1 * done / max(total, 1))
-
-        opened.join = capture_join(inputs.folder, report.to_json(), ort_time=ort_time, progress=profiling)
+        opened.join = capture_join(inputs.folder, report.to_json(), ort_time=ort_time,
+                                   progress=steps_of(say, "onnxruntime: ", 0.9, 0.1))
     return opened
 
 
 def open_traces(paths: Sequence[PathLike], steps: int | None = None, provenance: PathLike | None = None,
-                progress: Callable[[str, float], None] | None = None, timelines: bool = False,
+                progress: Progress | None = None, timelines: bool = False,
                 join: bool = False, ort_time: bool = False) -> OpenedTraces:
     """resolve_traces then assemble_traces: one or two traces, or a capture folder, to its report."""
     return assemble_traces(resolve_traces(paths, steps, provenance), progress, timelines, join, ort_time)

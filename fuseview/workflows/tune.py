@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fuseview.dims import RunDims, run_dims
+from fuseview.targets.stamp import stamp_tune
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
     from fuseview.fusion.scan import ScanResult
     from fuseview.runtime.profiling import Cancel
+    from fuseview.targets.base import Target
     from fuseview.tuning.run import TuneResult
     from fuseview.tuning.search import Progress
     from fuseview.tuning.settings import TuneSettings
@@ -48,29 +50,25 @@ def at_precision(model: onnx.ModelProto, settings: TuneSettings, where: Path | N
     return model, dataclasses.replace(settings, atol=atol, rtol=rtol), scan
 
 
-def stamp_environment(result: TuneResult, target: Any) -> None:
-    """The report's environment: the machine the target measured on, and the target."""
-    result.report.environment = target.environment()
-
-
-def tune(model: ModelInput, settings: TuneSettings, target: str | None = "local",
+def tune(model: ModelInput, settings: TuneSettings, target: str | Target | None = "local",
          progress: Progress | None = None, cancel: Cancel = None, *,
          path: str | os.PathLike[str] | None = None, scan: ScanResult | None = None, rules: Any = None
          ) -> TuneResult:
     """Tune a model file (or a ModelProto; `path`: the file it was read from, whose weights it may point
-    into) on `target` ("local", "ray:ADDRESS"; None: here, with no target opened, as on a Ray node).
+    into) on `target`: a --target value ("local", "ray:ADDRESS"), an opened Target, or None (here, with no
+    target opened, as a sweep item is).
 
-    Settings whose target is already open keep it. `scan` is reused when it was made at the tune's dims (the
-    window's); `rules` replaces the rule catalogue."""
+    `scan` is reused when it was made at the tune's dims (the window's); `rules` replaces the rule
+    catalogue."""
     from fuseview.fusion.pipeline import load_for_fusion, scan_for_fusion
     from fuseview.fusion.scan import scan_model
     from fuseview.tuning.run import scan_provider, tune_model
 
     s = settings
-    if target is not None and settings.target is None:
-        from fuseview.targets import with_target
+    if isinstance(target, str):
+        from fuseview.targets import open_target
 
-        s = with_target(settings, target)  # a Ray cluster is reached here
+        target = open_target(target, s.provider, s.budget_s)  # a Ray cluster is reached here
     if isinstance(model, (str, os.PathLike)):
         path = model
         from fuseview.runtime.ir_check import check_ir_version
@@ -89,18 +87,19 @@ def tune(model: ModelInput, settings: TuneSettings, target: str | None = "local"
                 scan_model(proto, dims.values, rules, base_dir=where.parent if where else None,
                            path=str(where) if where else None))
     result = tune_model(proto, scan, s, str(where) if where else None, where.parent if where else None,
-                        progress, cancel)
+                        progress, cancel, None if target is None else target.time_models, dims)
     if dims.note:
         result.report.notes.insert(0, dims.note)
-    if s.target is not None:
-        stamp_environment(result, s.target)
+    if target is not None:  # the machine the target measured on, and the target
+        stamp_tune(result.report, target.environment())
     return result
 
 
 def tune_item(model: ModelInput, fields: dict[str, Any], folder: str | os.PathLike[str], name: str
               ) -> dict[str, Any]:
-    """A sweep item: tune with these TuneSettings fields here and write `<name>.onnx` into folder;
-    {"report": the report's JSON, "unchanged": no fusion kept} (a Ray node runs it as a local sweep)."""
+    """A sweep item (a Target's tune_many runs it, here or on a Ray node): tune with these TuneSettings
+    fields here and write `<name>.onnx` into folder; {"report": the report's JSON, "unchanged": no fusion
+    kept}."""
     from fuseview.tuning.settings import TuneSettings
 
     result = tune(model, TuneSettings(**fields), None)

@@ -13,15 +13,6 @@ from fuseview.fusion.rule import Match, Replacement
 FLOAT = onnx.TensorProto.FLOAT
 
 
-def product3(op, a, b, c, variant: int, **kw):
-    """a*b*c as one of the three bracketings (operand order inside each Mul is tried by the matcher)."""
-    if variant == 0:
-        return op.Mul(op.Mul(a, b), c, **kw)
-    if variant == 1:
-        return op.Mul(op.Mul(a, c), b, **kw)
-    return op.Mul(a, op.Mul(b, c), **kw)
-
-
 def float_input(*vars_: str) -> Callable[[Match], str | None]:
     """Check that bound tensors are of one float type, float32 or float16 (which provider has the fused
     kernel in that type is the kernel table's to say, fusion.kernels)."""

@@ -39,7 +39,6 @@ from fuseview.fusion.toolkit.structural import computed_scalar
 
 ROTARY_CACHE_LEN = 4096  # rows of cos_cache / sin_cache: the longest past + new the fused model runs
 _PROBES = ((0, 1), (1, 16), (64, 1), (64, 16), (5, 3))
-_INT_MAX = 2**62
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Sweeps: one tune per model and dims set, here one after another or as parallel tasks on a Ray cluster.
+"""Sweeps: one tune per model and dims set, through the target's tune_many (here one after another, on a Ray
+cluster as parallel tasks), each item the one tune recipe (fuseview.workflows.tune.tune_item).
 
 Each item writes `<item>.onnx` (the tuned model, the original when no fusion helps) and then
 `<item>.tune.json` into the output folder; an item whose report exists is done and is skipped when the
@@ -10,18 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fuseview.atomic import check_output, write_atomic, write_text_atomic
-from fuseview.errors import Cancelled, FuseviewError
+from fuseview.errors import FuseviewError
+from fuseview.progress import Progress
 from fuseview.runtime.runner import TargetError, bytes_writer
 from fuseview.targets import open_target, parse_target
+from fuseview.targets.stamp import stamp_tune
+from fuseview.workflows.tune import tune_item
 
 SUMMARY_JSON, SUMMARY_TEXT = "sweep.json", "sweep.txt"
 REPORT_SUFFIX = ".tune.json"
@@ -29,7 +32,9 @@ REPORT_SUFFIX = ".tune.json"
 # loading, scanning and writing) has hung or its node is overloaded: it counts as over the budget.
 TASK_SLACK_S = 60.0
 
-Progress = Callable[[str, float], None]
+if TYPE_CHECKING:
+    from fuseview.runtime.profiling import Cancel
+    from fuseview.tuning.settings import TuneSettings
 
 
 @dataclass
@@ -62,7 +67,7 @@ class SweepRow:
 class SweepSummary:
     """Every item's row; `failed` lists those that did not finish."""
 
-    target: dict
+    target: dict[str, Any]
     rows: list[SweepRow] = field(default_factory=list)
 
     @property
@@ -70,7 +75,7 @@ class SweepSummary:
         """Rows of items that did not finish."""
         return [r for r in self.rows if r.status.startswith("failed")]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The summary file's content (kind fuseview.sweep)."""
         return {"kind": "fuseview.sweep", "schema_version": 1, "target": self.target,
                 "items": [dataclasses.asdict(r) for r in self.rows]}
@@ -96,7 +101,8 @@ def _slug(dims: dict[str, int]) -> str:
     return "-".join(f"{re.sub(r'[^A-Za-z0-9_]+', '_', k)}{v}" for k, v in sorted(dims.items()))
 
 
-def plan_items(models: Sequence[str | os.PathLike], dims_sets: Sequence[dict[str, int]]) -> list[SweepItem]:
+def plan_items(models: Sequence[str | os.PathLike[str]], dims_sets: Sequence[dict[str, int]]
+               ) -> list[SweepItem]:
     """Every (model, dims set) with a file name of its own (the model's stem, the dims, a number when two
     models share a stem)."""
     sets = list(dims_sets) or [{}]
@@ -114,15 +120,7 @@ def plan_items(models: Sequence[str | os.PathLike], dims_sets: Sequence[dict[str
     return items
 
 
-def tune_one(model: Any, settings: dict, folder: str | os.PathLike, name: str) -> dict:
-    """Tune a model file or proto with these TuneSettings fields and write `<name>.onnx` into folder;
-    {"report": the tune report's JSON, "unchanged": no fusion kept}."""
-    from fuseview.workflows.tune import tune_item
-
-    return tune_item(model, settings, folder, name)  # the one tune recipe, here and on a Ray node
-
-
-def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
+def _row(item: SweepItem, report: dict[str, Any], status: str) -> SweepRow:
     final = report.get("final") or {}
     orig, acc = final.get("against_original") or {}, final.get("against_accept_all") or {}
     chosen = final.get("chosen")
@@ -143,8 +141,9 @@ def _row(item: SweepItem, report: dict, status: str) -> SweepRow:
                     orig.get("ci"), orig.get("verdict") or final.get("verdict"), node)
 
 
-def _finish(item: SweepItem, done: dict, environment: dict, out: Path) -> SweepRow:
-    """Write a finished item's files (the model first, the report last: it marks the item done)."""
+def _finish(item: SweepItem, done: dict[str, Any], out: Path) -> SweepRow:
+    """Write a finished item's files (the model first, the report last: it marks the item done); the
+    report's environment is the one its target gave (where the item ran)."""
     from fuseview.reports.tune import TuneReport
 
     for fname, data in (done.get("files") or {}).items():
@@ -153,14 +152,14 @@ def _finish(item: SweepItem, done: dict, environment: dict, out: Path) -> SweepR
         write_atomic(out / fname, bytes_writer(data))
     report = TuneReport.from_json(done["report"])
     report.model, report.output = item.model, str(out / f"{item.name}.onnx")
-    report.environment = environment
+    stamp_tune(report, done["environment"])
     report.save(out / f"{item.name}{REPORT_SUFFIX}")
     return _row(item, report.to_json(), "tuned")
 
 
-def sweep(models: Sequence[str | os.PathLike], out_dir: str | os.PathLike, target: str | None = "local",
-          dims_sets: Sequence[dict[str, int]] = (), progress: Progress | None = None, cancel=None,
-          **settings: Any) -> SweepSummary:
+def sweep(models: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+          target: str | None = "local", dims_sets: Sequence[dict[str, int]] = (),
+          progress: Progress | None = None, cancel: Cancel = None, **settings: Any) -> SweepSummary:
     """Tune every model at every dims set (settings: TuneSettings fields, budget_s per item) into out_dir."""
     from fuseview.tuning.settings import TuneSettings
 
@@ -182,50 +181,41 @@ def sweep(models: Sequence[str | os.PathLike], out_dir: str | os.PathLike, targe
             for fname in (f"{it.name}.onnx", f"{it.name}{REPORT_SUFFIX}"):  # refused before any tuning
                 check_output(out / fname)
             todo.append(it)
-    runner: Any = open_target(target, base.provider) if todo or kind == "local" else None
+    runner = open_target(target, base.provider) if todo or kind == "local" else None
     summary = SweepSummary(runner.describe() if runner is not None else {"kind": kind})
-
-    def fields_for(it: SweepItem) -> dict:
-        return _fields(base, it)
-
-    by_name = {it.name: it for it in todo}
-    if todo and kind == "local":
-        for i, it in enumerate(todo):
-            if progress:
-                progress(f"tuning {it.name} ({i + 1} of {len(todo)})", i / len(todo))
-            from fuseview.runtime.profiling import check_cancel
-
-            check_cancel(cancel)
-            rows[it.name] = _tune_local(it, fields_for(it), runner.environment(), out)
-    elif todo:
-        per_item = 2 * base.budget_s + TASK_SLACK_S
-        results = runner.tune_many([(it.name, it.model, fields_for(it)) for it in todo], per_item, cancel)
-        for n, (name, res) in enumerate(results):
-            it = by_name[name]
+    if runner is not None and todo:
+        by_name = {it.name: it for it in todo}
+        if progress:
+            progress(f"tuning {len(todo)} item(s)", 0.0)
+        work = [(it.name, it.model, _fields(base, it)) for it in todo]
+        outcomes = runner.tune_many(work, tune_item, out, 2 * base.budget_s + TASK_SLACK_S, cancel)
+        for n, (name, res) in enumerate(outcomes):
+            rows[name] = _outcome(by_name[name], res, out)
             if progress:
                 progress(f"{name} finished ({n + 1} of {len(todo)})", (n + 1) / len(todo))
-            if isinstance(res, Exception):
-                rows[name] = SweepRow(it.name, it.model, it.dims, f"failed: {res}")
-                continue
-            env = {**res["environment"], "target": {**runner.describe(), "node_id": res["environment"].get(
-                "node_id"), "hostname": res["environment"].get("hostname")}}
-            try:
-                rows[name] = _finish(it, res, env, out)
-            except (FuseviewError, OSError, KeyError, TypeError, ValueError) as exc:  # a bad reply: that item
-                _drop_model(out, it)
-                rows[name] = SweepRow(it.name, it.model, it.dims, f"failed: {_first_line(exc)}")
     summary.rows = [rows[it.name] for it in items]
     write_text_atomic(out / SUMMARY_JSON, json.dumps(summary.to_json(), indent=1, allow_nan=False) + "\n")
     write_text_atomic(out / SUMMARY_TEXT, summary.text() + "\n")
     return summary
 
 
-def _fields(base: Any, it: SweepItem) -> dict:
+def _outcome(it: SweepItem, res: dict[str, Any] | Exception, out: Path) -> SweepRow:
+    """An item's row: written and tuned, or failed (named; a failed item leaves no model behind)."""
+    if not isinstance(res, Exception):
+        try:
+            return _finish(it, res, out)
+        except (FuseviewError, OSError, KeyError, TypeError, ValueError) as exc:  # a bad reply: that item
+            res = exc
+    _drop_model(out, it)
+    return SweepRow(it.name, it.model, it.dims, f"failed: {_first_line(res)}")
+
+
+def _fields(base: TuneSettings, it: SweepItem) -> dict[str, Any]:
     s = dataclasses.replace(base, dims={**base.dims, **it.dims})
-    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "target"}
+    return {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
 
 
-def _out_folder(out_dir: str | os.PathLike) -> Path:
+def _out_folder(out_dir: str | os.PathLike[str]) -> Path:
     """The output folder, made when missing; a file, link or folder fuseview cannot write refused."""
     out = Path(out_dir)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
@@ -239,7 +229,7 @@ def _out_folder(out_dir: str | os.PathLike) -> Path:
     return out
 
 
-def _done_before(it: SweepItem, out: Path, fields: dict) -> dict | None:
+def _done_before(it: SweepItem, out: Path, fields: dict[str, Any]) -> dict[str, Any] | None:
     """The report of an item done by an earlier run with these settings; None when it must be (re)tuned
     (no report, one that is not a tune report, another model's, or one made at other dims or settings)."""
     from fuseview.reports.tune import TuneReport
@@ -273,18 +263,6 @@ def _plain(v: Any) -> Any:
     return json.loads(json.dumps(v, default=str))
 
 
-def _tune_local(it: SweepItem, fields: dict, environment: dict, out: Path) -> SweepRow:
-    """Tune one item here; a failure is its row (named, the sweep goes on) and leaves no model behind."""
-    try:
-        done = tune_one(it.model, fields, out, it.name)
-        return _finish(it, {"report": done["report"]}, environment, out)
-    except Cancelled:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- any item's failure is recorded; the next items still run
-        _drop_model(out, it)
-        return SweepRow(it.name, it.model, it.dims, f"failed: {_first_line(exc)}")
-
-
 def _drop_model(out: Path, it: SweepItem) -> None:
     model = out / f"{it.name}.onnx"  # without its report it is no result: a rerun tunes the item again
     if model.is_file() and not model.is_symlink():
@@ -293,8 +271,3 @@ def _drop_model(out: Path, it: SweepItem) -> None:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def task_deadline(per_item_s: float, items: int, slots: int) -> float:
-    """Seconds all items may take when `slots` run at once and each may take per_item_s."""
-    return per_item_s * math.ceil(items / max(1, slots))
