@@ -51,3 +51,9 @@ def shown_events(events: list[dict], python: bool = False) -> list[dict]:
     """The events a view lists: no step marker, no frame of fuseview's capture, Python frames if asked."""
     return [e for e in events if e["category"] != STEP and not is_own_capture(e["name"])
             and (python or not is_python(e))]
+
+
+# how the per-line join (workflows.onnx_join) shares a time among lines: the CLI and the window say it
+JOIN_SPLIT = ("a kernel's time is split across its lines by the eager time of each line's ops, a fused"
+              " ONNX node's onnxruntime time across its lines by the time of the nodes it replaced"
+              " there; no time is counted twice: the lines add up to the totals")

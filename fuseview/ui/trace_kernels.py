@@ -64,7 +64,8 @@ def kernel_rows(report: dict) -> list[dict]:
             "kind": k.get("kind", "fused"),
             "attribution": "provenance" if k.get("attribution") == "provenance" else "name (a guess)",
             "time_us": k["time_us"], "time_text": f"{k['time_us']:.1f}{span}",
-            "replaced_us": k["replaced_us"], "verdict": ratio_phrase(k["time_us"], k["replaced_us"]),
+            "replaced_us": k["replaced_us"],
+            "verdict": ratio_phrase(k["time_us"], k["replaced_us"], k.get("speedup")),
             "ops": ", ".join(k["matched_before"]) or "none found", "source": source_lines(k),
             "post_grad": p.get("post_grad", []), "code": [
                 f"{Path(s['file']).name}:{s['line']}  {s['code']}" for s in p.get("source", [])],
