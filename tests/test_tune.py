@@ -55,6 +55,9 @@ def assert_reasons_agree_with_their_figures(rep: TuneReport) -> None:
             if re.search(rf"\b{word}\b", text):
                 assert any(q[3] == word for q in quoted), text
     assert rep.to_json()["final"]["verdict"] in ("faster", "slower", "no difference", "cannot tell")
+    from tests.test_tune_texts import assert_tune_text_reads_once
+
+    assert_tune_text_reads_once(rep)  # issue 37.4: the CLI summary of every tune test's report
 
 
 def assert_the_decision_rule_holds(rep: TuneReport) -> None:

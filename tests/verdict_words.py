@@ -12,7 +12,8 @@ from fuseview.stats import verdict
 
 INTERVAL = re.compile(r"(\d+(?:\.\d+)?)x \[(\d+(?:\.\d+)?), (\d+(?:\.\d+)?)\] (faster|slower|no difference|"
                       r"cannot tell)")
-BARE = re.compile(r"\b(?:\d+(?:\.\d+)?x (?:faster|slower)|(?:faster|slower) than)\b")
+# a claim of its own: "1.1x slower", "faster than" (not "not measured faster than both", a negation)
+BARE = re.compile(r"\b(?:\d+(?:\.\d+)?x (?:faster|slower)|(?<!not measured )(?:faster|slower) than)\b")
 
 
 def contradictions(block: str, threshold: float = 0.02) -> list[str]:
