@@ -67,3 +67,16 @@ def test_sizes_are_written_in_binary_units_everywhere():
     assert format_bytes(3 << 20) == "3.0 MiB"
     cost = MeasuredCost(30.0, 0.1, 2, 2, traffic_bytes=5 << 20, traffic_us=12.0, peak_gbps=20.0)
     assert "5.0 MiB of memory traffic" in cost.gain_text()
+
+
+def test_sweep_makes_its_folder_and_fills_every_column(capsys, tmp_path):
+    """docs/ray.md's example: -o names a folder not there yet; each row has its verdict and ×accept-all."""
+    out = tmp_path / "new" / "dir"
+    model = ROOT / "assets" / "models" / "convnet_bn_relu_ts17.onnx"
+    assert main(["sweep", str(model), "-o", str(out), "--budget", "5", "--runs", "8", "--threads", "1",
+                 "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head, row = lines[0].split(), lines[1]
+    assert "verdict" in head and (out / "sweep.json").is_file()
+    words = ("faster", "slower", "no difference", "cannot tell")
+    assert " - " not in f" {row} " and any(w in row for w in words)

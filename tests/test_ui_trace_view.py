@@ -419,3 +419,18 @@ def test_a_capture_with_its_onnx_model_shows_the_join(qtbot, view):
     assert total[5] == format_us(sum(r.ort_after_us or 0.0 for r in lines), "µs") and total[2].endswith("µs")
     assert "split across its lines" in t.item(0, 3).toolTip()
     assert sum(t.columnWidth(c) for c in range(t.columnCount() - 1)) < 1400 - 120
+
+
+def test_the_flame_axis_fits_the_longer_step_when_its_tab_is_opened(qtbot, view):
+    """Issue 37.4: the flame was fitted while its tab was hidden (a stale viewport width), so a 503 µs step
+    sat on an axis running to 1,200 µs; it fits when its tab is shown, and on any viewport resize."""
+    load(qtbot, view, [TRACES / "provenance" / "gpt2_block"])
+    view.resize(1400, 900)
+    view.tabs.setCurrentWidget(view.flame)
+    qtbot.waitUntil(lambda: view.flame.isVisible())
+    qtbot.wait(50)  # the layouts of the newly shown tab settle
+    flame = view.flame
+    span = max(t.step_us for t in flame.timelines.values())
+    chart = flame.charts["before"]
+    end = chart._x(span)
+    assert 0.85 * chart.width() <= end <= chart.width(), (end, chart.width())
