@@ -47,3 +47,23 @@ def test_every_capture_reads_as_its_intervals(capture, capsys, tmp_path):
 def test_every_trace_pair_reads_as_its_intervals(pair, capsys):
     assert main(["trace", str(pair[0]), str(pair[1])]) == 0
     assert_words_follow_intervals(kernel_blocks(capsys.readouterr().out))
+
+
+def test_the_window_names_the_ops_a_rewrite_replaced():
+    """Issue 37.4: the SDPA row lists its provenance's ops, then the matmul and softmax it rewrote."""
+    import json
+
+    from fuseview.ui.trace_kernels import kernel_rows
+
+    capture = TRACES / "provenance" / "gpt2_block"
+    from fuseview.traces.report import build_report
+    from fuseview.traces.stats import load_trace
+    from fuseview.traces.torch_log import read_compile_log
+
+    after = load_trace(capture / "compiled.json")
+    rep = json.loads(json.dumps(build_report(load_trace(capture / "eager.json"), after,
+                                             read_compile_log(capture / "torch_trace", after))))
+    sdpa = next(r for r in kernel_rows(rep) if "scaled_dot_product" in r["name"])
+    named, _, rewritten = sdpa["ops"].partition("; rewritten with them: ")
+    assert "aten::view" in named and {"aten::matmul", "aten::softmax"} <= set(rewritten.split(", "))
+    assert sdpa["verdict"].startswith("kernel")

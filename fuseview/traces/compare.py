@@ -17,7 +17,7 @@ def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     """before/after ratio of median step times with its interval (steps are independent, not paired)."""
     for t in (before, after):
         if min(t.step_us) <= 0:
-            raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} us; step times must be positive")
+            raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} µs; step times must be positive")
     n = max(before.steps, after.steps)
     est = compare_timings(before.step_us, after.step_us, paired=False, resamples=bootstrap_resamples(n))
     return est.to_json() | {"summary": est.summary()}
