@@ -434,3 +434,12 @@ def test_the_flame_axis_fits_the_longer_step_when_its_tab_is_opened(qtbot, view)
     chart = flame.charts["before"]
     end = chart._x(span)
     assert 0.85 * chart.width() <= end <= chart.width(), (end, chart.width())
+
+
+def test_the_post_grad_pane_never_asks_for_a_capture_while_one_is_open(qtbot, view):
+    """Issue 37.4: with a capture open it says to pick a kernel (or shows one), not to open a capture."""
+    from fuseview.ui.trace_graph import NO_CAPTURE
+
+    assert view.kernels.graph.title.text() == NO_CAPTURE
+    load(qtbot, view, [CAPTURE])
+    assert "open a capture" not in view.kernels.graph.title.text()
