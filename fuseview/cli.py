@@ -143,7 +143,7 @@ def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.Argument
     """The argument parser with one subparser per command module."""
     mods = mods if mods is not None else _command_modules()
     parser = _OneLineParser(
-        prog="fuseview",
+        prog="fuseview", allow_abbrev=False,  # exact flag names: --thread is not --threads
         description="See an ONNX graph, choose its kernel fusions, and prove each with timings and error.",
     )
     from fuseview import __version__
@@ -152,7 +152,7 @@ def build_parser(mods: dict[str, ModuleType] | None = None) -> argparse.Argument
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(mods):
         mod = mods[name]
-        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP, allow_abbrev=False)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

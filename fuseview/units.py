@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 _BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-_DECIMAL_NAMES = {"GiB": "GB", "MiB": "MB", "KiB": "KB"}
 
 
 def format_us(us: float | None, micro: str = "us") -> str:
@@ -13,11 +12,12 @@ def format_us(us: float | None, micro: str = "us") -> str:
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} {micro}"
 
 
-def format_bytes(n: float | None, short_units: bool = False) -> str:
-    """'1.5 MiB', '12.0 KiB', '100 B' (powers of 1024); '?' when unknown. short_units: 'MB', 'KB'."""
+def format_bytes(n: float | None) -> str:
+    """'1.5 MiB', '12.0 KiB', '100 B' (powers of 1024, the one spelling of the CLI and the window);
+    '?' when unknown."""
     if n is None:
         return "?"
     for unit, size in _BINARY:
         if n >= size:
-            return f"{n / size:.1f} {_DECIMAL_NAMES[unit] if short_units else unit}"
+            return f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"

@@ -92,3 +92,49 @@ def test_docs_pages_carry_no_machine_paths(page: str) -> None:
     for rel in RELATIVE_PATH.findall(text):
         target = (ROOT / "docs" / rel).resolve()
         assert target.is_relative_to(ROOT) and target.exists(), f"docs/{page}.md names {rel}: not in a clone"
+
+
+_INTERVAL = re.compile(r"(\d+\.\d+)x? \[(\d+\.\d+), (\d+\.\d+)\] (faster|slower|no difference|cannot tell)")
+
+
+def _words_that_fit(lo: float, hi: float, time_ratio: bool) -> set[str]:
+    """The verdicts an interval printed with these rounded ends can carry (every rounding corner)."""
+    from fuseview.stats import verdict
+
+    step = 0.5 * 10 ** -max(len(f"{lo}".split(".")[1]), 2)
+    out = set()
+    for a in (lo - step, lo + step):
+        for b in (hi - step, hi + step):
+            if 0 < a <= b:
+                out.add(verdict(1 / b, 1 / a) if time_ratio else verdict(a, b))
+    return out
+
+
+def test_every_interval_a_doc_prints_carries_the_verdict_rule_word() -> None:
+    """Issue 37.6: no doc calls [0.79, 1.27] 'no difference'. A speed-up (`1.93x [1.20, 3.93] faster`)
+    is read as such; a bare ratio in a table row (the coverage matrix, the tune tables) is the time of
+    the fused or tuned model over the original's (below 1: faster)."""
+    bad = []
+    for path, text in _texts():
+        for line in text.splitlines():
+            for m in _INTERVAL.finditer(line):
+                lo, hi, word = float(m.group(2)), float(m.group(3)), m.group(4)
+                time_ratio = "x [" not in m.group(0) and line.lstrip().startswith("|")
+                if word not in _words_that_fit(lo, hi, time_ratio):
+                    bad.append(f"{path.name}: {m.group(0)}")
+    assert not bad, bad
+
+
+# runs fuse on GPT-2 12 layers and two traces: a few seconds
+def test_command_examples_are_what_the_commands_print() -> None:
+    """Issue 37.6: README/docs examples of command output are the commands' real output, and the README's
+    rule count the catalogue's (`python scripts/doc_examples.py` rewrites them)."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))  # its `import _requires`, as when run as a script
+    spec = importlib.util.spec_from_file_location("doc_examples", ROOT / "scripts" / "doc_examples.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.stale(check_only=True) == []

@@ -67,11 +67,25 @@ def test_tune_summary_tables_align():
     out = io.StringIO()
     print_summary(rep, out)
     lines = out.getvalue().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("decisions"))
-    rows = lines[start + 1:start + 1 + len(rep.decisions)]
-    assert len(rows) == len(rep.decisions) >= 2
-    for d in rep.decisions:
-        assert any(r.split()[:2] == [d.decision, d.candidate] for r in rows)
-    # the candidate and the reason columns start at one place in every row
-    assert len({r.index(d.candidate) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
-    assert len({r.index(d.reason) for r, d in zip(rows, rep.decisions, strict=True)}) == 1
+    start = next(i for i, line in enumerate(lines) if line.startswith("groups"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("decisions"))
+    rows = lines[start + 1:end]
+    assert rows and len({r.index(r.split()[1]) for r in rows}) == 1  # the counts start at one place
+    # each decision's reason once, its candidates under it (issue 37.4)
+    block = "\n".join(lines[end:])
+    assert all(d.candidate in block for d in rep.decisions)
+
+
+def test_roofline_rows_stay_aligned_on_long_op_types():
+    """Issue 37.6: an op type longer than 16 characters no longer pushes its row's node name out of line."""
+    from fuseview.commands.profile import roofline_lines
+
+    node = {"bound": "memory", "flops": 100.0, "bytes": 50.0, "achieved_gbps": 3.5}
+    nodes = [dict(node, time_us=t, op_type=op, node=f"n{i}")
+             for i, (t, op) in enumerate([(30.0, "Add"), (20.0, "SkipSimplifiedLayerNormalization"),
+                                          (1500.0, "GroupQueryAttention")])]
+    m = {"roofline": {"machine": {"peak_gbps": 20.0}, "non_gemm_share": 0.5, "nodes": nodes}}
+    rows = roofline_lines(m)[2:]
+    assert len(rows) == 3
+    assert len({r.index(f"n{i}") for i, r in zip((2, 0, 1), rows, strict=True)}) == 1
+    assert len({r.index(op) for r, op in zip(rows, ("Group", "Add", "Skip"), strict=True)}) == 1

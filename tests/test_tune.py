@@ -55,6 +55,10 @@ def assert_reasons_agree_with_their_figures(rep: TuneReport) -> None:
             if re.search(rf"\b{word}\b", text):
                 assert any(q[3] == word for q in quoted), text
     assert rep.to_json()["final"]["verdict"] in ("faster", "slower", "no difference", "cannot tell")
+    from tests.test_tune_texts import assert_tune_text_reads_once
+
+    if "dims" in rep.config:  # a whole report (not a hand-made reason check): issue 37.4, its CLI summary
+        assert_tune_text_reads_once(rep)
 
 
 def assert_the_decision_rule_holds(rep: TuneReport) -> None:

@@ -99,8 +99,11 @@ def roofline_lines(m: ModelProfile, top: int = 5) -> list[str]:
         what = "device time per run" if roof.get("time_source") == "device" else "median time"
         out.append(f"top memory-bound nodes ({what}; FLOP/byte; achieved GB/s of the roof's"
                    f" {mach['peak_gbps']:.1f}):")
-        out += [f"  {_us(n['time_us']):>10}  {n['flops'] / max(n['bytes'], 1):7.2f}"
-                f"  {n['achieved_gbps']:7.2f}  {n['op_type']:<16} {n['node']}" for n in mem]
+        from fuseview.texttable import table_lines
+
+        rows = [[_us(n["time_us"]), f"{n['flops'] / max(n['bytes'], 1):.2f}", f"{n['achieved_gbps']:.2f}",
+                 n["op_type"], n["node"]] for n in mem]
+        out += table_lines(rows, "rrr")  # columns as wide as their widest cell: long op types stay aligned
     return out
 
 

@@ -112,5 +112,8 @@ def run(args: argparse.Namespace) -> int:
     """Render; with --timings print the figures as JSON."""
     info = render_model(args.model, args.output, args.expansion, args.scale)
     if args.timings:
-        print(json.dumps(info))
+        print(json.dumps(info))  # the figures alone: one JSON object a script reads
+    else:
+        print(f"wrote {info['output']} ({info['width']}x{info['height']} px, {info['nodes']} nodes,"
+              f" drawn by {info['drawn_by']})")
     return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fuseview.errors import FuseviewError
-from fuseview.units import format_us as _us  # a short name: the tables below are long lines
+from fuseview.units import format_us
 
 if TYPE_CHECKING:
     from fuseview.reports import FusedKernel, TraceReport
@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 HELP = "summarise a torch.profiler or onnxruntime trace, or compare one before and after torch.compile"
 TOP = 15
 SOURCE_LINES = 4  # source lines printed per kernel
+
+
+def _us(us: float | None) -> str:
+    """A time as every trace text writes it (µs, the window's spelling too); a short name for long lines."""
+    return format_us(us, "µs")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,8 +86,8 @@ def print_report(rep: TraceReport, top: int = TOP, out=None, python: bool = Fals
     missing = d.unclaimed_pre_grad
     if missing:
         w()
-        w(f"{len(missing)} pre-grad nodes that no kernel's provenance names (their eager time is in no"
-          " kernel's 'replaced'; e.g. a pattern rewritten whole):")
+        w(f"{len(missing)} pre-grad nodes that no kernel's provenance names nor a rewritten pattern reaches"
+          " (their eager time is in no kernel's 'replaced'):")
         for m in missing[:TOP]:
             where = f"{Path(m['file']).name}:{m['line']}" if m["file"] else "no source"
             w(f"  [{m['graph']}] {m['node']} ({m['aten']}) {where}  {_clip(m['code'] or '', 70)}")
@@ -140,18 +145,20 @@ def _print_guessed(guessed: list[FusedKernel], exact: bool, w) -> None:
 
 
 def print_join(rows, out=None) -> None:
-    """Inductor's kernels beside fuseview's fusions of the exported model, per source line."""
+    """Inductor's kernels beside fuseview's fusions of the exported model, per source line, and the totals
+    (every time is on one line only, so the lines add up)."""
+    from fuseview.traces.display import JOIN_SPLIT as SPLIT
+
     w = lambda s="": print(s, file=out or sys.stdout)  # noqa: E731
     w()
     w("torch.compile beside fuseview's fusions of model.onnx, per source line (lines where one compiler"
-      " fuses and the other does not first; time per step)")
-    for r in rows:
-        if not r.kernels and not r.onnx_before:
-            continue
-        who = {(True, True): "both fuse", (True, False): "only Inductor fuses",
-               (False, True): "only fuseview fuses", (False, False): "neither fuses"}
+      f" fuses and the other does not first; time per step; {SPLIT})")
+    who = {(True, True): "both fuse", (True, False): "only Inductor fuses",
+           (False, True): "only fuseview fuses", (False, False): "neither fuses"}
+    shown = [r for r in rows if r.shown]
+    for r in shown:
         one = "; ONNX has one node there" if len(r.onnx_before) == 1 and not r.onnx_fuses else ""
-        w(f"  {r.file}:{r.line}  {_clip(r.code, 70)}  [{who[(r.inductor_fuses, r.onnx_fuses)]}{one}]")
+        w(f"  {r.where}  {_clip(r.code, 70)}  [{who[(r.inductor_fuses, r.onnx_fuses)]}{one}]")
         if r.modules:
             w(f"    in {_clip(', '.join(r.modules), 90)}")
         eager = ", ".join(sorted(r.eager_ops)) or "no eager op found"
@@ -163,6 +170,12 @@ def print_join(rows, out=None) -> None:
         w(f"    ONNX {', '.join(r.onnx_before) or 'no node'}{after}{ort}")
         for f in r.fusions:
             w(f"      {f}")
+    if shown:
+        timed = [r for r in shown if r.ort_before_us is not None]
+        ort = (f"; onnxruntime {_us(sum(r.ort_before_us or 0.0 for r in timed))} ->"
+               f" {_us(sum(r.ort_after_us or 0.0 for r in timed))}" if timed else "")
+        w(f"  all {len(shown)} lines: eager {_us(sum(r.eager_us for r in shown))} -> Inductor"
+          f" {_us(sum(r.kernel_us for r in shown))}{ort}")
 
 
 def _lines(source) -> str:
@@ -184,10 +197,15 @@ def _print_provenance(kernels: list[FusedKernel], w) -> None:
         p, ks = k.provenance, k.extra["per_step"]["kernel_us"]
         assert p is not None  # attributed by provenance
         w(f"  [{p.graph}] {p.kernel if k.kind == 'extern' else k.name} ({k.kind})")
-        took = (f"eager ops {', '.join(k.matched_before)} took {_us(k.replaced_us)} per step"
-                if k.matched_before else f"no eager op of type {', '.join(p.aten)} found")
-        w(f"    {took} -> kernel takes {_us(k.time_us)} [{_us(ks['min'])}-{_us(ks['max'])}]:"
-          f" {ratio_phrase(k.time_us, k.replaced_us)}")
+        region = p.extra.get("region_aten") or []
+        named = [m for m in k.matched_before if m not in region]
+        took = (f"eager ops {', '.join(named)}" if named
+                else f"no eager op of type {', '.join(p.aten)} found")
+        if region:
+            took += f" and, rewritten with them, {', '.join(region)}"
+        words = ratio_phrase(k.time_us, k.replaced_us, k.extra.get("speedup"))
+        w(f"    {took} took {_us(k.replaced_us)} per step -> kernel takes {_us(k.time_us)}"
+          f" [{_us(ks['min'])}-{_us(ks['max'])}]: {words}")
         if "speedup" in k.extra:
             w(f"    replaced/kernel: {k.extra['speedup']['summary']}")
         if p.source:

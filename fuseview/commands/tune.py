@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -90,6 +91,34 @@ def _checks(args: argparse.Namespace) -> None:
         raise FuseviewError(f"--inputs {args.inputs}: file not found")
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def group_rows(groups) -> list[list[str]]:
+    """One row per rule: its top-down and its added groups (two measurements) on one row."""
+    by_rule: dict[str, list] = {}
+    for g in groups:
+        by_rule.setdefault(g.rule, []).append(g)
+    rows = []
+    for rule, gs in by_rule.items():
+        tested = {c for g in gs for c in g.tested}
+        outcomes = list(dict.fromkeys(g.outcome for g in gs if g.outcome != "not tested")) or ["not tested"]
+        effects = [f"{g.effect.text()}" + (f" ({g.effect.against})" if len(gs) > 1 else "")
+                   for g in gs if g.effect]
+        rows.append([rule, f"{len(tested)} of {len(gs[0].candidates)}",
+                     outcomes[0] if len(outcomes) == 1 else "mixed", "; ".join(effects) or "-"])
+    return rows
+
+
+def decision_groups(decisions) -> list[tuple[str, str, list[str]]]:
+    """(decision, reason, candidates): each reason said once, with every candidate it decided."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for d in decisions:
+        out.setdefault((d.decision, d.reason), []).append(d.candidate)
+    return [(dec, why, ids) for (dec, why), ids in out.items()]
+
+
 def print_summary(rep, out=None) -> None:
     """The readable summary of a tune report: accept-all, groups, decisions, the final check."""
     from fuseview.reports.tune import Effect
@@ -109,13 +138,14 @@ def print_summary(rep, out=None) -> None:
         w(f"accuracy   over tolerance (found by bisection): {', '.join(b['over_tolerance'])}")
     if rep.groups:
         w("groups     (time without / time with: >1 is faster with the group)")
-        groups = [[g.rule, f"{len(g.tested)} of {len(g.candidates)}", g.outcome,
-                   g.effect.text() if g.effect else "-"] for g in rep.groups]
-        for line in table_lines(groups, "lr"):
+        for line in table_lines(group_rows(rep.groups), "lr"):
             w(line)
     w(f"decisions  {len(rep.accepted())} of {len(rep.decisions)} accepted")
-    for line in table_lines([[d.decision, d.candidate, d.reason] for d in rep.decisions]):
-        w(line)
+    for decision, reason, ids in decision_groups(rep.decisions):
+        final = reason == rep.final.reason
+        w(f"  {decision} {len(ids)}: " + ("by the final check (below)" if final else reason))
+        for line in textwrap.wrap(", ".join(ids), 106, break_on_hyphens=False):
+            w(f"    {line}")
     f = rep.final
     w(f"final      chosen {f.chosen.replace('_', '-')}: {f.accepted} fusions, {f.nodes} nodes;"
       f" verdict {f.verdict}")
@@ -134,8 +164,9 @@ def print_summary(rep, out=None) -> None:
           f" (atol {c['atol']:g}, rtol {c['rtol']:g}{', float16 conversion' if c.get('float16') else ''})")
     for n in rep.notes:
         w(f"note       {n}")
-    w(f"tune took  {c['seconds']:.1f} s, {rep.measurements} measurements,"
-      f" {c.get('validations', 0)} validations" + (f" (stopped: {rep.stopped})" if rep.stopped else ""))
+    stopped = f" (stopped: {rep.stopped})" if rep.stopped else ""
+    w(f"tune took  {c['seconds']:.1f} s, {_count(rep.measurements, 'measurement')},"
+      f" {_count(c.get('validations', 0), 'validation')}{stopped}")
 
 
 def run(args: argparse.Namespace) -> int:

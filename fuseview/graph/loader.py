@@ -17,7 +17,7 @@ from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Nod
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
-from fuseview.graph.wire import decode_error_text
+from fuseview.graph.wire import decode_error_text, pytorch_file_text
 from fuseview.naming import unique_node_names
 from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
@@ -40,6 +40,10 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     size = check_regular(p, "model", "ONNX model").st_size
     if size == 0:
         raise FuseviewError(f"{p}: file is empty")
+    with open(p, "rb") as f:  # a PyTorch checkpoint is told by its first bytes, before any parsing
+        torch_file = pytorch_file_text(str(p), f.read(8), by_name=False)
+    if torch_file is not None:
+        raise FuseviewError(torch_file)
     # a big file's large weights stay on disk (lazy_weights); a file it cannot walk is parsed whole below
     lazy = read_lazily(p) if size >= LAZY_FILE_BYTES else None
     data = b""  # what was parsed whole, for the truncated-file message

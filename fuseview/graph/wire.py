@@ -108,8 +108,28 @@ def locate_fault(data: bytes) -> WireFault | None:
     return None
 
 
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+EXPORT_HINT = ("export it to ONNX first: torch.onnx.export(model, (example_input,), \"model.onnx\","
+               " dynamo=True), then open model.onnx")
+
+
+def pytorch_file_text(where: str, head: bytes, by_name: bool = True) -> str | None:
+    """The message for a PyTorch checkpoint given as a model (torch.save writes a zip, older ones a pickle;
+    with by_name also .pt/.pth/.bin by name alone: for a file protobuf refused), else None. An ONNX file
+    never starts like either (its first byte is a protobuf field tag)."""
+    is_zip = head.startswith(b"PK\x03\x04")
+    is_pickle = len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+    if not (is_zip or is_pickle or (by_name and where.lower().endswith(TORCH_SUFFIXES))):
+        return None
+    kind = "a zip archive" if is_zip else "a pickle" if is_pickle else "named like one"
+    return f"{where}: a PyTorch file ({kind}), not an ONNX model; {EXPORT_HINT}"
+
+
 def decode_error_text(data: bytes, where: str, detail: str) -> str:
     """The message for a model protobuf refused: 'truncated or corrupt ONNX file (…)' when it was cut."""
+    torch_file = pytorch_file_text(where, data[:8])
+    if torch_file is not None:
+        return torch_file
     fault = locate_fault(data)
     if fault is not None and fault.truncated and fault.offset > 0:
         return (f"{where}: truncated or corrupt ONNX file ({len(data):,} bytes, ended inside field"

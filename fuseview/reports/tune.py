@@ -149,15 +149,16 @@ class FinalCheck:
         return h.verdict if h is not None else self.unmeasured_verdict
 
     def summary(self) -> str:
-        """'chosen accept-all (45 fusions): x original 1.15x [1.05, 1.25] faster; x accept-all: itself'."""
-        def vs(e: Effect | None, name: str) -> str:
+        """'chosen tuned (40 fusions): ×original 1.15x [1.05, 1.25] faster; ×accept-all …' (the chosen model
+        is not compared with itself: 'chosen accept-all (45 fusions): ×original …')."""
+        def vs(e: Effect | None, name: str) -> str | None:
             if e is not None:
                 return f"×{name} {e.text()}"
-            itself = self.chosen == name.replace("-", "_")
-            return f"×{name}: it is {name}" if itself else f"×{name}: not measured"
+            return None if self.chosen == name.replace("-", "_") else f"×{name}: not measured"
 
-        return (f"chosen {self.chosen.replace('_', '-')} ({self.accepted} fusions): "
-                f"{vs(self.against_original, 'original')}; {vs(self.against_accept_all, 'accept-all')}")
+        parts = [p for p in (vs(self.against_original, "original"), vs(self.against_accept_all, "accept-all"))
+                 if p is not None]
+        return f"chosen {self.chosen.replace('_', '-')} ({self.accepted} fusions): {'; '.join(parts)}"
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict; speedup_p50/ci/verdict at the top are the headline's (verdict never null)."""

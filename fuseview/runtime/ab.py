@@ -17,6 +17,7 @@ from fuseview.progress import StepProgress
 from fuseview.runtime.profiling import Cancel, check_cancel, interleaved_latency, run_error
 from fuseview.runtime.sessions import ModelSource, create_session, release_freed_memory
 from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, compare_timings
+from fuseview.units import format_bytes
 
 # Every session of an A/B is alive at once (they run interleaved) and each holds its own copy of the
 # weights (packed by the MatMul kernels: onnxruntime's Python API cannot share packed weights between
@@ -72,8 +73,8 @@ def _fit(per_round: int, models: int, wanted: int) -> tuple[int, str | None]:
     if fit == wanted:
         return wanted, None
     return fit, (f"{fit} session(s) per model instead of {wanted}: {models} models x {wanted} sessions"
-                 f" of {per_round / models / 1e6:.0f} MB each would take over {MEMORY_SHARE:.0%} of the"
-                 f" {avail / 1e9:.1f} GB available")
+                 f" of {format_bytes(per_round / models)} each would take over {MEMORY_SHARE:.0%} of the"
+                 f" {format_bytes(avail)} available")
 
 
 def time_models(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from fuseview.errors import FuseviewError
 from fuseview.stats import TIME_KEY, by_median
+from fuseview.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class MeasuredCost:
         """What removing the traffic can win, or why the roofline says little (compute-bound nodes)."""
         if self.traffic_us is None or self.traffic_bytes is None:
             return "no roofline in the profile (schema 3 has one): profile again for the traffic's cost"
-        head = (f"removes {self.traffic_bytes / 1e6:.3g} MB of memory traffic ≈ {self.traffic_us:.3g} µs at"
+        head = (f"removes {format_bytes(self.traffic_bytes)} of memory traffic ≈ {self.traffic_us:.3g} µs at"
                 f" {self.peak_gbps:.3g} GB/s (its nodes measured {self.measured_us:.3g} µs)")
         if self.bound == "compute":
             return (f"{head}; compute-bound: {self.compute_share:.0%} of their time is in compute-bound"

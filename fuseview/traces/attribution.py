@@ -40,7 +40,7 @@ class KernelProvenance:
     key: str  # the provenance key, with its debug handle (cpp_fused_x_0:2)
     post_grad: tuple[str, ...]
     post_grad_aten: tuple[str, ...]
-    pre_grad: tuple[str, ...]
+    pre_grad: tuple[str, ...]  # named by the kernel's provenance
     aten: tuple[str, ...]  # the eager op types looked up in the eager trace
     source: tuple[SourceLine, ...]  # the lines that made the kernel's nodes (innermost frames)
     stack: tuple[SourceLine, ...]  # every frame of the stacks that reached them, outermost first
@@ -48,6 +48,10 @@ class KernelProvenance:
     kernel_steps: tuple[float, ...]  # µs per step
     replaced_steps: tuple[float, ...]
     replaced_from: str  # "host" or "device"
+    region_pre_grad: tuple[str, ...] = ()  # unnamed nodes of its graph that it rewrote (region_claims)
+    region_aten: tuple[str, ...] = ()  # their eager op types
+    # (file, line, code, eager time over all steps, eager ops) of the replaced ops' pre-grad nodes' lines
+    lines: tuple[tuple[str, int, str, float, tuple[str, ...]], ...] = ()
 
     @cached_property
     def time_us(self) -> float:
@@ -68,7 +72,9 @@ class KernelProvenance:
                "provenance": {"graph": self.graph, "kernel": self.key, "post_grad": list(self.post_grad),
                               "post_grad_aten": list(self.post_grad_aten), "pre_grad": list(self.pre_grad),
                               "aten": list(self.aten), "source": [s.to_json() for s in self.source],
-                              "stack": [s.to_json() for s in self.stack]},
+                              "stack": [s.to_json() for s in self.stack],
+                              "region_pre_grad": list(self.region_pre_grad),
+                              "region_aten": list(self.region_aten), "lines": self._lines_json()},
                "per_step": {"kernel_us": _spread(self.kernel_steps),
                             "replaced_us": _spread(self.replaced_steps)}}
         if len(self.kernel_steps) >= 2 and len(self.replaced_steps) >= 2 and self.replaced_us > 0:
@@ -77,6 +83,13 @@ class KernelProvenance:
                                   paired=False, resamples=bootstrap_resamples(n))
             out["speedup"] = est.to_json() | {"summary": est.summary()}
         return out
+
+    def _lines_json(self) -> list[dict]:
+        """Each line's part of replaced_us (its eager ops' share of the replaced time; they sum to it)."""
+        total = sum(x[3] for x in self.lines)
+        return [{"file": f, "line": n, "code": c, "ops": list(ops),
+                 "replaced_us": self.replaced_us * us / total if total else 0.0}
+                for f, n, c, us, ops in self.lines]
 
 
 def _spread(v) -> dict:
@@ -346,27 +359,75 @@ def _eager_name(op: str) -> str:
     return op if "::" in op else f"aten::{op}"
 
 
-def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog) -> list[KernelProvenance]:
-    """Every kernel of the after trace that the provenance log accounts for, with what it replaced."""
-    b, a = _Trace(before), _Trace(after)
-    events = _kernel_events(a, log)
-    graphs = log.by_key()
+def _producers(node) -> list[str]:
+    """The pre-grad nodes a node reads: its inputs and, for a method call (`v.transpose`), its receiver."""
+    receiver = node.target.split(".", 1)[0] if "." in node.target else ""
+    return [*node.inputs, receiver] if receiver else list(node.inputs)
+
+
+def region_claims(g: CompiledGraph, kernel_pre: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Pre-grad nodes of a graph that no kernel's provenance names, given to the kernel that rewrote them.
+
+    A kernel rewrote a pattern when one of its post-grad nodes has no pre-grad origin (SDPA standing for
+    matmul, softmax, matmul). An unnamed node goes to such a kernel when its data reaches the node from
+    that kernel's nodes through unnamed nodes only (one pass in graph order: FX code is topological)."""
+    rewrites = {k for k, post in g.kernel_to_post.items() if k in kernel_pre
+                and any(not g.post_to_pre.get(n) for n in post)}
+    owner: dict[str, str | None] = {}
+    for k in sorted(kernel_pre):
+        for p in kernel_pre[k]:
+            if owner.get(p) is None:
+                owner[p] = k if k in rewrites else None
+    added: dict[str, set[str]] = {}
+    reach: dict[str, str | None] = {}
+    for name, node in g.pre_grad.items():
+        if name in owner:
+            continue
+        found = next((r for q in _producers(node) if (r := owner.get(q) or reach.get(q))), None)
+        reach[name] = found
+        if found is not None:
+            added.setdefault(found, set()).add(name)
+    return added
+
+
+def _claims(events: dict, graphs: dict, kernel_steps: dict) -> tuple[dict, dict, dict]:
+    """Each kernel's pre-grad nodes by provenance, those added from its region, and per (graph, node)
+    the compiled time of all the kernels it feeds (the weights an eager op is split by)."""
+    kernel_pre: dict[tuple[str, str], set[str]] = {}
+    for gk, key in events:
+        g = graphs[gk]
+        kernel_pre[(gk, key)] = {p for n in g.kernel_to_post[key] for p in g.post_to_pre.get(n, [])}
+    region: dict[tuple[str, str], set[str]] = {}
+    for gk in sorted({gk for gk, _key in events}):
+        mine = {key: pre for (g2, key), pre in kernel_pre.items() if g2 == gk}
+        for key, added in region_claims(graphs[gk], mine).items():
+            region[(gk, key)] = added
+    claims: dict[tuple[str, str], float] = {}
+    for k in events:
+        for p in kernel_pre[k] | region.get(k, set()):
+            claims[(k[0], p)] = claims.get((k[0], p), 0.0) + _weight(kernel_steps[k])
+    return kernel_pre, region, claims
+
+
+def _kernel_steps(a: _Trace, events: dict) -> tuple[dict, bool]:
     on_device = any(a.on_device[i] for idx in events.values() for i in idx)
-    use_device = on_device and bool(b.on_device.any())
-    kernel_steps = {}
+    out = {}
     for (gk, key), idx in events.items():
         extern_on_device = extern_op(key) is not None and on_device
         values = [a.device_under().get(i, 0.0) if extern_on_device else float(a.dur[i]) for i in idx]
-        kernel_steps[(gk, key)] = a.per_step(idx, values)
-    # pre-grad nodes of the kernels that ran, and the compiled time of all kernels each one feeds
-    kernel_pre: dict[tuple[str, str], set[str]] = {}
-    claims: dict[tuple[str, str], float] = {}
-    for gk, key in events:
-        g = graphs[gk]
-        pre = {p for n in g.kernel_to_post[key] for p in g.post_to_pre.get(n, [])}
-        kernel_pre[(gk, key)] = pre
-        for p in pre:
-            claims[(gk, p)] = claims.get((gk, p), 0.0) + _weight(kernel_steps[(gk, key)])
+        out[(gk, key)] = a.per_step(idx, values)
+    return out, on_device
+
+
+def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog) -> list[KernelProvenance]:
+    """Every kernel of the after trace that the provenance log accounts for, with what it replaced: the
+    eager ops of its pre-grad nodes by provenance, then those of its region's unnamed nodes it rewrote."""
+    b, a = _Trace(before), _Trace(after)
+    events = _kernel_events(a, log)
+    graphs = log.by_key()
+    kernel_steps, on_device = _kernel_steps(a, events)
+    use_device = on_device and bool(b.on_device.any())
+    kernel_pre, region, claims = _claims(events, graphs, kernel_steps)
     sources: dict[str, set[tuple[str, str | None]]] = {}
     for gk, p in claims:
         node = graphs[gk].pre_grad.get(p)
@@ -389,22 +450,30 @@ def attribute_provenance(before: TraceStats, after: TraceStats, log: CompileLog)
         g = graphs[gk]
         replaced = np.zeros(b.steps)
         matched: set[str] = set()
+        lines: dict[tuple[str, int], tuple[float, set[str]]] = {}
         share = _weight(kernel_steps[(gk, key)])
-        for p in sorted(kernel_pre[(gk, key)]):  # a fixed order: float sums do not depend on hashing
+        for p in sorted(kernel_pre[(gk, key)] | region.get((gk, key), set())):  # fixed order: hash-free sums
             site = node_site.get((gk, p))
             if site is None or site not in eager.steps:
                 continue
             # an eager op that several kernels share is split in proportion to those kernels' times;
             # one eager op site standing for several graph nodes (a loop, a reused module) evenly
-            replaced = replaced + eager.steps[site] / site_nodes[site] * (share / claims[(gk, p)])
+            part = eager.steps[site] / site_nodes[site] * (share / claims[(gk, p)])
+            replaced = replaced + part
             matched |= eager.names[site]
+            node = g.pre_grad[p]
+            if node.file:
+                us, ops = lines.get((node.file, node.line or 0), (0.0, set()))
+                lines[(node.file, node.line or 0)] = (us + float(part.sum()), ops | eager.names[site])
         out.append(_entry(g, key, idx, a, kernel_steps[(gk, key)], replaced, matched,
-                          kernel_pre[(gk, key)], "device" if use_device else "host"))
+                          (kernel_pre[(gk, key)], region.get((gk, key), set())), lines,
+                          "device" if use_device else "host"))
     out.sort(key=lambda k: (-k.replaced_us, k.graph, k.key))
     return out
 
 
-def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, matched, pre,
+def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, matched,
+           pre_sets: tuple[set[str], set[str]], lines: dict[tuple[str, int], tuple[float, set[str]]],
            replaced_from: str) -> KernelProvenance:
     names = a.stats.raw.names
     extern = extern_op(key) is not None
@@ -422,7 +491,9 @@ def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, m
             if node is not None and node.file:
                 seen.setdefault((node.file, node.line), SourceLine(node.file, node.line or 0,
                                                                    node.func or "", node.code or ""))
+    pre, region = pre_sets
     aten = sorted({_eager_name(g.pre_grad[p].op) for p in pre if p in g.pre_grad})
+    code = {(n.file, n.line or 0): n.code or "" for n in g.pre_grad.values() if n.file}
     return KernelProvenance(
         name=key.rsplit(":", 1)[0] if extern else names[a.name_id[idx[0]]],
         kind=EXTERN_KIND if extern else FUSED, graph=g.key, key=key, post_grad=tuple(post),
@@ -430,14 +501,18 @@ def _entry(g: CompiledGraph, key: str, idx, a: _Trace, kernel_steps, replaced, m
         pre_grad=tuple(sorted(pre)), aten=tuple(aten),
         source=tuple(seen.values()), stack=tuple(frames.values()),
         matched_before=tuple(sorted(matched)), kernel_steps=tuple(kernel_steps.tolist()),
-        replaced_steps=tuple(np.asarray(replaced, dtype=np.float64).tolist()), replaced_from=replaced_from)
+        replaced_steps=tuple(np.asarray(replaced, dtype=np.float64).tolist()), replaced_from=replaced_from,
+        region_pre_grad=tuple(sorted(region)),
+        region_aten=tuple(sorted({_eager_name(g.pre_grad[p].op) for p in region} & matched - set(aten))),
+        lines=tuple((f, n, code.get((f, n), ""), us, tuple(sorted(ops)))
+                    for (f, n), (us, ops) in sorted(lines.items())))
 
 
 def unclaimed(before: TraceStats, log: CompileLog, kernels: list[KernelProvenance]) -> list[dict]:
     """Pre-grad nodes of the graphs that ran that no kernel's provenance names, whose op the eager trace
     has: their eager time is in no kernel's `replaced` (a pattern such as attention rewritten whole)."""
     ran = {k.graph for k in kernels}
-    claimed = {(k.graph, p) for k in kernels for p in k.pre_grad}
+    claimed = {(k.graph, p) for k in kernels for p in (*k.pre_grad, *k.region_pre_grad)}
     eager = {e.name for e in before.events if e.category == OP}
     out = []
     for g in log.graphs:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fuseview.errors import FuseviewError
-from fuseview.stats import compare_timings
+from fuseview.stats import FASTER, NO_DIFFERENCE, SLOWER, compare_timings
 from fuseview.traces.kernels import FusedKernel, attribute
 
 # re-exported: their home is traces.resampling, which attribution imports without a cycle
@@ -17,19 +17,27 @@ def step_speedup(before: TraceStats, after: TraceStats) -> dict:
     """before/after ratio of median step times with its interval (steps are independent, not paired)."""
     for t in (before, after):
         if min(t.step_us) <= 0:
-            raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} us; step times must be positive")
+            raise FuseviewError(f"{t.path}: a step of {min(t.step_us):g} µs; step times must be positive")
     n = max(before.steps, after.steps)
     est = compare_timings(before.step_us, after.step_us, paired=False, resamples=bootstrap_resamples(n))
     return est.to_json() | {"summary": est.summary()}
 
 
-def ratio_phrase(kernel_us: float, replaced_us: float) -> str:
-    """Which way the kernel/replaced-ops ratio reads, spelled out ("kernel 1.6x slower than ...")."""
+def ratio_phrase(kernel_us: float, replaced_us: float, speedup: dict | None = None) -> str:
+    """The kernel against the ops it replaced in words from the verdict of its interval (speedup: the
+    report's replaced/kernel estimate): a direction only where the interval supports one."""
     if kernel_us <= 0 or replaced_us <= 0:
         return "no time to compare"
-    if replaced_us >= kernel_us:
-        return f"kernel {replaced_us / kernel_us:.1f}x faster than the ops it replaced"
-    return f"kernel {kernel_us / replaced_us:.1f}x slower than the ops it replaced"
+    if not speedup:
+        return "kernel vs the ops it replaced: no interval (too few steps for a verdict)"
+    word, ratio = speedup["verdict"], float(speedup["speedup_p50"])
+    if word == FASTER and ratio > 0:
+        return f"kernel {ratio:.1f}x faster than the ops it replaced"
+    if word == SLOWER and ratio > 0:
+        return f"kernel {1 / ratio:.1f}x slower than the ops it replaced"
+    if word == NO_DIFFERENCE:
+        return "kernel and the ops it replaced: no difference"
+    return "kernel vs the ops it replaced: cannot tell"
 
 
 def fusion_note(after: TraceStats, kernels: list[FusedKernel]) -> str | None:

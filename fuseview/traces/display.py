@@ -66,3 +66,9 @@ def shown_events(events: list[Event], python: bool = False) -> list[Event]:
 
 def _key(event: dict | EventStats, key: str) -> str:
     return str(event[key] if isinstance(event, dict) else getattr(event, key))
+
+
+# how the per-line join (workflows.onnx_join) shares a time among lines: the CLI and the window say it
+JOIN_SPLIT = ("a kernel's time is split across its lines by the eager time of each line's ops, a fused"
+              " ONNX node's onnxruntime time across its lines by the time of the nodes it replaced"
+              " there; no time is counted twice: the lines add up to the totals")

@@ -227,7 +227,7 @@ def _check_tail(w: _Window) -> None:
     """The rest of the file after the event list must close the JSON document (else it was cut)."""
     while w.more():
         if len(w.text) - w.pos > (64 << 20):
-            raise _bad(w.path, "more than 64 MB after the event list")
+            raise _bad(w.path, "more than 64 MiB after the event list")
     tail = w.text[w.pos:]
     opener = '[' if w.bare else '{"traceEvents":['
     try:

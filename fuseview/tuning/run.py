@@ -95,6 +95,16 @@ def _rival(search: Search, model: onnx.ModelProto, s: TuneSettings, folder: str
     return rival, f"onnxruntime.transformers.optimizer, model type {kind}, opt_level 0"
 
 
+def subset_change(tuned: list[str], accept_all: list[str], most: int = 6) -> str:
+    """', without a, b; with c': the accept-all fusions a tuned subset drops and those it adds."""
+    def names(ids: list[str]) -> str:
+        return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+    dropped = [c for c in accept_all if c not in tuned]
+    added = [c for c in tuned if c not in accept_all]
+    return (f", without {names(dropped)}" if dropped else "") + (f"; with {names(added)}" if added else "")
+
+
 def _final(search: Search, accept_all: list[str], stopped: str | None,
            rival: onnx.ModelProto | None, rival_note: str) -> tuple[FinalCheck, Effect | None]:
     """The closing A/B of the original, accept-all and the tuned subset (and ORT's optimizer): the subset
@@ -138,8 +148,10 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
         if over_o.verdict == FASTER and over_a.verdict == FASTER:
             chosen = "tuned"
         else:
-            why_subset = (f"; the tuned subset ({len(tuned)} of {len(accept_all)}) is not measured faster"
-                          f" than both (×original {over_o.text()}, ×accept-all {over_a.text()})")
+            change = subset_change(tuned, accept_all)
+            why_subset = (f"; the tuned subset ({len(tuned)} of {len(accept_all)}{change})"
+                          f" is not measured faster than both (×original {over_o.text()}, ×accept-all"
+                          f" {over_a.text()})")
     if "tuned" not in names or why_subset:
         if "accept_all" not in names:
             chosen = "original"
@@ -147,8 +159,9 @@ def _final(search: Search, accept_all: list[str], stopped: str | None,
             aa = eff("original", "accept_all")
             chosen = "original" if aa.verdict == SLOWER else "accept_all"
     if chosen == "tuned":
-        reason = (f"final check: the tuned subset is faster than both: ×original"
-                  f" {eff('original', 'tuned').text()}, ×accept-all {eff('accept_all', 'tuned').text()}")
+        reason = (f"final check: the tuned subset{subset_change(tuned, accept_all)} is faster than both:"
+                  f" ×original {eff('original', 'tuned').text()},"
+                  f" ×accept-all {eff('accept_all', 'tuned').text()}")
     elif chosen == "original":
         aa_text = eff("original", "accept_all").text() if accept_all else ""
         reason = (f"final check: the original is chosen: accept-all ×original {aa_text}" if accept_all else

@@ -184,7 +184,7 @@ class CandidatesPanel(QDockWidget):
                 c.fused_op,
                 self.scopes.get(cid, ""),
                 str(len(c.nodes)),
-                format_bytes(c.saved_bytes, short_units=True),
+                format_bytes(c.saved_bytes),  # MiB, as the CLI writes it
                 status,
                 conflict,
                 *self._cost_cells(cid),

@@ -9,7 +9,7 @@ name, category and time. Both charts share one scale (µs per pixel) and one ori
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QMouseEvent, QPainter, QPen, QWheelEvent
 from PySide6.QtWidgets import QLabel, QScrollArea, QToolTip, QVBoxLayout, QWidget
 
@@ -274,6 +274,9 @@ class FlameView(QWidget):
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(body)
+        # the viewport's width is what a fit fills: it is only laid out once the tab is shown (a fit made
+        # while hidden read a stale width), and a scroll bar coming or going changes it alone
+        self.scroll.viewport().installEventFilter(self)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.note)
@@ -313,6 +316,12 @@ class FlameView(QWidget):
         super().resizeEvent(e)
         if self.scale.fitted:
             self.fit()
+
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802 - Qt's name
+        """Fit again when the viewport is resized (shown for the first time, a scroll bar) and unzoomed."""
+        if obj is self.scroll.viewport() and e.type() == QEvent.Type.Resize and self.scale.fitted:
+            self.fit()
+        return super().eventFilter(obj, e)
 
     def bar_count(self, role: str) -> int:
         """Rectangles drawn for a trace."""

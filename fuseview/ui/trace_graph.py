@@ -15,6 +15,9 @@ from fuseview.traces.fx_model import fx_to_onnx
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
 
+NO_CAPTURE = "Post-grad graph: open a capture (with its provenance log) and pick a kernel."
+PICK = "Post-grad graph: pick a kernel in the table to draw its compiled graph."
+
 
 class PostGradGraph(QWidget):
     """One compiled graph at a time; show(graph, kernels, selected) draws and selects."""
@@ -22,7 +25,7 @@ class PostGradGraph(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.codes: dict[str, str | GraphParser] = {}
-        self.title = QLabel("Post-grad graph: open a capture (with its provenance log) and pick a kernel.")
+        self.title = QLabel(NO_CAPTURE)
         self.view = GraphView()
         self.scene: GraphScene | None = None
         self.graph_key: str | None = None
@@ -39,6 +42,7 @@ class PostGradGraph(QWidget):
         self.scene = None
         self.graph_key = None
         self.view.setScene(None)
+        self.title.setText(PICK if self.codes else NO_CAPTURE)
 
     def show_kernel(self, graph: str, kernels: dict[str, list[str]], selected: str) -> list[str]:
         """Draw graph with each kernel's post-grad nodes marked; select the selected kernel's nodes.

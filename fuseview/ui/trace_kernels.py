@@ -51,6 +51,15 @@ def kernel_label(k: dict) -> str:
     return f"{name}  ←  {ops}"
 
 
+def replaced_ops(k: dict) -> str:
+    """The eager ops a kernel replaced: those its provenance names first, then those of its graph's nodes
+    it rewrote (SDPA's matmul and softmax)."""
+    region = (k.get("provenance") or {}).get("region_aten") or []
+    named = [m for m in k["matched_before"] if m not in region]
+    text = ", ".join(named) or "none found"
+    return text + (f"; rewritten with them: {', '.join(region)}" if region else "")
+
+
 def kernel_rows(report: dict) -> list[dict]:
     """One row per compiled kernel of the report (empty for a single trace)."""
     d = report.get("diff") or {}
@@ -64,8 +73,9 @@ def kernel_rows(report: dict) -> list[dict]:
             "kind": k.get("kind", "fused"),
             "attribution": "provenance" if k.get("attribution") == "provenance" else "name (a guess)",
             "time_us": k["time_us"], "time_text": f"{k['time_us']:.1f}{span}",
-            "replaced_us": k["replaced_us"], "verdict": ratio_phrase(k["time_us"], k["replaced_us"]),
-            "ops": ", ".join(k["matched_before"]) or "none found", "source": source_lines(k),
+            "replaced_us": k["replaced_us"],
+            "verdict": ratio_phrase(k["time_us"], k["replaced_us"], k.get("speedup")),
+            "ops": replaced_ops(k), "source": source_lines(k),
             "post_grad": p.get("post_grad", []), "code": [
                 f"{Path(s['file']).name}:{s['line']}  {s['code']}" for s in p.get("source", [])],
             "interval": (k.get("speedup") or {}).get("summary", ""),

@@ -76,9 +76,12 @@ class TuneDialog(QDialog):
 def effect_cell(decision) -> tuple[str, str]:
     """The candidates dock's 'Measured effect' text and tooltip for one tune decision."""
     e = decision.effect
-    text = "-" if e is None else f"{e.speedup_p50:.2f}x {e.verdict}"
+    alone = decision.stage != "final"  # the final check times whole models, not this candidate
+    text = "-" if e is None else f"{e.speedup_p50:.2f}x {e.verdict}" if alone else "not measured alone"
     tip = [f"tune: {decision.decision} — {decision.reason}"]
-    if e is not None:
+    if e is not None and not alone:
+        tip.append(f"not measured alone: the whole chosen model against {e.against}: {e.text()}")
+    elif e is not None:
         tip.append(f"time without ÷ time with: {e.text()} (95% CI, {e.runs} runs in {e.sessions} sessions,"
                    f" against {e.against})")
     if decision.max_abs is not None:

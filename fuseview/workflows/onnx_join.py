@@ -23,6 +23,7 @@ STACK_KEY = "pkg.torch.onnx.stack_trace"
 SCOPE_KEY = "pkg.torch.onnx.name_scopes"
 MODEL = "model.onnx"
 _TORCH_FILES = (f"{os.sep}torch{os.sep}", "/torch/")
+NO_LINE = "(no source line)"  # the row of ONNX nodes the exporter gave no user frame
 
 
 @dataclass
@@ -44,6 +45,16 @@ class LineRow:
     modules: list[str] = field(default_factory=list)  # their module scopes (e.g. block.mlp.act), graph order
     ort_before_us: float | None = None  # onnxruntime p50 per run of those nodes (--onnx-time)
     ort_after_us: float | None = None  # the same after fuseview's fusions
+
+    @property
+    def shown(self) -> bool:
+        """Whether the line has anything to show: a kernel, an ONNX node or onnxruntime time."""
+        return bool(self.kernels or self.onnx_before or self.ort_after_us)
+
+    @property
+    def where(self) -> str:
+        """file:line, or the no-source-line row's name."""
+        return self.file if self.file == NO_LINE else f"{self.file}:{self.line}"
 
     @property
     def onnx_fuses(self) -> bool:
@@ -128,24 +139,52 @@ def _node_lines(model: onnx.ModelProto) -> dict[tuple[str, int], list[tuple[onnx
     return out
 
 
-def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) -> list[LineRow]:
-    """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
-    fuseview candidates (Candidate objects of a scan of model) there; disagreements first."""
-    rows: dict[tuple[str, int], LineRow] = {}
+def _kernel_lines(k: dict[str, Any]) -> list[tuple[tuple[str, int], str, float, set[str]]]:
+    """(line key, code, share of the kernel, eager ops) of each line a kernel came from: its part of the
+    replaced eager time (the report's provenance lines), else an even split over its source lines."""
+    p = k["provenance"]
+    parts: dict[tuple[str, int], tuple[float, str, set[str]]] = {}
+    for ln in p.get("lines") or []:
+        key = _key(ln["file"], ln["line"])
+        us, code, ops = parts.get(key, (0.0, ln.get("code", ""), set()))
+        parts[key] = (us + ln["replaced_us"], code, ops | set(ln.get("ops", [])))
+    for s in p["source"]:
+        parts.setdefault(_key(s["file"], s["line"]), (0.0, s.get("code", ""), set()))
+    total = sum(us for us, _c, _o in parts.values())
+    return [(key, code, us / total if total else 1 / len(parts), ops)
+            for key, (us, code, ops) in parts.items()]
+
+
+def _add_kernels(rows: dict[tuple[str, int], LineRow], report: dict[str, Any]) -> None:
+    """Each kernel split across its lines by the eager time of each line's ops (every µs counted once)."""
     for k in (report.get("diff") or {}).get("fused_kernels") or []:
         p = k.get("provenance")
         if not p:
             continue
-        for s in {(s["file"], s["line"]): s for s in p["source"]}.values():
-            r = rows.setdefault(_key(s["file"], s["line"]), LineRow(Path(s["file"]).name, s["line"]))
-            r.code = r.code or s.get("code", "")
-            name = p["kernel"] if k["kind"] == "extern" else k["name"]
+        name = p["kernel"] if k["kind"] == "extern" else k["name"]
+        for key, code, share, ops in _kernel_lines(k):
+            r = rows.setdefault(key, LineRow(key[0], key[1]))
+            r.code = r.code or code
             r.kernels.append(name)
-            r.kernel_us += k["time_us"]
-            r.eager_ops.update(k["matched_before"])
-            r.eager_us += k["replaced_us"]
-            r.inductor_fuses |= k["kind"] == "fused" and len(p["post_grad"]) >= 2
+            r.kernel_us += k["time_us"] * share
+            r.eager_ops.update(ops)
+            r.eager_us += k["replaced_us"] * share
+            # fused: two or more graph nodes in one kernel; extern: a pattern rewritten into one call (SDPA)
+            r.inductor_fuses |= ((k["kind"] == "fused" and len(p["post_grad"]) >= 2)
+                                 or bool(p.get("region_pre_grad")))
+
+
+def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) -> list[LineRow]:
+    """Per source line, Inductor's kernels (from a report's provenance) beside the ONNX nodes and the
+    fuseview candidates applied together (Candidate objects of a scan of model, no two overlapping) there;
+    disagreements first. A kernel's time is split across its lines (no line gets another's time)."""
+    rows: dict[tuple[str, int], LineRow] = {}
+    _add_kernels(rows, report)
     by_line = _node_lines(model)
+    framed = {n.name for pairs in by_line.values() for n, _c in pairs}
+    loose = [(n, "") for n in model.graph.node if n.name not in framed]
+    if loose:
+        by_line[(NO_LINE, 0)] = loose
     owner = {n: c for c in candidates for n in c.nodes}
     for key, pairs in by_line.items():
         nodes = [n for n, _code in pairs]
@@ -166,9 +205,18 @@ def join(report: dict[str, Any], model: onnx.ModelProto, candidates: list[Any]) 
     return sorted(rows.values(), key=lambda r: (not r.disagree, -r.eager_us, r.file, r.line))
 
 
+def applied(found: Any) -> list[Any]:
+    """The candidates fuseview.fuse applies together (accept-all: first come first served among
+    conflicts), so a line never lists two fusions of the same nodes."""
+    from fuseview.fusion.plan import Plan
+
+    plan = Plan(found.candidates, "")
+    ids = set(plan.accept_all())
+    return [c for c in found.candidates if c.id in ids]
+
+
 def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_time: bool = False,
-                 runs: int = 20, progress: StepProgress | None = None
-                 ) -> list[LineRow] | None:
+                 runs: int = 20, progress: StepProgress | None = None) -> list[LineRow] | None:
     """The join for a capture folder holding model.onnx (None when it holds none); ort_time also profiles
     the model and its fused version (every candidate) in onnxruntime at the exported shapes (progress:
     the profile's (stage, done, total); a job's progress stops it when cancelled)."""
@@ -179,7 +227,7 @@ def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_tim
 
     model = load_for_fusion(path)
     found = scan_for_fusion(model, dims_for(model, FuseOptions(validate=False)), path)  # exported shapes
-    rows = join(report, model, found.candidates)
+    rows = join(report, model, applied(found))
     if ort_time:
         add_ort_times(path, rows, runs, progress, (model, found))
     return rows
@@ -187,9 +235,11 @@ def capture_join(folder: str | os.PathLike[str], report: dict[str, Any], ort_tim
 
 def add_ort_times(path: Path, rows: list[LineRow], runs: int,
                   progress: StepProgress | None = None,
-                  scanned: tuple[onnx.ModelProto, Any] | None = None) -> None:
-    """Each line's onnxruntime time (p50 per run, summed over its nodes) before and after fusion: the
-    model fused with all its candidates (what fuseview.fuse does), both profiled on the same inputs.
+                  scanned: tuple[onnx.ModelProto, Any] | None = None) -> tuple[float, float]:
+    """Each line's onnxruntime time (p50 per run) before and after fusion: the model fused with all its
+    candidates (what fuseview.fuse does), both profiled on the same inputs. A fused node covering several
+    lines is split across them by the time of each line's own nodes it replaced (split_fused), so the
+    lines add up to each model's time. Returns (original, fused) summed node time, p50 per run.
     `scanned`: the (model, scan) capture_join already made of path, else it is loaded and scanned here.
 
     The fuse pipeline and the profile target directly, not fuseview.api: the API reads captures through
@@ -197,7 +247,6 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int,
     import tempfile
 
     from fuseview.fusion.pipeline import FuseOptions, build_fused, dims_for, load_for_fusion, scan_for_fusion
-    from fuseview.fusion.plan import Plan
     from fuseview.graph.save import save_model_atomic
     from fuseview.provenance import ORIGIN_KEY, origin_names
     from fuseview.runtime.job import ProfileRequest
@@ -209,9 +258,7 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int,
         found = scan_for_fusion(model, dims_for(model, opts), path)
     else:
         model, found = scanned
-    plan = Plan(found.candidates, str(path))
-    plan.accept_all()
-    fused = build_fused(model, found, plan.accepted(), opts, str(path.parent)).model
+    fused = build_fused(model, found, [c.id for c in applied(found)], opts, str(path.parent)).model
     with tempfile.TemporaryDirectory(prefix="fuseview-join-") as tmp:
         other = save_model_atomic(fused, Path(tmp) / "fused.onnx", base_dir=path.parent)
         request = ProfileRequest(model=path, against=other, runs=runs)
@@ -221,9 +268,31 @@ def add_ort_times(path: Path, rows: list[LineRow], runs: int,
     for n in fused.graph.node:
         meta = {p.key: p.value for p in n.metadata_props}
         origins[n.name] = set(origin_names(meta.get(ORIGIN_KEY)) or [n.name])
+    split_fused(rows, before, after, origins)
+    return sum(before.values()), sum(after.values())
+
+
+def split_fused(rows: list[LineRow], before: dict[str, float], after: dict[str, float],
+                origins: dict[str, set[str]]) -> None:
+    """Set each line's onnxruntime time before (its own nodes) and after fusion: a fused node's time goes
+    to the lines of the nodes it replaced, in proportion to those nodes' time before fusion (evenly by
+    node when they took none); a node whose origins are on no line goes to the no-source-line row."""
+    line_of = {n: r for r in rows for n in r.node_names}
     for r in rows:
-        if not r.node_names:
+        if r.node_names:
+            r.ort_before_us = sum(before.get(n, 0.0) for n in r.node_names)
+            r.ort_after_us = 0.0
+    for name, us in after.items():
+        mine = [o for o in sorted(origins.get(name, {name})) if o in line_of]
+        if not mine:
+            loose = next((x for x in rows if x.file == NO_LINE), None)
+            if loose is None:
+                loose = LineRow(NO_LINE, 0, ort_before_us=0.0, ort_after_us=0.0)
+                rows.append(loose)
+            loose.ort_after_us = (loose.ort_after_us or 0.0) + us
             continue
-        mine = set(r.node_names)
-        r.ort_before_us = sum(before.get(n, 0.0) for n in mine)
-        r.ort_after_us = sum(us for n, us in after.items() if origins.get(n, {n}) & mine)
+        weights = [before.get(o, 0.0) for o in mine]
+        total = sum(weights)
+        for o, w in zip(mine, weights, strict=True):
+            r = line_of[o]
+            r.ort_after_us = (r.ort_after_us or 0.0) + us * (w / total if total else 1 / len(mine))
