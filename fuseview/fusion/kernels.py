@@ -74,8 +74,22 @@ def keep_runnable(cands: list[Any], provider: str, index: Any, misses: list[Any]
     return kept
 
 
+def _cuda_library_absent() -> bool:
+    """True when the installed onnxruntime ships no CUDA provider library (a CPU build), found without
+    importing it: onnxruntime builds its CUDA provider as a shared library in onnxruntime/capi."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        return False  # not installed, or not where we can look: let the import say
+    capi = [Path(p) / "capi" for p in spec.submodule_search_locations]
+    return not any(any(c.glob("*onnxruntime_providers_cuda*")) for c in capi if c.is_dir())
+
+
 def default_provider() -> tuple[str, str]:
     """'cuda' when the installed onnxruntime has CUDAExecutionProvider available, else 'cpu'; and why."""
+    if _cuda_library_absent():  # importing onnxruntime costs a scan about 0.1 s
+        return "cpu", "no CUDAExecutionProvider in this onnxruntime"
     import onnxruntime as ort
 
     if "CUDAExecutionProvider" in ort.get_available_providers():
