@@ -30,7 +30,7 @@ def models(paths: list[Path]) -> list[Path]:
 
 
 def scan_json(path: Path, provider: str) -> bytes:
-    """`fuseview scan --json --near-misses` of one model, as the command line prints it (plus its exit code)."""
+    """`fuseview scan --json --near-misses` of one model as the command line prints it, and its exit code."""
     from fuseview.cli import main
 
     out, err = io.StringIO(), io.StringIO()
