@@ -74,6 +74,8 @@ class GraphIndex:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
+        self._inputs: dict[int, list[str]] = {}
+        self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
@@ -90,6 +92,25 @@ class GraphIndex:
     def name(self, node: onnx.NodeProto) -> str:
         """The node's name as the viewer and the profiler call it (fuseview.naming)."""
         return self._names[self._pos[id(node)]]
+
+    def inputs(self, node: onnx.NodeProto) -> list[str]:
+        """The node's inputs without trailing empty ones (cached: the matcher reads them per pattern; a caller
+        never changes the list)."""
+        got = self._inputs.get(id(node))
+        if got is None:
+            got = list(node.input)
+            while got and not got[-1]:
+                got.pop()
+            self._inputs[id(node)] = got
+        return got
+
+    def producer_ops(self, node: onnx.NodeProto) -> list[str | None]:
+        """The op type of each input's producer (None: a graph input, initializer or empty name)."""
+        got = self._producer_ops.get(id(node))
+        if got is None:
+            got = [self.producer[i][0].op_type if i in self.producer else None for i in node.input]
+            self._producer_ops[id(node)] = got
+        return got
 
     @staticmethod
     def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
