@@ -64,3 +64,20 @@ def test_candidate_traffic_counts_each_read_of_a_removed_tensor() -> None:
         assert c.traffic_bytes == want == slow
         checked += 1
     assert checked > 40
+
+
+def test_raw_constants_read_as_onnx_reads_them() -> None:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from fuseview.fusion.graphindex import _to_array
+
+    arrays = [np.array([1, -1, 3], np.int64), np.array(5, np.int64), np.zeros((0,), np.int64),
+              np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], np.int32), np.array([1.5])]
+    tensors = [numpy_helper.from_array(a, "x") for a in arrays]
+    tensors.append(onnx.helper.make_tensor("y", onnx.TensorProto.INT64, [2], [4, 5]))  # typed field, not raw
+    for t in tensors:
+        got, want = _to_array(t), numpy_helper.to_array(t)
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+        assert got.flags.writeable

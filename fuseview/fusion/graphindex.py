@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 from collections import defaultdict
 from typing import Any
 
@@ -186,7 +188,7 @@ class GraphIndex:
                 if mapped is not None:
                     return mapped
                 return numpy_helper.to_array(t, base_dir=self.base_dir or "")
-            return numpy_helper.to_array(t)
+            return _to_array(t)
         except Exception:  # noqa: BLE001 - unreadable weights just make a rule not apply
             return None
 
@@ -317,12 +319,27 @@ def _declared_bytes(t: onnx.TensorProto) -> int:
 
 def _small_int(t: onnx.TensorProto) -> bool:
     """An inline integer constant short enough to be shape arithmetic."""
-    return (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(np.prod(t.dims)) <= 64
+    return (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(t.dims) <= 64
             and t.data_location != onnx.TensorProto.EXTERNAL)
+
+
+# numpy dtypes of the element types read straight from raw_data (little-endian, as onnx stores them)
+_RAW: dict[int, type] = {
+    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+}
+
+
+def _to_array(t: onnx.TensorProto) -> np.ndarray:
+    """numpy_helper.to_array, with the common inline raw_data case read directly (the same array, without
+    its per-call overhead: a scan reads thousands of small shape constants)."""
+    dtype = _RAW.get(t.data_type)
+    if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
+        return numpy_helper.to_array(t)
+    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims)).copy()
 
 
 def _read_into(values: dict[str, np.ndarray], name: str, t: onnx.TensorProto) -> None:
     try:
-        values[name] = numpy_helper.to_array(t)
+        values[name] = _to_array(t)
     except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
         pass

@@ -8,6 +8,7 @@ tens of milliseconds; whatever it does not know falls back to onnx's inference.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -230,8 +231,8 @@ class _Prop:
             allowzero = _attr(n, "allowzero", 0)
             s = [shp[0][i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
             if s.count(-1) == 1:
-                known = int(np.prod([d for d in s if d != -1]))
-                total = int(np.prod(shp[0]))
+                known = math.prod(int(d) for d in s if d != -1)
+                total = math.prod(int(d) for d in shp[0])
                 s[s.index(-1)] = total // known if known else 0
             out[0] = s
             if vals[0] is not None:
@@ -239,7 +240,7 @@ class _Prop:
             return True
         if op == "Flatten" and shp[0] is not None:
             axis = _attr(n, "axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
-            out[0] = [int(np.prod(shp[0][:axis])), int(np.prod(shp[0][axis:]))]
+            out[0] = [math.prod(int(d) for d in shp[0][:axis]), math.prod(int(d) for d in shp[0][axis:])]
             return True
         if op == "Transpose" and shp[0] is not None:
             perm = _attr(n, "perm") or list(range(len(shp[0])))[::-1]
