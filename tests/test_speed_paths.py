@@ -80,4 +80,4 @@ def test_raw_constants_read_as_onnx_reads_them() -> None:
     for t in tensors:
         got, want = _to_array(t), numpy_helper.to_array(t)
         assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
-        assert got.flags.writeable
+        assert got.flags.writeable == want.flags.writeable

@@ -335,7 +335,7 @@ def _to_array(t: onnx.TensorProto) -> np.ndarray:
     dtype = _RAW.get(t.data_type)
     if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
         return numpy_helper.to_array(t)
-    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims)).copy()
+    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))  # read-only, as to_array gives
 
 
 def _read_into(values: dict[str, np.ndarray], name: str, t: onnx.TensorProto) -> None:
