@@ -46,6 +46,7 @@ def test_window_apply_and_cli_fuse_give_identical_figures(qtbot, tmp_path, capsy
     w = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(w)
     w.show()
+    w.session.provider = "cpu"  # as `fuseview fuse` here (its auto provider): the same candidates offered
     try:
         with qtbot.waitSignal(w.workbench.scanned, timeout=MS):
             w.open_file(GPT2)

@@ -218,7 +218,8 @@ def test_cancel_keeps_a_valid_best_so_far():
     res = tune(MLP, TuneSettings(budget_s=120, **FAST), progress=progress, cancel=cancel)
     rep = res.report
     assert rep.stopped == "cancelled"
-    assert len(rep.decisions) == 10 and {d.decision for d in rep.decisions} <= {"accept", "reject"}
+    # the MLP's 6 candidates for CPU at seq=128 (its SkipLayerNormalization ones are CPU near misses there)
+    assert len(rep.decisions) == 6 and {d.decision for d in rep.decisions} <= {"accept", "reject"}
     # top-down from accept-all: what was not measured yet is kept as accept-all does
     assert any(d.reason.startswith("in accept-all") for d in rep.decisions)
     assert any("stopped early (cancelled)" in n for n in rep.notes)

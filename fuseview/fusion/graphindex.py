@@ -13,6 +13,7 @@ from onnx import numpy_helper
 from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
+from fuseview.graph.shapes import raw_array
 from fuseview.naming import unique_node_names
 
 
@@ -74,6 +75,8 @@ class GraphIndex:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
+        self._inputs: dict[int, list[str]] = {}
+        self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
@@ -90,6 +93,25 @@ class GraphIndex:
     def name(self, node: onnx.NodeProto) -> str:
         """The node's name as the viewer and the profiler call it (fuseview.naming)."""
         return self._names[self._pos[id(node)]]
+
+    def inputs(self, node: onnx.NodeProto) -> list[str]:
+        """The node's inputs without trailing empty ones (cached: the matcher reads them per pattern; a caller
+        never changes the list)."""
+        got = self._inputs.get(id(node))
+        if got is None:
+            got = list(node.input)
+            while got and not got[-1]:
+                got.pop()
+            self._inputs[id(node)] = got
+        return got
+
+    def producer_ops(self, node: onnx.NodeProto) -> list[str | None]:
+        """The op type of each input's producer (None: a graph input, initializer or empty name)."""
+        got = self._producer_ops.get(id(node))
+        if got is None:
+            got = [self.producer[i][0].op_type if i in self.producer else None for i in node.input]
+            self._producer_ops[id(node)] = got
+        return got
 
     @staticmethod
     def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
@@ -165,7 +187,7 @@ class GraphIndex:
                 if mapped is not None:
                     return mapped
                 return numpy_helper.to_array(t, base_dir=self.base_dir or "")
-            return numpy_helper.to_array(t)
+            return raw_array(t)
         except Exception:  # noqa: BLE001 - unreadable weights just make a rule not apply
             return None
 

@@ -56,8 +56,37 @@ ALTERNATIVES = {
 }
 
 
+# Fused ops whose kernel on a provider was measured slower than the ops it replaces once a run holds at
+# least `rows` rows (the product of the output's leading dims under the scan's dims): provider -> (domain,
+# op) -> (rows, why). Below that the fused kernel wins (one kernel less per layer at a decode step).
+SLOWER: dict[str, dict[tuple[str, str], tuple[int, str]]] = {
+    "cpu": {
+        ("com.microsoft", "SkipLayerNormalization"): (
+            8,
+            "onnxruntime's CPU SkipLayerNormalization kernel is slower than Add + LayerNormalization from 8"
+            " rows a run (1 thread, ORT disabled, per layer: 2.6x at hidden 64, 1.4x at 768, 128 rows;"
+            " ahead by 1 kernel's overhead at 1-4 rows); left as Add + LayerNormalization. CUDA, or a scan"
+            " at a decode step's dims (--dim seq=1), fuses it",
+        ),
+    },
+}
+
+
+def measured_slower(provider: str, domain: str, op: str, shape: list | None) -> str | None:
+    """A near miss's reason when provider's kernel of domain::op is measured slower at this output shape."""
+    entry = SLOWER.get(provider.lower().removesuffix("executionprovider"), {}).get((domain or "", op))
+    if entry is None or not shape or not all(isinstance(d, int) for d in shape):
+        return None
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    min_rows, why = entry
+    return f"{why} (this match: {rows} rows)" if rows >= min_rows else None
+
+
 def keep_runnable(cands: list[Any], provider: str, index: Any, misses: list[Any]) -> list[Any]:
-    """The candidates provider has a kernel for in their dtype; the others appended to misses as NearMiss."""
+    """The candidates provider has a kernel for in their dtype and is not measured slower with (SLOWER);
+    the others appended to misses as NearMiss."""
     from fuseview.fusion.rule import NearMiss
 
     kept = []
@@ -66,6 +95,11 @@ def keep_runnable(cands: list[Any], provider: str, index: Any, misses: list[Any]
         elem = index.elem_type(outputs[0]) if outputs else None
         dtype = DTYPE_NAMES.get(elem) if elem is not None else None
         reason = None if dtype is None else missing_kernel(provider, c.domain, c.fused_op, dtype)
+        if reason is None and outputs:
+            reason = measured_slower(provider, c.domain, c.fused_op, index.shape(outputs[0]))
+            if reason is not None:
+                misses.append(NearMiss(c.rule, tuple(c.nodes), reason))
+                continue
         if reason is None:
             kept.append(c)
             continue
@@ -74,8 +108,22 @@ def keep_runnable(cands: list[Any], provider: str, index: Any, misses: list[Any]
     return kept
 
 
+def _cuda_library_absent() -> bool:
+    """True when the installed onnxruntime ships no CUDA provider library (a CPU build), found without
+    importing it: onnxruntime builds its CUDA provider as a shared library in onnxruntime/capi."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        return False  # not installed, or not where we can look: let the import say
+    capi = [Path(p) / "capi" for p in spec.submodule_search_locations]
+    return not any(any(c.glob("*onnxruntime_providers_cuda*")) for c in capi if c.is_dir())
+
+
 def default_provider() -> tuple[str, str]:
     """'cuda' when the installed onnxruntime has CUDAExecutionProvider available, else 'cpu'; and why."""
+    if _cuda_library_absent():  # importing onnxruntime costs a scan about 0.1 s
+        return "cpu", "no CUDAExecutionProvider in this onnxruntime"
     import onnxruntime as ort
 
     if "CUDAExecutionProvider" in ort.get_available_providers():

@@ -77,28 +77,25 @@ class PatternMatcher:
 
     def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
         idx = self.index
-        name = idx.name(node)
         domain = "" if node.domain == "ai.onnx" else node.domain
         if node.op_type not in pn.op_types or domain != pn.domain:
             want = "/".join(pn.op_types)
-            self._fail(st, f"{name} is {node.op_type}, expected {want} ({pn.label})")
+            self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
             return
         if id(node) in st.used:
-            self._fail(st, f"{name} is already matched elsewhere in the pattern")
+            self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
             return
         for k, v in pn.attrs.items():
             actual = idx.attr(node, k, pn.defaults.get(k))
             if not _attr_equal(actual, v):
-                self._fail(st, f"{name}: attribute {k}={actual!r}, expected {v!r}")
+                self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
                 return
-        inputs = list(node.input)
-        while inputs and not inputs[-1]:
-            inputs.pop()
+        inputs = idx.inputs(node)
         terms = pn.inputs
         need = pn.required
         if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
             want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
-            self._fail(st, f"{name} has {len(inputs)} inputs, expected {want}")
+            self._fail(st, f"{idx.name(node)} has {len(inputs)} inputs, expected {want}")
             return
         if len(inputs) < len(terms):
             inputs = inputs + [""] * (len(terms) - len(inputs))
@@ -304,9 +301,7 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
             continue
         if all(needs):
             if producer_ops is None:
-                producer_ops = [
-                    index.producer[i][0].op_type if i in index.producer else None for i in node.input
-                ]
+                producer_ops = index.producer_ops(node)
             if not any(_may_match(need, producer_ops) for need in needs):
                 continue
         pm = PatternMatcher(index, pattern)

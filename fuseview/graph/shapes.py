@@ -8,6 +8,8 @@ tens of milliseconds; whatever it does not know falls back to onnx's inference.
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -230,8 +232,8 @@ class _Prop:
             allowzero = _attr(n, "allowzero", 0)
             s = [shp[0][i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
             if s.count(-1) == 1:
-                known = int(np.prod([d for d in s if d != -1]))
-                total = int(np.prod(shp[0]))
+                known = math.prod(int(d) for d in s if d != -1)
+                total = math.prod(int(d) for d in shp[0])
                 s[s.index(-1)] = total // known if known else 0
             out[0] = s
             if vals[0] is not None:
@@ -239,7 +241,7 @@ class _Prop:
             return True
         if op == "Flatten" and shp[0] is not None:
             axis = _attr(n, "axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
-            out[0] = [int(np.prod(shp[0][:axis])), int(np.prod(shp[0][axis:]))]
+            out[0] = [math.prod(int(d) for d in shp[0][:axis]), math.prod(int(d) for d in shp[0][axis:])]
             return True
         if op == "Transpose" and shp[0] is not None:
             perm = _attr(n, "perm") or list(range(len(shp[0])))[::-1]
@@ -446,22 +448,37 @@ def _eval_binary(op: str, vs: list[np.ndarray]) -> np.ndarray | None:
     return None
 
 
+# numpy dtypes of the element types read straight from raw_data (little-endian, as onnx stores them)
+_RAW: dict[int, type] = {
+    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+}
+
+
+def raw_array(t: onnx.TensorProto) -> np.ndarray:
+    """numpy_helper.to_array, with the common inline raw_data case read directly (the same array, read-only,
+    without its per-call overhead: a scan reads thousands of small shape constants)."""
+    from onnx import numpy_helper
+
+    dtype = _RAW.get(t.data_type)
+    if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
+        return numpy_helper.to_array(t)
+    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))
+
+
 def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
     """The one seeding of propagate (the graph index's, the roofline's, the dim names'): the shapes of the
     graph's initializers and Constant outputs, and the values of those short enough to be shape arithmetic
     (integers of at most _MAX_VALUE elements whose data the proto holds)."""
-    from onnx import numpy_helper
-
     shapes: dict[str, Shape] = {}
     values: dict[str, np.ndarray] = {}
 
     def read(name: str, t: onnx.TensorProto) -> None:
         shapes[name] = list(t.dims)
-        small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and int(
-            np.prod(t.dims)) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
+        small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(
+            t.dims) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
         try:
             if small:
-                values[name] = numpy_helper.to_array(t)
+                values[name] = raw_array(t)
         except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
             pass
 

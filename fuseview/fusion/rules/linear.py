@@ -1,9 +1,12 @@
-"""MatMul + Add(bias) -> Gemm (2-D); MatMul with a scalar scale or transposed input -> FusedMatMul."""
+"""MatMul + Add(bias) -> Gemm (2-D); MatMul with a scalar scale or transposed input -> FusedMatMul;
+a linear layer on 3-D input whose Reshapes are computed from shapes -> the same Gemm with light Reshapes."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from fuseview.fusion.rule import MS_DOMAIN, ONNX_DOMAIN, Match, Miss, Replacement, Rule
-from fuseview.fusion.rules._common import all_checks, float_input, scalar
+from fuseview.fusion.rules._common import all_checks, float_input, linear_3d, linear_3d_check, scalar
 
 
 def _gemm(op, a, b, c):
@@ -93,7 +96,58 @@ def _fused_replace(m: Match) -> Replacement:
     )
 
 
+def _linear(op, x):
+    return linear_3d(op, x)
+
+
+def _constant_output_shape(m: Match) -> bool:
+    """Nothing to lighten: the Reshape back to 3-D already has a constant target."""
+    return m.index.is_const(m["shape_out"])
+
+
+def _linear_replace(m: Match) -> list[Replacement]:
+    """Reshape(x, [-1, K]) -> Gemm -> Reshape(x's leading dims + [N]): the target read from x in two
+    small nodes instead of the export's Shape/Gather/Unsqueeze/Concat chains (left without readers)."""
+    x, gemm = m["x"], m.node("gemm").output[0]
+    k, n = m.array("w").shape
+    base = gemm.replace("/", "_").strip("_")
+    flat_shape, width = f"{base}_flat_shape", f"{base}_width"
+    lead, target, flat = f"{gemm}_lead", f"{gemm}_target", f"{gemm}_flat"
+    if m.index.opsets.get("", 0) >= 15:  # Shape's start/end came with opset 15
+        lead_nodes = [Replacement([x], {"end": -1}, op="Shape", domain="", outputs=[lead])]
+    else:
+        shape, ends = f"{gemm}_shape", f"{base}_slice_ends"
+        starts = f"{base}_slice_starts"
+        lead_nodes = [
+            Replacement([x], op="Shape", domain="", outputs=[shape]),
+            Replacement([shape, starts, ends], op="Slice", domain="", outputs=[lead],
+                        initializers={starts: np.array([0], np.int64), ends: np.array([-1], np.int64)}),
+        ]
+    return [
+        Replacement([x, flat_shape], op="Reshape", domain="", outputs=[flat],
+                    initializers={flat_shape: np.array([-1, k], np.int64)}),
+        Replacement([flat, m["w"], m["bias"]], op="Gemm", domain="", outputs=[f"{gemm}_2d"]),
+        *lead_nodes,
+        Replacement([lead, width], {"axis": 0}, op="Concat", domain="", outputs=[target],
+                    initializers={width: np.array([n], np.int64)}),
+        Replacement([f"{gemm}_2d", target], op="Reshape", domain=""),
+    ]
+
+
 RULES = [
+    Rule(
+        name="linear_3d",
+        description="Reshape -> Gemm(W, bias) -> Reshape with targets computed from shapes -> the same"
+        " Gemm with a constant flatten and the leading dims read once",
+        fused_op="Gemm",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda"),
+        patterns=(_linear,),
+        check=linear_3d_check,
+        exclude=_constant_output_shape,
+        priority=4,
+        replace=_linear_replace,
+    ),
     Rule(
         name="matmul_add_gemm",
         description="MatMul + Add(bias) with 2-D operands -> Gemm",

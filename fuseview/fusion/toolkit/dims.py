@@ -9,6 +9,7 @@ sequence values), so a proof holds for every input size. Made once per scan by t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ class SymbolicDims:
 
     def const(self, t: str) -> np.ndarray | None:
         """A small constant's value (shape constants; weights over 4096 elements are never read)."""
-        if t in self.ix.initializers and int(np.prod(self.ix.initializers[t].dims)) > 4096:
+        if t in self.ix.initializers and math.prod(self.ix.initializers[t].dims) > 4096:
             return None  # weights are never shape constants
         return self.ix.const_value(t) if self.ix.is_const(t) else None
 
