@@ -46,6 +46,8 @@ _MIN_TEXT_PX = 5.0
 # readable down to about 25 % zoom, where Netron's fixed 11 px text is under 3 px.
 _HELD_LABEL_PX = 7.0
 _MIN_DETAIL_PX = 7.0
+# a held label too wide for its box shrinks down to this on-screen size before it is elided ("Ma…")
+_FIT_LABEL_PX = 4.5
 _LABEL_PX = 11
 _SUB_PX = 9
 SCENE_MARGIN = 40.0
@@ -143,11 +145,11 @@ class BoxItem(QGraphicsItem):
         if px > self._rect.height() * 0.9:
             return None
         if self._held is None or self._held[0] != px:
-            w = self._rect.width() - (14 if self.box.kind == "node" else 10)
+            w = self._rect.width() - (11 if self.box.kind == "node" else 8)  # left inset, 2 px right
             fm = QFontMetricsF(style.font(px, True))
             full = fm.horizontalAdvance(self.box.label)
             fit = math.floor(px * w / full) if full > w else px
-            if fit * lod >= _MIN_TEXT_PX:  # the whole label, a little smaller
+            if fit * lod >= _FIT_LABEL_PX:  # the whole label, a little smaller
                 self._held = (px, fit, self.box.label)
             else:
                 self._held = (px, px, fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w))
