@@ -2,11 +2,11 @@
 # Make every window picture the docs show, with the CLI alone, at 1400x900 and 1920x1080, into
 # docs/screenshots/ (and the README's hero picture, assets/screenshots/workbench_gpt2.png):
 #   profile plots (Op types), roofline, tune result, trace Kernels / flame / Compile vs ONNX tabs of a
-#   capture, the Llama KV decoder after Apply.
+#   capture, a comparison of two traces (Kernels), the Llama KV decoder after Apply.
 # Each PNG has its colours reduced (pngquant, when installed) to stay under 300 KB.
 #
 #   scripts/make_screenshots.sh [--only NAME]     # NAME: profile, roofline, tune, kernels, flame, join,
-#                                                 #       llama_kv_apply, hero
+#                                                 #       compare, llama_kv_apply, hero
 #
 # Requires: fuseview (run from the repository root), PySide6, pyqtgraph; bin:pngquant (optional);
 # without a display the pictures are drawn offscreen (under Xvfb: xvfb-run -s "-screen 0 1920x1080x24").
@@ -16,6 +16,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python}
 OUT=docs/screenshots
 CAPTURE=tests/data/traces/provenance/gpt2_block_onnx   # a torch.compile capture with model.onnx
+TRACES=tests/data/traces                              # two traces: before and after torch.compile
 LLAMA=assets/models/current/llama_2l_sdpa_past_dynamo.onnx
 TUNE_BUDGET=${TUNE_BUDGET:-40}
 ONLY=""
@@ -52,6 +53,11 @@ for SIZE in 1400x900 1920x1080; do
       shrink "$OUT/trace_${TAB}_$SIZE.png"
     fi
   done
+  if want compare; then
+    $PY -m fuseview trace "$TRACES/attention_eager.json" "$TRACES/attention_compiled.json" --tab kernels \
+      --size "$SIZE" --screenshot "$OUT/trace_compare_$SIZE.png"
+    shrink "$OUT/trace_compare_$SIZE.png"
+  fi
   if want llama_kv_apply; then
     $PY -m fuseview open "$LLAMA" --apply --size "$SIZE" --screenshot "$OUT/llama_kv_apply_$SIZE.png"
     shrink "$OUT/llama_kv_apply_$SIZE.png"

@@ -17,6 +17,8 @@ GRAPHS = "graphs"
 TUNE = "tune"
 # the candidates dock's share of the width while it shows a tune result (its table and summary bar)
 TUNE_SHARE = 0.5
+# the candidates dock's share of the width while the plots hold the centre
+PLOTS_SIDE_SHARE = 0.32
 
 
 def _key(text: str) -> str:
@@ -86,6 +88,10 @@ class PlotsWorkspace(QObject):
             central.setVisible(not on)  # a hidden centre: the bottom dock takes the full height
         if on:
             wb.profile_panel.show()
+            # the plots are what is looked at now: the candidates column narrows to a third of the window
+            narrow = max(wb.panel.minimumSizeHint().width(), int(win.width() * PLOTS_SIDE_SHARE))
+            # (through the bottom dock: with the centre hidden, resizing the right column alone is undone)
+            win.resizeDocks([wb.profile_panel], [win.width() - narrow], Qt.Orientation.Horizontal)
         else:
             wb.tidy_docks()
         self._sync()
@@ -105,6 +111,8 @@ class PlotsWorkspace(QObject):
             wb.profile_panel.hide()
             win = wb.win
             win.resizeDocks([wb.panel], [int(win.width() * TUNE_SHARE)], Qt.Orientation.Horizontal)
+            h = win.height()  # the table of decisions over a short inspector
+            win.resizeDocks([wb.panel, win.inspector], [h * 3 // 4, h // 6], Qt.Orientation.Vertical)
             return
         check_tab(self, name)
         tabs = wb.profile_panel.tabs
