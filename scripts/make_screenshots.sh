@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Make every window picture the docs show, with the CLI alone, at 1400x900 and 1920x1080, into
 # docs/screenshots/ (and the README's hero picture, assets/screenshots/workbench_gpt2.png):
-#   profile plots (Op types), roofline, tune result, trace Kernels / flame / Compile vs ONNX tabs of a
+#   the demo at first sight, profile plots (Op types), roofline, tune result, trace Kernels / flame / Compile vs ONNX tabs of a
 #   capture, a comparison of two traces (Kernels), the Llama KV decoder after Apply.
 # Each PNG has its colours reduced (pngquant, when installed) to stay under 300 KB.
 #
-#   scripts/make_screenshots.sh [--only NAME]     # NAME: profile, roofline, tune, kernels, flame, join,
+#   scripts/make_screenshots.sh [--only NAME]     # NAME: demo, profile, roofline, tune, kernels, flame, join,
 #                                                 #       compare, llama_kv_apply, hero
 #
 # Requires: fuseview (run from the repository root), PySide6, pyqtgraph; bin:pngquant (optional);
@@ -34,6 +34,10 @@ shrink() {  # reduce colours (pngquant keeps UI pictures sharp at 256 colours), 
 want() { [[ -z "$ONLY" || "$ONLY" == "$1" ]]; }
 
 for SIZE in 1400x900 1920x1080; do
+  if want demo; then  # the window at first sight: the demo opened, scanned, checked by onnxruntime
+    $PY -m fuseview open --size "$SIZE" --screenshot "$OUT/demo_$SIZE.png"
+    shrink "$OUT/demo_$SIZE.png"
+  fi
   if want profile; then
     $PY -m fuseview open --apply --profile --tab "Op types" --size "$SIZE" --screenshot "$OUT/profile_$SIZE.png"
     shrink "$OUT/profile_$SIZE.png"

@@ -184,3 +184,41 @@ def test_status_text_is_cut_at_a_word():
     assert cut.endswith(" …") and text.startswith(cut[:-2]) and text[len(cut) - 2] == " "
     assert fm.horizontalAdvance(cut) <= fm.horizontalAdvance(text) / 2
     assert style.elide_words(text, fm, 10_000) == text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [(1400, 900), (1920, 1080)])
+def test_tune_result_view_shows_its_summary_and_effects_unclipped(qtbot, tmp_path, size):
+    from PySide6.QtCore import QSettings
+
+    from fuseview.tuning.settings import TuneSettings
+    from fuseview.ui.candidates_panel import EFFECT_COLUMN
+    from fuseview.ui.main_window import MainWindow
+
+    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    win.show_dialogs = False
+    qtbot.addWidget(win)
+    win.resize(*size)
+    win.show()
+    wb = win.workbench
+    with qtbot.waitSignal(wb.scanned, timeout=MS):
+        win.open_file(ASSET_MODELS / "mlp_gelu_erf_ts17.onnx")
+    qtbot.waitUntil(lambda: not win.busy, timeout=MS)
+    fast = dict(runs=15, sessions=3, max_batches=1, warmup=2, seeds=1, ort_optimizer="off", budget_s=30)
+    with qtbot.waitSignal(wb.tuner.finished, timeout=MS):
+        assert wb.tuner.start(TuneSettings(threads=1, **fast)) is not None
+    wb.workspace.show_tab("tune")
+    qtbot.wait(300)
+    bar = wb.tuner.summary
+    assert bar.isVisible() and win.width() == size[0]
+    assert bar.text.heightForWidth(bar.text.width()) <= bar.text.height() + 1, "the tune summary is cut"
+    table = wb.panel.table
+    header = table.horizontalHeader()
+    left = header.sectionViewportPosition(EFFECT_COLUMN)
+    assert 0 <= left and left + header.sectionSize(EFFECT_COLUMN) <= table.viewport().width()
+    fm = QFontMetricsF(table.font())
+    for row in range(table.rowCount()):
+        text = table.item(row, EFFECT_COLUMN).text()
+        assert fm.horizontalAdvance(text) <= header.sectionSize(EFFECT_COLUMN), text
+    assert _rows_in_sight(table) >= min(table.rowCount(), 10)
+    win.session.jobs.shutdown()

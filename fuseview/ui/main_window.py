@@ -7,6 +7,7 @@ expansion live there; background work runs on the session's job service (ui.job_
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, Signal
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         self.session.events.relaid.connect(self._session_relaid)
         # the one writer of the status line: views say things through session.set_status
         self.session.events.status.connect(lambda e: self.show_status(e.text, e.timeout_ms))
+        self.refit: Callable[[], None] = lambda: None  # place the opened graph again (set when opened)
 
     # the session's state, as the window's views read it ------------------------------------------
     @property
@@ -140,7 +142,7 @@ class MainWindow(QMainWindow):
         """A status message cut at a word to fit the bar (the whole of it in the bar's tooltip)."""
         bar = self.statusBar()
         room = bar.width() - 24 - sum(w.width() for w in (self.progress, self.cancel_button) if w.isVisible())
-        bar.showMessage(style.elide_words(text, bar.fontMetrics(), room), timeout_ms)
+        self.statusBar().showMessage(style.elide_words(text, bar.fontMetrics(), room), timeout_ms)
         bar.setToolTip(text)
 
     def _show_placeholder(self) -> None:
@@ -221,6 +223,7 @@ class MainWindow(QMainWindow):
         self._show_layout(expanded, lay, paths, shown)
         if not placed:
             place()  # a big graph is still being built: it fills in where the user looks
+        self.refit = place  # the candidates dock may widen once the scan fills it: place the graph again
 
     # jobs (every one goes through session.jobs; one job per kind, a newer one replaces it) --------
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QSplitter, QVBoxLayout, QWidget
 
@@ -286,6 +286,7 @@ class Workbench(QObject):
         width = min(self.panel.decide_width(), self.win.width() // 2)
         if self.panel.width() < width:  # the columns a reviewer decides by, in sight without scrolling
             self.win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)
+            QTimer.singleShot(0, self.win.refit)  # the graph pane narrowed: fitted again
         self.paint_original()
         self.win.session.set_status(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
