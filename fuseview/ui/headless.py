@@ -18,6 +18,7 @@ from fuseview.errors import FuseviewError, user_error_message
 from fuseview.graph.document import ModelDocument
 from fuseview.safe_io import check_regular
 from fuseview.textsafe import one_line
+from fuseview.ui.legend import Legend
 from fuseview.ui.workspace import check_tab
 
 TIMEOUT_MS = 600_000
@@ -133,6 +134,8 @@ def run_workbench(
                 then()
 
         def shoot() -> None:
+            for legend in win.findChildren(Legend):  # settled now, not by a timer that may come late
+                legend.settle()
             try:
                 grab_to_png(win, screenshot)
             except FuseviewError as exc:
