@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -93,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_display()  # at once: no invisible window that never returns (over SSH it looks hung)
         check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
-    if args.tune is not None and not args.tune > 0:
-        raise FuseviewError(f"--tune {args.tune}: the budget must be more than 0 seconds")
+    if args.tune is not None and not (args.tune > 0 and math.isfinite(args.tune)):
+        raise FuseviewError(f"--tune {args.tune}: the budget must be a finite number of seconds over 0")
     if not (args.plan or args.apply or args.profile or args.screenshot or args.tab or args.tune):
         from fuseview.ui.app import run_app
 
