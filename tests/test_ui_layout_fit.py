@@ -109,7 +109,8 @@ def _bar_rects(vb, bars) -> list:
 
 def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
     """Issue 30: rows that fit ("top N of M"), titles that wrap, value labels beside or inside their bars
-    (never over another bar or label, never outside the data area), legends outside the data."""
+    (never over another bar or label, never outside the data area), legends outside the data. Issue 37:
+    in the plots workspace (the graphs step aside) every plot shows its top 10 rows at 1400x900."""
     from fuseview.ui.profile_plots import BarChart
 
     win, bot = profiled
@@ -118,7 +119,9 @@ def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
     win.resize(1400, 900)
     pp.hide()
     pp.show()
+    wb.workspace.set_on(True)
     bot.wait(300)
+    assert win.width() == 1400 and not win.centralWidget().isVisible()
     checked = 0
     for tab in range(pp.tabs.count()):
         pp.tabs.setCurrentIndex(tab)
@@ -141,7 +144,7 @@ def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
             low, high = vb.viewRange()[1]
             n = card.bar_count()
             shown = [r for r in range(n) if low < n - 1 - r < high]
-            assert len(shown) >= min(n, 2), f"{card.name}: {len(shown)} rows of {n}"
+            assert len(shown) >= min(n, 10), f"{card.name}: {len(shown)} rows of {n}"
             if len(shown) < n:
                 assert f"top {len(shown)} of {n}" in head.text(), head.text()
             rects = {
@@ -164,3 +167,5 @@ def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
             axis = item.getAxis("left")
             assert axis.width() <= 0.45 * card.width() + 20, f"{card.name}: row labels crowd out the bars"
     assert checked >= 5, checked
+    wb.workspace.set_on(False)
+    assert win.centralWidget().isVisible()

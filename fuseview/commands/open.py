@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"
     )
+    p.add_argument(
+        "--tab",
+        metavar="NAME",
+        help="with --screenshot: what the picture shows: graphs, tune, or a Profile tab (Op types, Slowest "
+        "nodes, Fusions, Outputs, Roofline; needs --profile); a capture folder: a trace workspace tab",
+    )
+    p.add_argument(
+        "--tune", metavar="SECONDS", type=float,
+        help="tune the model (Fusion → Tune…, 1 thread, this budget) after its scan; with --apply, apply "
+        "the chosen set",
+    )
     add_expansion_arguments(p)
 
 
@@ -70,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.qt_libs import check_display, check_qt_libraries, check_qt_platform, has_display
 
     path = Path(args.model) if args.model else DEMO_MODEL
+    if path.is_dir():  # a capture folder (eager.json, compiled.json, torch_trace/): the trace workspace
+        from fuseview.commands._trace_window import run_window
+
+        return run_window([str(path)], None, None, args.screenshot, args.size, args.tab)
     _check_openable(path)
     if args.screenshot:
         if not has_display():
@@ -78,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_display()  # at once: no invisible window that never returns (over SSH it looks hung)
         check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
-    if not (args.plan or args.apply or args.profile or args.screenshot):
+    if args.tune is not None and not (args.tune > 0 and math.isfinite(args.tune)):
+        raise FuseviewError(f"--tune {args.tune}: the budget must be a finite number of seconds over 0")
+    if not (args.plan or args.apply or args.profile or args.screenshot or args.tab or args.tune):
         from fuseview.ui.app import run_app
 
         # the window and its progress bar appear before the model is read (a 48-layer model takes seconds);
@@ -93,5 +111,5 @@ def run(args: argparse.Namespace) -> int:
     # a plain screenshot waits for the scan and the onnxruntime check as --apply/--profile ones do
     return run_workbench(
         doc, args.plan, args.apply, args.profile, args.screenshot, expansion_mode=args.expansion,
-        size=args.size,
+        size=args.size, tab=args.tab, tune=args.tune,
     )

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fuseview.commands._trace_window import run_window
+from fuseview.commands.open import parse_size
 from fuseview.errors import FuseviewError
 from fuseview.units import format_us
 
@@ -43,6 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onnx-time", action="store_true",
                    help="for a capture with model.onnx: also profile it and its fused version in onnxruntime"
                         " (same shapes) and give each source line's ONNX time before and after fusion")
+    p.add_argument("--window", action="store_true",
+                   help="open the trace workspace window on it (Kernels, flame, Compile vs ONNX, ...)")
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="with or without --window: read the traces in the workspace, save a picture of it"
+                        " (--tab NAME: which tab, e.g. Kernels, flame, 'Compile vs ONNX') and exit")
+    p.add_argument("--tab", metavar="NAME", help="the workspace tab --window or --screenshot shows")
+    p.add_argument("--size", metavar="WxH", type=parse_size,
+                   help="workspace window size, e.g. 1400x900 (default: the screen's; 1400x900 without one)")
     p.add_argument("--python", action="store_true",
                    help="also list Python-function events (with_stack=True frames; hidden by default:"
                         " they nest, so their times add up to more than the step)")
@@ -223,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
 
     given = [args.before] + ([args.after] if args.after is not None else [])
     inputs = resolve_traces(given, args.steps, args.provenance)
+    if args.window or args.screenshot or args.tab:
+        return run_window(given, args.steps, args.provenance, args.screenshot, args.size, args.tab)
     to_stdout = args.json == "-"  # as `scan --json`: the report on stdout instead of the summary
     if args.json and not to_stdout:
         out = Path(args.json)

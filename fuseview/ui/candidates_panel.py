@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from fuseview.errors import FuseviewError
 from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 from fuseview.session.exports import MeasuredCost, candidate_costs
+from fuseview.ui.flow_layout import FlowLayout
 from fuseview.units import format_bytes
 
 COLUMNS = (
@@ -114,7 +115,7 @@ class CandidatesPanel(QDockWidget):
         self.table.currentCellChanged.connect(self._current_changed)
         col.addWidget(self.table, 1)
 
-        buttons = QHBoxLayout()
+        buttons = FlowLayout(spacing=4)  # wraps: the dock's minimum width stays small
         self.buttons: dict[str, QPushButton] = {}
         for key, text, tip, slot in (
             ("accept", "Accept", "Accept the current candidate (A)", self.accept_current),
@@ -144,6 +145,15 @@ class CandidatesPanel(QDockWidget):
         self.set_decisions(None)
 
     # data -------------------------------------------------------------------------------------------
+    def decide_width(self) -> int:
+        """The dock width that shows the columns a reviewer decides by (up to Conflicts) without scrolling."""
+        t = self.table
+        header = t.horizontalHeader()
+        last = COLUMNS.index("Conflicts")
+        right = header.sectionPosition(last) + header.sectionSize(last)
+        chrome = t.verticalHeader().width() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
+        return right + chrome + 24  # the dock's margins
+
     def set_decisions(self, decisions: Decisions | None, scopes: dict[str, str] | None = None) -> None:
         """Show the candidates of a new scan (None: nothing scanned)."""
         self.decisions = decisions

@@ -321,6 +321,8 @@ def fit_panes(panes: list[tuple[GraphView, QRectF | None]], hold=None) -> None:
                 view.show_top(rect, zoom)
 
     def settled() -> None:
+        if hold is not None:  # an earlier fit's settle may have released the links: hold them again
+            hold(True)
         place()
         if hold is not None:
             hold(False)

@@ -18,6 +18,8 @@ from fuseview.errors import FuseviewError, user_error_message
 from fuseview.graph.document import ModelDocument
 from fuseview.safe_io import check_regular
 from fuseview.textsafe import one_line
+from fuseview.ui.legend import Legend
+from fuseview.ui.workspace import check_tab
 
 TIMEOUT_MS = 600_000
 # the size of an unattended window when the screen is not a real one (offscreen, minimal: 800×800)
@@ -84,9 +86,12 @@ def run_workbench(
     screenshot: str | None = None,
     expansion_mode: str = "auto",
     size: tuple[int, int] | None = None,
+    tab: str | None = None,
+    tune: float | None = None,
 ) -> int:
-    """Show the model, scan, open the plan, apply, profile; with screenshot, wait for all of it, save a PNG
-    of the window (size: WxH, else the screen's) and exit."""
+    """Show the model, scan, open the plan, tune (tune: its budget in seconds), apply, profile; with
+    screenshot, wait for all of it, save a PNG of the window (size: WxH, else the screen's; tab: what it
+    shows, ui.workspace.PlotsWorkspace.show_tab) and exit."""
     from fuseview.ui.main_window import MainWindow
     from fuseview.ui.qt_app import ensure_app, grab_to_png
 
@@ -98,6 +103,8 @@ def run_workbench(
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*window_size(app, size))
     wb = win.workbench
+    if tab is not None:
+        check_tab(wb.workspace, tab)  # a name no tab has: one line, exit 2, before any work
     status = {"code": 0, "done": False, "failed": False}
     unattended = screenshot is not None
     if unattended:
@@ -127,6 +134,8 @@ def run_workbench(
                 then()
 
         def shoot() -> None:
+            for legend in win.findChildren(Legend):  # settled now, not by a timer that may come late
+                legend.settle()
             try:
                 grab_to_png(win, screenshot)
             except FuseviewError as exc:
@@ -136,6 +145,12 @@ def run_workbench(
 
         def picture() -> None:
             select_fused(win)
+            try:
+                if tab is not None:
+                    wb.workspace.show_tab(tab)
+            except FuseviewError as exc:
+                fail(str(exc))
+                return
             if wb.session.fused is not None:
                 wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
             # the views fit their graphs once laid out at the final size, then the legends settle
@@ -158,7 +173,21 @@ def run_workbench(
         wb.tidy_docks()
         pp.start_profile()
 
+    def tuned_then(then) -> None:
+        if tune is None:
+            then()
+            return
+        from fuseview.session.exports import TuneSettings
+
+        wb.tuner.finished.connect(lambda _result: then())
+        wb.tuner.failed.connect(fail)
+        if wb.tuner.start(TuneSettings(threads=1, budget_s=tune)) is None:
+            fail("the tune could not start")
+
     def scanned() -> None:
+        tuned_then(after_scan)
+
+    def after_scan() -> None:
         if plan is not None:
             try:
                 unknown = wb.open_plan(plan)
@@ -171,7 +200,7 @@ def run_workbench(
                     + ", ".join(unknown[:5]),
                     file=sys.stderr,
                 )
-        if apply and plan is None:
+        if apply and plan is None and tune is None:
             wb.panel.accept_all()
         if apply:
             wb.applied.connect(profile_step)
@@ -221,11 +250,20 @@ def arrange(win, outline: bool = True) -> None:
 
 
 def select_fused(win) -> None:
-    """Select the fused node of the outlined candidate: the linked selection marks its originals."""
+    """Select the fused node of the outlined candidate (its fused op, e.g. GroupQueryAttention, before a
+    helper node the rule also made): the linked selection marks its originals."""
     wb = win.workbench
     first = _first_candidate(win)
     if wb.session.fused is None or first is None:
         return
-    nodes = set(wb.session.decisions.by_id[first].nodes)
+    cand = wb.session.decisions.by_id[first]
+    nodes = set(cand.nodes)
     names = [n for n, origin in wb.session.links.to_original.items() if set(origin) & nodes]
+    graph = wb.session.fused.doc.graph
+
+    def op(name: str) -> str:
+        index = graph.node_by_name.get(name)
+        return graph.nodes[index].op_type if index is not None else ""
+
+    names.sort(key=lambda n: op(n) != cand.fused_op)  # stable: the fused op first, then file order
     wb.select_fused(names[:1])

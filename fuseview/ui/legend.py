@@ -55,6 +55,7 @@ class _Header(QToolButton):
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
         if self._press is not None and not self._dragged:
+            self.legend.chosen = True  # the user's fold: settle no longer folds it for them
             self.legend.set_collapsed(not self.legend.collapsed)
         self._press = None
         event.accept()
@@ -71,6 +72,7 @@ class Legend(QFrame):
         self.collapsed = False
         self.corner = "top-right"
         self.moved = False  # the user dragged it: it stays where it was put (kept inside the view)
+        self.chosen = False  # the user folded or unfolded it: it stays so
         self.rules: list[tuple[str, str, int]] = []
         self.mixed_groups = 0  # collapsed groups drawn neutral: they hold candidates of several rules
         self.scale: tuple[str, str, str] | None = None
@@ -218,7 +220,8 @@ class Legend(QFrame):
         return sum(1 for it in scene.items(area) if isinstance(it, BoxItem) and it.isVisible())
 
     def settle(self) -> None:
-        """Sit in the corner covering the fewest boxes (the current one on a tie; a dragged legend stays)."""
+        """Sit in the corner covering the fewest boxes (the current one on a tie; a dragged legend stays);
+        folded to its title line while it would cover boxes in every corner, unless the user unfolded it."""
         if self.moved or not self.isVisible():
             return
         counts = {c: self.covered(c) for c in CORNERS}
@@ -226,6 +229,9 @@ class Legend(QFrame):
         if counts[best] < counts[self.corner]:
             self.corner = best
             self._place()
+        if counts[best] > 0 and not self.collapsed and not self.chosen:
+            self.set_collapsed(True)  # boxes under every corner: fold to its title line (a click unfolds)
+            self.settle()
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         if obj is self.parentWidget() and event.type() == QEvent.Type.Resize:

@@ -7,6 +7,7 @@ expansion live there; background work runs on the session's job service (ui.job_
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, Signal
@@ -21,7 +22,7 @@ from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.session import ORIGINAL, Session
 from fuseview.session.jobs import JobHandle
 from fuseview.session.panes import nodes_between
-from fuseview.ui import dialogs, trace_view
+from fuseview.ui import dialogs, style, trace_view
 from fuseview.ui.compare_view import keys_for_names
 from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
 from fuseview.ui.graph_view import GraphView
@@ -94,7 +95,8 @@ class MainWindow(QMainWindow):
         self._relayout_then = None
         self.session.events.relaid.connect(self._session_relaid)
         # the one writer of the status line: views say things through session.set_status
-        self.session.events.status.connect(lambda e: self.statusBar().showMessage(e.text, e.timeout_ms))
+        self.session.events.status.connect(lambda e: self.show_status(e.text, e.timeout_ms))
+        self.refit: Callable[[], None] = lambda: None  # place the opened graph again (set when opened)
 
     # the session's state, as the window's views read it ------------------------------------------
     @property
@@ -135,6 +137,13 @@ class MainWindow(QMainWindow):
         self.jobs.busy_changed.connect(lambda _busy: self.doc is None and self._show_placeholder())
         self.progress, self.cancel_button = self.jobs.progress, self.jobs.cancel_button
         self.cancel_button.clicked.connect(lambda: self.cancel_job())
+
+    def show_status(self, text: str, timeout_ms: int = 0) -> None:
+        """A status message cut at a word to fit the bar (the whole of it in the bar's tooltip)."""
+        bar = self.statusBar()
+        room = bar.width() - 24 - sum(w.width() for w in (self.progress, self.cancel_button) if w.isVisible())
+        self.statusBar().showMessage(style.elide_words(text, bar.fontMetrics(), room), timeout_ms)
+        bar.setToolTip(text)
 
     def _show_placeholder(self) -> None:
         busy = self.jobs.describe(stage=False)  # while the first model loads, what loads, not "Open"
@@ -214,6 +223,7 @@ class MainWindow(QMainWindow):
         self._show_layout(expanded, lay, paths, shown)
         if not placed:
             place()  # a big graph is still being built: it fills in where the user looks
+        self.refit = place  # the candidates dock may widen once the scan fills it: place the graph again
 
     # jobs (every one goes through session.jobs; one job per kind, a newer one replaces it) --------
     @property

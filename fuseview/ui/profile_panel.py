@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QMenu,
@@ -51,6 +50,7 @@ from fuseview.session.jobs import JobHandle, JobService
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
+from fuseview.ui.flow_layout import FlowLayout, labelled
 from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
 from fuseview.ui.target_selector import TargetSelector
 from fuseview.ui.workers import qt_job_service
@@ -140,6 +140,7 @@ class ProfilePanel(QDockWidget):
     heatmapChanged = Signal(object)  # {"original": {node: share}, "fused": {...}} or None
     profileFinished = Signal(object)  # the report dict
     profileFailed = Signal(str)  # one-line message, already shown in the panel
+    reportShown = Signal()  # a report (run or opened) is on show
 
     def __init__(self, parent: QWidget | None = None, jobs: JobService | None = None,
                  session: Session | None = None) -> None:
@@ -169,7 +170,7 @@ class ProfilePanel(QDockWidget):
     def _build(self) -> None:
         body = QWidget()
         self.setWidget(body)
-        controls = QHBoxLayout()
+        controls = FlowLayout()  # wraps: the dock fits beside the candidates at 1400 px
         self.provider = QComboBox()
         self.provider.addItems(["auto", "cpu", "cuda"])
         if CUDA not in available_providers():
@@ -206,8 +207,8 @@ class ProfilePanel(QDockWidget):
             ("ORT opt", self.ort_opt),
             ("Dims", self.dims),
         ]:
-            controls.addWidget(QLabel(label))
-            controls.addWidget(w, 1 if w is self.dims else 0)
+            controls.addWidget(labelled(label, w))
+        self.dims.setMinimumWidth(260)
 
         self.target = TargetSelector(self)  # Local or a Ray cluster; the result's machine beside it
         self.run_button = QPushButton("Run")
@@ -230,7 +231,8 @@ class ProfilePanel(QDockWidget):
         self.heat = QCheckBox("Heat map")
         self.heat.setToolTip("colour the graph's nodes by their share of the model's time")
         self.heat.toggled.connect(self._emit_heatmap)
-        buttons = QHBoxLayout()
+        self.progress.setMinimumWidth(180)
+        buttons = FlowLayout()
         for w in (
             self.run_button,
             self.cancel_button,
@@ -240,7 +242,8 @@ class ProfilePanel(QDockWidget):
             self.export_button,
             self.heat,
         ):
-            buttons.addWidget(w, 1 if w is self.progress else 0)
+            buttons.addWidget(w)
+        self.button_row = buttons
 
         self.status = QLabel("Open a model, then Run; or Open report…")
         self.status.setWordWrap(True)
@@ -528,6 +531,7 @@ class ProfilePanel(QDockWidget):
         self.roofline_card.set_report(report)
         self._update_enabled()
         self._emit_heatmap()
+        self.reportShown.emit()
 
     def _clear(self) -> None:
         self._report, self._report_source = None, None

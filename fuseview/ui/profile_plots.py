@@ -473,6 +473,10 @@ class BarChart(PlotCard):
         """Pixels a row takes: each bar as tall as its value label, so a label never reaches the next bar."""
         return math.ceil(QFontMetrics(value_font()).height() + 3) * self._series_count / BAR_SHARE / 0.9
 
+    def wanted_height(self, rows: int) -> int:
+        """The card height that shows rows rows (its header wrapped at the card's width, the x axis)."""
+        return self.header.heightForWidth(max(self.width(), 200)) + math.ceil(rows * self._row_px()) + 30
+
     def fit_rows(self) -> int:
         """Show the top rows that the plot's height holds ("top N of M" in the header); the rest scroll."""
         n = len(self.labels)

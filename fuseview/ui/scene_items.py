@@ -46,6 +46,8 @@ _MIN_TEXT_PX = 5.0
 # readable down to about 25 % zoom, where Netron's fixed 11 px text is under 3 px.
 _HELD_LABEL_PX = 7.0
 _MIN_DETAIL_PX = 7.0
+# a held label too wide for its box shrinks down to this on-screen size before it is elided ("Ma…")
+_FIT_LABEL_PX = 4.5
 _LABEL_PX = 11
 _SUB_PX = 9
 SCENE_MARGIN = 40.0
@@ -105,7 +107,8 @@ class BoxItem(QGraphicsItem):
         self._base_tip = ""
         self._rect = QRectF(0, 0, box.w, box.h)
         self._texts: tuple[str, str] | None = None
-        self._held: tuple[int, str] | None = None  # (font px, text) of the label held readable zoomed out
+        # (font px asked, font px drawn, text) of the label held readable zoomed out
+        self._held: tuple[int, int, str] | None = None
         self.setPos(box.x, box.y)
         self.setZValue(Z_BOX)
         self.setFlags(_BOX_FLAGS)  # one call, not two setFlag: thousands of boxes are built on the UI thread
@@ -136,17 +139,22 @@ class BoxItem(QGraphicsItem):
             self.update()
 
     def held_label(self, lod: float) -> tuple[int, str] | None:
-        """(scene font px, elided text) of the label held readable at this zoom; None if it cannot fit."""
+        """(scene font px, text) of the label held readable at this zoom: the whole op type at 7 px on
+        screen, else shrunk to fit the box (down to 5 px), else elided at 7 px; None if it cannot fit."""
         px = math.ceil(_HELD_LABEL_PX / max(lod, 1e-6))
         if px > self._rect.height() * 0.9:
             return None
         if self._held is None or self._held[0] != px:
-            w = self._rect.width() - (14 if self.box.kind == "node" else 10)
+            w = self._rect.width() - (11 if self.box.kind == "node" else 8)  # left inset, 2 px right
             fm = QFontMetricsF(style.font(px, True))
-            text = fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w)
-            self._held = (px, text)
-        px, text = self._held
-        return (px, text) if len(text.rstrip("…")) >= 2 else None
+            full = fm.horizontalAdvance(self.box.label)
+            fit = math.floor(px * w / full) if full > w else px
+            if fit * lod >= _FIT_LABEL_PX:  # the whole label, a little smaller
+                self._held = (px, fit, self.box.label)
+            else:
+                self._held = (px, px, fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w))
+        _px, size, text = self._held
+        return (size, text) if len(text.rstrip("…")) >= 2 else None
 
     def _paint_held_label(self, painter: QPainter, lod: float) -> None:
         held = self.held_label(lod)

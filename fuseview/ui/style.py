@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 
 from fuseview.colors import HIGHLIGHT, PALETTE, SELECTION
@@ -229,3 +230,16 @@ def font(pixels: int, bold: bool = False) -> QFont:
     f.setPixelSize(pixels)
     f.setBold(bold)
     return f
+
+
+def elide_words(text: str, metrics, width: float) -> str:
+    """text cut at a word boundary with '…' so that it fits width (a QFontMetrics(F)); whole if it fits."""
+    if metrics.horizontalAdvance(text) <= width:
+        return text
+    words = text.split(" ")
+    while len(words) > 1:
+        words.pop()
+        cut = " ".join(words).rstrip(",;:·—(") + " …"
+        if metrics.horizontalAdvance(cut) <= width:
+            return cut
+    return metrics.elidedText(text, Qt.TextElideMode.ElideRight, int(width))

@@ -20,6 +20,8 @@ from fuseview.ui.trace_graph import PostGradGraph
 REPLACED, KERNEL = "replaced ops (before)", "kernel (after)"
 COLUMNS = ["kernel", "graph", "kind", "attribution", "kernel µs/step (p50 [min–max])",
            "replaced ops µs/step", "kernel vs the ops it replaced", "replaced ops", "source lines"]
+# the rows the plot shows without scrolling, when the tab is tall enough (issue 37: the top 10)
+SHOWN_ROWS = 10
 
 
 def _short(op: str) -> str:
@@ -114,6 +116,7 @@ class KernelPanel(QWidget):
         below.setSizes([400, 600])
         split.addWidget(below)
         split.setSizes([330, 200, 270])
+        self.split = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(split)
@@ -141,6 +144,21 @@ class KernelPanel(QWidget):
                 t.setItem(i, c, item)
         t.resizeColumnsToContents()
         self.detail.setText("Select a kernel to see its graph nodes and source lines." if self.rows else "")
+        self._share()
+
+    def _share(self) -> None:
+        """The plot as tall as its top 10 rows (at most 60 % of the tab), then the table, then the details."""
+        total = self.split.height()
+        if total <= 0 or not self.rows:
+            return
+        plot = min(self.plot.wanted_height(min(len(self.rows), SHOWN_ROWS)), int(total * 0.6))
+        table = min(int(total * 0.25), max(total - plot - 120, 80))
+        self.split.setSizes([plot, table, max(total - plot - table, 0)])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        """Share the height again at the new size."""
+        super().resizeEvent(event)
+        self._share()
 
     def select(self, row: int) -> None:
         """Show one kernel's nodes and source code below the table (and select its row)."""

@@ -488,7 +488,7 @@ def follow(session: Session, view: Callable[[], TraceView]) -> None:
 
 
 def install(window, file_menu: QMenu) -> None:
-    """Add File → Compare Traces… to the window; the workspace window is made on first use."""
+    """Add File → Compare Traces… and Open Capture… to the window (the workspace is made on first use)."""
     window.trace_view = None
 
     def view() -> TraceView:
@@ -505,6 +505,17 @@ def install(window, file_menu: QMenu) -> None:
     act = file_menu.addAction("Compare &Traces…")
     act.setToolTip("Compare two profiler traces (before/after torch.compile), or summarise one")
     act.triggered.connect(lambda: view().choose_traces())
+    cap = file_menu.addAction("Open &Capture…")
+    cap.setToolTip("Open a capture folder (fuseview.capture: eager.json, compiled.json, torch_trace/) in the"
+                   " trace workspace")
+    cap.triggered.connect(lambda: _choose_capture(window, view))
+    window.open_capture_action = cap
+
+
+def _choose_capture(window, view: Callable[[], TraceView]) -> None:
+    folder = QFileDialog.getExistingDirectory(window, "Open a capture folder (fuseview.capture)")
+    if folder:
+        view().open_traces([folder])
 
 
 def _reveal_node(window, name: str) -> None:

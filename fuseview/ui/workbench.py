@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QSplitter, QVBoxLayout, QWidget
 
@@ -28,6 +28,7 @@ from fuseview.ui.profile_panel import ProfilePanel
 from fuseview.ui.tune_dialog import TuneRunner
 from fuseview.ui.window_menus import add_action
 from fuseview.ui.workbench_files import WorkbenchFiles
+from fuseview.ui.workspace import PlotsWorkspace
 
 BOTH, ORIGINAL_ONLY, FUSED_ONLY = "both", "original", "fused"
 
@@ -77,6 +78,7 @@ class Workbench(QObject):
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
         self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
+        self.workspace = PlotsWorkspace(self)  # a profile's plots take the centre (View → Plots Workspace)
         events = self.session.events
         events.document.connect(lambda e: self._new_document(e.doc))
         events.scanned.connect(lambda _e: self._scan_done())
@@ -245,6 +247,10 @@ class Workbench(QObject):
         scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.session.root
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.session.decisions, scopes)
+        width = min(self.panel.decide_width(), self.win.width() // 2)
+        if self.panel.width() < width:  # the columns a reviewer decides by, in sight without scrolling
+            self.win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)
+            QTimer.singleShot(0, self.win.refit)  # the graph pane narrowed: fitted again
         self.paint_original()
         self.win.session.set_status(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
@@ -468,7 +474,7 @@ class Workbench(QObject):
     def tidy_docks(self) -> None:
         """Give the graph most of the window: a modest profile dock, a readable candidates dock."""
         win = self.win
-        width = min(640, max(460, int(win.width() * 0.36)))
+        width = min(max(460, int(win.width() * 0.36), self.panel.decide_width()), win.width() // 2)
         win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)
         win.resizeDocks(
             [self.panel, win.inspector], [win.height() // 2, win.height() // 3], Qt.Orientation.Vertical
