@@ -54,8 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
     p.add_argument("--json", metavar="OUT",
                    help="write the report (JSON, schema_version 3) to OUT (- prints it instead of the table)")
-    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance of the comparison (1e-4; 1e-2 for a float16 model)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance of the comparison (1e-3; 1e-2 for a float16 model)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
@@ -239,7 +241,9 @@ def _print_comparison(cmp: CompareReport, w: Callable[..., None]) -> None:
     on_cuda = (cmp.extra.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
     tf32 = "float32, TF32 off, " if on_cuda else ""
     result = "PASS" if cmp.passed else "FAIL"
-    w(f"outputs ({tf32}atol {cmp.extra['atol']:g}, rtol {cmp.extra['rtol']:g}): {result}")
+    kind = cmp.extra.get("precision", "float32")
+    at = f", a {kind} model" if kind != "float32" else ""
+    w(f"outputs ({tf32}atol {cmp.extra['atol']:g}, rtol {cmp.extra['rtol']:g}{at}): {result}")
     outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
              "pass" if d["passed"] else "FAIL"] for name, d in cmp.outputs.items()]
     head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]

@@ -13,6 +13,7 @@ from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import run_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
+from fuseview.precision import tolerances
 from fuseview.progress import StepProgress
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.ab import Sequential, measure_until_decided
@@ -55,8 +56,8 @@ class ProfileRequest:
     # "disabled" keeps the nodes the model's own; the CLI's default, while its headline is at "all".
     attribution_opt: str | None = None
     ort_fusions: bool = False
-    atol: float = 1e-4
-    rtol: float = 1e-3
+    atol: float | None = None  # None: the model's precision's (fuseview.precision.TOLERANCES)
+    rtol: float | None = None
     threads: int = 0
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
@@ -119,7 +120,7 @@ def _check(req: ProfileRequest) -> None:
         raise FuseviewError("--runs must be at least 1")
     if req.warmup < 0:
         raise FuseviewError("--warmup must be 0 or more")
-    if req.atol < 0 or req.rtol < 0:
+    if (req.atol or 0) < 0 or (req.rtol or 0) < 0:
         raise FuseviewError("--atol and --rtol must be 0 or more")
     if not (0 <= req.threshold < 1):
         raise FuseviewError("--threshold must be at least 0 and below 1 (0.02 is 2%)")
@@ -293,8 +294,10 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
     comparison = None
     if len(sources) > 1:
         check_cancel(cancel)
+        kind, atol, rtol = tolerances(main, req.atol, req.rtol)  # a float16 model: float16's tolerances
         comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
-                                     req.atol, req.rtol, progress, cancel)
+                                     atol, rtol, progress, cancel)
+        comparison["precision"] = kind
         times = fusion_times(sources[1], sources[0], models[0], models[1])
         add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
         by_key = {t["key"]: t for t in times}
@@ -312,7 +315,7 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
         if comparison["provider"]["provider"] != CPU:  # beside the float32 verdict: as deployed (TF32)
             orig, fused = (sources[0], sources[1]) if comparison["fusions"] else (sources[1], sources[0])
             comparison["deployment"] = deployment_check(orig, fused, feeds, req.provider,
-                                                        req.attribution_level(), req.atol, req.rtol)
+                                                        req.attribution_level(), atol, rtol)
         est = sequential.estimates[(0, 1)] if sequential is not None else compare_timings(
             grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
         comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
