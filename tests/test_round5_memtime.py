@@ -81,3 +81,59 @@ def test_window_ort_check_finds_side_file_weights_from_any_folder(tmp_path):
     model = _external_matmul(folder, 64, sparse=False)
     out = _ort_check(model, tmp_path)
     assert out["errors"] == [] and out["does_it"], out
+
+
+def _nested_ifs(depth: int, width: int) -> onnx.ModelProto:
+    """If nodes nested `depth` deep (each then-branch holds the next), `width` Add/Relu pairs per body."""
+
+    def body(level: int, tag: str) -> onnx.GraphProto:
+        nodes, x = [], "x"
+        for i in range(width):
+            nodes += [h.make_node("Add", [x, "x"], [f"{tag}a{i}"], name=f"{tag}add{i}"),
+                      h.make_node("Relu", [f"{tag}a{i}"], [f"{tag}r{i}"], name=f"{tag}relu{i}")]
+            x = f"{tag}r{i}"
+        if level:
+            nodes.append(h.make_node("If", ["c"], [f"{tag}o"], name=f"{tag}if",
+                                     then_branch=body(level - 1, tag + "t"), else_branch=body(0, tag + "e")))
+        else:
+            nodes.append(h.make_node("Identity", [x], [f"{tag}o"], name=f"{tag}id"))
+        return h.make_graph(nodes, tag, [], [h.make_tensor_value_info(f"{tag}o", TensorProto.FLOAT, [2, 4])])
+
+    top = body(depth, "m")
+    g = h.make_graph(list(top.node), "main", [h.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+                                              h.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                     list(top.output))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _count_nodes(g: onnx.GraphProto) -> int:
+    return sum(1 + sum(_count_nodes(a.g) for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+               for n in g.node)
+
+
+def _walk_every_level(model: onnx.ModelProto) -> int:
+    """What the scan does per inner graph before its rules run: index it, cut out its bodies; returns the
+    graphs seen."""
+    from fuseview.fusion.graphindex import GraphIndex
+    from fuseview.fusion.subgraphs import inner_models
+
+    index = GraphIndex(model, infer=False)
+    return 1 + sum(_walk_every_level(inner.model) for inner in inner_models(model, index, False))
+
+
+def test_nested_if_bodies_are_walked_once_not_once_per_level():
+    # every inner graph is scanned as its own model: the outer reads of its bodies were walked again at
+    # each level (depth x size); now each body's are computed once (by its bytes' digest)
+    import time
+
+    deep, flat = _nested_ifs(24, 120), _nested_ifs(1, 120 * 16)
+    spent = {}
+    for name, model in (("deep", deep), ("flat", flat), ("deep", deep), ("flat", flat)):
+        t0 = time.process_time()
+        _walk_every_level(model)
+        spent[name] = min(spent.get(name, 1e9), time.process_time() - t0)
+    # about the same size: 120 + 24 x 240 Add/Relu pairs against 3 x 1920
+    assert 0.9 < _count_nodes(deep.graph) / _count_nodes(flat.graph) < 1.1
+    assert spent["deep"] < 4 * spent["flat"], spent
