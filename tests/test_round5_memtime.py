@@ -137,3 +137,19 @@ def test_nested_if_bodies_are_walked_once_not_once_per_level():
     # about the same size: 120 + 24 x 240 Add/Relu pairs against 3 x 1920
     assert 0.9 < _count_nodes(deep.graph) / _count_nodes(flat.graph) < 1.1
     assert spent["deep"] < 4 * spent["flat"], spent
+
+
+def test_non_gemm_share_of_twenty_thousand_nodes_stays_in_its_range():
+    # `profile` of a tensor with thousands of consumers: the summed shares came to 1.000000000000006 and
+    # the report's own range check refused the profile ("non_gemm_share ... outside [0, 1]")
+    import random
+
+    from fuseview.runtime.roofline import non_gemm_share
+    from fuseview.stats import TIME_KEY
+
+    rng = random.Random(0)
+    nodes = [{TIME_KEY: rng.uniform(1, 80), "op_type": "Relu"} for _ in range(20_000)]
+    share = non_gemm_share(nodes)
+    assert 0.0 <= share <= 1.0 and share == pytest.approx(1.0)
+    nodes += [{TIME_KEY: 5000.0, "op_type": "MatMul"}]
+    assert 0.0 < non_gemm_share(nodes) < 1.0
