@@ -77,8 +77,11 @@ class GraphIndex:
         dims: dict[str, int] | None = None,
         base_dir: str | os.PathLike | None = None,
         infer: bool = True,
+        typed: onnx.GraphProto | None = None,
     ) -> None:
         self.model = model
+        # the main graph as onnx inferred it, bodies whole: an inner graph's index gets its part from here
+        self.typed_graph: onnx.GraphProto | None = typed
         self.graph = model.graph
         self.base_dir = os.fspath(base_dir) if base_dir else None
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)
@@ -222,7 +225,9 @@ class GraphIndex:
         used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
         for key in used:
             self._dim_value(key, used)
-        inference = shared_inference(self.model)
+        inference = shared_inference(self.model, self.typed_graph)
+        if self.typed_graph is None:
+            self.typed_graph = inference.model.graph
         self.notes.extend(inference.notes)
         self._static = inference.shapes
         for name, (dims, elem) in inference.shapes.items():
