@@ -37,7 +37,7 @@ from fuseview.textsafe import one_line
 
 PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
 FINGERPRINT_TIMEOUT_S = 120.0
-RAY_INIT_TIMEOUT_S = 30.0  # ray.init itself has no time limit
+RAY_INIT_TIMEOUT_S = 20.0  # ray.init itself has no time limit; with the probes, a failure within 30 s
 # what Ray's client says when the GCS refuses it for want of a token
 _TOKEN_SIGNS = re.compile(r"Unauthenticated|InvalidAuthToken|auth(entication)? token", re.IGNORECASE)
 _CONNECTED: list[str] = []  # the address this process's Ray connection was made to
