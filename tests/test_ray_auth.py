@@ -1,6 +1,6 @@
-"""--target ray: against a cluster with token authentication and a gRPC server that is no Ray head
-(issue 38, finding 2's rest): one line naming the cause, nothing from Ray's C++ core on fuseview's stdout or
-stderr, ray.init bounded (RAY_INIT_TIMEOUT_S)."""
+"""--target ray: against a cluster with token authentication and a gRPC server that is no Ray head (issue 38,
+finding 2's rest): one line naming the cause, nothing of Ray's on fuseview's stdout or stderr, ray.init
+bounded (RAY_INIT_TIMEOUT_S). A killed worker's lines: tests/test_ray.py (its cluster)."""
 
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ FINGERPRINT_TIMEOUT_S = 120.0
 RAY_INIT_TIMEOUT_S = 20.0  # ray.init itself has no time limit; with the probes, a failure within 30 s
 # what Ray's client says when the GCS refuses it for want of a token
 _TOKEN_SIGNS = re.compile(r"Unauthenticated|InvalidAuthToken|auth(entication)? token", re.IGNORECASE)
+_LOG = logging.getLogger("fuseview.ray")
 _CONNECTED: list[str] = []  # the address this process's Ray connection was made to
 _CONNECTING = threading.Lock()  # the window's profile and tune jobs may connect from two threads
 
@@ -110,6 +111,7 @@ def _connect_once(address: str) -> Any:
         ray.shutdown()
         _CONNECTED.clear()
     _probe(address)
+    _quiet_driver_prints()
     failure, said = _init_quietly(ray, address)
     if failure is not None:
         why = one_line(failure)[:300]
@@ -119,6 +121,21 @@ def _connect_once(address: str) -> Any:
         raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}")
     _CONNECTED.append(address)
     return ray
+
+
+def _quiet_driver_prints() -> None:
+    """Ray's driver prints what the cluster publishes (a killed worker: "(raylet) A worker died ...", up to
+    44 lines) on stdout from a thread of its own; fuseview says a lost worker in its one line, so those go
+    to the debug log. Ray offers no switch for it (log_to_driver covers the workers' own output only)."""
+    import ray._private.worker as ray_worker
+
+    if hasattr(ray_worker, "print_to_stdstream"):
+        ray_worker.print_to_stdstream = _to_debug_log
+
+
+def _to_debug_log(data: dict, ignore_prefix: bool = False) -> None:
+    for line in data.get("lines", ()):
+        _LOG.debug("ray %s: %s", data.get("pid"), line)
 
 
 def _init_quietly(ray: Any, address: str) -> tuple[str | None, str]:
