@@ -17,31 +17,59 @@ from pathlib import Path
 
 from fuseview.errors import FuseviewError
 
-# soname -> the Debian/Ubuntu package that ships it (Qt 6's xcb plugin and the libraries Qt's GUI needs)
-PACKAGES = {
-    "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-icccm.so.4": "libxcb-icccm4",
+# soname -> the Debian/Ubuntu package, for every library that Qt's widgets and its xcb, wayland and
+# offscreen platform plugins (with the GL and shell integrations they load) NEED outside PySide6's own
+# folder (readelf -d, tests/test_qt_libs.py): the apt line is these packages, so Qt can start any of them
+WINDOW_LIBRARIES = {
+    "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1", "libglib-2.0.so.0": "libglib2.0-0",
+    "libgthread-2.0.so.0": "libglib2.0-0", "libdbus-1.so.3": "libdbus-1-3",
+    "libfontconfig.so.1": "libfontconfig1",
+    "libfreetype.so.6": "libfreetype6", "libX11.so.6": "libx11-6", "libX11-xcb.so.1": "libx11-xcb1",
+    "libxkbcommon.so.0": "libxkbcommon0", "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libxcb.so.1": "libxcb1",
+    "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-glx.so.0": "libxcb-glx0",
+    "libxcb-icccm.so.4": "libxcb-icccm4",
     "libxcb-image.so.0": "libxcb-image0", "libxcb-keysyms.so.1": "libxcb-keysyms1",
-    "libxcb-randr.so.0": "libxcb-randr0", "libxcb-render-util.so.0": "libxcb-render-util0",
-    "libxcb-render.so.0": "libxcb-render0", "libxcb-shape.so.0": "libxcb-shape0",
+    "libxcb-randr.so.0": "libxcb-randr0", "libxcb-render.so.0": "libxcb-render0",
+    "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-shape.so.0": "libxcb-shape0",
     "libxcb-shm.so.0": "libxcb-shm0", "libxcb-sync.so.1": "libxcb-sync1", "libxcb-util.so.1": "libxcb-util1",
-    "libxcb-xfixes.so.0": "libxcb-xfixes0", "libxcb-xinerama.so.0": "libxcb-xinerama0",
-    "libxcb-xkb.so.1": "libxcb-xkb1", "libxcb-glx.so.0": "libxcb-glx0",
-    "libxcb-xinput.so.0": "libxcb-xinput0",
-    "libxcb.so.1": "libxcb1", "libX11-xcb.so.1": "libx11-xcb1", "libX11.so.6": "libx11-6",
-    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0", "libxkbcommon.so.0": "libxkbcommon0",
-    "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1", "libOpenGL.so.0": "libopengl0",
-    "libGLX.so.0": "libglx0", "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6",
-    "libdbus-1.so.3": "libdbus-1-3", "libglib-2.0.so.0": "libglib2.0-0", "libSM.so.6": "libsm6",
+    "libxcb-xfixes.so.0": "libxcb-xfixes0", "libxcb-xkb.so.1": "libxcb-xkb1",
+    "libwayland-client.so.0": "libwayland-client0", "libwayland-cursor.so.0": "libwayland-cursor0",
+    "libwayland-egl.so.1": "libwayland-egl1",
+}
+# in every Debian/Ubuntu system (required by dpkg and apt themselves): never in the line
+BASE_LIBRARIES = {
+    "libc.so.6": "libc6", "libm.so.6": "libc6", "ld-linux-x86-64.so.2": "libc6",
+    "ld-linux-aarch64.so.1": "libc6",
+    "libdl.so.2": "libc6", "libpthread.so.0": "libc6", "librt.so.1": "libc6", "libstdc++.so.6": "libstdc++6",
+    "libgcc_s.so.1": "libgcc-s1", "libz.so.1": "zlib1g", "libzstd.so.1": "libzstd1",
+}
+# soname -> package for the names ldd may report missing besides (what the libraries above load in turn)
+PACKAGES = {
+    **WINDOW_LIBRARIES, **BASE_LIBRARIES,
+    "libxcb-xinerama.so.0": "libxcb-xinerama0", "libxcb-xinput.so.0": "libxcb-xinput0",
+    "libOpenGL.so.0": "libopengl0", "libGLX.so.0": "libglx0", "libSM.so.6": "libsm6",
     "libICE.so.6": "libice6", "libXrender.so.1": "libxrender1", "libXext.so.6": "libxext6",
-    # what Qt's core and GUI libraries load besides (a minimal Debian has none of the first ones)
-    "libgthread-2.0.so.0": "libglib2.0-0", "libGLdispatch.so.0": "libglvnd0",
+    "libGLdispatch.so.0": "libglvnd0", "libffi.so.8": "libffi8",
     "libpng16.so.16": "libpng16-16", "libexpat.so.1": "libexpat1", "libXau.so.6": "libxau6",
     "libXdmcp.so.6": "libxdmcp6", "libbrotlidec.so.1": "libbrotli1", "libbrotlicommon.so.1": "libbrotli1",
     "libpcre2-8.so.0": "libpcre2-8-0", "libbsd.so.0": "libbsd0", "libmd.so.0": "libmd0",
-    "libsystemd.so.0": "libsystemd0", "libzstd.so.1": "libzstd1", "libz.so.1": "zlib1g",
-    "libcap.so.2": "libcap2", "libgcrypt.so.20": "libgcrypt20",
+    "libsystemd.so.0": "libsystemd0", "libcap.so.2": "libcap2", "libgcrypt.so.20": "libgcrypt20",
     "liblz4.so.1": "liblz4-1", "liblzma.so.5": "liblzma5", "libgpg-error.so.0": "libgpg-error0",
 }
+
+
+def apt_line(missing: list[str] | None = None) -> str:
+    """The one command that installs every system library of Qt's window (the README prints the same).
+
+    With `missing` (what ldd found absent): when one of them is a library fuseview knows, the whole line,
+    since the plugins load more than the one checked (Wayland's cursor and EGL libraries); those of them it
+    knows no package of are added by name; when it knows none of them, just their names."""
+    known = [m for m in missing or () if m in PACKAGES]
+    unknown = sorted({m for m in missing or () if m not in PACKAGES})
+    packages = list(dict.fromkeys(WINDOW_LIBRARIES.values())) if missing is None or known else []
+    packages += [PACKAGES[m] for m in known if m not in BASE_LIBRARIES and PACKAGES[m] not in packages]
+    return "sudo apt-get install -y " + " ".join(dict.fromkeys(packages + unknown))
 
 
 # loaded by the plugin at run time (dlopen), so ldd does not list it: Qt 6.5+ refuses to start without it
@@ -143,17 +171,16 @@ def missing_qt_libraries(env: dict[str, str] | os._Environ = os.environ) -> list
 
 def check_qt_libraries(purpose: str, env: dict[str, str] | os._Environ = os.environ, other: str = "") -> None:
     """MissingLibraries (one whole line: the missing libraries and the apt command that installs every
-    one) when Qt cannot start here; `other` names what works without them."""
+    one, whatever is missing) when Qt cannot start here; `other` names what works without them."""
     missing = missing_qt_libraries(env)
     if not missing:
         return
-    packages = sorted({PACKAGES.get(m, m) for m in missing})
     names = ", ".join(missing)
     if len(names) > 200:  # the packages are what the line is for: a long list of files says less
         names = f"{len(missing)} of them"
     raise MissingLibraries(
         f"{purpose} needs system libraries that are missing ({names}): install them with"
-        f" `sudo apt-get install -y {' '.join(packages)}`" + (f", {other}" if other else "")
+        f" `{apt_line(missing)}`" + (f", {other}" if other else "")
     )
 
 

@@ -55,3 +55,12 @@ def _discard_unsaved_work_on_close(monkeypatch):
     from fuseview.ui import dialogs  # imported here, so a test that imports the window later is covered too
 
     monkeypatch.setattr(dialogs, "ask_unsaved", lambda parent, title, message: dialogs.DISCARD)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tests that start a Ray cluster run on one worker, one after another (two clusters at once collide);
+    before pytest-xdist names its groups."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))

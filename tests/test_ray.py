@@ -343,3 +343,31 @@ def test_the_windows_tune_runs_its_abs_on_the_cluster_and_names_the_node(ray_clu
     env = finished.args[0].report.environment
     assert env["target"]["kind"] == "ray" and env["target"]["address"] == ray_cluster["address"]
     assert f"measured on Ray node {socket.gethostname()}" in win.statusBar().currentMessage()
+
+
+@pytest.mark.ray
+def test_a_killed_worker_leaves_no_ray_line(ray_cluster, slow_pair, tmp_path) -> None:
+    # the round found up to 44 lines of a killed worker or raylet on stdout; the report and one error line
+    # are all fuseview may print (here at the file-descriptor level, where Ray's C++ core writes)
+    from .test_ray_auth import _fuseview
+
+    fast, slow = slow_pair
+    killed: list[int] = []
+
+    def kill_the_worker() -> None:
+        pid = _task_worker(ray_cluster["sid"], "_profile_task")
+        if pid is not None:
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    run, _ = _fuseview(["profile", str(fast), "--against", str(slow), "--runs", "100000", "--threads", "1",
+                        "--budget", "90", "--target", f"ray:{ray_cluster['address']}", "--quiet"],
+                       tmp_path, {}, timeout=200)
+    killer.join()
+    assert killed, "no worker ran the profile task"
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and "lost" in lines[0], run.stderr[-2000:]
+    assert run.stdout.strip() == "", run.stdout[-2000:]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 import numpy as np
@@ -16,11 +18,37 @@ from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.graph.shapes import raw_array
 from fuseview.naming import unique_node_names
 
+_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+# A body's outer reads by its bytes' digest: every inner graph is scanned as its own model (a copy), so
+# without it each nesting level walked all the levels below it again (nested Ifs: depth x size).
+_free_cache: OrderedDict[bytes, frozenset[str]] = OrderedDict()
+_FREE_CACHE_SIZE = 4096
+_free_lock = threading.Lock()  # scans run in the window's worker threads
+
 
 def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
     """Names a node's subgraphs read from the outer scope (they count as that node's inputs)."""
+    if not any(a.type in _GRAPH_TYPES for a in node.attribute):
+        return set()
+    key = hashlib.blake2b(node.SerializeToString(deterministic=True), digest_size=20).digest()
+    with _free_lock:
+        hit = _free_cache.get(key)
+        if hit is not None:
+            _free_cache.move_to_end(key)
+    if hit is None:
+        hit = frozenset(_outer_reads(node))
+        with _free_lock:
+            _free_cache[key] = hit
+            while len(_free_cache) > _FREE_CACHE_SIZE:
+                _free_cache.popitem(last=False)
+    return set(hit)
+
+
+def _outer_reads(node: onnx.NodeProto) -> set[str]:
     names: set[str] = set()
     for a in node.attribute:
+        if a.type not in _GRAPH_TYPES:
+            continue
         graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
         for g in graphs:
             local = {i.name for i in g.input} | {t.name for t in g.initializer}
@@ -50,8 +78,11 @@ class GraphIndex:
         dims: dict[str, int] | None = None,
         base_dir: str | os.PathLike | None = None,
         infer: bool = True,
+        typed: onnx.GraphProto | None = None,
     ) -> None:
         self.model = model
+        # the main graph as onnx inferred it, bodies whole: an inner graph's index gets its part from here
+        self.typed_graph: onnx.GraphProto | None = typed
         self.graph = model.graph
         self.base_dir = os.fspath(base_dir) if base_dir else None
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)
@@ -216,7 +247,9 @@ class GraphIndex:
         used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
         for key in used:
             self._dim_value(key, used)
-        inference = shared_inference(self.model)
+        inference = shared_inference(self.model, self.typed_graph)
+        if self.typed_graph is None:
+            self.typed_graph = inference.model.graph
         self.notes.extend(inference.notes)
         self._static = inference.shapes
         for name, (dims, elem) in inference.shapes.items():

@@ -91,12 +91,15 @@ class OrtComparison:
 
 
 def ort_optimized(
-    model: ModelSource, opt_level: str = "all", provider: str = "cpu"
+    model: ModelSource,
+    opt_level: str = "all",
+    provider: str = "cpu",
+    base_dir: str | os.PathLike | None = None,
 ) -> tuple[onnx.ModelProto, str]:
     """onnxruntime's optimized graph of a model at a level (weights not loaded), and the provider used."""
     with tempfile.TemporaryDirectory(prefix="fuseview-ortcheck-") as tmp:
         out = str(Path(tmp) / "optimized.onnx")
-        sess, choice = create_session(model, provider, opt_level, optimized_model_path=out)
+        sess, choice = create_session(model, provider, opt_level, optimized_model_path=out, base_dir=base_dir)
         del sess
         return onnx.load(out, load_external_data=False), choice.provider
 
@@ -141,14 +144,17 @@ def compare_with_ort(
     opt_level: str = "all",
     provider: str = "cpu",
     optimized: onnx.ModelProto | None = None,
+    base_dir: str | os.PathLike | None = None,
 ) -> OrtComparison:
-    """For each candidate, whether onnxruntime's optimizer makes the same fusion from the unfused model."""
+    """For each candidate, whether onnxruntime's optimizer makes the same fusion from the unfused model.
+
+    base_dir: the folder an in-memory model's external weights are relative to (see create_session)."""
     src = (
         model if isinstance(model, onnx.ModelProto) else onnx.load(os.fspath(model), load_external_data=False)
     )
     used_provider = provider
     if optimized is None:
-        optimized, used_provider = ort_optimized(model, opt_level, provider)
+        optimized, used_provider = ort_optimized(model, opt_level, provider, base_dir)
     producers = {o: n for n in optimized.graph.node for o in n.output if o}
     inits = {t.name for t in optimized.graph.initializer}
     cands = list(candidates)

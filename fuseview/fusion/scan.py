@@ -68,11 +68,12 @@ def scan_model(
     path: str | None = None,
     functions: bool = True,
     provider: str | None = None,
+    typed: onnx.GraphProto | None = None,
 ) -> ScanResult:
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
     and its local functions. With a provider, a candidate whose fused op has no kernel there for its dtype
-    becomes a near miss (fuseview.fusion.kernels)."""
-    index = GraphIndex(model, dims, base_dir=base_dir)
+    becomes a near miss (fuseview.fusion.kernels). typed: an inner graph's part of the outer inference."""
+    index = GraphIndex(model, dims, base_dir=base_dir, typed=typed)
     ctx = ScanContext(index)
     rules = list(catalogue() if rules is None else rules)
     wanted = {id(r) for r in rules}
@@ -173,7 +174,7 @@ def _scan_inner(
         # an inner model carries the model's functions (for inference): they are scanned once, at the top.
         # --dim names the model's top-level inputs only: a body's inputs are typed from the outer graph's
         # shapes under those dims already (passing them on refused every body: the silero-vad regression)
-        sub = scan_model(inner.model, None, rules, base_dir=base_dir, functions=False)
+        sub = scan_model(inner.model, None, rules, base_dir=base_dir, functions=False, typed=inner.typed)
         label = inner.where.label
         for c in sub.candidates:
             c.scope = label + (f" ▸ {c.scope}" if c.scope else "")

@@ -35,6 +35,7 @@ class InnerModel:
     where: InnerGraph
     model: onnx.ModelProto
     injected: set[str] = field(default_factory=set)
+    typed: onnx.GraphProto | None = None  # the body as the outer model's inference left it (GraphIndex)
 
 
 def _graph_attrs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
@@ -87,7 +88,8 @@ def inner_models(model: onnx.ModelProto, index: GraphIndex, functions: bool = Tr
                 m.graph.input.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
                 injected.add(name)
             label = f"{index.name(node)}:{attr}"
-            yield InnerModel(InnerGraph(node.output[0], attr, label), m, injected)
+            typed = _typed_body(index, node, attr)
+            yield InnerModel(InnerGraph(node.output[0], attr, label), m, injected, typed)
     for fn in model.functions if functions else ():
         g = onnx.GraphProto()
         g.name = fn.name
@@ -100,6 +102,15 @@ def inner_models(model: onnx.ModelProto, index: GraphIndex, functions: bool = Tr
             m.opset_import.extend(fn.opset_import)
         key = f"{fn.domain}:{fn.name}"
         yield InnerModel(InnerGraph(FUNCTION, key, f"function {key}"), m)
+
+
+def _typed_body(index: GraphIndex, node: onnx.NodeProto, attr: str) -> onnx.GraphProto | None:
+    typed = index.typed_graph
+    if typed is None or len(typed.node) != len(index.nodes):
+        return None
+    found = [a.g for a in typed.node[index.position(node)].attribute
+             if a.name == attr and a.type == onnx.AttributeProto.GRAPH]
+    return found[0] if found else None
 
 
 def _merge_opsets(target, source) -> None:  # noqa: ANN001 - ModelProto or FunctionProto

@@ -74,8 +74,37 @@ def _strip_nodes(nodes) -> None:  # noqa: ANN001 - a repeated NodeProto field
                     _strip_graph(sub)
 
 
-def weightless_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model without its weights' values (dims and types kept), its input dims named by their keys."""
+def _stub(typed: onnx.GraphProto) -> onnx.GraphProto:
+    out = onnx.GraphProto()
+    out.name = typed.name
+    out.input.extend(typed.input)
+    out.output.extend(typed.output)
+    return out
+
+
+def _stub_bodies(nodes, typed: onnx.GraphProto) -> None:  # noqa: ANN001 - a repeated NodeProto field
+    """Replace each body of `nodes` by its inputs and outputs as `typed` (the same graph, inferred before)
+    has them: onnx types an If/Loop/Scan from its bodies' outputs, and the nodes inside were inferred then."""
+    if len(nodes) != len(typed.node):
+        return
+    for n, t in zip(nodes, typed.node, strict=True):
+        inferred = {a.name: a for a in t.attribute}
+        for a in n.attribute:
+            ta = inferred.get(a.name)
+            if ta is None or ta.type != a.type:
+                continue
+            if a.type == onnx.AttributeProto.GRAPH:
+                a.g.CopyFrom(_stub(ta.g))
+            elif a.type == onnx.AttributeProto.GRAPHS and len(a.graphs) == len(ta.graphs):
+                for sub, tsub in zip(a.graphs, ta.graphs, strict=True):
+                    sub.CopyFrom(_stub(tsub))
+
+
+def weightless_copy(model: onnx.ModelProto, typed: onnx.GraphProto | None = None) -> onnx.ModelProto:
+    """The model without its weights' values (dims and types kept), its input dims named by their keys.
+
+    typed: the main graph as an earlier inference left it (an inner graph of an inferred model): its bodies
+    become stubs with the outputs inferred then, so nested bodies are not inferred again at each level."""
     out = onnx.ModelProto()
     out.ir_version = model.ir_version
     out.opset_import.extend(model.opset_import)
@@ -84,6 +113,8 @@ def weightless_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     src = model.graph
     g.name = src.name
     g.node.extend(src.node)  # nodes are small; Constant values are stripped below
+    if typed is not None:
+        _stub_bodies(g.node, typed)
     g.input.extend(src.input)
     g.output.extend(src.output)
     g.value_info.extend(src.value_info)
@@ -112,9 +143,10 @@ def _declares_long_vector(infos: list[onnx.ValueInfoProto]) -> bool:
     return False
 
 
-def infer_weightless(model: onnx.ModelProto) -> Inference:
-    """Infer shapes on the model's weightless copy (no cache; see shared_inference)."""
-    copy = weightless_copy(model)
+def infer_weightless(model: onnx.ModelProto, typed: onnx.GraphProto | None = None) -> Inference:
+    """Infer shapes on the model's weightless copy (no cache; see shared_inference; typed: see
+    weightless_copy)."""
+    copy = weightless_copy(model, typed)
     g = copy.graph
     notes: list[str] = []
     # onnx's data propagation materialises the values of declared 1-D tensors, integer or float: a 200-byte
@@ -128,6 +160,8 @@ def infer_weightless(model: onnx.ModelProto) -> Inference:
         inferred = onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False,
                                                      data_prop=data_prop)
     except Exception as exc:  # noqa: BLE001 - any failure here only costs us shapes
+        if typed is not None:  # the stubs are new to onnx: the whole inner graph, as before them
+            return infer_weightless(model)
         notes.append(f"shape inference failed, shapes shown where the file states them: {exc}")
         inferred = copy
     shapes: dict[str, tuple[Dims | None, int]] = {}
@@ -157,7 +191,7 @@ def _fingerprint(model: onnx.ModelProto) -> tuple:
     return (len(g.node), len(g.initializer), len(g.input), first, last, opsets)
 
 
-def shared_inference(model: onnx.ModelProto) -> Inference:
+def shared_inference(model: onnx.ModelProto, typed: onnx.GraphProto | None = None) -> Inference:
     """The inference of this model object, computed once: the loader and the scan of one model share it.
 
     Keyed by identity (protobuf messages take no weak references; the last few models are kept), checked
@@ -168,7 +202,7 @@ def shared_inference(model: onnx.ModelProto) -> Inference:
         if m is model and f == fp:
             _cache.insert(0, _cache.pop(i))
             return inf
-    inf = infer_weightless(model)
+    inf = infer_weightless(model, typed)
     _cache.insert(0, (model, fp, inf))
     del _cache[_CACHE_SIZE:]
     return inf

@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.workflows.traces import OpenedTraces
 
 ORIGINAL, FUSED = "original", "fused"
+# onnxruntime loads every weight to optimize a graph: past this the window skips its own-fusions check
+ORT_CHECK_WEIGHT_LIMIT = 1 << 30
 SESSION_EVENTS = (
     "document",  # a new model is open (everything derived from the last one was dropped): doc, laid
     "open_failed",  # opening or laying out a model failed: error, title (what failed, in words)
@@ -286,13 +288,15 @@ class Session:
         doc, scan = self.root, self.scan
         if doc is None or scan is None:
             return None
-        model = doc.model
+        model, folder = doc.model, (doc.path.parent if doc.path else None)
 
         def work(progress: Progress) -> dict[str, bool | None]:
             from fuseview.fusion.ort_compare import compare_with_ort
 
+            progress("sizing the weights onnxruntime would load", 0.05)
+            _ort_check_fits(model, folder, doc.path)
             progress("asking onnxruntime which fusions it makes itself", 0.1)
-            return compare_with_ort(model, scan.candidates, "all", "cpu").does_it
+            return compare_with_ort(model, scan.candidates, "all", "cpu", base_dir=folder).does_it
 
         def done(does_it: dict[str, bool | None]) -> None:
             if scan is self.scan:
@@ -564,3 +568,18 @@ class Session:
 
 
 __all__ = ["FUSED", "ORIGINAL", "FusedResult", "Laid", "NavEntry", "Session"]
+
+
+def _ort_check_fits(model: onnx.ModelProto, folder: Path | None, path: Path | None) -> None:
+    """FuseviewError (the window's status line) when the weights onnxruntime would load for the check are
+    over ORT_CHECK_WEIGHT_LIMIT: the window opens a model lazily and stays small; the CLI runs it on ask."""
+    from fuseview.graph.lazy_weights import weight_bytes
+    from fuseview.units import format_bytes
+
+    size = weight_bytes(model, folder)
+    if size > ORT_CHECK_WEIGHT_LIMIT:
+        raise FuseviewError(
+            f"not checked: onnxruntime would load {format_bytes(size)} of weights, over the window's "
+            f"{format_bytes(ORT_CHECK_WEIGHT_LIMIT)}; "
+            f"`fuseview scan --ort-check all {path or 'MODEL'}` runs it"
+        )

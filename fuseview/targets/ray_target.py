@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -41,6 +42,10 @@ from fuseview.textsafe import one_line
 
 PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
 FINGERPRINT_TIMEOUT_S = 120.0
+RAY_INIT_TIMEOUT_S = 20.0  # ray.init itself has no time limit; with the probes, a failure within 30 s
+# what Ray's client says when the GCS refuses it for want of a token
+_TOKEN_SIGNS = re.compile(r"Unauthenticated|InvalidAuthToken|auth(entication)? token", re.IGNORECASE)
+_LOG = logging.getLogger("fuseview.ray")
 _CONNECTED: list[str] = []  # the address this process's Ray connection was made to
 _CONNECTING = threading.Lock()  # the window's profile and tune jobs may connect from two threads
 
@@ -111,13 +116,64 @@ def _connect_once(address: str) -> Any:
         ray.shutdown()
         _CONNECTED.clear()
     _probe(address)
-    try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, version mismatches: one line
-        why = one_line(str(exc))[:300]
-        raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}") from None
+    _quiet_driver_prints()
+    failure, said = _init_quietly(ray, address)
+    if failure is not None:
+        why = one_line(failure)[:300]
+        if _TOKEN_SIGNS.search(said + failure) and os.environ.get("RAY_AUTH_MODE") != "token":
+            why = ("the cluster uses token authentication: set RAY_AUTH_MODE=token and its token"
+                   " (RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH)")
+        raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}")
     _CONNECTED.append(address)
     return ray
+
+
+def _quiet_driver_prints() -> None:
+    """Ray's driver prints what the cluster publishes (a killed worker: "(raylet) A worker died ...", up to
+    44 lines) on stdout from a thread of its own; fuseview says a lost worker in its one line, so those go
+    to the debug log. Ray offers no switch for it (log_to_driver covers the workers' own output only)."""
+    import ray._private.worker as ray_worker
+
+    if hasattr(ray_worker, "print_to_stdstream"):
+        ray_worker.print_to_stdstream = _to_debug_log
+
+
+def _to_debug_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+    for line in data.get("lines", ()):
+        _LOG.debug("ray %s: %s", data.get("pid"), line)
+
+
+def _init_quietly(ray: Any, address: str) -> tuple[str | None, str]:
+    """Run ray.init for at most RAY_INIT_TIMEOUT_S with the process's stderr (where Ray's C++ core writes its
+    retries, 6 to 22 lines) and stdout sent to a file; (the failure or None, what Ray wrote there)."""
+    result: list[BaseException | None] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+            result.append(None)
+        except BaseException as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, version mismatches
+            result.append(exc)
+
+    with tempfile.TemporaryFile() as sink:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            for fd in (1, 2):
+                os.dup2(sink.fileno(), fd)
+            worker = threading.Thread(target=init, daemon=True, name="fuseview-ray-init")
+            worker.start()
+            worker.join(RAY_INIT_TIMEOUT_S)
+        finally:
+            for fd, old in zip((1, 2), saved, strict=True):
+                os.dup2(old, fd)
+                os.close(old)
+        sink.seek(0)
+        said = sink.read(1 << 20).decode("utf-8", "replace")
+    if not result:
+        return (f"no Ray session within {RAY_INIT_TIMEOUT_S:g} s (the address answers gRPC but is not a"
+                " Ray GCS that accepts this client)"), said
+    exc = result[0]
+    return (None if exc is None else (str(exc) or type(exc).__name__)), said
 
 
 def _pick_node(ray: Any, provider: str) -> tuple[JSON, int]:
