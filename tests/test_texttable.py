@@ -63,7 +63,8 @@ def test_tune_summary_tables_align():
     from fuseview.workflows.tune import tune
     from tests.test_tune import CONV, FAST
 
-    rep = tune(CONV, TuneSettings(budget_s=20, **FAST)).report
+    # the layout is the point, not the verdict: a budget that ends sooner gives the same groups and decisions
+    rep = tune(CONV, TuneSettings(budget_s=4, **FAST)).report
     out = io.StringIO()
     print_summary(rep, out)
     lines = out.getvalue().splitlines()

@@ -416,11 +416,12 @@ def test_the_one_decode_step_rule_measures_a_real_cache_length():
 
 
 def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_over_a_real_cache(capsys, tmp_path):
-    rep = tune(LLAMA_PAST, TuneSettings(budget_s=30, **FAST)).report
+    # the dims and the note are the point, not the verdict: short budgets (the final check stops at them)
+    rep = tune(LLAMA_PAST, TuneSettings(budget_s=6, **FAST)).report
     assert rep.config["dims"] == {"sequence": 1, "total_sequence": 257, "past_sequence": 256}
     assert rep.notes[0].startswith("a KV-cache decoder: measured at its decode step, sequence=1 new token")
     assert rep.environment["target"] == {"kind": "local"}
-    rc = main(["tune", str(GPT2_PAST), "-o", str(tmp_path / "t.onnx"), "--budget", "20", "--runs", "8",
+    rc = main(["tune", str(GPT2_PAST), "-o", str(tmp_path / "t.onnx"), "--budget", "4", "--runs", "8",
                "--sessions", "2", "--threads", "1", "--seeds", "1", "--ort-optimizer", "off", "--quiet",
                "--dim", "past_sequence=32"])
     out = capsys.readouterr().out
