@@ -102,7 +102,7 @@ def test_the_session_tunes_the_model_and_scan_it_holds(monkeypatch):
         tuned = []
         s.events.tuned.connect(lambda e, tuned=tuned: tuned.append(e.result))
         scans.clear()
-        wait_for(s.tune(TuneSettings(**{**FAST, "budget_s": 6, "runs": 8})))
+        wait_for(s.tune(TuneSettings(**{**FAST, "budget_s": 3, "runs": 8})))  # reads, not verdict
         assert len(tuned) == 1 and tuned[0].original is doc.model and reads == []
         assert len(scans) == rescans
         if rescans:
