@@ -115,7 +115,7 @@ def feeds_for(path: Path, facts: dict, past: int, new: int, seed: int = 0) -> di
 
 
 def logits_agree(models: dict[str, Path], facts: dict) -> str:
-    """Max |logits| difference of fused and builder against the original at past 16 + 1 new token."""
+    """Max |logits| difference of each model against the original at past 16 + 1 new token."""
     import onnxruntime as ort
 
     out = {}
@@ -137,6 +137,8 @@ def time_case(models: dict[str, Path], facts: dict, past: int, new: int, threads
     row = {"past": past, "new": new, "threads": threads,
            "median_ms": {n: float(np.median(times[n])) for n in names}}
     pairs = [("fused", "original"), ("fused", "builder"), ("original", "builder")]
+    more = [n for n in names if n not in ("original", "fused", "builder")]
+    pairs += [p for n in more for p in ((n, "original"), ("fused", n))]
     row["ratios"] = {f"{a}/{b}": compare_timings(times[a], times[b]).to_json() for a, b in pairs
                      if a in times and b in times}
     return row
@@ -175,12 +177,13 @@ def profile_ops(models: dict[str, Path], facts: dict, past: int, runs: int, top:
         rows = sorted(by_type[name].items(), key=lambda kv: -kv[1][1])[:top]
         print(f"profile {name} (decode past {past}, 1 thread): node time {total / 1000:.2f} ms; "
               + ", ".join(f"{op} {n}x {us / 1000:.2f} ms" for op, (n, us) in rows))
-    if "fused" in by_type and "builder" in by_type:
-        ops = set(by_type["fused"]) | set(by_type["builder"])
-        diff = {op: by_type["fused"].get(op, (0, 0.0))[1] - by_type["builder"].get(op, (0, 0.0))[1]
-                for op in ops}
-        worst = sorted(diff.items(), key=lambda kv: -kv[1])[:top]
-        print("fused - builder by op type (ms): " + ", ".join(f"{op} {d / 1000:+.2f}" for op, d in worst))
+    for other in (n for n in by_type if n != "fused"):
+        if "fused" not in by_type:
+            break
+        ops = set(by_type["fused"]) | set(by_type[other])
+        diff = {op: by_type["fused"].get(op, (0, 0.0))[1] - by_type[other].get(op, (0, 0.0))[1] for op in ops}
+        worst = sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:top]
+        print(f"fused - {other} by op type (ms): " + ", ".join(f"{op} {d / 1000:+.2f}" for op, d in worst))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", help="folder for the models (default: a temp folder, removed)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--pasts", type=int, nargs="+", default=[128, 512])
-    ap.add_argument("--prefill", type=int, default=32)
+    ap.add_argument("--prefill", type=int, default=32, help="new tokens of the prefill timed (0: none)")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--sessions", type=int, default=3, help="onnxruntime sessions per model (the interval "
                     "comes from the spread of their medians)")
@@ -198,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="time the models an earlier run left in --work")
     ap.add_argument("--profile", action="store_true",
                     help="also profile each model's decode step node by node (first --pasts length)")
+    ap.add_argument("--also", nargs="*", default=[], metavar="NAME=PATH",
+                    help="more models timed with the others (e.g. a model fused by another version), with the"
+                    " ratios NAME/original and fused/NAME")
     ap.add_argument("--export-python", default="/work/venvs/decoders/bin/python")
     ap.add_argument("--genai-python", default="/work/venvs/genai/bin/python")
     args = ap.parse_args(argv)
@@ -210,11 +216,14 @@ def main(argv: list[str] | None = None) -> int:
             facts = json.loads((work / "facts.json").read_text())  # the models of an earlier run, as they are
         else:
             facts, models = build_models(args, work)
+        for spec in args.also:
+            name, _, path = spec.partition("=")
+            models[name] = Path(path)
         print(f"logits vs original at past 16 + 1: {logits_agree(models, facts)}")
         print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         rows = []
         for threads in args.threads:
-            shapes = [(p, 1) for p in args.pasts] + [(0, args.prefill)]
+            shapes = [(p, 1) for p in args.pasts] + ([(0, args.prefill)] if args.prefill else [])
             for past, new in shapes:
                 row = time_case(models, facts, past, new, threads, args.runs, args.sessions)
                 rows.append(row)

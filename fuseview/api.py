@@ -107,8 +107,10 @@ def profile(model: PathLike, against: PathLike | None = None, target: str = "loc
     """Profile a model (and A/B it against another), as `fuseview profile`; the typed report (`.to_json()`:
     the report file's dict, schema 3).
 
-    settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, ...); target is
-    "local" or "ray:ADDRESS" (environment.target says where it ran).
+    settings are ProfileRequest fields (provider, runs, dims, ort_opt, threads, sessions, budget, ...):
+    with against and budget=SECONDS, the A/B runs in batches until the verdict decides or the budget ends;
+    target is "local" or "ray:ADDRESS" (environment.target says where it ran). A KV-cache decoder is
+    profiled at its decode step (report["inputs"]["note"] says at which dims).
     """
     from fuseview.reports.profile import ProfileReport
     from fuseview.runtime.job import ProfileRequest

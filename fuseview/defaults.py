@@ -13,7 +13,7 @@ DEFAULT_SESSIONS = 3
 # validation of a fused model against the original
 ATOL = 1e-4
 RTOL = 1e-3
-# ... of a float16 model (fusion.pipeline.TOLERANCES picks by the model's precision; docs/gpu.md says why)
+# ... of a float16 model (fuseview.precision.TOLERANCES picks by the model's precision; docs/gpu.md says why)
 FP16_ATOL = 1e-2
 FP16_RTOL = 1e-2
 DEFAULT_SEEDS = 3

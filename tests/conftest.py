@@ -20,6 +20,17 @@ if "FUSEVIEW_TEST_CACHE" not in os.environ:
     os.environ["FUSEVIEW_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = _cache
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
+# Each pytest-xdist worker gets its own temp folder, so a test that checks it leaves nothing behind in the
+# temp folder never sees another worker's files.
+if os.environ.get("PYTEST_XDIST_WORKER") and "FUSEVIEW_WORKER_TMP" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _worker_tmp = tempfile.mkdtemp(prefix=f"fuseview-{os.environ['PYTEST_XDIST_WORKER']}-")
+    os.environ["FUSEVIEW_WORKER_TMP"] = os.environ["TMPDIR"] = tempfile.tempdir = _worker_tmp
+    atexit.register(shutil.rmtree, _worker_tmp, True)
+
 ROOT = Path(__file__).resolve().parent.parent
 # Small GPT-2 exports (2 and 12 layers, TorchScript opsets 13/17 and dynamo) kept in the repo, so a fresh
 # clone with nothing beside it runs the whole suite.

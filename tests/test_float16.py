@@ -295,3 +295,15 @@ def test_a_float16_output_past_tolerance_passes_only_within_twice_the_conversion
     assert near.ok and len(notes) == 1 and "within its noise floor" in notes[0]
     far = _validation(0.024, False)
     assert _judged_by_floor(far, floor, _validation(0.2, False), atol=1e-2) == [] and not far.ok
+
+
+def test_profile_against_a_float16_fusion_compares_at_float16_tolerances(fp16, tmp_path, capsys):
+    fused = tmp_path / "gpt2_16_fused.onnx"
+    assert main(["fuse", str(fp16["gpt2"]), "--provider", "cuda", "-o", str(fused)]) == 0  # not bit-exact
+    capsys.readouterr()
+    argv = ["profile", str(fp16["gpt2"]), "--against", str(fused), "--runs", "2", "--warmup", "1",
+            "--threads", "1", "--quiet", "--dim", "sequence=16"]
+    assert main(argv) == 0  # float32's 1e-4 would call this valid float16 fusion broken (exit 3)
+    out = capsys.readouterr().out
+    assert "atol 0.01, rtol 0.01, a float16 model): PASS" in out
+    assert main([*argv, "--atol", "1e-7", "--rtol", "0"]) == 3  # the check can still fail: asked tighter

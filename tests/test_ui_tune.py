@@ -120,7 +120,7 @@ def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(
 
 
 def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tuned_win):
-    from fuseview.ui.profile_panel import headline_text
+    from fuseview.ui.profile_texts import headline_text
 
     panel = tuned_win.workbench.profile_panel
     panel.threads.setValue(1)

@@ -54,12 +54,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (default 0: its own)")
     p.add_argument("--json", metavar="OUT",
                    help="write the report (JSON, schema_version 3) to OUT (- prints it instead of the table)")
-    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of the comparison (1e-4)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the comparison (1e-3)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance of the comparison (1e-4; 1e-2 for a float16 model)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance of the comparison (1e-3; 1e-2 for a float16 model)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--target", default="local", metavar="local|ray:ADDRESS", help=TARGET_HELP)
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="on a ray target: the most the profile may take there (default: no bound)")
+                   help="with --against: measure in interleaved batches of --runs runs until the verdict"
+                   " decides or SECONDS end (then 'cannot tell' with the runs it would need); without it,"
+                   " on a ray target: the most the profile may take there (default: one batch, no bound)")
 
 
 class _StderrProgress:
@@ -134,6 +138,8 @@ def print_report(rep: ProfileReport, out: TextIO | None = None) -> None:
     dims = ", ".join(f"{k}={v}" for k, v in inp.dims.items()) or "none"
     seed = f" (seed {inp.seed})" if inp.seed is not None else ""
     w(f"inputs: {inp.source}{seed}; dims {dims}")
+    if inp.extra.get("note"):
+        w(f"  note: {inp.extra['note']}")
     for f in inp.feeds:
         rng = f" in [{f['min']}, {f['max']}]" if "min" in f else ""
         w(f"  {f['name']}: {f['dtype']} {f['shape']}{rng}")
@@ -235,7 +241,9 @@ def _print_comparison(cmp: CompareReport, w: Callable[..., None]) -> None:
     on_cuda = (cmp.extra.get("provider") or {}).get("provider") == "CUDAExecutionProvider"
     tf32 = "float32, TF32 off, " if on_cuda else ""
     result = "PASS" if cmp.passed else "FAIL"
-    w(f"outputs ({tf32}atol {cmp.extra['atol']:g}, rtol {cmp.extra['rtol']:g}): {result}")
+    kind = cmp.extra.get("precision", "float32")
+    at = f", a {kind} model" if kind != "float32" else ""
+    w(f"outputs ({tf32}atol {cmp.extra['atol']:g}, rtol {cmp.extra['rtol']:g}{at}): {result}")
     outs = [[name, _g(d["max_abs"]), _g(d["max_rel"]), _g(d["mean_abs"]), _g(d["cosine"]),
              "pass" if d["passed"] else "FAIL"] for name, d in cmp.outputs.items()]
     head = ["output", "max abs", "max rel", "mean abs", "cosine", "result"]
@@ -291,10 +299,11 @@ def run(args: argparse.Namespace) -> int:
         dims=parse_dim_args(args.dim), inputs_npz=args.inputs, seed=args.seed, ort_opt=args.ort_opt,
         attribution_opt=args.attribution_opt, ort_fusions=args.ort_fusions, atol=args.atol, rtol=args.rtol,
         threads=args.threads, threshold=args.threshold, profile_runs=args.profile_runs,
-        sessions=args.sessions,
+        sessions=args.sessions, budget_s=args.budget if args.against else None,
     )
     target = open_target(args.target, args.provider)  # a ray: target is reached here (one line if not)
-    target.budget_s = args.budget
+    # a ray task runs the A/B's budget and then the per-node profiles: bounded at twice it and a minute
+    target.budget_s = args.budget if args.budget is None or not args.against else 2 * args.budget + 60
     report = ProfileReport.from_json(target.profile(req, None if args.quiet else _StderrProgress()))
     if to_stdout:
         print(report.text())

@@ -40,8 +40,6 @@ def lowest(elem: int | None) -> float:
 
 def model_float_type(model: onnx.ModelProto) -> int:
     """FLOAT16 when most float weights of the main graph are float16 (an fp16 model), else FLOAT."""
-    counts = {FLOAT: 0, FLOAT16: 0}
-    for t in model.graph.initializer:
-        if t.data_type in counts:
-            counts[t.data_type] += max(1, int(np.prod(t.dims)) if t.dims else 1)
-    return FLOAT16 if counts[FLOAT16] > counts[FLOAT] else FLOAT
+    from fuseview.precision import precision
+
+    return FLOAT16 if precision(model) == "float16" else FLOAT

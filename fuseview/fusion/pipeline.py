@@ -14,40 +14,21 @@ from pathlib import Path
 
 import onnx
 
-from fuseview.defaults import FP16_ATOL, FP16_RTOL
 from fuseview.errors import FuseviewError
 from fuseview.fusion.apply import ApplyResult, apply_candidates, check_fused
 from fuseview.fusion.scan import ScanResult, load_model, scan_model
-from fuseview.fusion.validate import ATOL, DEFAULT_SEEDS, RTOL, Validation, validate
+from fuseview.fusion.validate import DEFAULT_SEEDS, Validation, validate
 from fuseview.graph.lazy_weights import has_disk_weights, materialized
 from fuseview.naming import unique_node_names
+from fuseview.precision import TOLERANCES, precision, tolerances  # noqa: F401 - re-exported
 from fuseview.progress import Progress, steps_of
 
 # progress(stage, fraction of the whole pipeline)
 
-# The output check's (atol, rtol) per float type of the model checked. float16 rounds every value to 2^-11
-# of itself: a fused kernel rounding its intermediates elsewhere (or keeping them in float32) moves the
-# outputs by several such steps, so float16 is judged at 1e-2 where float32 is judged at 1e-4 / 1e-3.
-TOLERANCES: dict[str, tuple[float, float]] = {"float32": (ATOL, RTOL), "float16": (FP16_ATOL, FP16_RTOL)}
 # onnxruntime's CPU EP has no float16 kernel for many ops and runs those nodes in float32 between Casts
 CPU_CANNOT = "not validated: the float16 original does not run on onnxruntime's CPU EP here"
 CPU_FLOAT16 = ("float16 on the CPU EP: onnxruntime runs the nodes it has no float16 kernel for in float32"
                " (Casts inserted), so this checks the rewrite, not a GPU's float16 kernels")
-
-
-def precision(model: onnx.ModelProto) -> str:
-    """'float16' for a model whose weights are mostly float16, else 'float32' (a key of TOLERANCES)."""
-    from fuseview.fusion.dtypes import FLOAT16, model_float_type
-
-    return "float16" if model_float_type(model) == FLOAT16 else "float32"
-
-
-def tolerances(model: onnx.ModelProto, atol: float | None = None, rtol: float | None = None
-               ) -> tuple[str, float, float]:
-    """(precision, atol, rtol) of the model's output check: those given, else its precision's TOLERANCES."""
-    kind = precision(model)
-    default_atol, default_rtol = TOLERANCES[kind]
-    return kind, default_atol if atol is None else atol, default_rtol if rtol is None else rtol
 
 
 @dataclass

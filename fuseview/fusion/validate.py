@@ -66,7 +66,7 @@ class Validation:
     atol: float = ATOL
     rtol: float = RTOL
     note: str = ""  # why the dims differ from those asked for (a decoder that runs only at its decode step)
-    precision: str = "float32"  # the float type whose tolerances (fusion.pipeline.TOLERANCES) judged it
+    precision: str = "float32"  # the float type whose tolerances (fuseview.precision.TOLERANCES) judged it
 
     @property
     def ok(self) -> bool:

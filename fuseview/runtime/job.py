@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -9,11 +10,13 @@ import numpy as np
 import onnx
 
 from fuseview.defaults import DEFAULT_SESSIONS
-from fuseview.dims import resolve_dims
+from fuseview.dims import run_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
+from fuseview.precision import tolerances
 from fuseview.progress import StepProgress
 from fuseview.runtime import inputs as inputs_mod
+from fuseview.runtime.ab import Sequential, measure_until_decided
 from fuseview.runtime.compare import check_same_signature, compare_outputs, fusion_times
 from fuseview.runtime.deployment import deployment_check
 from fuseview.runtime.device_time import measure_device_time, node_device_times, roofline_times
@@ -53,12 +56,15 @@ class ProfileRequest:
     # "disabled" keeps the nodes the model's own; the CLI's default, while its headline is at "all".
     attribution_opt: str | None = None
     ort_fusions: bool = False
-    atol: float = 1e-4
-    rtol: float = 1e-3
+    atol: float | None = None  # None: the model's precision's (fuseview.precision.TOLERANCES)
+    rtol: float | None = None
     threads: int = 0
     threshold: float = DEFAULT_THRESHOLD
     profile_runs: int | None = None  # profiled runs for per-node statistics; None: default_profile_runs
     sessions: int = DEFAULT_SESSIONS  # onnxruntime sessions per model when comparing two (see stats)
+    # with `against`: measure in interleaved batches until the verdict decides or this many seconds end
+    # (runtime.ab.measure_until_decided, as tune does); None: one batch of `runs` runs
+    budget_s: float | None = None
 
     def attribution_level(self) -> str:
         """The optimization level of the per-node profile and the output comparison."""
@@ -114,12 +120,18 @@ def _check(req: ProfileRequest) -> None:
         raise FuseviewError("--runs must be at least 1")
     if req.warmup < 0:
         raise FuseviewError("--warmup must be 0 or more")
-    if req.atol < 0 or req.rtol < 0:
+    if (req.atol or 0) < 0 or (req.rtol or 0) < 0:
         raise FuseviewError("--atol and --rtol must be 0 or more")
     if not (0 <= req.threshold < 1):
         raise FuseviewError("--threshold must be at least 0 and below 1 (0.02 is 2%)")
     if req.profile_runs is not None and req.profile_runs < 1:
         raise FuseviewError("--profile-runs must be at least 1")
+    if req.budget_s is not None:
+        if req.against is None:
+            raise FuseviewError("--budget bounds an A/B: give --against OTHER too")
+        if isinstance(req.budget_s, bool) or not isinstance(req.budget_s, (int, float)) \
+                or not 0 < req.budget_s < float("inf"):
+            raise FuseviewError(f"--budget {req.budget_s!r}: must be a finite number of seconds, more than 0")
 
 
 def _path(m: ModelSource) -> str | None:
@@ -188,6 +200,35 @@ def _drop_node_runs(models: list[dict]) -> None:
         m.pop("node_runs_us", None)
 
 
+Timed = tuple[list[np.ndarray], list[dict], Sequential | None]
+
+
+def _time(req: ProfileRequest, sources: list[ModelSource], feeds: dict[str, np.ndarray],
+          progress: StepProgress | None, cancel: Cancel) -> Timed:
+    """The plain runs: one (sessions x rounds) array per model and its provider choice; with a budget and
+    a model to compare against, batches until the one verdict rule decides (the Sequential result)."""
+    if req.budget_s is None or len(sources) < 2:
+        per_model = req.sessions if len(sources) > 1 else 1
+        timed = measure(MeasureRequest(sources, feeds, {}, req.provider, req.ort_opt, req.threads, per_model,
+                                       req.runs, req.warmup, req.seed), progress, cancel)
+        return timed.times, timed.providers, None
+    budget = float(req.budget_s)
+    start, total = time.monotonic(), max(1, round(budget))
+
+    def said(batch: int, est: dict) -> None:
+        if progress:
+            spent = min(int(time.monotonic() - start), total - 1)
+            progress(f"A/B batch {batch}: {est[(0, 1)].verdict}", spent, total)
+
+    if progress:
+        progress("A/B batch 1", 0, total)
+    seq = measure_until_decided(sources, feeds, [(0, 1)], budget_s=budget, provider=req.provider,
+                                opt_level=req.ort_opt, threads=req.threads, sessions=req.sessions,
+                                runs=req.runs, warmup=req.warmup, threshold=req.threshold, seed=req.seed,
+                                cancel=cancel, on_batch=said)
+    return seq.grouped, seq.choices, seq
+
+
 def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cancel: Cancel = None) -> dict:
     """Profile the model (and the one to compare against) on identical feeds; returns the report dict.
 
@@ -199,21 +240,21 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
     main = load_model_graph(sources[0])
     if len(sources) > 1:
         check_same_signature(main, load_model_graph(sources[1]))
+    note = None
     if req.inputs_npz:
         feeds = inputs_mod.load_feeds(req.inputs_npz, main)
         dims = inputs_mod.dims_of_feeds(main, feeds)
         source, seed = str(req.inputs_npz), None
-    else:
-        dims = resolve_dims(main, req.dims)
-        feeds = inputs_mod.make_feeds(main, req.dims, req.seed)
+    else:  # a KV-cache decoder at its decode step (the one rule tune and sweeps use), said in a note
+        resolved = run_dims(main, req.dims)
+        dims, note = resolved.values, resolved.note
+        feeds = inputs_mod.make_feeds(main, dims, req.seed)
         source, seed = "generated", req.seed
     inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
+    if note:
+        inputs["note"] = note
     roles = ["model", "against"][: len(sources)]
-    per_model = req.sessions if len(sources) > 1 else 1
-    # one (sessions x rounds) array per model; its runs pooled for the model's own latency figures
-    timed = measure(MeasureRequest(sources, feeds, {}, req.provider, req.ort_opt, req.threads, per_model,
-                                   req.runs, req.warmup, req.seed), progress, cancel)
-    grouped, choices = timed.times, timed.providers
+    grouped, choices, sequential = _time(req, sources, feeds, progress, cancel)
     latency = [g.ravel().tolist() for g in grouped]
     check_cancel(cancel)
     overhead = calibrate_overhead(req.provider, req.threads)
@@ -253,8 +294,10 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
     comparison = None
     if len(sources) > 1:
         check_cancel(cancel)
+        kind, atol, rtol = tolerances(main, req.atol, req.rtol)  # a float16 model: float16's tolerances
         comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
-                                     req.atol, req.rtol, progress, cancel)
+                                     atol, rtol, progress, cancel)
+        comparison["precision"] = kind
         times = fusion_times(sources[1], sources[0], models[0], models[1])
         add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
         by_key = {t["key"]: t for t in times}
@@ -272,9 +315,13 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
         if comparison["provider"]["provider"] != CPU:  # beside the float32 verdict: as deployed (TF32)
             orig, fused = (sources[0], sources[1]) if comparison["fusions"] else (sources[1], sources[0])
             comparison["deployment"] = deployment_check(orig, fused, feeds, req.provider,
-                                                        req.attribution_level(), req.atol, req.rtol)
-        est = compare_timings(grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
+                                                        req.attribution_level(), atol, rtol)
+        est = sequential.estimates[(0, 1)] if sequential is not None else compare_timings(
+            grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
         comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
+        if sequential is not None:
+            comparison["latency"].update({"budget_s": req.budget_s, "batches": sequential.batches,
+                                          "seconds": round(sequential.seconds, 3)})
     _drop_node_runs(models)
     fusions = None
     if req.ort_fusions:

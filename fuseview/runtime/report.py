@@ -297,9 +297,12 @@ def speedup_text(lat: dict) -> str:
     lo, hi = lat["ci"]
     sessions = lat.get("sessions", 1)  # absent from reports made before several sessions per model
     where = f" in {sessions} sessions" if sessions > 1 else ""
-    return (f"{lat['speedup_p50']:.2f}x [{lo:.2f}, {hi:.2f}] {lat['verdict']}"
-            f" ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs{where},"
-            f" threshold {lat['threshold']:.0%})")
+    # the ends as stats.interval_text prints them: [1.004, 1.67] faster never reads as [1.00, 1.67]
+    figures = _stats.interval_text(lat["speedup_p50"], lo, hi, lat["threshold"])
+    budget = lat.get("budget_s")
+    batches = f", {lat.get('batches', '?')} batches within a budget of {budget:g} s" if budget else ""
+    return (f"{figures} {lat['verdict']} ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs{where}"
+            f"{batches}, threshold {lat['threshold']:.0%})")
 
 
 CANNOT_TELL = "cannot tell on this machine now"
@@ -316,8 +319,10 @@ def cannot_tell(lat: dict | None) -> bool:
 
 
 # how the remedies are named: the CLI's flags, or the profile dock's own controls
-CLI_FLAGS = {"runs": "--runs {n}", "threads": "--threads 1", "sessions": "more --sessions"}
-DOCK_CONTROLS = {"runs": "Runs {n}", "threads": "Threads 1", "sessions": "more Sessions"}
+CLI_FLAGS = {"runs": "--runs {n}", "threads": "--threads 1", "sessions": "more --sessions",
+             "budget": "--budget {s}"}
+DOCK_CONTROLS = {"runs": "Runs {n}", "threads": "Threads 1", "sessions": "more Sessions",
+                 "budget": "Budget {s} s"}
 
 
 def cannot_tell_text(report: dict, names: dict[str, str] | None = None) -> str:
@@ -339,8 +344,16 @@ def cannot_tell_text(report: dict, names: dict[str, str] | None = None) -> str:
     need = runs_needed(cv_model, cv_against, lat["threshold"], lat["level"], noise.get("cv_paired"))
     if lat.get("more_runs"):  # the estimate made from this interval itself (stats.more_runs_to_decide)
         need = lat["runs"] + lat["more_runs"]
+    budget = lat.get("budget_s")
+    if budget and lat.get("budget_spent"):
+        why.append(f"the budget of {budget:g} s ended after {lat['runs']} runs per model")
     # past a few thousand runs, more runs are not the remedy: a quieter machine is
-    todo = [f"{names['runs'].format(n=need)} (about that many runs per model)"] if need <= 2000 else []
+    todo = []
+    if need <= 2000 and budget and lat.get("budget_spent"):  # the runs it would need, as a budget
+        todo = [f"{names['budget'].format(s=math.ceil(budget * need / max(lat['runs'], 1)))}"
+                f" (about {need} runs per model)"]
+    elif need <= 2000:
+        todo = [f"{names['runs'].format(n=need)} (about that many runs per model)"]
     threads = {(m.get("profile_session") or {}).get("threads") for m in report.get("models", [])}
     if threads != {1}:
         todo.append(names["threads"])

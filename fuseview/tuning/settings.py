@@ -25,7 +25,7 @@ class TuneSettings:
     max_batches: int = 3  # batches before "no difference" is taken as the answer
     warmup: int = 3
     threshold: float = DEFAULT_THRESHOLD
-    atol: float | None = None  # None: the model's precision's (fusion.pipeline.TOLERANCES)
+    atol: float | None = None  # None: the model's precision's (fuseview.precision.TOLERANCES)
     rtol: float | None = None
     float16: bool = False  # tune the model's float16 conversion (I/O types kept): the deployment precision
     seeds: int = DEFAULT_SEEDS

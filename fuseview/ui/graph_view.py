@@ -25,15 +25,17 @@ MAX_SCALE = 6.0
 # its left edge (its first column whole), never from its middle
 TOP_FLOOR = 0.3
 # ...but a graph only a little wider than that (down to this zoom) is narrowed to fit the pane's width whole,
-# rather than lose a strip at its right edge (the Llama KV original after Apply lost ~90 scene px at 1400 px)
+# rather than lose a strip at its right edge (the Llama KV original after Apply lost ~90 scene px at 1400 px);
+# its labels then stay as tall as their boxes allow, MatMul at 4 px (scene_items._FIT_LABEL_PX)
 NEAR_FLOOR = 0.8 * TOP_FLOOR
+# below this zoom a graph fitted whole is unreadable: linked panes open at its top (or its focus) instead.
+# At 0.25 the narrowest box (80 px) could not hold a six-letter op type ("MatMul") at 4.5 px on screen.
+READABLE = 0.3
 
 
 def across_floor(across: float) -> float:
     """The least zoom a graph shown from its top may take: across itself when it is near TOP_FLOOR."""
     return min(across, TOP_FLOOR) if across >= NEAR_FLOOR else TOP_FLOOR
-# below this zoom a graph fitted whole is unreadable: linked panes open at its top (or its focus) instead
-READABLE = 0.25
 
 
 def _onnx_paths(event) -> list[str]:

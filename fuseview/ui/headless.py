@@ -93,7 +93,7 @@ def run_workbench(
     screenshot, wait for all of it, save a PNG of the window (size: WxH, else the screen's; tab: what it
     shows, ui.workspace.PlotsWorkspace.show_tab) and exit."""
     from fuseview.ui.main_window import MainWindow
-    from fuseview.ui.qt_app import ensure_app, grab_to_png
+    from fuseview.ui.qt_app import ensure_app
 
     if screenshot is not None:
         check_screenshot_path(screenshot)
@@ -102,132 +102,144 @@ def run_workbench(
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*window_size(app, size))
-    wb = win.workbench
     if tab is not None:
-        check_tab(wb.workspace, tab)  # a name no tab has: one line, exit 2, before any work
-    status = {"code": 0, "done": False, "failed": False}
-    unattended = screenshot is not None
-    if unattended:
-        win.show_dialogs = False
-        win.remember_files = False
+        check_tab(win.workbench.workspace, tab)  # a name no tab has: one line, exit 2, before any work
+    return _WorkbenchRun(app, win, plan, apply, profile, screenshot, tab, tune).run(doc)
 
-    def fail(message: str) -> None:
-        if status["failed"]:
+
+class _WorkbenchRun:
+    """One run of the window: scan, then plan, tune, apply and profile in that order; unattended (with a
+    screenshot), a picture once all of it has settled, then the loop ends."""
+
+    def __init__(self, app, win, plan: str | None, apply: bool, profile: bool, screenshot: str | None,
+                 tab: str | None, tune: float | None) -> None:
+        self.app, self.win, self.wb = app, win, win.workbench
+        self.plan, self.apply, self.profile, self.tune = plan, apply, profile, tune
+        self.screenshot, self.tab = screenshot, tab
+        self.status = {"code": 0, "done": False, "failed": False}
+        self.unattended = screenshot is not None
+        if self.unattended:
+            win.show_dialogs = False
+            win.remember_files = False
+
+    def fail(self, message: str) -> None:
+        """One line on stderr, exit code 2 (the first failure only); unattended, the loop ends."""
+        if self.status["failed"]:
             return
-        status["failed"] = True
+        self.status["failed"] = True
         print(f"fuseview: error: {one_line(message)}", file=sys.stderr)
-        status["code"] = 2
-        if unattended:
-            app.exit(2)
+        self.status["code"] = 2
+        if self.unattended:
+            self.app.exit(2)
 
-    def finish() -> None:
-        if status["done"]:
+    def _settled(self, then) -> None:
+        """then() once no job (layout, scan, onnxruntime check) is running."""
+        if pending_work(self.win):
+            QTimer.singleShot(50, lambda: self._settled(then))
+        else:
+            then()
+
+    def _shoot(self) -> None:
+        from fuseview.ui.qt_app import grab_to_png
+
+        for legend in self.win.findChildren(Legend):  # settled now, not by a timer that may come late
+            legend.settle()
+        try:
+            grab_to_png(self.win, self.screenshot)
+        except FuseviewError as exc:
+            self.fail(str(exc))
             return
-        status["done"] = True
-        if not unattended:
+        self.app.exit(0)
+
+    def _picture(self) -> None:
+        select_fused(self.win)
+        try:
+            if self.tab is not None:
+                self.wb.workspace.show_tab(self.tab)
+        except FuseviewError as exc:
+            self.fail(str(exc))
             return
+        if self.wb.session.fused is not None:
+            self.wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
+        # the views fit their graphs once laid out at the final size, then the legends settle
+        self._settled(lambda: QTimer.singleShot(300, lambda: self._settled(self._shoot)))
 
-        def settled(then) -> None:  # run then() once no job (layout, scan, onnxruntime check) is running
-            if pending_work(win):
-                QTimer.singleShot(50, lambda: settled(then))
-            else:
-                then()
+    def finish(self) -> None:
+        """The named work is done: unattended, take the picture once the window has settled."""
+        if self.status["done"]:
+            return
+        self.status["done"] = True
+        if self.unattended:
+            arrange(self.win, outline=bool(self.plan or self.apply or self.profile))
+            self._settled(self._picture)
 
-        def shoot() -> None:
-            for legend in win.findChildren(Legend):  # settled now, not by a timer that may come late
-                legend.settle()
-            try:
-                grab_to_png(win, screenshot)
-            except FuseviewError as exc:
-                fail(str(exc))
-                return
-            app.exit(0)
-
-        def picture() -> None:
-            select_fused(win)
-            try:
-                if tab is not None:
-                    wb.workspace.show_tab(tab)
-            except FuseviewError as exc:
-                fail(str(exc))
-                return
-            if wb.session.fused is not None:
-                wb.fit_panes()  # the outlines stay; the panes show what they open on, not the candidate
-            # the views fit their graphs once laid out at the final size, then the legends settle
-            settled(lambda: QTimer.singleShot(300, lambda: settled(shoot)))
-
-        arrange(win, outline=bool(plan or apply or profile))
-        settled(picture)
-
-    def profile_step() -> None:
-        pp = win.profile_panel
-        if not profile:
-            finish()
+    def _profile_step(self) -> None:
+        pp = self.win.profile_panel
+        if not self.profile:
+            self.finish()
             return
         if pp is None:
-            fail("the profile panel is not available in this build")
+            self.fail("the profile panel is not available in this build")
             return
-        pp.profileFinished.connect(lambda _r: finish())
-        pp.profileFailed.connect(fail)
+        pp.profileFinished.connect(lambda _r: self.finish())
+        pp.profileFailed.connect(self.fail)
         pp.show()
-        wb.tidy_docks()
+        self.wb.tidy_docks()
         pp.start_profile()
 
-    def tuned_then(then) -> None:
-        if tune is None:
-            then()
+    def _scanned(self) -> None:
+        if self.tune is None:
+            self._after_scan()
             return
         from fuseview.session.exports import TuneSettings
 
-        wb.tuner.finished.connect(lambda _result: then())
-        wb.tuner.failed.connect(fail)
-        if wb.tuner.start(TuneSettings(threads=1, budget_s=tune)) is None:
-            fail("the tune could not start")
+        self.wb.tuner.finished.connect(lambda _result: self._after_scan())
+        self.wb.tuner.failed.connect(self.fail)
+        if self.wb.tuner.start(TuneSettings(threads=1, budget_s=self.tune)) is None:
+            self.fail("the tune could not start")
 
-    def scanned() -> None:
-        tuned_then(after_scan)
-
-    def after_scan() -> None:
-        if plan is not None:
+    def _after_scan(self) -> None:
+        wb = self.wb
+        if self.plan is not None:
             try:
-                unknown = wb.open_plan(plan)
+                unknown = wb.open_plan(self.plan)
             except FuseviewError as exc:
-                fail(str(exc))
+                self.fail(str(exc))
                 return
             if unknown:
-                print(
-                    f"fuseview: {len(unknown)} plan decisions name candidates not in this model: "
-                    + ", ".join(unknown[:5]),
-                    file=sys.stderr,
-                )
-        if apply and plan is None and tune is None:
+                print(f"fuseview: {len(unknown)} plan decisions name candidates not in this model: "
+                      + ", ".join(unknown[:5]), file=sys.stderr)
+        if self.apply and self.plan is None and self.tune is None:
             wb.panel.accept_all()
-        if apply:
-            wb.applied.connect(profile_step)
+        if self.apply:
+            wb.applied.connect(self._profile_step)
             if not wb.apply():
-                profile_step()  # nothing accepted: profile (and show) the original only
+                self._profile_step()  # nothing accepted: profile (and show) the original only
             return
-        profile_step()
+        self._profile_step()
 
-    wb.scanned.connect(scanned)
-    win.error_shown.connect(fail)
-    if unattended:
-        QTimer.singleShot(TIMEOUT_MS, lambda: fail("timed out waiting for the work to finish"))
-    from fuseview.ui.qt_app import end_on_signals
+    def run(self, doc: ModelDocument) -> int:
+        """Show the document and run the event loop until the work (and picture) ends; the exit code."""
+        from fuseview.ui.qt_app import end_on_signals
 
-    restore_signals = end_on_signals(app, win, status)
-    win.show()
-    win.show_document(doc)
-    if unattended:
-        with exit_on_loop_error(app) as loop:
+        app, win = self.app, self.win
+        self.wb.scanned.connect(self._scanned)
+        win.error_shown.connect(self.fail)
+        if self.unattended:
+            QTimer.singleShot(TIMEOUT_MS, lambda: self.fail("timed out waiting for the work to finish"))
+        restore_signals = end_on_signals(app, win, self.status)
+        win.show()
+        win.show_document(doc)
+        if self.unattended:
+            with exit_on_loop_error(app) as loop:
+                code = app.exec()
+            self.status["code"] = self.status["code"] or loop["code"]
+        else:
             code = app.exec()
-        status["code"] = status["code"] or loop["code"]
-    else:
-        code = app.exec()
-    restore_signals()
-    win.session.jobs.shutdown()
-    win.end_jobs()
-    return code or status["code"]
+        restore_signals()
+        win.session.jobs.shutdown()
+        win.end_jobs()
+        return code or self.status["code"]
 
 
 def _first_candidate(win) -> str | None:

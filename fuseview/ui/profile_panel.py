@@ -31,26 +31,20 @@ from fuseview.session import Session
 from fuseview.session.exports import (
     CUDA,
     CUDA_HINT,
-    DOCK_CONTROLS,
     MAX_SESSIONS,
     OPT_LEVELS,
     ModelSource,
     ProfileRequest,
     available_providers,
-    cannot_tell,
-    cannot_tell_text,
-    deployment_lines,
-    device_summary,
-    latency_verdict,
     load_report,
     save_report,
-    speedup_text,
 )
 from fuseview.session.jobs import JobHandle, JobService
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
 from fuseview.ui.flow_layout import FlowLayout, labelled
+from fuseview.ui.profile_texts import environment_text, provider_text, summary_text
 from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
 from fuseview.ui.target_selector import TargetSelector
 from fuseview.ui.workers import qt_job_service
@@ -59,77 +53,6 @@ ERROR_STYLE = "color: #b00020;"
 INFO_STYLE = "color: #1b2430;"
 
 
-def provider_text(report: dict) -> str:
-    """'CPU — onnxruntime build has no CUDAExecutionProvider' (one entry per distinct provider choice)."""
-    seen = []
-    for m in report["models"]:
-        p = m.get("provider") or {}
-        short = str(p.get("provider", "?")).replace("ExecutionProvider", "")
-        text = f"{short} — {p['reason']}" if p.get("reason") else short
-        if text not in seen:
-            seen.append(text)
-    return "; ".join(seen)
-
-
-def environment_text(report: dict, source: str | None = None) -> str:
-    """Where and when the report was made: onnxruntime version, GPU, CPU, platform."""
-    env = report["environment"]
-    parts = [f"made {report.get('created', '?')}", f"onnxruntime {env['onnxruntime']}"]
-    if env.get("gpu"):
-        parts.append(f"GPU {env['gpu']}")
-    if env.get("cpu"):
-        parts.append(f"CPU {env['cpu']}")
-    parts.append(env.get("platform", ""))
-    head = f"Report {Path(source).name}: " if source else "Report: "
-    return head + " · ".join(p for p in parts if p)
-
-
-def headline_text(report: dict) -> str:
-    """The speed-up with its interval and verdict (never a bare ratio); '' for a single model."""
-    if len(report["models"]) < 2:
-        return ""
-    lat = latency_verdict(report)
-    if lat is None:
-        return "Speed-up: not shown (a version 1 report has no interval; profile again for a verdict)"
-    # the verdict is said of the `against` model; the fused one is `against` unless the report is reversed
-    roles = plots.model_roles(report)
-    first, second = roles
-    if cannot_tell(lat):  # the ratio is withheld: it would lead the line and mean nothing
-        return f"Speed-up {first}/{second}: {cannot_tell_text(report, DOCK_CONTROLS)}"
-    verdict = lat["verdict"] if lat["verdict"] == "no difference" else f"{second} {lat['verdict']}"
-    return f"Speed-up {first}/{second} p50 {speedup_text(lat).replace(lat['verdict'], verdict, 1)}"
-
-
-def summary_text(report: dict) -> str:
-    """The speed-up headline, median latency per model and whether the outputs matched."""
-    by_role = plots.models_by_role(report)
-    inputs = report["inputs"]
-    dims = ", ".join(f"{k}={v}" for k, v in inputs.get("dims", {}).items())
-    bits = [f"{role} {m['latency_ms']['p50']:.3f} ms" for role, m in by_role.items()]
-    head = headline_text(report)
-    text = (head + "\n" if head else "") + "Latency p50: " + ", ".join(bits)
-    lat = latency_verdict(report)
-    if lat is not None and lat["noise"]["warning"] and not cannot_tell(lat):  # the headline said why
-        text += f" ({lat['noise']['warning']})"
-    runs = report["models"][0]
-    profiled = ""
-    if "profiled_runs" in runs:
-        profiled = f", per-node times from {runs['profiled_runs']} profiled runs"
-    text += f" · {runs['runs']} runs after {runs['warmup']} warm-up{profiled}"
-    text += f" · latency at ORT opt {runs.get('latency_ort_opt', runs['ort_opt_level'])}, per-node times at"
-    text += f" {runs['ort_opt_level']}"
-    if dims:
-        text += f" · dims {dims}"
-    cmp = report.get("comparison")
-    if cmp:
-        text += (
-            f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
-        )
-    device = [device_summary(m.get("device_time"), m["node_sum_us"]["mean"], role)
-              for role, m in plots.models_by_role(report).items()]
-    if cmp and cmp.get("deployment"):
-        device += deployment_lines(cmp["deployment"])
-    return "\n".join([text] + [d for d in device if d])
 
 
 class ProfilePanel(QDockWidget):
@@ -188,8 +111,13 @@ class ProfilePanel(QDockWidget):
         self.sessions = QSpinBox(minimum=1, maximum=MAX_SESSIONS, value=DEFAULT_SESSIONS)
         self.sessions.setToolTip("onnxruntime sessions per model when comparing two, their runs interleaved;"
                                  " more narrow the interval when sessions differ")
+        self.budget = QSpinBox(minimum=0, maximum=86400, value=0, suffix=" s")
+        self.budget.setSpecialValueText("none")
+        self.budget.setToolTip("with a fused model: measure in batches of Runs until the verdict decides or"
+                               " this many seconds end (none: one batch)")
         self.dims = QLineEdit()
-        self.dims.setPlaceholderText("e.g. seq=128 batch=1 (defaults: batch 1, sequence 128)")
+        self.dims.setPlaceholderText("e.g. seq=128 batch=1 (defaults: batch 1, sequence 128; a KV-cache"
+                                     " decoder: its decode step)")
         self.dims.setToolTip("values for the model's symbolic input dims, NAME=VALUE separated by spaces")
         self.ort_opt = QComboBox()
         self.ort_opt.addItems(list(OPT_LEVELS))
@@ -204,6 +132,7 @@ class ProfilePanel(QDockWidget):
             ("Warm-up", self.warmup),
             ("Threads", self.threads),
             ("Sessions", self.sessions),
+            ("Budget", self.budget),
             ("ORT opt", self.ort_opt),
             ("Dims", self.dims),
         ]:
@@ -321,8 +250,8 @@ class ProfilePanel(QDockWidget):
 
     def _update_enabled(self) -> None:
         busy = self.is_running()
-        for w in (self.provider, self.runs, self.warmup, self.threads, self.sessions, self.dims, self.ort_opt,
-                  self.open_button):
+        for w in (self.provider, self.runs, self.warmup, self.threads, self.sessions, self.budget, self.dims,
+                  self.ort_opt, self.open_button):
             w.setEnabled(not busy)
         self.run_button.setEnabled(not busy and self._original is not None)
         self.run_button.setToolTip("" if self._original is not None else "open a model first")
@@ -355,6 +284,7 @@ class ProfilePanel(QDockWidget):
             attribution_opt="disabled",
             threads=self.threads.value(),
             sessions=self.sessions.value(),
+            budget_s=float(self.budget.value()) if self.budget.value() and self._fused is not None else None,
         )
 
     def show_dims(self, dims: dict[str, int]) -> None:
@@ -378,7 +308,8 @@ class ProfilePanel(QDockWidget):
             return
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
-        self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up…")
+        until = f", in batches until the verdict decides or {req.budget_s:g} s end" if req.budget_s else ""
+        self._say(f"Profiling on {req.provider}: {req.runs} runs after {req.warmup} warm-up{until}…")
         # one profile at a time: Run is refused while one runs; the session's events end it
         self._job = self._session.profile(req, target=spec)
         self._update_enabled()

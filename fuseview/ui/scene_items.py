@@ -152,9 +152,9 @@ class BoxItem(QGraphicsItem):
             w = self._rect.width() - (11 if self.box.kind == "node" else 8)  # left inset, 2 px right
             fm = QFontMetricsF(style.font(px, True))
             full = fm.horizontalAdvance(self.box.label)
-            fit = math.floor(px * w / full) if full > w else px
-            if fit * lod >= _FIT_LABEL_PX:  # the whole label, a little smaller
-                self._held = (px, fit, self.box.label)
+            exact = px * w / full if full > w else px
+            if exact * lod >= _FIT_LABEL_PX:  # the whole label, a little smaller (judged before rounding)
+                self._held = (px, max(1, math.floor(exact)), self.box.label)
             else:
                 self._held = (px, px, fm.elidedText(self.box.label, Qt.TextElideMode.ElideRight, w))
         _px, size, text = self._held

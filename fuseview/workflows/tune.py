@@ -40,7 +40,7 @@ def tune_dims(model: onnx.ModelProto, settings: TuneSettings) -> RunDims:
 def at_precision(model: onnx.ModelProto, settings: TuneSettings, where: Path | None, scan: ScanResult | None
                  ) -> tuple[onnx.ModelProto, TuneSettings, ScanResult | None]:
     """The model tuned (its float16 conversion with settings.float16: the deployment precision), the settings
-    with the tolerances of its precision (fusion.pipeline.TOLERANCES) unless set, and a scan still valid."""
+    with the tolerances of its precision (fuseview.precision) unless set, and a scan still valid."""
     from fuseview.fusion.pipeline import FuseOptions, prepare, tolerances
 
     if settings.float16:

@@ -19,7 +19,7 @@ model's positions are past + arange(new). The two overlap; the scan offers both,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,10 @@ class GqaMatch:
     # set when the rotary embedding folds in (attention_gqa_rotary): the query and key before it, each
     # [B, S, N*D] (a head split taken back) or [B, N, S, D], and the cos/sin caches [max_seq, D/2]
     rotary: RotaryFold | None = None
+    # where seqlens_k / total_sequence_length read the batch, new-token and past lengths: a fixed size, or
+    # (tensor, axis) of the first graph input holding the same dim, so that every layer's lengths are the
+    # same nodes and are computed once (fusion.shared_work); the block's own tensors where none does
+    sources: dict[str, int | tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,10 +199,32 @@ def match_gqa(ctx: ScanContext, a: AttentionMatch) -> GqaMatch:
     matched = s.absorb(nodes, shape_ids)
     present = {x for x in (present_k, present_v) if x}
     s.check_contained(nodes, matched, {a.output} | present | set(shapes))
+    seq_axis = 2 if a.q_bnsh else 1
+    v_seq = 1 if v_split is None and s.d.rank(v_new) == 3 else 2  # the value is never rotated: read it too
+    found = {"batch": dim_source(s, a.q, 0) or dim_source(s, v_new, 0),
+             "new": dim_source(s, a.q, seq_axis) or dim_source(s, v_new, v_seq),
+             "past": None if past_k is None else dim_source(s, past_k, 2)}
+    sources = {k: v for k, v in found.items() if v is not None}
     return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
                     (past_k, past_v) if past_k and past_v else None,
                     (present_k, present_v) if present_k and present_v else None,
-                    tuple(shapes))
+                    tuple(shapes), sources=sources)
+
+
+def dim_source(s: Structure, t: str, axis: int) -> int | tuple[str, int] | None:
+    """Where dim `axis` of t can be read once for the whole model: its size when fixed, else the first
+    graph input (and axis) the dims engine proves holds the same dim; None when neither is known."""
+    tok = s.d.dim(t, axis)
+    if isinstance(tok, int):
+        return tok
+    if tok is not None:
+        for vi in s.ix.graph.input:
+            if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+                continue
+            for i in range(len(vi.type.tensor_type.shape.dim)):
+                if s.d.same(s.d.dim(vi.name, i), tok):
+                    return vi.name, i
+    return None
 
 
 def _repeat_shapes_of(s: Structure, t: str, nodes: list) -> list[onnx.NodeProto]:
@@ -227,15 +253,21 @@ def _to_bsh(t: str, out: str) -> list[Replacement]:
 
 
 def _lengths(g: GqaMatch, query: str, base: str) -> list[Replacement]:
-    """seqlens_k ([B] int32, total - 1 per row) and total_sequence_length (int32 scalar) from the shapes."""
-    def shape(x: str, start: int, out: str) -> Replacement:
-        return Replacement(inputs=[x], attrs={"start": start, "end": start + 1}, op="Shape", domain="",
+    """seqlens_k ([B] int32, total - 1 per row) and total_sequence_length (int32 scalar), read from the
+    shared sources (GqaMatch.sources) where the match found them, else from the block's own tensors."""
+    def size(src: int | tuple[str, int], out: str) -> Replacement:
+        if isinstance(src, int):  # a fixed size: a constant, no Shape at run time
+            fixed = np.array([src], np.int64)
+            return Replacement(inputs=[], op="", domain="", outputs=[], initializers={out: fixed})
+        return Replacement(inputs=[src[0]], attrs={"start": src[1], "end": src[1] + 1}, op="Shape", domain="",
                            outputs=[out])
 
-    reps = [shape(query, 1, base + "_new_len"), shape(query, 0, base + "_batch")]
+    src = g.sources
+    reps = [size(src.get("new", (query, 1)), base + "_new_len"), size(src.get("batch", (query, 0)),
+                                                                      base + "_batch")]
     total = base + "_new_len"
     if g.past is not None:
-        reps += [shape(g.past[0], 2, base + "_past_len"),
+        reps += [size(src.get("past", (g.past[0], 2)), base + "_past_len"),
                  Replacement(inputs=[base + "_past_len", base + "_new_len"], op="Add", domain="",
                              outputs=[base + "_total_len"])]
         total = base + "_total_len"
