@@ -176,3 +176,87 @@ def test_the_conflicts_column_is_in_sight_at_1400_px(qtbot, win):
         col = COLUMNS.index(name)
         left = header.sectionViewportPosition(col)
         assert 0 <= left and left + header.sectionSize(col) <= table.viewport().width(), name
+
+
+def test_the_conflicts_column_names_rules_and_nodes_at_1400_px(qtbot, win):
+    """#37: the column says what a row conflicts with (rule, first node), cut at a word, ids in tooltip."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from fuseview.ui import style
+    from fuseview.ui.candidates_panel import CONFLICTS_COLUMN, TEXT_MARGINS
+    from tests.conftest import ASSET_MODELS
+
+    win.resize(1400, 900)
+    with qtbot.waitSignal(win.workbench.ort_checked, timeout=60_000):
+        win.open_file(ASSET_MODELS / "current" / "llama_2l_sdpa_past_dynamo.onnx")
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    panel, d = win.workbench.panel, win.workbench.session.decisions
+    table, delegate = panel.table, panel._conflicts_delegate
+    width = table.columnWidth(CONFLICTS_COLUMN)
+    seen = named = 0
+    for row, cid in enumerate(panel.visible_ids()):
+        c = d.by_id[cid]
+        item = table.item(row, CONFLICTS_COLUMN)
+        if not c.conflicts:
+            assert item.text() == "" and item.toolTip() == "no conflicts"
+            continue
+        seen += 1
+        rules = {d.by_id[o].rule for o in c.conflicts}
+        assert any(r in item.text() for r in rules), item.text()
+        if len(c.conflicts) == 1:
+            assert item.text() == f"{d.by_id[c.conflicts[0]].rule} at {d.by_id[c.conflicts[0]].nodes[0]}"
+        assert all(o in item.toolTip() for o in c.conflicts)  # the ids live in the tooltip, not the cell
+        assert not any(o in item.text() for o in c.conflicts)
+        # what is drawn: whole words and '…', never a word cut in half, and it fits the column
+        option = QStyleOptionViewItem()
+        option.initFrom(table)
+        option.rect = table.visualRect(table.model().index(row, CONFLICTS_COLUMN))
+        delegate.initStyleOption(option, table.model().index(row, CONFLICTS_COLUMN))
+        shown = option.text
+        assert option.fontMetrics.horizontalAdvance(shown) <= width, (shown, width)
+        room = option.rect.width() - TEXT_MARGINS
+        first_word = item.text().split(" ")[0].rstrip(",:;") + " …"
+        if shown != item.text() and option.fontMetrics.horizontalAdvance(first_word) <= room:
+            assert shown.endswith(" …") and item.text().startswith(shown[:-2]), (shown, item.text())
+            assert item.text()[len(shown) - 2] in " ,:;", (shown, item.text())
+        assert shown == style.elide_words(item.text(), option.fontMetrics, room)
+        # the drawn text names a conflicting rule whole wherever the shortest one fits the column
+        short = min(rules, key=len)
+        if option.fontMetrics.horizontalAdvance(short + " …") <= room:
+            assert any(shown.find(r) >= 0 for r in rules), shown
+        named += any(shown.find(r) >= 0 for r in rules)
+    assert seen >= 10 and named == seen, (named, seen)  # at 1400 px every row names its rival rule
+    # accepting one rejects the other, and the row then says which accepted fusion it lost to
+    c = next(c for c in d.candidates if c.rule == "rms_norm" and len(c.conflicts) == 1)
+    panel.select_id(c.conflicts[0])
+    panel.accept_current()
+    row = panel.visible_ids().index(c.id)
+    assert table.item(row, CONFLICTS_COLUMN).text() == (
+        f"{d.by_id[c.conflicts[0]].rule} (accepted) at {d.by_id[c.conflicts[0]].nodes[0]}"
+    )
+
+
+def test_a_graph_a_little_wider_than_its_pane_opens_whole_across_after_apply(qtbot, win):
+    """#37: the Llama KV original (about 1,200 scene px wide) in a 330 px pane at 1400x900 lost ~90 px at its
+    right edge at the 0.3 floor; it narrows to fit the pane's width, and so does the linked fused pane."""
+    from fuseview.ui.graph_scene import layout_rect
+    from fuseview.ui.graph_view import NEAR_FLOOR, TOP_FLOOR
+    from tests.conftest import ASSET_MODELS
+
+    wb = win.workbench
+    with qtbot.waitSignal(wb.scanned, timeout=60_000):
+        win.open_file(ASSET_MODELS / "current" / "llama_2l_sdpa_past_dynamo.onnx")
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    wb.panel.accept_all()
+    with qtbot.waitSignal(wb.applied, timeout=60_000):
+        assert wb.apply()
+    qtbot.waitUntil(lambda: not win.busy, timeout=60_000)
+    qtbot.wait(100)
+    views = (win.view, wb.fused_pane.view)
+    whole = layout_rect(win.view.scene().layout)
+    assert whole.width() * TOP_FLOOR > win.view.viewport().width() - 24, "not wider than its pane any more"
+    for view in views:
+        vis, whole = view.visible_scene_rect(), layout_rect(view.scene().layout)
+        assert vis.left() <= whole.left() and vis.right() >= whole.right(), (vis, whole)
+        assert NEAR_FLOOR <= view.scale_factor() < TOP_FLOOR
+    assert views[0].scale_factor() == pytest.approx(views[1].scale_factor())  # linked panes: one zoom

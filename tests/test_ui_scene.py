@@ -109,8 +109,8 @@ def test_labels_stay_readable_zoomed_out_where_netron_text_is_tiny(qapp, gpt2):
                 width = QFontMetricsF(style.font(h[0], True)).horizontalAdvance(h[1])
                 assert width <= it.box.w - 11 + 1, (h, it.box.w)
         for px, text in shown:
-            # 7 px on screen, or the whole op type shrunk to fit its box (issue 37: "Ma…"), 4.5 px at least
-            assert px * scale >= 7.0 or (px * scale >= 4.5 - 0.3 and "…" not in text), (px, text)
+            # 7 px on screen, or the whole op type shrunk to fit its box (issue 37: "Ma…"), 4 px at least
+            assert px * scale >= 7.0 or (px * scale >= 4.0 - 0.3 and "…" not in text), (px, text)
             assert len(text.rstrip("…")) >= (2 if scale < 0.35 else 3)
 
 

@@ -139,9 +139,10 @@ def test_conflicts_greyed_with_reason_rule_accept_undo_redo(qtbot, win):
     wb.panel.accept_current()
     other = c.conflicts[0]
     assert d.status(c.id) == "accepted" and d.status(other) == "rejected"
-    assert d.conflict_text(other) == f"conflicts with {c.id} (accepted)"
+    assert d.conflict_text(other) == f"fused_matmul (accepted) at {c.nodes[0]}"
     row = wb.panel.visible_ids().index(other)
-    assert wb.panel.table.item(row, 6).text() == f"conflicts with {c.id} (accepted)"
+    assert wb.panel.table.item(row, 6).text() == d.conflict_text(other)
+    assert c.id in wb.panel.table.item(row, 6).toolTip()  # the ids, for whoever needs them
     assert wb.panel.table.item(row, 0).foreground().color() == QColor("#9aa3ad")  # greyed
     # rejected candidates are drawn faded on the graph
     faded = [it for it in win.scene.boxes.values() if it.mark is not None and it.mark_faded]

@@ -223,3 +223,49 @@ def test_tune_result_view_shows_its_summary_and_effects_unclipped(qtbot, tmp_pat
         assert fm.horizontalAdvance(text) <= header.sectionSize(EFFECT_COLUMN), text
     assert _rows_in_sight(table) >= min(table.rowCount(), 10)
     win.session.jobs.shutdown()
+
+
+def test_the_profile_dock_opened_from_view_or_run_takes_the_centre_and_gives_it_back(qtbot, tmp_path):
+    """#37: not only a shown report: the dock opened from View, and Run, give the plots the room; Back to
+    graphs (and F10) return it; the dock shown by the window itself leaves the graphs the centre."""
+    from PySide6.QtCore import QSettings
+
+    from fuseview import DEMO_MODEL
+    from fuseview.ui.main_window import MainWindow
+
+    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    win.show_dialogs = False
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    wb = win.workbench
+    pp, ws = wb.profile_panel, wb.workspace
+    try:
+        with qtbot.waitSignal(wb.scanned, timeout=MS):
+            win.open_file(DEMO_MODEL)
+        qtbot.waitUntil(lambda: not win.busy, timeout=MS)
+        assert not pp.isVisible() and win.centralWidget().isVisible() and not ws.on
+        pp.toggleViewAction().trigger()  # View → Profile
+        qtbot.waitUntil(lambda: pp.isVisible() and ws.on, timeout=5_000)
+        assert not win.centralWidget().isVisible() and pp.report() is None
+        qtbot.waitUntil(lambda: pp.width() >= 0.6 * win.width(), timeout=2_000)  # the plots get the room
+        assert ws.button.isVisible() and ws.button.text() == "Back to graphs"
+        ws.button.click()
+        qtbot.waitUntil(lambda: win.centralWidget().isVisible(), timeout=5_000)
+        assert not ws.on and pp.isVisible()  # the dock stays, as a strip under the graphs
+        ws.action.trigger()  # F10 with the dock open and nothing plotted yet
+        assert ws.on and not win.centralWidget().isVisible()
+        ws.action.trigger()
+        assert not ws.on and win.centralWidget().isVisible()
+        pp.run_button.click()  # Run from the dock: a real profile in a child process
+        assert ws.on and not win.centralWidget().isVisible() and pp.is_running()
+        pp.cancel()
+        qtbot.waitUntil(lambda: not pp.is_running(), timeout=MS)
+        pp.toggleViewAction().trigger()  # closing the dock gives the graphs back
+        qtbot.waitUntil(lambda: win.centralWidget().isVisible() and not ws.on, timeout=5_000)
+        # the dock shown by the window itself (no one asked from View): the graphs keep the centre
+        pp.show()
+        qtbot.wait(100)
+        assert pp.isVisible() and win.centralWidget().isVisible() and not ws.on
+    finally:
+        win.session.jobs.shutdown()

@@ -61,14 +61,45 @@ class Decisions:
         return next((o for o in self.by_id[cid].conflicts if self.plan.state(o) == ACCEPT), None)
 
     def conflict_text(self, cid: str) -> str:
-        """'conflicts with <id> (accepted)', or the ids it would conflict with, or ''."""
+        """What this candidate conflicts with, rule first (a narrow column still names one), or ''.
+
+        'fused_matmul (accepted) at node_Mul_151' when an accepted candidate took its nodes, 'rms_norm at
+        node_pow_2' for one conflict, '4: fused_matmul, attention_mha, …' (rules, shortest first) for several;
+        the ids and shared nodes are in conflict_tip."""
         c = self.by_id[cid]
         hit = self.blocked_by(cid)
         if hit is not None:
-            return f"conflicts with {hit} (accepted)"
+            return self._where(hit, " (accepted)")
+        if len(c.conflicts) == 1:
+            return self._where(c.conflicts[0])
         if c.conflicts:
-            return "overlaps " + ", ".join(c.conflicts[:2]) + (" …" if len(c.conflicts) > 2 else "")
+            found = {self.by_id[o].rule for o in c.conflicts if o in self.by_id}
+            rules = sorted(found, key=lambda r: (len(r), r))
+            return f"{len(c.conflicts)}: " + ", ".join(rules)
         return ""
+
+    def conflict_tip(self, cid: str) -> str:
+        """Every candidate this one shares nodes with: rule, first node, id, status and the shared nodes."""
+        c = self.by_id[cid]
+        if not c.conflicts:
+            return "no conflicts"
+        mine = set(c.nodes)
+        lines = [f"{cid} shares nodes with {len(c.conflicts)} candidate(s); accepting one rejects the other:"]
+        for o in c.conflicts:
+            other = self.by_id.get(o)
+            if other is None:
+                lines.append(f"• {o}")
+                continue
+            shared = [n for n in other.nodes if n in mine]
+            more = f" +{len(shared) - 3}" if len(shared) > 3 else ""
+            lines.append(
+                f"• {self._where(o)} ({o}, {self.status(o)}), shared: {', '.join(shared[:3])}{more}"
+            )
+        return "\n".join(lines)
+
+    def _where(self, cid: str, tag: str = "") -> str:
+        c = self.by_id.get(cid)
+        return f"{c.rule}{tag} at {c.nodes[0]}" if c is not None and c.nodes else cid + tag
 
     def counts(self) -> dict[str, int]:
         """Candidates per rule."""

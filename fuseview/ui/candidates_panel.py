@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -25,6 +27,7 @@ from PySide6.QtWidgets import (
 from fuseview.errors import FuseviewError
 from fuseview.session.decisions import ACCEPTED, APPLIED, REJECTED, STATUSES, Decisions
 from fuseview.session.exports import MeasuredCost, candidate_costs
+from fuseview.ui import style
 from fuseview.ui.flow_layout import FlowLayout
 from fuseview.units import format_bytes
 
@@ -38,6 +41,8 @@ MEASURED_COLUMNS = (7, 8)
 VISUAL_ORDER = (
     "Rule", "Status", "Nodes", "Measured", "Share", "ORT does it", "Conflicts", "Saved", "Fused op", "Scope",
 )
+CONFLICTS_COLUMN = 6
+RULE_MAX = 140  # px: the Rule column at most
 ORT_COLUMN = 9
 EFFECT_COLUMN = 10  # filled by Fusion → Tune… (fuseview.ui.tune_dialog): speed-up with it, verdict
 # does onnxruntime's own optimizer (ORT_ENABLE_ALL, CPU) make the same fusion from the unfused model?
@@ -49,6 +54,7 @@ _ORT_TIPS = {
 }
 _STATUS_COLORS = {ACCEPTED: "#1a7f37", APPLIED: "#0b5cad", REJECTED: "#8c959f"}
 _ID_ROLE = Qt.ItemDataRole.UserRole
+TEXT_MARGINS = 8  # px a cell's text leaves at its sides (the style's 3 px each, and a little)
 
 
 class CandidatesPanel(QDockWidget):
@@ -105,6 +111,10 @@ class CandidatesPanel(QDockWidget):
             header.moveSection(header.visualIndex(COLUMNS.index(name)), visual)
         self._sized = False
         self.table.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        self._conflicts_delegate = _WordElide(self.table)  # kept: the view does not own its delegates
+        self.table.setItemDelegateForColumn(CONFLICTS_COLUMN, self._conflicts_delegate)
+        self._rule_delegate = _ElideRight(self.table)
+        self.table.setItemDelegateForColumn(0, self._rule_delegate)
         self.table.setColumnWidth(2, 140)
         for c in MEASURED_COLUMNS:
             self.table.horizontalHeaderItem(c).setToolTip(
@@ -154,6 +164,17 @@ class CandidatesPanel(QDockWidget):
         chrome = t.verticalHeader().width() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
         return right + chrome + 24  # the dock's margins
 
+    def widen_conflicts(self, dock_width: int) -> None:
+        """Give the Conflicts column what a dock of dock_width leaves beyond decide_width (up to its text)."""
+        t, col = self.table, CONFLICTS_COLUMN
+        widest = max(
+            (t.fontMetrics().horizontalAdvance(t.item(r, col).text()) + 16 for r in range(t.rowCount())),
+            default=0,
+        )
+        spare = dock_width - self.decide_width()
+        if spare > 0 and widest > t.columnWidth(col):
+            t.setColumnWidth(col, min(widest, t.columnWidth(col) + spare))
+
     def set_decisions(self, decisions: Decisions | None, scopes: dict[str, str] | None = None) -> None:
         """Show the candidates of a new scan (None: nothing scanned)."""
         self.decisions = decisions
@@ -186,9 +207,7 @@ class CandidatesPanel(QDockWidget):
             c = d.by_id[cid]
             status = d.status(cid)
             conflict = d.conflict_text(cid)
-            blocked = d.blocked_by(cid) is not None or (
-                status == REJECTED and conflict.startswith("conflicts")
-            )
+            blocked = d.blocked_by(cid) is not None
             cells = (
                 c.rule,
                 c.fused_op,
@@ -211,7 +230,7 @@ class CandidatesPanel(QDockWidget):
                 elif col in MEASURED_COLUMNS and cid in self.costs:
                     item.setToolTip(f"{cid}\n{text}\n{self.costs[cid].gain_text()}")
                 else:
-                    item.setToolTip(f"{cid}\n{text}" if col != 6 else (conflict or "no conflicts"))
+                    item.setToolTip(f"{cid}\n{text}" if col != CONFLICTS_COLUMN else d.conflict_tip(cid))
                 if blocked:
                     item.setForeground(QBrush(QColor("#9aa3ad")))
                 elif col == 5 and status in _STATUS_COLORS:
@@ -224,6 +243,9 @@ class CandidatesPanel(QDockWidget):
         if ids and not self._sized:
             for col in (0, 1, 3, 4, 5):
                 self.table.resizeColumnToContents(col)
+            # long rule names (attention_gqa_rotary_qkv) end in '…' (whole in the filter and tooltip): their
+            # room goes to Conflicts, which names the rival rule (issue 37)
+            self.table.setColumnWidth(0, min(self.table.columnWidth(0), RULE_MAX))
             fm = self.table.fontMetrics()
             self.table.setColumnWidth(
                 5, max(self.table.columnWidth(5), fm.horizontalAdvance("accepted") + 16)
@@ -430,3 +452,23 @@ def _swatch(color: str):
     pix = QPixmap(10, 10)
     pix.fill(QColor(color))
     return QIcon(pix)
+
+
+class _WordElide(QStyledItemDelegate):
+    """Draws a cell's text cut at a word with '…' (the whole text stays in the item and its tooltip)."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index) -> None:  # noqa: N802 (Qt's name)
+        """Qt's options, with the text elided at a word to the cell's width."""
+        super().initStyleOption(option, index)
+        room = option.rect.width() - TEXT_MARGINS
+        if room > 0 and option.text:
+            option.text = style.elide_words(option.text, option.fontMetrics, room)
+
+
+class _ElideRight(QStyledItemDelegate):
+    """Draws a cell's text cut at its end (the table elides at the left, for scopes)."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index) -> None:  # noqa: N802 (Qt's name)
+        """Qt's options, eliding at the right."""
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight

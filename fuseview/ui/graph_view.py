@@ -24,9 +24,18 @@ MAX_SCALE = 6.0
 # a graph shown from its top narrows to fit the pane's width down to this zoom; wider still, it is shown from
 # its left edge (its first column whole), never from its middle
 TOP_FLOOR = 0.3
+# ...but a graph only a little wider than that (down to this zoom) is narrowed to fit the pane's width whole,
+# rather than lose a strip at its right edge (the Llama KV original after Apply lost ~90 scene px at 1400 px);
+# its labels then stay as tall as their boxes allow, MatMul at 4 px (scene_items._FIT_LABEL_PX)
+NEAR_FLOOR = 0.8 * TOP_FLOOR
 # below this zoom a graph fitted whole is unreadable: linked panes open at its top (or its focus) instead.
 # At 0.25 the narrowest box (80 px) could not hold a six-letter op type ("MatMul") at 4.5 px on screen.
 READABLE = 0.3
+
+
+def across_floor(across: float) -> float:
+    """The least zoom a graph shown from its top may take: across itself when it is near TOP_FLOOR."""
+    return min(across, TOP_FLOOR) if across >= NEAR_FLOOR else TOP_FLOOR
 
 
 def _onnx_paths(event) -> list[str]:
@@ -147,7 +156,8 @@ class GraphView(QGraphicsView):
         """Show rect's top at the top of the viewport at scale (less, down to TOP_FLOOR, to fit its width), in
         one transform change: centred when its width fits, else from its left edge."""
         room = self.viewport().width() - 24
-        scale = max(min(scale, room / max(rect.width(), 1.0)), min(scale, TOP_FLOOR))
+        across = room / max(rect.width(), 1.0)
+        scale = max(min(scale, across), min(scale, across_floor(across)))
         if self.scale_factor() != scale:
             self.setTransform(QTransform.fromScale(scale, scale))
         self._update_scroll_room()
@@ -284,6 +294,15 @@ class GraphView(QGraphicsView):
 
 
 
+def _widened(view: GraphView, rect: QRectF, zoom: float) -> QRectF:
+    """rect as wide as the pane's whole graph when that width fits the pane at zoom (no side cut off)."""
+    scene = view.scene()
+    whole = layout_rect(scene.layout).adjusted(-20, 0, 20, 0) if isinstance(scene, GraphScene) else rect
+    if whole.width() * zoom > view.viewport().width() - 24:
+        return rect
+    return QRectF(whole.left(), rect.top(), whole.width(), rect.height())
+
+
 def _pane_plan(view: GraphView, focus: QRectF | None) -> tuple[QRectF, float] | None:
     """(what to show, the zoom it wants): the whole graph when readable fitted, else focus or the graph as
     wide as the pane (at most 0.8, at least TOP_FLOOR)."""
@@ -297,7 +316,7 @@ def _pane_plan(view: GraphView, focus: QRectF | None) -> tuple[QRectF, float] | 
     if view.fit_scale(rect, 0.8) >= READABLE:
         return rect, view.fit_scale(rect, 0.8)
     across = (view.viewport().width() - 24) / max(rect.width(), 1.0)
-    return rect, min(0.8, max(across, TOP_FLOOR))
+    return rect, min(0.8, max(across, across_floor(across)))
 
 
 def fit_panes(panes: list[tuple[GraphView, QRectF | None]], hold=None) -> None:
@@ -317,9 +336,9 @@ def fit_panes(panes: list[tuple[GraphView, QRectF | None]], hold=None) -> None:
             view._update_scroll_room()
             port = view.viewport()
             if rect.height() * zoom <= port.height() and rect.width() * zoom <= port.width():
-                view.centerOn(rect.center())
+                view.centerOn(_widened(view, rect, zoom).center())
             else:
-                view.show_top(rect, zoom)
+                view.show_top(_widened(view, rect, zoom), zoom)
 
     def settled() -> None:
         if hold is not None:  # an earlier fit's settle may have released the links: hold them again

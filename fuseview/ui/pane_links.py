@@ -47,7 +47,10 @@ class PaneLinks(QObject):
         d = self.wb.session.decisions
         if d is None:
             return
-        rows = [(cid, f"{d.status(cid)}  {d.conflict_text(cid)}".strip()) for cid in d.of_node.get(name, [])]
+        rows = [
+            (cid, ", ".join(t for t in (d.status(cid), d.conflict_text(cid)) if t))
+            for cid in d.of_node.get(name, [])
+        ]
         if rows:
             self.wb.win.inspector.add_section(f"Fusion candidates ({len(rows)})", rows)
         misses = d.misses_of_node.get(name, [])

@@ -46,8 +46,9 @@ _MIN_TEXT_PX = 5.0
 # readable down to about 25 % zoom, where Netron's fixed 11 px text is under 3 px.
 _HELD_LABEL_PX = 7.0
 _MIN_DETAIL_PX = 7.0
-# a held label too wide for its box shrinks down to this on-screen size before it is elided ("Ma…")
-_FIT_LABEL_PX = 4.5
+# a held label too wide (or, below the 0.3 zoom, too tall) for its box shrinks down to this on-screen size
+# before it is elided ("Ma…"): MatMul in its 80 px box holds at the ~0.25 zoom of a graph fitted across
+_FIT_LABEL_PX = 4.0
 _LABEL_PX = 11
 _SUB_PX = 9
 SCENE_MARGIN = 40.0
@@ -140,10 +141,13 @@ class BoxItem(QGraphicsItem):
 
     def held_label(self, lod: float) -> tuple[int, str] | None:
         """(scene font px, text) of the label held readable at this zoom: the whole op type at 7 px on
-        screen, else shrunk to fit the box (down to 5 px), else elided at 7 px; None if it cannot fit."""
+        screen, else shrunk to fit the box (down to 4 px), else elided; None if it cannot fit."""
         px = math.ceil(_HELD_LABEL_PX / max(lod, 1e-6))
-        if px > self._rect.height() * 0.9:
-            return None
+        tallest = math.floor(self._rect.height() * 0.9)
+        if px > tallest:  # a little below the 0.3 zoom (a graph fitted across): as tall as the box allows
+            if tallest * lod < _FIT_LABEL_PX:
+                return None
+            px = tallest
         if self._held is None or self._held[0] != px:
             w = self._rect.width() - (11 if self.box.kind == "node" else 8)  # left inset, 2 px right
             fm = QFontMetricsF(style.font(px, True))

@@ -42,6 +42,7 @@ def _scope_text(doc: ModelDocument, names: list[str]) -> str:
 
 # the Profile dock's share of the window's height when it opens: the graphs keep the larger part
 PROFILE_SHARE = 0.4
+PANE_ROOM = 370  # px each graph pane keeps beside the candidates dock (its frame and the splitter within)
 
 
 class Workbench(QObject):
@@ -247,6 +248,8 @@ class Workbench(QObject):
         scan, seconds, doc = self.session.scan, self.session.scan_seconds, self.session.root
         scopes = {c.id: _scope_text(doc, c.nodes) for c in scan.candidates}
         self.panel.set_decisions(self.session.decisions, scopes)
+        # the Conflicts column takes what a dock of half the window leaves while each graph pane keeps 360 px
+        self.panel.widen_conflicts(min(self.win.width() // 2, self.win.width() - 2 * PANE_ROOM))
         width = min(self.panel.decide_width(), self.win.width() // 2)
         if self.panel.width() < width:  # the columns a reviewer decides by, in sight without scrolling
             self.win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)

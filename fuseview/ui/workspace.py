@@ -1,12 +1,13 @@
-"""The plots workspace: while a profile is open its plots take the window's centre (the graphs step aside
-until View → Plots Workspace, F10 or the dock's "Back to graphs" brings them back), and `--tab NAME`
+"""The plots workspace: while a profile is open, or the Profile dock was opened from View or ran a profile,
+its plots take the window's centre (the graphs step aside until View → Plots Workspace, F10 or the dock's
+"Back to graphs" brings them back), and `--tab NAME`
 picks what a screenshot shows: the graphs, a Profile tab, the tune result, or a trace workspace tab."""
 
 from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton, QTabWidget
 from shiboken6 import isValid
@@ -61,6 +62,9 @@ class PlotsWorkspace(QObject):
         pp.button_row.addWidget(self.button)
         # a finished profile (or an opened report) is what the user asked to see: its plots get the room
         pp.reportShown.connect(lambda: self.set_on(True))
+        # so is the dock opened from View (not when the window shows it itself, after Apply), and Run
+        pp.toggleViewAction().triggered.connect(lambda checked: checked and self.set_on(True))
+        pp.run_button.clicked.connect(lambda: self.set_on(True))
         pp.visibilityChanged.connect(lambda shown: shown or self.set_on(False))  # the dock closed
         # a bar clicked names a node or an op type: show it in the graphs
         pp.nodeActivated.connect(lambda *_a: self.set_on(False))
@@ -77,8 +81,8 @@ class PlotsWorkspace(QObject):
         wb, win = self.wb, self.wb.win
         if not isValid(win):
             return  # the window is being torn down (its docks hide one by one)
-        if on and wb.profile_panel.report() is None:
-            on = False  # nothing to plot: the graphs keep the room
+        if on and wb.profile_panel.report() is None and not wb.profile_panel.isVisible():
+            on = False  # nothing to plot and no dock to run one from: the graphs keep the room
         if self.action.isChecked() != on:
             self.action.blockSignals(True)
             self.action.setChecked(on)
@@ -88,17 +92,25 @@ class PlotsWorkspace(QObject):
             central.setVisible(not on)  # a hidden centre: the bottom dock takes the full height
         if on:
             wb.profile_panel.show()
-            # the plots are what is looked at now: the candidates column narrows to a third of the window
-            narrow = max(wb.panel.minimumSizeHint().width(), int(win.width() * PLOTS_SIDE_SHARE))
-            # (through the bottom dock: with the centre hidden, resizing the right column alone is undone)
-            win.resizeDocks([wb.profile_panel], [win.width() - narrow], Qt.Orientation.Horizontal)
+            self._give_room()
+            # a dock shown just now (View → Profile) is laid out by the event loop: size it again after
+            QTimer.singleShot(50, self._give_room)
         else:
             wb.tidy_docks()
         self._sync()
 
+    def _give_room(self) -> None:
+        wb, win = self.wb, self.wb.win
+        if not self.on or not isValid(win):
+            return
+        # the plots are what is looked at now: the candidates column narrows to a third of the window
+        narrow = max(wb.panel.minimumSizeHint().width(), int(win.width() * PLOTS_SIDE_SHARE))
+        # (through the bottom dock: with the centre hidden, resizing the right column alone is undone)
+        win.resizeDocks([wb.profile_panel], [win.width() - narrow], Qt.Orientation.Horizontal)
+
     def _sync(self) -> None:
         self.button.setText("Back to graphs" if self.on else "Plots workspace")
-        self.button.setVisible(self.wb.profile_panel.report() is not None)
+        self.button.setVisible(self.on or self.wb.profile_panel.report() is not None)
 
     def show_tab(self, name: str) -> None:
         """Show what --tab names: 'graphs', 'tune', or a Profile tab (FuseviewError: no such tab)."""
