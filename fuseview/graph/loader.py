@@ -199,6 +199,7 @@ def _check_graph(
     names = unique_node_names(protos)
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
+    reads: list[list[str]] = []  # each node's inputs, read from the proto once
     for i, n in enumerate(protos):
         dom = _norm_domain(n.domain)
         if dom not in known_domains:
@@ -211,21 +212,27 @@ def _check_graph(
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        for inp in n.input:
+        ins = list(n.input)
+        reads.append(ins)
+        for inp in ins:
             if inp:
                 consumers.setdefault(inp, []).append(i)
     defined = set(producer) | set(inputs) | init_names
-    for i, n in enumerate(protos):
-        for inp in n.input:
+    in_order = True  # every input made by an earlier node: no cycle, the sort below is not needed
+    for i, ins in enumerate(reads):
+        for inp in ins:
             if inp and inp not in defined and inp not in outer:
                 raise FuseviewError(
                     f"{where}: node {names[i]!r} reads tensor {inp!r}, "
                     "which nothing produces (dangling input)"
                 )
+            if in_order and producer.get(inp, -1) >= i:
+                in_order = False
     for o in outputs:
         if o not in defined and o not in outer:
             raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
-    _check_acyclic(protos, producer, names, where)
+    if not in_order:
+        _check_acyclic(protos, producer, names, where)
     inner = frozenset(defined | outer)
     for n in protos if deep else ():
         for a in n.attribute:
