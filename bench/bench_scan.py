@@ -1,12 +1,15 @@
 """Scan time of every shared GPT-2 export (target: gpt2_48l_ts13 in <= 1 s on 2 cores).
 
     python bench/bench_scan.py [MODEL ...] [--repeat N]
-    python bench/bench_scan.py MODEL --cli [--repeat N]
+    python bench/bench_scan.py MODEL --cli [--repeat N] [--baseline DIR]
 
 Prints load and scan time (best and median of N, after one warm-up that also builds the rule catalogue),
 the candidates per rule and the number of near misses. With --cli: `fuseview scan MODEL` as a user runs
-it, beyond the command line's own start-up (`fuseview scan --help`), N fresh processes of each
-interleaved: median wall and CPU seconds (user+sys) of each, and of the difference (target 0.8 s).
+it, beyond the command line's own start-up (`fuseview scan --help`), and `fuseview info DEMO` beyond
+`python -c pass`, N fresh processes of each interleaved: median wall and CPU seconds (user+sys) of each,
+and of the differences (targets: scan 0.8 s, info 0.25 s). --baseline DIR: also the same commands from
+another copy of the code (e.g. `git archive main | tar -x -C DIR`), interleaved round by round with this
+one, and the median of the paired CPU ratios (this ÷ baseline): on a loaded machine compare those.
 """
 
 from __future__ import annotations
@@ -28,37 +31,59 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent.parent / "shared" / "models"
 
 
-def _run(args: list[str]) -> tuple[float, float]:
-    """Wall and CPU (user+sys) seconds of one fresh `python -m fuseview ARGS`."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+DEMO = ROOT / "fuseview" / "data" / "demo_gpt2_2l.onnx"
+
+
+def _run(args: list[str], tree: Path = ROOT) -> tuple[float, float]:
+    """Wall and CPU (user+sys) seconds of one fresh `python ARGS` with the code of `tree`."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's imports read cached bytecode
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fuseview", *args], check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, *args], check=True, capture_output=True, env=env, cwd=tree)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def cli(models: list[Path], repeat: int) -> None:
-    """Print `fuseview scan MODEL` beyond `fuseview scan --help`, wall and CPU, median of fresh runs."""
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def cli(models: list[Path], repeat: int, baseline: Path | None) -> None:
+    """Print `fuseview scan MODEL` beyond `scan --help` and `info DEMO` beyond `python -c pass`, wall and
+    CPU, median of fresh runs (with a baseline: both trees, interleaved, and the paired CPU ratios)."""
+    trees = {"this": ROOT} | ({"baseline": baseline.resolve()} if baseline else {})
     for path in models:
-        cases = {"scan --help": ["scan", "--help"], "scan": ["scan", str(path)]}
-        for args in cases.values():  # warm the bytecode and file caches
-            _run(args)
-        got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
+        cases = {"scan --help": ["-m", "fuseview", "scan", "--help"],
+                 "scan": ["-m", "fuseview", "scan", str(path.resolve())],
+                 "python -c pass": ["-c", "pass"], "info DEMO": ["-m", "fuseview", "info", str(DEMO)]}
+        for tree in trees.values():
+            for args in cases.values():  # warm the bytecode and file caches
+                _run(args, tree)
+        got: dict[tuple[str, str], list[tuple[float, float]]] = {(t, k): [] for t in trees for k in cases}
+        loads = []
         for _ in range(repeat):
-            for k, args in cases.items():
-                got[k].append(_run(args))
-        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-               for k, v in got.items()}
-        beyond = [w - h for (w, _), (h, _) in zip(got["scan"], got["scan --help"], strict=True)]
-        print(f"{path.name}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs,"
-              f" {repeat} runs each")
-        for k, (w, c) in med.items():
-            print(f"  fuseview {k:<12} wall {w:.3f} s  cpu {c:.3f} s")
-        print(f"  scan beyond start-up: wall {statistics.median(beyond):.3f} s (min {min(beyond):.3f}),"
-              f" cpu {med['scan'][1] - med['scan --help'][1]:.3f} s (target 0.8 s)")
+            for t, tree in trees.items():
+                for k, args in cases.items():
+                    got[(t, k)].append(_run(args, tree))
+            loads.append(os.getloadavg()[0])
+        print(f"{path.name}: load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs,"
+              f" {repeat} interleaved runs each")
+        for t in trees:
+            print(f" {t} ({trees[t]})")
+            for k in cases:
+                print(f"  {k:<16} wall {_med([w for w, _ in got[(t, k)]]):.3f} s"
+                      f"  cpu {_med([c for _, c in got[(t, k)]]):.3f} s")
+            for k, base, target in (("scan", "scan --help", 0.8), ("info DEMO", "python -c pass", 0.25)):
+                beyond = [w - h for (w, _), (h, _) in zip(got[(t, k)], got[(t, base)], strict=True)]
+                cpu = _med([c for _, c in got[(t, k)]]) - _med([c for _, c in got[(t, base)]])
+                print(f"  {k} beyond {base}: wall {_med(beyond):.3f} s, cpu {cpu:.3f} s (target {target} s)")
+        if baseline:
+            for k in ("scan", "info DEMO"):
+                ratios = [a[1] / b[1] for a, b in zip(got[("this", k)], got[("baseline", k)], strict=True)]
+                print(f" {k}: this ÷ baseline CPU, median of paired rounds {_med(ratios):.3f}"
+                      f" [{min(ratios):.3f}, {max(ratios):.3f}]")
 
 
 def main() -> None:
@@ -67,10 +92,11 @@ def main() -> None:
     ap.add_argument("models", nargs="*", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cli", action="store_true", help="time `fuseview scan MODEL` beyond the CLI's start-up")
+    ap.add_argument("--baseline", type=Path, help="with --cli: another copy of the code to time interleaved")
     args = ap.parse_args()
     models = args.models or sorted(SHARED.glob("*.onnx"))
     if args.cli:
-        cli(models, args.repeat)
+        cli(models, args.repeat, args.baseline)
         return
     t = time.perf_counter()
     rules = catalogue()

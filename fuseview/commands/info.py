@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.graph.loader import load_document
     from fuseview.reports import InfoReport
 
-    info = InfoReport.of(load_document(args.model))
+    info = InfoReport.of(load_document(args.model, inner_dims=False))  # it shows inputs and outputs
     if args.json:
         print(json.dumps(info.to_json(), indent=1))
         return 0

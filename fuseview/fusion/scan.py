@@ -92,10 +92,7 @@ def scan_model(
                 c = make_candidate(index, m)
                 found.append((-rule.priority, index.position(m.node_list[-1]), c))
             continue
-        anchors = sorted(
-            {id(n): n for op in rule.op_types for n in index.by_op.get(op, ())}.values(), key=index.position
-        )
-        for node in anchors:
+        for node in _anchors(index, rule.op_types):
             try:
                 match, failure = match_rule(index, rule, node)
             except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
@@ -121,6 +118,14 @@ def scan_model(
     result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
     _scan_inner(result, rules, base_dir, functions)
     return result
+
+
+def _anchors(index: GraphIndex, op_types: Iterable[str]) -> list[onnx.NodeProto]:
+    """The nodes of these op types in graph order (one op type: its list as the index keeps it, in order)."""
+    lists = [index.by_op[op] for op in dict.fromkeys(op_types) if op in index.by_op]
+    if len(lists) == 1:
+        return lists[0]
+    return sorted((n for nodes in lists for n in nodes), key=index.position)
 
 
 def run_order(rules: Sequence[Rule]) -> list[Rule]:

@@ -24,7 +24,8 @@ _RUN_B = (37, 41, 43, 47, 53, 59, 61, 67)
 Types = dict[str, tuple[str | None, tuple[Dim, ...] | None]]
 
 
-def _unknown(shape: tuple[Dim, ...] | None) -> bool:
+def unknown_shape(shape: tuple[Dim, ...] | None) -> bool:
+    """True when a shape, or one of its dims, is unknown (None, or a name onnx made up: unk__N)."""
     return shape is None or any(d is None or (isinstance(d, str) and _UNK.fullmatch(d)) for d in shape)
 
 
@@ -56,7 +57,7 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
             if isinstance(d, str) and d not in symbols:
                 symbols.append(d)
     outputs = [o for n in g.node for o in n.output if o]
-    if len(symbols) > len(_RUN_A) or not any(_unknown(types.get(o, (None, None))[1]) for o in outputs):
+    if len(symbols) > len(_RUN_A) or not any(unknown_shape(types.get(o, (None, None))[1]) for o in outputs):
         return 0
     const_shapes, values = constant_seeds(g)
     known: dict[str, list[int]] = {}
@@ -76,7 +77,7 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
     changed = 0
     for o in outputs:
         dtype, old = types.get(o, (None, None))
-        if not _unknown(old) or o not in sa or o not in sb or len(sa[o]) != len(sb[o]):
+        if not unknown_shape(old) or o not in sa or o not in sb or len(sa[o]) != len(sb[o]):
             continue
         named = tuple(_name(int(x), int(y), va, vb) for x, y in zip(sa[o], sb[o], strict=True))
         if old is not None and len(old) == len(named):  # keep what onnx knew where we know less
@@ -116,7 +117,7 @@ def borrow_types(g: onnx.GraphProto, types: Types, reference: Types) -> int:
             if not o or ref is None:
                 continue
             dtype, shape = types.get(o, (None, None))
-            new = (dtype or ref[0], ref[1] if _unknown(shape) and not _unknown(ref[1]) else shape)
+            new = (dtype or ref[0], ref[1] if unknown_shape(shape) and not unknown_shape(ref[1]) else shape)
             if new != (dtype, shape):
                 types[o] = new
                 changed += 1

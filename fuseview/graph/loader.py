@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from fuseview.atomic import register_input
 from fuseview.errors import FuseviewError
-from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims
+from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims, unknown_shape
 from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
@@ -24,13 +24,18 @@ from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
 
 
-def load_document(path: str | os.PathLike, progress: Progress | None = None) -> ModelDocument:
-    """Read an ONNX file (weights left on disk) and build its document; FuseviewError on bad input."""
+def load_document(
+    path: str | os.PathLike, progress: Progress | None = None, inner_dims: bool = True
+) -> ModelDocument:
+    """Read an ONNX file (weights left on disk) and build its document; FuseviewError on bad input.
+
+    inner_dims=False: the unknown dims of inner tensors stay unnamed unless a graph output needs them
+    (what `fuseview info` shows: its inputs and outputs)."""
     report = progress or (lambda _msg, _frac: None)
     report("reading", 0.0)
     p = Path(path)
     model = read_model(p, check=False)  # document_from_model checks the structure as it builds
-    return document_from_model(model, p, progress=report)
+    return document_from_model(model, p, progress=report, inner_dims=inner_dims)
 
 
 def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
@@ -199,6 +204,7 @@ def _check_graph(
     names = unique_node_names(protos)
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
+    reads: list[list[str]] = []  # each node's inputs, read from the proto once
     for i, n in enumerate(protos):
         dom = _norm_domain(n.domain)
         if dom not in known_domains:
@@ -211,21 +217,27 @@ def _check_graph(
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        for inp in n.input:
+        ins = list(n.input)
+        reads.append(ins)
+        for inp in ins:
             if inp:
                 consumers.setdefault(inp, []).append(i)
     defined = set(producer) | set(inputs) | init_names
-    for i, n in enumerate(protos):
-        for inp in n.input:
+    in_order = True  # every input made by an earlier node: no cycle, the sort below is not needed
+    for i, ins in enumerate(reads):
+        for inp in ins:
             if inp and inp not in defined and inp not in outer:
                 raise FuseviewError(
                     f"{where}: node {names[i]!r} reads tensor {inp!r}, "
                     "which nothing produces (dangling input)"
                 )
+            if in_order and producer.get(inp, -1) >= i:
+                in_order = False
     for o in outputs:
         if o not in defined and o not in outer:
             raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
-    _check_acyclic(protos, producer, names, where)
+    if not in_order:
+        _check_acyclic(protos, producer, names, where)
     inner = frozenset(defined | outer)
     for n in protos if deep else ():
         for a in n.attribute:
@@ -238,11 +250,12 @@ def _check_graph(
 
 def document_from_model(
     model: onnx.ModelProto, path: Path | None = None, progress: Progress | None = None,
-    types_from: GraphDocument | None = None,
+    types_from: GraphDocument | None = None, inner_dims: bool = True,
 ) -> ModelDocument:
     """Build the document of an in-memory model (shape inference where it succeeds).
 
     types_from: the graph a fused model was made from; its tensors' types fill those of the same name.
+    inner_dims: as load_document's.
     """
     report = progress or (lambda _msg, _frac: None)
     where = str(path) if path else "model"
@@ -264,7 +277,7 @@ def document_from_model(
     # inputs as the file declares them (the inferred copy names each unknown dim by its --dim key)
     declared = {vi.name: _type_info(vi.type) for vi in model.graph.input}
     graph = _build_graph(inference.model.graph, where, known_domains, outer=frozenset(), declared=declared,
-                         types_from=types_from)
+                         types_from=types_from, inner_dims=inner_dims)
     functions = {}
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
@@ -387,7 +400,7 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
 def _build_graph(
     g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str],
     declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
-    types_from: GraphDocument | None = None,
+    types_from: GraphDocument | None = None, inner_dims: bool = True,
 ) -> GraphDocument:
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -398,13 +411,16 @@ def _build_graph(
         types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
     if types_from is not None:
         borrow_types(g, types, {t.name: (t.dtype, t.shape) for t in types_from.tensors.values()})
+    outputs = [vi.name for vi in g.output]
     try:
-        name_dims(g, types)
+        # name_dims changes only tensors whose shape is unknown: when no graph output is, skipping it
+        # leaves the inputs and outputs as they would be (its two propagations were a third of `info`)
+        if inner_dims or any(unknown_shape(types.get(o, (None, None))[1]) for o in outputs):
+            name_dims(g, types)
         carry_dtypes(g, types)
     except Exception:  # noqa: BLE001 - a shape we cannot name stays as onnx left it; the model still opens
         pass
     inputs = [vi.name for vi in g.input if vi.name not in init_names]
-    outputs = [vi.name for vi in g.output]
     return _assemble(
         g.name or "main",
         list(g.node),
