@@ -7,6 +7,8 @@ Models: every .onnx under tests/data and assets/models (or the paths given). Eac
 line's own `scan --json --near-misses --provider P` (P: cpu unless --provider says), run through
 `fuseview.cli.main` in this process with its stdout captured, so candidates, near misses, notes and dims
 are all compared. `--compare` prints each model that differs and exits 1 if any does.
+
+Requires: onnx, onnxruntime, numpy
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import io
 import sys
 import time
 from pathlib import Path
+
+import _requires  # noqa: F401 - checks the "Requires:" line above, in one line, before the rest
 
 ROOT = Path(__file__).resolve().parent.parent
 

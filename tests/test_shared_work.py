@@ -58,3 +58,12 @@ def test_only_the_fusions_work_is_merged():
     # the model's own Shapes stay; f1b merges into s1 (an equal earlier node, whatever made it)
     assert merged == 2 and [n.output[0] for n in kept] == ["s1", "s2", "f2"]
     assert list(kept[-1].input) == ["s1", "one_b"] and list(g.node[4].input) == ["f1b", "one_b"]
+
+
+def test_a_constant_whose_data_does_not_match_its_dims_is_never_merged():
+    from fuseview.fusion.shared_work import _constant_key
+
+    t = onnx.helper.make_tensor("b", onnx.TensorProto.FLOAT, [8], [0.0] * 8)
+    assert _constant_key(t) is not None
+    t.data_type = onnx.TensorProto.STRING  # a hostile file's type: its 32 bytes are no 8 strings
+    assert _constant_key(t) is None

@@ -28,7 +28,10 @@ def _constant_key(t: onnx.TensorProto) -> tuple | None:
         count *= d
     if t.data_location == onnx.TensorProto.EXTERNAL or count > SMALL_CONSTANT:
         return None
-    arr = onnx.numpy_helper.to_array(t)
+    try:
+        arr = onnx.numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - data that does not match its dims or type: never merged
+        return None
     return ("const", t.data_type, tuple(t.dims), arr.tobytes())
 
 
