@@ -7,6 +7,7 @@ same answer must come back when one clock is shifted on purpose.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -34,10 +35,9 @@ def _adds(e: dict) -> bool:
     return e.get("cat") == "cpu_op" and e.get("name") == "aten::add"
 
 
-@pytest.fixture(scope="module")
-def traced():
-    model = samples.slow_node_model(n=320)
-    feeds = make_feeds(model)
+@contextlib.contextmanager
+def _adding():
+    """Meanwhile a worker thread runs aten::add ops: the stand-ins for kernels, launched while nodes run."""
     stop = threading.Event()
 
     def adder() -> None:
@@ -45,6 +45,20 @@ def traced():
         while not stop.is_set():
             torch.add(a, a)
             time.sleep(0.0002)
+
+    worker = threading.Thread(target=adder)
+    worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join()
+
+
+@pytest.fixture(scope="module")
+def traced():
+    model = samples.slow_node_model(n=320)
+    feeds = make_feeds(model)
 
     with tempfile.TemporaryDirectory() as tmp:
         sess, _ = create_session(model, "cpu", "disabled", str(Path(tmp) / "ort"), threads=1)
@@ -54,13 +68,8 @@ def traced():
             sess.run(None, feeds)
             time.sleep(0.004)  # inside the marker, outside every node: what is launched here is unattributed
 
-        worker = threading.Thread(target=adder)
-        worker.start()
-        try:
+        with _adding():
             events = dt.traced_runs(run, RUNS, cuda=False, all_threads=True)
-        finally:
-            stop.set()
-            worker.join()
         ort_events = trace.read_trace(sess.end_profiling())
     return events, ort_events
 
@@ -158,23 +167,10 @@ def test_cuda_kernels_take_their_launch_from_the_correlated_api_call():
 def test_a_profiling_session_measured_end_to_end_through_the_bound_path():
     model = samples.slow_node_model(n=320)
     feeds = make_feeds(model)
-    stop = threading.Event()
-
-    def adder() -> None:
-        a = torch.ones(16)
-        while not stop.is_set():
-            torch.add(a, a)
-            time.sleep(0.0002)
-
     with tempfile.TemporaryDirectory() as tmp:
         sess, _ = create_session(model, "cpu", "disabled", str(Path(tmp) / "ort"), threads=1)
-        worker = threading.Thread(target=adder)
-        worker.start()
-        try:
+        with _adding():
             got = dt.session_device_time(sess, feeds, 3, cuda=False, select=_adds, all_threads=True)
-        finally:
-            stop.set()
-            worker.join()
     assert got["available"] is True and got["runs"] == 3 and got["records_per_run"] > 0
     assert set(got["node_device_us"]) <= {n.name for n in model.graph.node}
     assert got["node_sum_us"] == pytest.approx(sum(got["node_device_us"].values()))

@@ -7,6 +7,7 @@ Skipped without ray (the [ray] extra) unless FUSEVIEW_REQUIRE_RAY=1, which makes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -79,16 +81,15 @@ def _client_server_args() -> list[str]:
                                                                       str(_free_port())]
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """A one-node Ray cluster of this machine; every process it starts is in one session (`ray start` is
-    started as its leader), whose processes the teardown ends by id (other Ray clusters are left alone)."""
+@contextlib.contextmanager
+def ray_head(env: dict[str, str], prefix: str) -> Iterator[dict]:
+    """A one-node Ray head on 127.0.0.1 started with env; every process it starts is in one session (`ray
+    start` is its leader), whose processes are ended by id afterwards (other Ray clusters are left alone).
+    Yields {address, sid, temp}."""
     exe = _ray_exe()
     port = _free_port()
-    temp = tempfile.mkdtemp(prefix="fvray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
-                                                       if p)}
-    env.pop("RAY_ADDRESS", None)
+    temp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {k: v for k, v in env.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen(
         [exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
          *_client_server_args(), "--temp-dir", temp, "--num-cpus", "1",
@@ -101,9 +102,6 @@ def ray_cluster():
             pytest.fail(f"ray start failed: {out[-2000:]}")
         yield {"address": f"127.0.0.1:{port}", "sid": sid, "temp": temp}
     finally:
-        import ray
-
-        ray.shutdown()
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in _session_members(sid):
                 try:
@@ -115,6 +113,20 @@ def ray_cluster():
                     break
                 time.sleep(0.25)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A one-node Ray cluster of this machine (ray_head), this checkout on its workers' path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                       if p)}
+    with ray_head(env, "fvray-") as head:
+        try:
+            yield head
+        finally:
+            import ray
+
+            ray.shutdown()
 
 
 @pytest.fixture(scope="module")

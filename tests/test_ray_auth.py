@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ASSET_MODELS, ROOT
-from .test_ray import _client_server_args, _free_port, _ray_exe, _session_members
+from .test_ray import ray_head
 
 MLP = ASSET_MODELS / "mlp_gelu_tanh_ts17.onnx"
 
@@ -38,36 +35,11 @@ def _fuseview(argv: list[str], home: Path, env: dict[str, str], timeout: float =
 
 @pytest.fixture()
 def token_cluster(tmp_path) -> Iterator[dict]:
-    """A one-node cluster started with RAY_AUTH_MODE=token, ended by process id (its own session)."""
-    exe = _ray_exe()
-    port = _free_port()
-    temp = tempfile.mkdtemp(prefix="fvtok-", dir="/tmp")
+    """A one-node cluster started with RAY_AUTH_MODE=token (test_ray.ray_head)."""
     token = secrets.token_hex(32)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "HOME": str(tmp_path / "head")}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [exe, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         *_client_server_args(), "--temp-dir", temp, "--num-cpus", "1",
-         "--object-store-memory", str(100 << 20), "--include-dashboard=false", "--disable-usage-stats"],
-        env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    sid = proc.pid
-    try:
-        out, _ = proc.communicate(timeout=180)
-        if proc.returncode != 0:
-            pytest.fail(f"ray start failed: {out[-2000:]}")
-        yield {"address": f"127.0.0.1:{port}", "token": token}
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in _session_members(sid):
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            for _ in range(12):
-                if not _session_members(sid):
-                    break
-                time.sleep(0.25)
-        shutil.rmtree(temp, ignore_errors=True)
+    with ray_head(env, "fvtok-") as head:
+        yield {"address": head["address"], "token": token}
 
 
 @pytest.mark.ray
