@@ -69,8 +69,8 @@ def test_window_ort_check_does_not_load_a_huge_sparse_weight_file(tmp_path):
     # 2.5 GB of sparse weights: the check loaded them all (4.9 GB resident, 36 s); now it says it skipped
     model = _external_matmul(tmp_path, 25_000, sparse=True)
     out = _ort_check(model.name, tmp_path)  # from the model's folder, where the old check found w.bin
-    # loading them costs more than their 2,384 MiB; one run of the whole suite peaked at 1,226 MiB (unexplained,
-    # not reproduced alone, where it is ~100 MiB), so the bound is what "not loaded" needs, not that run
+    # loading them costs more than their 2,384 MiB; one run of the whole suite peaked at 1,226 MiB
+    # (unexplained, not reproduced alone: ~100 MiB), so the bound is what "not loaded" needs
     assert out["rss_mb"] < 2000, out
     assert len(out["errors"]) == 1 and "not checked" in out["errors"][0], out
     assert "GiB of weights" in out["errors"][0] and "--ort-check" in out["errors"][0]
