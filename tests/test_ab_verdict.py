@@ -43,6 +43,7 @@ def test_padded_model_has_the_same_outputs(files):
     assert sum(n.op_type == "Identity" for n in slow.graph.node) == 400
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_a_shows_no_difference(files):
     def a_a() -> dict:
         return run_profile(ProfileRequest(str(files["a"]), str(files["copy"]), provider="cpu", runs=60,
@@ -61,6 +62,7 @@ def test_a_a_shows_no_difference(files):
     assert wide.ci[0] <= 1 <= wide.ci[1]
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_model_with_an_extra_no_op_chain_is_slower(files):
     rep = run_profile(ProfileRequest(str(files["a"]), str(files["slow"]), provider="cpu", runs=60, threads=1,
                                      profile_runs=2, dims={"seq": 8}))
@@ -73,6 +75,7 @@ def test_a_model_with_an_extra_no_op_chain_is_slower(files):
     assert rev["comparison"]["latency"]["verdict"] == "faster" and rev["comparison"]["latency"]["ci"][0] > 1
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_cli_prints_one_verdict_line_and_writes_v2(files, tmp_path, capsys):
     out = tmp_path / "r.json"
     rc = main(["profile", str(files["a"]), "--against", str(files["slow"]), "--runs", "40", "--threads", "1",
@@ -126,6 +129,7 @@ def test_fusion_difference_below_floor_or_spread_is_not_measurable():
     assert not noisy["measurable"]  # medians differ by 0, runs scatter widely
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_cli_line_json_and_api_carry_the_one_verdict(files, tmp_path, capsys):
     from fuseview import api
     from fuseview.stats import verdict

@@ -142,6 +142,7 @@ def test_compare_compile_onnx_exports_the_module(tmp_path):
     assert rows and any(r.kernels and r.onnx_before for r in rows)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_onnx_time_per_line_before_and_after_fusion(capsys):
     """--onnx-time: onnxruntime profiles the exported model and its fused version at the same shapes."""
     after = load_trace(CAPTURE / "compiled.json")

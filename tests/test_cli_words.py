@@ -69,6 +69,7 @@ def test_sizes_are_written_in_binary_units_everywhere():
     assert "5.0 MiB of memory traffic" in cost.gain_text()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_sweep_makes_its_folder_and_fills_every_column(capsys, tmp_path):
     """docs/ray.md's example: -o names a folder not there yet; each row has its verdict and ×accept-all."""
     out = tmp_path / "new" / "dir"

@@ -229,6 +229,7 @@ def test_a_norm_that_changes_the_type_keeps_its_input_cast(tmp_path):
     assert [n.op_type for n in outcome.model.graph.node if n.op_type != "Constant"][0] == "Cast"
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_tune_float16_tunes_the_conversion_at_float16_tolerances(tmp_path):
     res = fuseview.tune(FAMILIES["mlp_tanh"][0], float16=True, provider="cpu", budget=8, runs=5, sessions=2,
                         ort_optimizer="off")
@@ -262,6 +263,7 @@ def test_a_float16_model_the_cpu_cannot_run_is_written_unvalidated_and_says_so(t
     assert "validated on" not in text and "validate " not in text and out.is_file()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_sweep_float16_resumes_only_a_float16_item(tmp_path, capsys):
     import shutil
 

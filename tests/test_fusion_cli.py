@@ -95,6 +95,7 @@ def test_fuse_accept_one_id(tmp_path, capsys):
     assert {m["fuseview.candidate"] for m in meta} == {cid}
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_bad_input_is_one_line_exit_2(tmp_path):
     src = tmp_path / "m.onnx"
     shutil.copy(GPT2, src)

@@ -223,6 +223,7 @@ def mlp_folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("last", [_unwritable, _full], ids=["unwritable folder", "full disk"])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_tune_writes_model_plan_and_report_all_or_none(mlp_folder: Path, last) -> None:
     with last(mlp_folder / "last"):
         run = refuse(["tune", "m.onnx", "-o", "out/t.onnx", "--save-plan", "out/p.json", "--json",
@@ -240,6 +241,7 @@ def test_fuse_writes_model_and_plan_all_or_none(mlp_folder: Path, last) -> None:
     assert (mlp_folder / "out" / "f.onnx").read_bytes() == b"an earlier result"
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_tune_json_dash_prints_the_report_and_writes_no_file_named_dash(mlp_folder: Path) -> None:
     run = run_cli(["tune", "m.onnx", "-o", "out/t.onnx", "--json", "-", *TUNE_FAST], mlp_folder, 120)
     assert run.code == 0, run.stderr
@@ -300,6 +302,7 @@ def test_fuseview_without_a_display_says_so_in_one_line_within_a_second(tmp_path
            timeout_s=30, extra_env=NO_DISPLAY)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_screenshot_without_a_display_is_drawn_offscreen(tmp_path: Path) -> None:
     run = run_cli(["open", "--screenshot", "s.png"], tmp_path, timeout_s=120, extra_env=NO_DISPLAY)
     assert run.code == 0, run.stderr

@@ -270,6 +270,7 @@ def test_opening_a_group_shows_its_children_in_a_frame() -> None:
     assert group_key(target.scope[:-1] + ("h.0",)) in boxes
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_initial_expansion_small_and_big() -> None:
     small = _doc(gpt2_models()[0]).graph
     n = len(small.visible_nodes())

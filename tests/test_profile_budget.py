@@ -102,6 +102,7 @@ def test_the_cli_budget_decides_and_writes_it_in_the_report(chains, capsys, tmp_
     assert f"verdict: against is faster than model: model/against p50 {ratio} faster (99% CI" in text
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_the_profile_dock_runs_the_budget_through_the_session(qtbot, chains):
     from fuseview.ui.profile_panel import ProfilePanel
 

@@ -95,6 +95,7 @@ def _one_line_error(args: list[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_bad_input_is_one_line_exit_2(gelu_files, tmp_path):
     m = str(gelu_files["orig"])
     assert "not found" in _one_line_error([str(tmp_path / "absent.onnx")])

@@ -89,6 +89,7 @@ def silent_grpc() -> Iterator[int]:
     srv.close()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_ray_init_against_a_silent_grpc_server_ends_within_its_limit(silent_grpc, tmp_path) -> None:
     pytest.importorskip("ray")
     run, took = _fuseview(["profile", str(MLP), "--target", f"ray:127.0.0.1:{silent_grpc}", "--quiet"],

@@ -51,6 +51,7 @@ def http_server() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("server", ["idle_listener", "http_server"])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_listener_that_is_not_a_ray_head_is_one_line_within_seconds(server, request, tmp_path) -> None:
     pytest.importorskip("ray")
     port = request.getfixturevalue(server)

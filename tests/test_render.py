@@ -111,6 +111,7 @@ def test_render_bad_input_exits_2_and_writes_nothing(qapp, capsys, tmp_path, bad
 _BACKEND = backend_models()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_render_every_backend_model_small(qapp, tmp_path):
     """Load, lay out and draw every onnx backend test model (issue 2): small PNGs, all in one test."""
     from fuseview.commands.render import render_model
@@ -136,6 +137,7 @@ def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_open_screenshot_writes_a_png_of_the_window(tmp_path):
     out = tmp_path / "shot.png"
     proc = _cli("open", str(GPT2_2L), "--screenshot", str(out))
@@ -144,6 +146,7 @@ def test_open_screenshot_writes_a_png_of_the_window(tmp_path):
     assert not img.isNull() and img.width() >= 800 and img.height() >= 500
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_plain_fuseview_model_routes_to_open(tmp_path):
     out = tmp_path / "shot.png"
     proc = _cli(str(GPT2_2L), "--screenshot", str(out), "--collapsed")
@@ -163,6 +166,7 @@ def test_open_bad_model_exits_2_without_window(tmp_path, bad):
     assert not out.exists()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_open_without_model_shows_the_bundled_demo(tmp_path):
     from fuseview import DEMO_MODEL
 

@@ -31,6 +31,7 @@ def test_gqa_with_a_key_of_unknown_shape_is_not_taken_for_packed_qkv():
     assert packed["out"] == [1, 4, 64] and packed["pk2"] == [1, 2, 7, 16]
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_sweep_item_sent_as_a_proto_is_tuned_at_the_decode_step(tmp_path):
     """A Ray node receives the model as a proto: it is tuned at the decode step as a file would be."""
     from fuseview.workflows.tune import tune_item
@@ -148,6 +149,7 @@ def _status_of(table, cid: str) -> str:
     return table.item(rows[0], col).text()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_apply_chosen_set_shows_the_tunes_decisions_again_and_a_new_model_drops_the_tune(win, qtbot):  # noqa: F811
     """After a real (short) tune the user overrides a decision; Apply chosen set puts the tune's back in the
     table too; opening another model forgets the tune (the session holds it, not the dialog)."""

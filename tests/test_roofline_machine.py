@@ -20,6 +20,7 @@ def test_measured_roofline_is_within_2x_of_a_second_measurement():
     assert a["ridge_flops_per_byte"] == pytest.approx(a["peak_gflops"] / a["peak_gbps"])
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     first = machine_roofline("cpu", threads=1)

@@ -157,6 +157,7 @@ def test_non_gemm_share_of_twenty_thousand_nodes_stays_in_its_range():
     assert 0.0 < non_gemm_share(nodes) < 1.0
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_scanning_nested_if_bodies_costs_about_what_the_same_nodes_flat_do():
     # each inner graph's shape inference ran onnx over every level below it again (depth x size); now the
     # bodies below are stubs typed by the one inference of the whole model

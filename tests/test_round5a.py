@@ -135,6 +135,7 @@ def test_scan_refuses_a_forged_roofline_in_one_line(gpt2_profile, tmp_path, caps
     assert code == 2 and len(captured.err.strip().splitlines()) == 1 and key in captured.err
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_cached_roofline_without_method_is_measured_again(tmp_path, monkeypatch):
     from fuseview.runtime.machine import cache_path, machine_key, machine_roofline
 

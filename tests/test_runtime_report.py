@@ -32,6 +32,7 @@ def report(tmp_path_factory):
     return run_profile(req)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_report_contents(report):
     assert report["schema_version"] == SCHEMA_VERSION == 3
     env = report["environment"]
@@ -61,6 +62,7 @@ def test_report_contents(report):
     assert all(o["overhead_us"] == o["nodes"] * ovh["node_floor_us"] for o in report["models"][0]["op_types"])
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_round_trip(report, tmp_path):
     path = save_report(report, tmp_path / "r.json")
     assert load_report(path) == json.loads(json.dumps(report))

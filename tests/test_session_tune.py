@@ -85,6 +85,7 @@ def test_opening_another_model_cancels_the_tune_and_drops_its_result():
     assert s.tune_result is None and s.decisions is None  # nothing of the tune reached the new model
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_the_session_tunes_the_model_and_scan_it_holds(monkeypatch):
     """No second read of the file; the scan is reused at its own dims, and a KV-cache decoder is scanned
     again at its decode step (the one rule of fuseview.dims), not at the dims the window scanned it with."""

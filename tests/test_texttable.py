@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fuseview.texttable import table_lines
 from tests.conftest import ASSET_MODELS, ROOT
 
@@ -55,6 +57,7 @@ def test_profile_op_type_table_aligns(tmp_path):
     assert all(line[provider - 2:provider] == "  " and line[provider] != " " for line in table)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_tune_summary_tables_align():
     import io
 

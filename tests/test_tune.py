@@ -415,6 +415,7 @@ def test_the_one_decode_step_rule_measures_a_real_cache_length():
     assert run_dims(load_for_fusion(MLP), {}).note is None  # no cache: the dims as they were
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_kv_cache_decoder_is_tuned_at_its_decode_step_over_a_real_cache(capsys, tmp_path):
     # the dims and the note are the point, not the verdict: short budgets (the final check stops at them)
     rep = tune(LLAMA_PAST, TuneSettings(budget_s=6, **FAST)).report

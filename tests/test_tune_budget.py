@@ -41,6 +41,7 @@ def one_run_s(slow_model) -> float:
     return min(times)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_validation_past_its_deadline_stops_and_blames_the_budget(slow_model, one_run_s):
     with pytest.raises(ValidationOverBudget, match="budget is spent") as info:
         validate(slow_model, slow_model, False, DIMS, deadline=time.monotonic() + one_run_s)
@@ -49,6 +50,7 @@ def test_a_validation_past_its_deadline_stops_and_blames_the_budget(slow_model, 
         validate(slow_model, slow_model, False, DIMS, deadline=time.monotonic() - 1)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_tune_whose_budget_ends_before_accept_all_is_validated_keeps_the_original(slow_model, one_run_s,
                                                                                    tmp_path):
     path = tmp_path / "slow.onnx"

@@ -85,6 +85,7 @@ def test_version_1_report_shows_no_ratio(panel, gelu_report, tmp_path):
     assert "profiler floor" not in panel.op_plot.title
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_profile_after_apply_fills_fused_title_and_candidate_costs(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(dialogs, "show_error", lambda parent, title, message: None)
     w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))

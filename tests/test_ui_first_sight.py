@@ -67,6 +67,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_size_option_sets_the_picture_size(tmp_path):
     out = tmp_path / "big.png"
     proc = _cli("open", "--screenshot", str(out), "--size", "1920x1080")

@@ -52,6 +52,7 @@ def profiled(qapp, tmp_path_factory, request):
 
 
 @pytest.mark.parametrize("size", [(1400, 900), (1920, 1080)])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_workbench_with_profile_dock_fits(profiled, size, tmp_path):
     win, bot = profiled
     wb = win.workbench
@@ -107,6 +108,7 @@ def _bar_rects(vb, bars) -> list:
     return out
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_every_plot_card_lays_itself_out_at_1400x900(profiled, tmp_path):
     """Issue 30: rows that fit ("top N of M"), titles that wrap, value labels beside or inside their bars
     (never over another bar or label, never outside the data area), legends outside the data. Issue 37:

@@ -130,6 +130,7 @@ def test_selecting_a_fused_node_brings_its_originals_into_view(qtbot, win):
     assert win.view.visible_scene_rect().intersects(win.scene.keys_rect(keys))
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_collapsing_a_group_does_not_cancel_apply(qtbot, win, errors):
     open_scanned(qtbot, win, GPT2_12L)
     win.workbench.panel.accept_all()

@@ -77,6 +77,7 @@ def _run(qtbot, panel, runs=3, warmup=1, timeout=60000):
     return blocker.args[0]
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_profile_original_and_fused_fills_every_plot(qtbot, panel, fused_model):
     panel.set_models(str(GPT2), fused_model)
     report = _run(qtbot, panel)
@@ -95,6 +96,7 @@ def test_profile_original_and_fused_fills_every_plot(qtbot, panel, fused_model):
     assert "onnxruntime" in panel.env.text() and "seq=16" in panel.env.text()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_event_loop_keeps_turning_while_a_profile_runs(qtbot, panel, fused_path):
     panel.set_models(GPT2, fused_path)
     stamps: list[float] = []

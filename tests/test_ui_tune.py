@@ -140,6 +140,7 @@ def test_the_profile_dock_has_threads_and_sessions_and_its_advice_names_them(tun
     assert "Threads 1" in head and "more Sessions" in head and "--" not in head  # the dock's own controls
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_the_window_tunes_a_kv_cache_decoder_at_its_decode_step(win, qtbot):  # noqa: F811 - the fixture
     open_scanned(qtbot, win, ASSET_MODELS / "current" / "gpt2_2l_sdpa_past_ts17.onnx")
     wb = win.workbench

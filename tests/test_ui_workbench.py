@@ -206,6 +206,7 @@ def test_apply_builds_fused_model_and_links_selection(qtbot, win):
     assert wb.splitter.widget(0).isVisible()
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_panes_keep_collapse_state_and_viewport_in_step(qtbot, win):
     open_scanned(qtbot, win, GPT2_12L)
     wb = win.workbench
@@ -318,6 +319,7 @@ def _fuseview(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_open_with_plan_apply_screenshot(tmp_path):
     scan = scan_file(GPT2_2L)
     first = scan.candidates[0]
@@ -342,6 +344,7 @@ def test_open_with_plan_apply_screenshot(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1 and "missing.json" in bad.stderr
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_open_apply_profile_screenshot(tmp_path):
     out = tmp_path / "wb.png"
     r = _fuseview("open", str(GPT2_2L), "--apply", "--profile", "--screenshot", str(out))
@@ -414,6 +417,7 @@ def test_fused_nodes_take_the_scope_of_what_they_replaced():
     assert len({n.scope for n in mha}) == 12  # one attention per layer, each in its own layer's scope
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_options_alone_open_the_demo(tmp_path):
     out = tmp_path / "demo.png"
     r = _fuseview("--screenshot", str(out))  # no subcommand, no model: `open` on the bundled demo

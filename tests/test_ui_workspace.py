@@ -30,6 +30,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("how", [["trace", str(CAPTURE), "--tab", "Compile vs ONNX"],
                                  ["open", str(CAPTURE), "--tab", "flame"]])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_capture_folder_opens_the_trace_workspace_from_the_cli(tmp_path, how):
     out = tmp_path / "shot.png"
     r = _cli(*how, "--size", "1400x900", "--screenshot", str(out))
@@ -132,6 +133,7 @@ def _shoot(monkeypatch, tmp_path, doc, **kw) -> dict:
 
 
 @pytest.mark.parametrize("size", [(1400, 900), (1920, 1080)])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_llama_kv_after_apply_preselects_the_attention_and_names_every_matmul(qapp, monkeypatch, tmp_path,
                                                                               size):
     seen = _shoot(monkeypatch, tmp_path, load_document(LLAMA_KV), apply=True, size=size)
@@ -145,6 +147,7 @@ def test_llama_kv_after_apply_preselects_the_attention_and_names_every_matmul(qa
     assert full and (shown == full or (shown.endswith(" …") and full.startswith(shown[:-2])))
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_profile_workspace_gives_every_plot_its_top_10_rows_at_1920x1080(qapp, monkeypatch, tmp_path):
     from fuseview import DEMO_MODEL
     from fuseview.ui.profile_plots import BarChart
