@@ -365,3 +365,24 @@ def test_profile_runs_through_the_session_and_arrives_as_an_event():
     failed = s.profile(ProfileRequest(model=str(DEMO.parent / "no_such.onnx")))
     wait_for(failed)
     assert seen[-1] == "profile_failed"
+
+
+def test_the_session_owns_the_profile_settings_the_dock_edits(qtbot):
+    from fuseview.ui.profile_panel import ProfilePanel
+
+    session = Session()
+    panel = ProfilePanel(session=session)
+    qtbot.addWidget(panel)
+    panel.runs.setValue(7)  # the dock writes the session
+    panel.ort_opt.setCurrentText("disabled")
+    assert (session.profile_settings.runs, session.profile_settings.ort_opt) == (7, "disabled")
+    seen = []
+    session.events.profile_settings.connect(lambda e: seen.append(e.settings))
+    session.set_profile_settings(threads=1, budget_s=30.0)  # another view writes it: the dock shows it
+    assert panel.threads.value() == 1 and panel.budget.value() == 30 and seen[-1].threads == 1
+    panel.set_models(DEMO, DEMO)
+    req = panel.request()  # the request is made of the session's settings
+    assert (req.runs, req.threads, req.ort_opt, req.budget_s) == (7, 1, "disabled", 30.0)
+    other = ProfilePanel(session=session)  # a second view of the session opens on its settings
+    qtbot.addWidget(other)
+    assert other.runs.value() == 7 and other.budget.value() == 30

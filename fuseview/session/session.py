@@ -25,6 +25,7 @@ from fuseview.session.events import EmitterGroup
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
 from fuseview.session.panes import Marks, PaneState
+from fuseview.session.profile_settings import ProfileSettings
 
 if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or Apply runs
     from fuseview.fusion.apply import ApplyResult
@@ -64,6 +65,7 @@ SESSION_EVENTS = (
     "tune_failed",  # Session.tune failed: error
     "tune_cancelled",  # Session.tune was cancelled (its result dropped: a new model, the window closing)
     "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
+    "profile_settings",  # the Profile dock's settings changed: settings (a ProfileSettings)
 )
 
 
@@ -117,6 +119,7 @@ class Session:
         self.expanded: Expansion = None  # the open scopes of the graph on screen (None: flat)
         self.dims: dict[str, int] = {}  # the dims the scan uses; apply validates on them too
         self.provider: str | None = None  # the scan's target provider, 'cpu' / 'cuda' (None: any)
+        self.profile_settings = ProfileSettings()  # how the Profile dock profiles (it edits them)
         self.scan_pending = False
         self.panes: dict[str, PaneState] = {ORIGINAL: PaneState(), FUSED: PaneState()}
         self.status = ""  # the last status line (the status event carries each one)
@@ -221,6 +224,13 @@ class Session:
         if dims != self.dims:
             self.dims = dict(dims)
             self.events.dims.emit(dims=dict(dims))
+
+    def set_profile_settings(self, **changes: Any) -> None:
+        """Change the Profile dock's settings (ProfileSettings fields); the profile_settings event says so."""
+        settings = replace(self.profile_settings, **changes)
+        if settings != self.profile_settings:
+            self.profile_settings = settings
+            self.events.profile_settings.emit(settings=settings)
 
     @property
     def on_root(self) -> bool:

@@ -40,6 +40,7 @@ from fuseview.session.exports import (
     save_report,
 )
 from fuseview.session.jobs import JobHandle, JobService
+from fuseview.session.profile_settings import ProfileSettings
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text
@@ -87,6 +88,7 @@ class ProfilePanel(QDockWidget):
         if app is not None:  # a QThread must not be destroyed while it runs
             app.aboutToQuit.connect(self.shutdown)
         self._build()
+        self._follow_settings()
         self._update_enabled()
 
     # ------------------------------------------------------------------------------------ layout
@@ -273,19 +275,31 @@ class ProfilePanel(QDockWidget):
         """The ProfileRequest the controls describe (FuseviewError for bad dims or no model)."""
         if self._original is None:
             raise FuseviewError("no model to profile: open a model first")
-        return ProfileRequest(
-            model=self._original,
-            against=self._fused,
-            provider=self.provider.currentText(),
-            runs=self.runs.value(),
-            warmup=self.warmup.value(),
-            dims=parse_dim_text(self.dims.text()),
-            ort_opt=self.ort_opt.currentText(),
-            attribution_opt="disabled",
-            threads=self.threads.value(),
-            sessions=self.sessions.value(),
-            budget_s=float(self.budget.value()) if self.budget.value() and self._fused is not None else None,
-        )
+        return self._session.profile_settings.request(self._original, self._fused,
+                                                      parse_dim_text(self.dims.text()))
+
+    def _follow_settings(self) -> None:
+        """The controls edit the session's ProfileSettings and show them (another view may change them)."""
+        session = self._session
+        spins = {"runs": self.runs, "warmup": self.warmup, "threads": self.threads, "sessions": self.sessions}
+        for name, spin in spins.items():
+            spin.valueChanged.connect(lambda v, n=name: session.set_profile_settings(**{n: int(v)}))
+        self.budget.valueChanged.connect(
+            lambda v: session.set_profile_settings(budget_s=float(v) if v else None))
+        self.provider.currentTextChanged.connect(lambda t: session.set_profile_settings(provider=t))
+        self.ort_opt.currentTextChanged.connect(lambda t: session.set_profile_settings(ort_opt=t))
+        session.events.profile_settings.connect(lambda e: self._show_settings(e.settings))
+        self._show_settings(session.profile_settings)
+
+    def _show_settings(self, settings: ProfileSettings) -> None:
+        for widget, value in ((self.runs, settings.runs), (self.warmup, settings.warmup),
+                              (self.threads, settings.threads), (self.sessions, settings.sessions),
+                              (self.budget, int(settings.budget_s or 0))):
+            if widget.value() != value:
+                widget.setValue(value)
+        for box, text in ((self.provider, settings.provider), (self.ort_opt, settings.ort_opt)):
+            if box.currentText() != text:
+                box.setCurrentText(text)
 
     def show_dims(self, dims: dict[str, int]) -> None:
         """Show the session's input dims in the dims box (unless it already says the same)."""
