@@ -32,15 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plan", metavar="PLAN.json", help="load this plan's accept/reject decisions (by candidate id)"
     )
-    p.add_argument(
-        "--apply",
-        action="store_true",
-        help="build the fused model and show it beside the original (the plan's accepted candidates, "
-        "or all candidates without --plan)",
-    )
-    p.add_argument(
-        "--profile", action="store_true", help="profile the original (and fused) model in the Profile panel"
-    )
+    for flag, text in (("--apply", "build the fused model and show it beside the original (the plan's"
+                                   " accepted candidates, or all candidates without --plan)"),
+                       ("--profile", "profile the original (and fused) model in the Profile panel")):
+        p.add_argument(flag, action="store_true", help=text)
     p.add_argument(
         "--tab",
         metavar="NAME",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QMessageBox, QWidget
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QMenu, QMessageBox, QPushButton, QWidget
 
 from fuseview.errors import error_text
 
@@ -24,3 +26,13 @@ def ask_unsaved(parent: QWidget | None, title: str, message: str) -> str:
     if answer == b.Save:
         return SAVE
     return DISCARD if answer == b.Discard else CANCEL
+
+
+def export_plots_button(ask_export: Callable[[str], None]) -> QPushButton:
+    """'Export plots…' with its PNG… / SVG… menu; ask_export(fmt) asks where and writes them."""
+    button = QPushButton("Export plots…")
+    menu = QMenu(button)
+    menu.addAction("PNG…", lambda: ask_export("png"))
+    menu.addAction("SVG…", lambda: ask_export("svg"))
+    button.setMenu(menu)
+    return button

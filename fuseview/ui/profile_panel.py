@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
     QLineEdit,
-    QMenu,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -43,7 +42,7 @@ from fuseview.session.jobs import JobHandle, JobService
 from fuseview.session.profile_settings import ProfileSettings
 from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
-from fuseview.ui.dialogs import error_text
+from fuseview.ui.dialogs import error_text, export_plots_button
 from fuseview.ui.flow_layout import FlowLayout, labelled
 from fuseview.ui.profile_texts import environment_text, provider_text, summary_text
 from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
@@ -154,11 +153,7 @@ class ProfilePanel(QDockWidget):
         self.open_button.clicked.connect(self._ask_open)
         self.save_button = QPushButton("Save report…")
         self.save_button.clicked.connect(self._ask_save)
-        self.export_button = QPushButton("Export plots…")
-        menu = QMenu(self.export_button)
-        menu.addAction("PNG…", lambda: self._ask_export("png"))
-        menu.addAction("SVG…", lambda: self._ask_export("svg"))
-        self.export_button.setMenu(menu)
+        self.export_button = export_plots_button(self._ask_export)
         self.heat = QCheckBox("Heat map")
         self.heat.setToolTip("colour the graph's nodes by their share of the model's time")
         self.heat.toggled.connect(self._emit_heatmap)

@@ -40,6 +40,7 @@ from fuseview.traces.categories import CATEGORIES, STEP
 from fuseview.traces.display import shown_events, shown_name
 from fuseview.ui import dialogs
 from fuseview.ui import profile_plots as plots
+from fuseview.ui.dialogs import export_plots_button
 from fuseview.ui.trace_join import JoinPanel
 from fuseview.ui.trace_kernels import KERNEL, REPLACED, KernelPanel
 from fuseview.ui.workers import qt_job_service
@@ -190,11 +191,7 @@ class TraceView(QWidget):
         self.progress.setRange(0, 1000)
         self.save_button = QPushButton("Save report…")
         self.save_button.clicked.connect(self._ask_save)
-        self.export_button = QPushButton("Export plots…")
-        menu = QMenu(self.export_button)
-        menu.addAction("PNG…", lambda: self._ask_export("png"))
-        menu.addAction("SVG…", lambda: self._ask_export("svg"))
-        self.export_button.setMenu(menu)
+        self.export_button = export_plots_button(self._ask_export)
         buttons = QHBoxLayout()
         self.time_stat = QComboBox()
         self.time_stat.addItems([SELF, TOTAL])
