@@ -39,7 +39,7 @@ class ApplyResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _stable_toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+def stable_toposort(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
     """Topological order that keeps the given order wherever it is already valid."""
     from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
 
@@ -274,7 +274,7 @@ def _without_dead(model: onnx.ModelProto, scan: ScanResult, made: _Made
         {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
         | {t.name for t in made.new_inits}
     )
-    nodes = _stable_toposort(nodes, available)
+    nodes = stable_toposort(nodes, available)
     # the helper work each layer's fusion repeats (sequence lengths, mask guards) computed once
     protected = graph_outputs | {x for n in nodes if has_subgraph(n) for x in subgraph_inputs(n)}
     nodes, merged = merge_shared_work(nodes, [*model.graph.initializer, *made.new_inits], keep_ids, protected)

@@ -48,9 +48,9 @@ def to_float16(model: onnx.ModelProto, base_dir: str | os.PathLike | None = None
     # inference knows the dims): the scan infers afresh
     del converted.graph.value_info[:]
     # and appends the Casts it adds (graph inputs', blocked ops') after their readers: put them in order
-    from fuseview.fusion.apply import _stable_toposort
+    from fuseview.fusion.apply import stable_toposort
 
-    ordered = _stable_toposort(list(converted.graph.node), set())
+    ordered = stable_toposort(list(converted.graph.node), set())
     del converted.graph.node[:]
     converted.graph.node.extend(ordered)
     return converted
