@@ -168,14 +168,9 @@ def test_fuseview_on_a_machine_without_xcb_libraries_is_one_line_with_the_apt_co
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a plugin with a missing library")
 def test_a_plugin_whose_library_is_missing_is_named_with_its_package(tmp_path: Path) -> None:
     # a stand-in libqxcb.so linked against a stand-in of a library this machine lacks, built then removed
-    from .test_qt_libs import absent_known_library, plugin_missing
+    from .test_qt_libs import xcb_plugin_missing_a_known_library
 
-    absent = absent_known_library()
-    if absent is None:
-        pytest.skip("this machine has every library fuseview knows the package of")
-    soname, package = absent
-    plugins = plugin_missing(tmp_path, soname)
-    extra = {"QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins)}
+    soname, package, plugins, extra = xcb_plugin_missing_a_known_library(tmp_path)
     assert uses_xcb(extra) and missing_libraries(plugins / "libqxcb.so")[:1] == [soname]
     run = run_cli([], tmp_path, timeout_s=60, extra_env=extra)
     _one_apt_line(run)

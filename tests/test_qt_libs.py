@@ -100,13 +100,19 @@ def plugin_missing(tmp_path: Path, soname: str) -> Path:
     return plugins
 
 
-def test_the_error_names_the_whole_line_when_a_known_library_is_missing(tmp_path: Path) -> None:
+def xcb_plugin_missing_a_known_library(tmp_path: Path) -> tuple[str, str, Path, dict[str, str]]:
+    """(soname, its package, the plugin folder, the env that loads it): a stand-in xcb plugin linked against a
+    library fuseview knows the package of and this machine lacks; the test is skipped where there is none."""
     absent = absent_known_library()
     if absent is None:
         pytest.skip("this machine has every library fuseview knows the package of")
     soname, package = absent
     plugins = plugin_missing(tmp_path, soname)
-    env = {"QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins)}
+    return soname, package, plugins, {"QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORM_PLUGIN_PATH": str(plugins)}
+
+
+def test_the_error_names_the_whole_line_when_a_known_library_is_missing(tmp_path: Path) -> None:
+    soname, package, _plugins, env = xcb_plugin_missing_a_known_library(tmp_path)
     with pytest.raises(qt_libs.MissingLibraries) as err:
         qt_libs.check_qt_libraries("the window", env)
     text = str(err.value)
