@@ -233,14 +233,7 @@ def compare_timings(
     if not (0 < level < 1):
         raise ValueError("level must be between 0 and 1")
     ratio = float(np.median(a) / np.median(b))
-    rng = np.random.default_rng(seed)
     cv_pair = None
-
-    def resample(x: np.ndarray, runs: np.ndarray) -> np.ndarray:
-        m = runs.shape[0]
-        rows = rng.integers(0, x.shape[0], size=(m, x.shape[0]))
-        return np.median(x[rows[:, :, None], runs[:, None, :]].reshape(m, -1), axis=1)
-
     if paired:
         if np.any(b <= 0):
             raise ValueError("paired timings must be positive")
@@ -249,37 +242,10 @@ def compare_timings(
     if a.shape[0] >= 2 and b.shape[0] >= 2:
         lo, hi, session_half = session_interval(a, b, ratio, level)
     else:
-        boot = np.empty(resamples)
-        # resamples in blocks of at most ~4M drawn indices: 300,000 timings a side stay at tens of MB
-        block = max(1, _BLOCK_ELEMENTS // max(a.size, b.size))
-        for s in range(0, resamples, block):
-            m = min(block, resamples - s)
-            if paired:
-                rounds = rng.integers(0, a.shape[1], size=(m, a.shape[1]))
-                boot[s:s + m] = resample(a, rounds) / resample(b, rounds)
-            else:
-                boot[s:s + m] = resample(a, rng.integers(0, a.shape[1], size=(m, a.shape[1]))) / resample(
-                    b, rng.integers(0, b.shape[1], size=(m, b.shape[1]))
-                )
-        alpha = (1 - level) / 2
-        lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
+        lo, hi = _bootstrap_interval(a, b, paired, level, resamples, np.random.default_rng(seed))
     cv_a, cv_b = robust_cv(a.ravel()), robust_cv(b.ravel())
     runs = int(min(a.size, b.size))
-    need = runs_needed(cv_a, cv_b, threshold, level, cv_pair)
-    warning = None
-    if session_half is not None and session_half > math.log1p(threshold):
-        warning = (
-            f"the interval (±{math.expm1(session_half):.1%}) is wider than the {threshold:.0%} threshold: "
-            f"sessions of one model differ this much here; more sessions (--sessions) narrow it"
-        )
-    elif runs < need:
-        scatter = f"CV {cv_a:.1%} / {cv_b:.1%}"
-        if cv_pair is not None:
-            scatter += f", paired ratios {cv_pair:.1%}"
-        warning = (
-            f"too few runs for a {threshold:.0%} threshold at this noise "
-            f"({scatter}): about {need} runs per model would be needed"
-        )
+    warning = _noise_warning(cv_a, cv_b, cv_pair, runs, threshold, level, session_half)
     noise = Noise(cv_model=cv_a, cv_against=cv_b, warning=warning, cv_paired=cv_pair)
     return SpeedupEstimate(
         runs=runs,
@@ -293,6 +259,55 @@ def compare_timings(
         sessions=int(min(a.shape[0], b.shape[0])),
         more_runs=more_runs_to_decide(runs, ratio, lo, hi, threshold),
     )
+
+
+def _bootstrap_interval(
+    a: np.ndarray, b: np.ndarray, paired: bool, level: float, resamples: int, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(a) / median(b); paired: rounds are resampled together."""
+
+    def resample(x: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        m = runs.shape[0]
+        rows = rng.integers(0, x.shape[0], size=(m, x.shape[0]))
+        return np.median(x[rows[:, :, None], runs[:, None, :]].reshape(m, -1), axis=1)
+
+    boot = np.empty(resamples)
+    # resamples in blocks of at most ~4M drawn indices: 300,000 timings a side stay at tens of MB
+    block = max(1, _BLOCK_ELEMENTS // max(a.size, b.size))
+    for s in range(0, resamples, block):
+        m = min(block, resamples - s)
+        if paired:
+            rounds = rng.integers(0, a.shape[1], size=(m, a.shape[1]))
+            boot[s:s + m] = resample(a, rounds) / resample(b, rounds)
+        else:
+            boot[s:s + m] = resample(a, rng.integers(0, a.shape[1], size=(m, a.shape[1]))) / resample(
+                b, rng.integers(0, b.shape[1], size=(m, b.shape[1]))
+            )
+    alpha = (1 - level) / 2
+    lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1 - alpha]))
+    return lo, hi
+
+
+def _noise_warning(
+    cv_a: float, cv_b: float, cv_pair: float | None, runs: int, threshold: float, level: float,
+    session_half: float | None,
+) -> str | None:
+    """Why the interval may be too wide to decide: sessions that differ, or too few runs at this noise."""
+    if session_half is not None and session_half > math.log1p(threshold):
+        return (
+            f"the interval (±{math.expm1(session_half):.1%}) is wider than the {threshold:.0%} threshold: "
+            f"sessions of one model differ this much here; more sessions (--sessions) narrow it"
+        )
+    need = runs_needed(cv_a, cv_b, threshold, level, cv_pair)
+    if runs < need:
+        scatter = f"CV {cv_a:.1%} / {cv_b:.1%}"
+        if cv_pair is not None:
+            scatter += f", paired ratios {cv_pair:.1%}"
+        return (
+            f"too few runs for a {threshold:.0%} threshold at this noise "
+            f"({scatter}): about {need} runs per model would be needed"
+        )
+    return None
 
 
 # One statistic for a node's (or op type's) time everywhere: its median per run. Heat map, "Share",
