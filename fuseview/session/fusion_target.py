@@ -115,3 +115,16 @@ def label(session: Any) -> str:
     path = session.source_path()
     name = path.name if path is not None else ""
     return f"{name or 'model'} (float16 conversion)" if session.converted_from is not None else name
+
+
+def precision_label(session: Any) -> str:
+    """The precision the session's Apply, tune and profile measure, with its output-check tolerances."""
+    from fuseview.precision import TOLERANCES, precision
+
+    if session.root is None:
+        return ""
+    kind = precision(session.root.model)
+    atol, rtol = TOLERANCES[kind]
+    how = ("the float32 model's conversion, I/O types kept: as `tune --float16`"
+           if session.converted_from is not None else "the model as opened")
+    return f"{kind} ({how}; outputs checked at atol {atol:g}, rtol {rtol:g})"
