@@ -190,6 +190,8 @@ class Session:
         def done(result: tuple[ModelDocument, Laid, ModelDocument | None]) -> None:
             doc, laid, float32 = result
             self.adopt(doc, laid.expanded, laid, source=float32)
+            if self.fusion_settings.float16 != float16:  # switched while it loaded
+                switch_precision(self)
 
         return self.jobs.submit(work, "layout", title, on_done=done, on_failed=failed)
 
@@ -455,9 +457,8 @@ class Session:
         if not ids:
             return None
         model, original, path = doc.model, doc.graph, doc.path
-        src = self.source_path()  # a float16 conversion: its float32 model, the noise floor's reference
-        base, reference = (src.parent if src else None), (self.converted_from.model if self.converted_from
-                                                          else None)
+        src, float32 = self.source_path(), self.converted_from  # a conversion: the floor is its float32
+        base, reference = (src.parent if src else None), (float32.model if float32 else None)
         dims = dict(dims if dims is not None else (self.dims or self.scan_dims))
 
         def work(progress: Progress) -> tuple[FusedResult, Any]:
