@@ -106,6 +106,7 @@ def test_the_profile_dock_says_where_nodes_ran_and_in_which_precision(qtbot, cpu
     assert "Latency p50, wall time (float32):" in text
     assert "(float32 tolerances, atol 0.0001, rtol 0.001)" in text and "TF32" not in text
     assert "moved work" not in panel.status.text()
+    assert panel.roofline_card.note.endswith("node times: CPU run time")
 
     # the same report as a GPU machine writes it when the fused model's heaviest node has no CUDA kernel:
     # every node on CUDA but that one, placement and flag made by runtime.placement as the profile makes them
@@ -128,3 +129,4 @@ def test_the_profile_dock_says_where_nodes_ran_and_in_which_precision(qtbot, cpu
     fused_line = next(ln for ln in panel.env.text().splitlines() if ln.startswith("Placement fused: "))
     assert "CPU 1 nodes" in fused_line and f"CUDA {len(rep['models'][1]['nodes']) - 1} nodes" in fused_line
     assert "TF32 off" in panel.env.text()
+    assert panel.roofline_card.note.endswith("node times: host-side (CUDA launches, not the device)")
