@@ -136,3 +136,19 @@ def test_the_provider_attribute_is_the_settings_provider():
     assert s.fusion_settings.provider == "cpu" and s.provider == "cpu"
     s.provider = None
     assert s.fusion_settings.provider == "any" and s.provider is None
+
+
+@pytest.mark.slow
+def test_the_profile_of_the_conversion_on_show_is_float16_and_judged_at_its_tolerances():
+    s, _seen = opened(GPT2)
+    wait_for(s.set_fusion_settings(float16=True))
+    wait_for(s.start_scan())
+    s.accept_all()
+    wait_for(s.apply({"sequence": 8}))
+    s.set_profile_settings(provider="cpu", runs=3, warmup=1, threads=1, sessions=2)
+    wait_for(s.profile(s.profile_settings.request(s.root.model, s.fused.model, {"sequence": 8})))
+    rep = s.profile_report
+    assert rep is not None and [m["precision"] for m in rep["models"]] == ["float16", "float16"]
+    cmp = rep["comparison"]
+    assert cmp["precision"] == "float16" and (cmp["atol"], cmp["rtol"]) == (1e-2, 1e-2) and cmp["passed"]
+    assert cmp["placement_flag"] is None  # both wholly on the CPU EP: nothing moved
