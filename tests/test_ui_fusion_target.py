@@ -130,3 +130,15 @@ def test_the_profile_dock_says_where_nodes_ran_and_in_which_precision(qtbot, cpu
     assert "CPU 1 nodes" in fused_line and f"CUDA {len(rep['models'][1]['nodes']) - 1} nodes" in fused_line
     assert "TF32 off" in panel.env.text()
     assert panel.roofline_card.note.endswith("node times: host-side (CUDA launches, not the device)")
+
+
+@pytest.mark.slow
+def test_open_takes_the_provider_and_float16(tmp_path):
+    from .test_ui_workbench import _fuseview
+
+    out = tmp_path / "fp16.png"
+    r = _fuseview("open", str(LLAMA), "--provider", "cuda", "--float16", "--apply", "--screenshot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    bad = _fuseview("open", str(LLAMA), "--provider", "tpu", "--screenshot", str(out))
+    assert bad.returncode == 2 and "--provider" in bad.stderr
