@@ -17,6 +17,8 @@ under --work (too big to return).
 
     python scripts/gpu_check.py --out DIR [--provider cuda|cpu] [--width real|tiny] [--budget 360]
 
+Issue 35's stages fit 360 s; the float16 and Session stages run last and need about 480 (docs/gpu.md's call).
+
 With --provider cpu --width tiny it runs anywhere in about a minute (tests/test_gpu_check.py).
 How a call to the device machine is prepared: docs/gpu.md.
 
