@@ -7,11 +7,17 @@ it is skipped), runs original / fused / onnxruntime's transformers optimizer on 
 outputs bound on the device, and prints issue 35's table (fused ÷ original, optimizer ÷ original, fused ÷
 optimizer, each the ratio of medians with its 95 % interval), then per model the placement, the device
 time per node against the GPU busy time, the deployment-precision check, the device roofline, and
-`fuseview tune --provider cuda` on the Llama, and last scripts/cuda_check.sh's sample fusions (a valid one
-passes, a broken one must fail). The whole output goes to OUT/gpu_check.log, the table to
-OUT/table.md, each profile to OUT/NAME_profile.json; the models stay under --work (too big to return).
+`fuseview tune --provider cuda` on the Llama, scripts/cuda_check.sh's sample fusions (a valid one passes, a
+broken one must fail), then the float16 pairs profiled on the device (placement of the fp16-only fusions),
+the window's Session on the Llama (provider auto, float16: what the window scans and applies on this
+machine) and `tune --float16 --provider cuda` on the Llama; last, issue 35's "done means" criteria read off
+the table and the profiles, each with its figure and met / NOT MET. The whole output goes to
+OUT/gpu_check.log, the table to OUT/table.md, each profile to OUT/NAME[_fp16]_profile.json; the models stay
+under --work (too big to return).
 
     python scripts/gpu_check.py --out DIR [--provider cuda|cpu] [--width real|tiny] [--budget 360]
+
+Issue 35's stages fit 360 s; the float16 and Session stages run last and need about 480 (docs/gpu.md's call).
 
 With --provider cpu --width tiny it runs anywhere in about a minute (tests/test_gpu_check.py).
 How a call to the device machine is prepared: docs/gpu.md.
@@ -169,6 +175,35 @@ def report(check: Check) -> None:
             check.say(f"  {ln}")
 
 
+def float16(check: Check) -> None:
+    """The float16 pairs profiled on the device, the window's Session on the Llama, tune --float16."""
+    a = check.args
+    for name in MODELS:
+        pair = check.path(name, "fp16"), check.path(name, "fp16_fused")
+        if not all(p.is_file() for p in pair):
+            continue
+        rc, text = check.stage(f"profile fp16 {name}", _fuseview(
+            "profile", str(pair[0]), "--against", str(pair[1]), "--provider", a.provider, "--dim", "batch=1",
+            "--dim", f"seq={a.seq}", "--runs", str(a.runs), "--sessions", "1", "--quiet", "--json",
+            str(check.out / f"{name}_fp16_profile.json")), 150)
+        for ln in text.splitlines():
+            if any(k in ln for k in KEEP):
+                check.say(f"  {ln.strip()}")
+        if rc == 3:
+            check.say(f"  !! {name} fp16: the output check FAILED")
+            check.failed.append(f"verdict fp16 {name}")
+    _, text = check.stage("session llama", _self("--stage", "session", "--src", str(check.path("llama")),
+                                                 "--seq", str(a.seq)), 150)
+    for ln in text.strip().splitlines()[-4:]:
+        check.say(f"  {ln}")
+    _, text = check.stage("tune --float16 llama", _fuseview(
+        "tune", str(check.path("llama")), "-o", str(check.path("llama", "fp16_tuned")), "--float16",
+        "--provider", a.provider, "--dim", "batch=1", "--dim", f"seq={a.seq}",
+        "--budget", str(a.tune_budget)), a.tune_budget + 90)
+    for ln in text.strip().splitlines()[-8:]:
+        check.say(f"  {ln}")
+
+
 def run_check(args: argparse.Namespace) -> int:
     """All stages; exit 0 when every stage ran and no output check failed."""
     check = Check(args)
@@ -178,12 +213,103 @@ def run_check(args: argparse.Namespace) -> int:
     machine(check)
     build(check)
     report(check)
+    float16(check)
+    criteria(check)
     check.say(f"== done in {time.monotonic() - t0:.0f} s; "
               + ("all stages ok" if not check.failed else f"not ok: {', '.join(check.failed)}"))
     return 0 if not check.failed else 1
 
 
 # ------------------------------------------------------------------------------ stages run in a child
+
+
+def _first(cell: str) -> float | None:
+    """The ratio of a table cell ('0.498 [0.49, 0.51]'); None for '—'."""
+    try:
+        return float(cell.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _table_criteria(table: list[str]) -> list[tuple[str, float | None, float]]:
+    """(what, figure, bound) per row of issue 35's table: each figure must be at most its bound."""
+    out = []
+    for row in table[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        name, shape, fused, _opt, fused_opt, fp16 = cells[:6]
+        if name in ("gpt2", "bert"):
+            out += [(f"{name} {shape} fused ÷ original", _first(fused), 0.55),
+                    (f"{name} {shape} fused ÷ optimizer", _first(fused_opt), 0.70)]
+        else:
+            out.append((f"{name} {shape} fused ÷ original (no CPU fallback)", _first(fused), 1.0))
+        out.append((f"{name} {shape} fp16 fused ÷ fp16 original", _first(fp16), 0.8))
+    return out
+
+
+def _profile_criteria(out: Path) -> list[str]:
+    """Per profile, one line: the output check, no work moved to the CPU, per-node device sum vs GPU busy."""
+    import json
+
+    lines, roof = [], None
+    for path in sorted(out.glob("*_profile.json")):
+        rep = json.loads(path.read_text(encoding="utf-8"))
+        cmp = rep.get("comparison") or {}
+        flag = cmp.get("placement_flag")
+        parts = [f"outputs pass: {'met' if cmp.get('passed') else 'NOT MET'}",
+                 "no work moved to the CPU: " + ("met" if not flag else f"NOT MET ({flag})")]
+        for m in rep["models"]:
+            dev = m.get("device_time") or {}
+            if dev.get("available"):
+                busy, total = dev["busy_us"]["mean"], dev["node_sum_us"]
+                ok = busy > 0 and abs(total - busy) <= 0.10 * busy
+                parts.append(f"{m['role']} device sum {total:.1f} us / busy {busy:.1f} us (within 10 %):"
+                             f" {'met' if ok else 'NOT MET'}")
+            else:
+                parts.append(f"{m['role']} device time: {dev.get('reason', 'none')}")
+            roof = roof or (m.get("roofline") or {}).get("machine")
+        lines.append(f"{path.stem.removesuffix('_profile')}: " + "; ".join(parts))
+    if roof:
+        peaks = f"{roof['peak_gbps']:.0f} GB/s, {roof['peak_gflops']:.0f} GFLOP/s"
+        lines.append(f"roofline: {peaks} ({roof['method']})")
+    return lines
+
+
+def criteria(check: Check) -> None:
+    """Issue 35's 'done means', each with its figure: met, NOT MET, or not measured."""
+    check.say("== criteria (issue 35, done means)")
+    table_file = check.out / "table.md"
+    table = table_file.read_text(encoding="utf-8").splitlines() if table_file.is_file() else []
+    rows = _table_criteria(table)
+    for what, figure, bound in rows:
+        state = "not measured" if figure is None else ("met" if figure <= bound else "NOT MET")
+        check.say(f"  {what}: {'—' if figure is None else f'{figure:.3f}'} (≤ {bound}): {state}")
+    for line in _profile_criteria(check.out):
+        check.say(f"  {line}")
+    if check.args.provider != "cuda":
+        check.say("  (provider cpu: the dry run; the figures are the CPU's, the bounds are the GPU's)")
+
+
+def _session(src: str, seq: int) -> None:
+    """What the window's Session does on this machine: provider auto, float16 conversion, scan, apply."""
+    from fuseview.session import Session
+
+    s = Session()
+    s.set_fusion_settings(provider="auto", float16=True)  # as ticked in the window before opening
+    opened = s.open(src)
+    assert opened.wait(180) and s.root is not None, "the session's open and conversion did not end"
+    s.set_dims({"batch": 1, "seq": seq})
+    job = s.start_scan()
+    assert job is not None and job.wait(120) and s.scan is not None, "the session's scan did not end"
+    gqa = sum(c.fused_op == "GroupQueryAttention" for c in s.scan.candidates)
+    shown = s.converted_from is not None
+    print(f"session: provider auto -> {s.scan_for}; float16 conversion on show: {shown};"
+          f" {len(s.scan.candidates)} candidates, {gqa} GroupQueryAttention")
+    s.accept_all()
+    job = s.apply()
+    assert job is not None and job.wait(240) and s.fused is not None, "the session's apply did not end"
+    print(f"session apply: {s.fused.validation_text()}")
+    if s.fused.report and s.fused.report.floor:
+        print(f"session apply: {s.fused.report.floor}")
 
 
 def _fp16(src: str, dst: str) -> None:
@@ -268,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--tune-budget", type=int, default=60)
     p.add_argument("--budget", type=float, default=360.0, help="seconds for the whole check")
-    p.add_argument("--stage", choices=("table", "fp16", "ortopt"), help=argparse.SUPPRESS)
+    p.add_argument("--stage", choices=("table", "fp16", "ortopt", "session"), help=argparse.SUPPRESS)
     p.add_argument("--src", help=argparse.SUPPRESS)
     p.add_argument("--dst", help=argparse.SUPPRESS)
     p.add_argument("--type", help=argparse.SUPPRESS)
@@ -279,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         _fp16(args.src, args.dst)
     elif args.stage == "ortopt":
         _ortopt(args.src, args.dst, args.type, args.provider)
+    elif args.stage == "session":
+        _session(args.src, args.seq)
     else:
         return run_check(args)
     return 0

@@ -6,7 +6,7 @@
 # Each PNG has its colours reduced (pngquant, when installed) to stay under 300 KB.
 #
 #   scripts/make_screenshots.sh [--only NAME]     # NAME: demo, profile, roofline, tune, kernels, flame, join,
-#                                                 #       compare, llama_kv_apply, hero
+#                                                 #       compare, llama_kv_apply, llama_fp16_cuda, hero
 #
 # Requires: fuseview (run from the repository root), PySide6, pyqtgraph; bin:pngquant (optional);
 # without a display the pictures are drawn offscreen (under Xvfb: xvfb-run -s "-screen 0 1920x1080x24").
@@ -67,6 +67,11 @@ for SIZE in 1400x900 1920x1080; do
     shrink "$OUT/llama_kv_apply_$SIZE.png"
   fi
 done
+if want llama_fp16_cuda; then  # the window's Fuse for CUDA and float16 (docs/window.md), one size
+  $PY -m fuseview open assets/models/current/llama_2l_sdpa_past_ts17.onnx --provider cuda --float16 --apply \
+    --size 1400x900 --screenshot "$OUT/llama_fp16_cuda_1400x900.png"
+  shrink "$OUT/llama_fp16_cuda_1400x900.png"
+fi
 if want hero; then
   $PY -m fuseview open --apply --tab graphs --size 1400x900 --screenshot assets/screenshots/workbench_gpt2.png
   shrink assets/screenshots/workbench_gpt2.png

@@ -54,6 +54,13 @@ def test_the_check_runs_every_stage_and_prints_the_table_on_the_cpu(tmp_path):
     for stage in ("models", "fuse llama", "ort optimizer bert", "table", "profile bert", "tune llama"):
         assert f"== {stage}: ok" in text
     assert "fp16:" in text or "fuse --float16 gpt2" in text  # skipped in one line, or run
-    assert text.count("placement: CPU") == 6 and "machine roofline" in text
-    assert {p.name for p in out.iterdir()} >= {"gpu_check.log", "table.md", "llama_profile.json"}
+    assert text.count("placement: CPU") == 12 and "machine roofline" in text  # fp32 and fp16 pairs
+    for stage in ("profile fp16 llama", "session llama", "tune --float16 llama"):
+        assert f"== {stage}: ok" in text
+    assert "session: provider auto -> cpu; float16 conversion on show: True" in text
+    assert "at float16 tolerances" in text and "== criteria (issue 35, done means)" in text
+    assert "llama 1×16 fp16 fused ÷ fp16 original: " in text
+    assert "llama_fp16: outputs pass: met; no work moved to the CPU: met" in text
+    assert {p.name for p in out.iterdir()} >= {"gpu_check.log", "table.md", "llama_profile.json",
+                                               "llama_fp16_profile.json"}
     assert "all stages ok" in text

@@ -101,6 +101,7 @@ def test_when_tune_ends_a_summary_bar_shows_the_verdict_and_applies_or_saves_it(
     assert ("×accept-all" in text) == (f.chosen != "accept_all") and "it is accept-all" not in text
     kept = len(rep.accepted())
     assert f"{kept} kept, {len(rep.decisions) - kept} rejected of {len(rep.decisions)}" in text
+    assert "the model as opened, outputs at atol 0.0001, rtol 0.001" in text  # its precision's tolerances
     for e in (f.against_original, f.against_accept_all):
         if e is not None:
             assert e.text() in text

@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="tune the model (Fusion → Tune…, 1 thread, this budget) after its scan; with --apply, apply "
         "the chosen set",
     )
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"),
+                   help="the provider the scan offers fused ops for (the candidates dock's Fuse for;"
+                   " without it every fused op is offered)")
+    p.add_argument("--float16", action="store_true",
+                   help="show, scan and fuse the model's float16 conversion (I/O types kept), as fuse"
+                   " --float16 does (the candidates dock's float16 box)")
     add_expansion_arguments(p)
 
 
@@ -91,12 +97,15 @@ def run(args: argparse.Namespace) -> int:
         check_qt_platform()  # before Qt starts: a missing X11 library is one line with the apt command
     if args.tune is not None and not (args.tune > 0 and math.isfinite(args.tune)):
         raise FuseviewError(f"--tune {args.tune}: the budget must be a finite number of seconds over 0")
+    fusion = {"provider": args.provider or "any", "float16": args.float16}
     if not (args.plan or args.apply or args.profile or args.screenshot or args.tab or args.tune):
         from fuseview.ui.app import run_app
 
         # the window and its progress bar appear before the model is read (a 48-layer model takes seconds);
         # a model that fails to load is a dialog in that window, which stays usable
-        kw = {"size": args.size} if args.size else {}
+        kw: dict = {"size": args.size} if args.size else {}
+        if args.provider or args.float16:
+            kw["fusion"] = fusion
         return run_app(path=str(path), expansion_mode=args.expansion, end_process=True, **kw)
     from fuseview.graph.loader import load_document
 
@@ -106,5 +115,5 @@ def run(args: argparse.Namespace) -> int:
     # a plain screenshot waits for the scan and the onnxruntime check as --apply/--profile ones do
     return run_workbench(
         doc, args.plan, args.apply, args.profile, args.screenshot, expansion_mode=args.expansion,
-        size=args.size, tab=args.tab, tune=args.tune,
+        size=args.size, tab=args.tab, tune=args.tune, fusion=fusion,
     )

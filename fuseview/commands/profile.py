@@ -168,7 +168,8 @@ def _print_model(m: ModelProfile, w: Callable[..., None]) -> None:
 
     w()
     prov = m.provider
-    w(f"[{m.role}] {m.path or '(in memory)'}")
+    kind = f" ({m.extra['precision']})" if "precision" in m.extra else ""  # older reports lack it
+    w(f"[{m.role}] {m.path or '(in memory)'}{kind}")
     own = " (optimizations off: the model's own nodes)" if m.ort_opt_level == "disabled" else ""
     w(f"  provider {prov['provider']} ({prov['reason']}); latency at ort optimization"
       f" {m.extra.get('latency_ort_opt', m.ort_opt_level)}, per-node times at {m.ort_opt_level}{own}")

@@ -13,7 +13,7 @@ from fuseview.defaults import DEFAULT_SESSIONS
 from fuseview.dims import run_dims
 from fuseview.errors import FuseviewError
 from fuseview.naming import unique_node_names
-from fuseview.precision import tolerances
+from fuseview.precision import precision, tolerances
 from fuseview.progress import StepProgress
 from fuseview.runtime import inputs as inputs_mod
 from fuseview.runtime.ab import Sequential, measure_until_decided
@@ -277,6 +277,8 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
         prof["provider"] = provider
         prof["latency_ort_opt"] = req.ort_opt
         prof["placement"] = placement(prof)
+        graph = load_model_graph(m)
+        prof["precision"] = precision(graph)  # the float type its times and outputs are measured in
         if provider.get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
             device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
                                          req.profiled_runs(), req.threads)
@@ -284,7 +286,7 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
             if device.get("available"):
                 node_device_times(prof["nodes"], device)
         # on CUDA the roofline's points are the nodes' device times: their host-side spans are launches
-        prof["roofline"] = model_roofline(load_model_graph(m), dims, roofline_times(prof["nodes"]), machine)
+        prof["roofline"] = model_roofline(graph, dims, roofline_times(prof["nodes"]), machine)
         if prof.get("device_time", {}).get("available"):
             prof["roofline"]["time_source"] = "device"
         floor = overhead["node_floor_us"]

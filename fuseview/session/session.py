@@ -22,8 +22,10 @@ from fuseview.graph.save import save_model_atomic
 from fuseview.reports import FuseReport
 from fuseview.session.decisions import Decisions
 from fuseview.session.events import EmitterGroup
+from fuseview.session.fusion_target import FusionSettings, at_precision, carry_decisions, switch_precision
 from fuseview.session.jobs import JobHandle, JobService, Progress
 from fuseview.session.links import Links, adopt_origin_scopes, link_graphs
+from fuseview.session.ort_check import ort_check_fits
 from fuseview.session.panes import Marks, PaneState
 from fuseview.session.profile_settings import ProfileSettings
 
@@ -38,8 +40,6 @@ if TYPE_CHECKING:  # imported when used: onnxruntime loads only once a scan or A
     from fuseview.workflows.traces import OpenedTraces
 
 ORIGINAL, FUSED = "original", "fused"
-# onnxruntime loads every weight to optimize a graph: past this the window skips its own-fusions check
-ORT_CHECK_WEIGHT_LIMIT = 1 << 30
 SESSION_EVENTS = (
     "document",  # a new model is open (everything derived from the last one was dropped): doc, laid
     "open_failed",  # opening or laying out a model failed: error, title (what failed, in words)
@@ -66,6 +66,7 @@ SESSION_EVENTS = (
     "tune_cancelled",  # Session.tune was cancelled (its result dropped: a new model, the window closing)
     "pane",  # a pane's overlay state changed: role, part (marks, focus, highlight, heat), state
     "profile_settings",  # the Profile dock's settings changed: settings (a ProfileSettings)
+    "fusion_settings",  # the scan's provider or the precision changed: settings (a FusionSettings)
 )
 
 
@@ -118,7 +119,8 @@ class Session:
         self.nav_stack: list[NavEntry] = []
         self.expanded: Expansion = None  # the open scopes of the graph on screen (None: flat)
         self.dims: dict[str, int] = {}  # the dims the scan uses; apply validates on them too
-        self.provider: str | None = None  # the scan's target provider, 'cpu' / 'cuda' (None: any)
+        self.fusion_settings = FusionSettings()  # the scan's provider and the precision fused
+        self.converted_from: ModelDocument | None = None  # the float32 model of a float16 conversion
         self.profile_settings = ProfileSettings()  # how the Profile dock profiles (it edits them)
         self.scan_pending = False
         self.panes: dict[str, PaneState] = {ORIGINAL: PaneState(), FUSED: PaneState()}
@@ -133,6 +135,7 @@ class Session:
         self.scan: ScanResult | None = None
         self.scan_seconds = 0.0
         self.scan_dims: dict[str, int] = {}
+        self.scan_for: str | None = None  # the provider the scan offered fused ops for (None: any)
         self.decisions: Decisions | None = None
         self._saved_decisions: dict[str, str] = {}
         self.ort_does_it: dict[str, bool | None] | None = None
@@ -169,21 +172,26 @@ class Session:
             "model" if isinstance(source, ModelDocument) else Path(source).name)
         title = f"Laying out {name}" if isinstance(source, ModelDocument) else f"Opening {name}"
 
-        def work(progress: Progress) -> tuple[ModelDocument, Laid]:
+        float16 = self.fusion_settings.float16
+
+        def work(progress: Progress) -> tuple[ModelDocument, Laid, ModelDocument | None]:
             if isinstance(source, ModelDocument):
                 doc = source
             else:
                 doc = load_document(str(source), progress=lambda m, f: progress(m, 0.6 * f))
-            return doc, self.lay_out(doc, expansion_for(doc.graph, mode), progress)
+            doc, float32 = at_precision(doc, float16, progress)  # with float16: its conversion on show
+            return doc, self.lay_out(doc, expansion_for(doc.graph, mode), progress), float32
 
         def failed(exc: BaseException) -> None:
             loaded = isinstance(source, ModelDocument)
             what = "Cannot lay out the graph" if loaded else "Cannot open the model"
             self.events.open_failed.emit(error=exc, title=what)
 
-        def done(result: tuple[ModelDocument, Laid]) -> None:
-            doc, laid = result
-            self.adopt(doc, laid.expanded, laid)
+        def done(result: tuple[ModelDocument, Laid, ModelDocument | None]) -> None:
+            doc, laid, float32 = result
+            self.adopt(doc, laid.expanded, laid, source=float32)
+            if self.fusion_settings.float16 != float16:  # switched while it loaded
+                switch_precision(self)
 
         return self.jobs.submit(work, "layout", title, on_done=done, on_failed=failed)
 
@@ -202,16 +210,19 @@ class Session:
             lambda progress: self.lay_out(doc, expanded, progress), "layout", "Laying out", on_done=done,
             on_failed=lambda exc: self.events.open_failed.emit(error=exc, title="Cannot lay out the graph"))
 
-    def adopt(self, doc: ModelDocument | None, expanded: Expansion = None, laid: Laid | None = None) -> None:
-        """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped."""
+    def adopt(self, doc: ModelDocument | None, expanded: Expansion = None, laid: Laid | None = None,
+              source: ModelDocument | None = None, dims: dict[str, int] | None = None) -> None:
+        """Make doc the open model: what was derived from the last one (scan, fused, heat) is dropped.
+        source: the float32 model doc is the float16 conversion of; dims: those kept (same inputs)."""
         for kind in ("scan", "ort", "apply", "tune"):
             self.jobs.cancel(kind)  # their results belong to the model being replaced
         self._reset()
         self.root = self.doc = doc
+        self.converted_from = source
         self.scan_pending = doc is not None  # the window starts it once the graph is on screen
         self.nav_stack = []
         self.expanded = expanded
-        self.set_dims({})  # a model's dims keys are its own
+        self.set_dims(dims or {})  # a model's dims keys are its own
         self.events.document.emit(doc=doc, laid=laid)
 
     def set_status(self, text: str, timeout_ms: int = 0) -> None:
@@ -231,6 +242,29 @@ class Session:
         if settings != self.profile_settings:
             self.profile_settings = settings
             self.events.profile_settings.emit(settings=settings)
+
+    def set_fusion_settings(self, **changes: Any) -> JobHandle | None:
+        """Change what the scan fuses for (FusionSettings fields; the fusion_settings event): another
+        provider rescans the model on show (decisions kept for the candidates it still has), float16 shows
+        the model's float16 conversion in its place (a layout job; off: back to the float32 model)."""
+        settings = replace(self.fusion_settings, **changes)
+        settings.check()
+        old, self.fusion_settings = self.fusion_settings, settings
+        if settings == old:
+            return None
+        self.events.fusion_settings.emit(settings=settings)
+        if settings.float16 != old.float16:
+            return switch_precision(self)
+        return self.start_scan(carry=True) if self.root is not None and not self.scan_pending else None
+
+    @property
+    def provider(self) -> str | None:
+        """The provider the scan offers fused ops for, 'cpu' / 'cuda' (None: any): fusion_settings'."""
+        return self.fusion_settings.scan_provider()
+
+    @provider.setter
+    def provider(self, value: str | None) -> None:
+        self.set_fusion_settings(provider=value or "any")
 
     @property
     def on_root(self) -> bool:
@@ -259,8 +293,9 @@ class Session:
         return ["main"] + [e.label for e in self.nav_stack]
 
     # scanning -------------------------------------------------------------------------------------
-    def start_scan(self) -> JobHandle | None:
-        """Scan the open model for fusion candidates in the background (kind 'scan'), with self.dims."""
+    def start_scan(self, carry: bool = False) -> JobHandle | None:
+        """Scan the open model for fusion candidates in the background (kind 'scan'), with self.dims, for
+        self.provider; carry: keep the decisions of the candidates the new scan still has."""
         doc = self.root
         self.scan_pending = False
         if doc is None:
@@ -278,7 +313,9 @@ class Session:
 
         def done(result: tuple[ScanResult, float]) -> None:
             if doc is self.root:
-                self._scanned(doc, *result, dims)
+                old = self.decisions if carry else None
+                self.scan_for = provider
+                self._scanned(doc, *result, dims, old)
 
         def failed(exc: BaseException) -> None:
             if doc is self.root:
@@ -286,9 +323,12 @@ class Session:
 
         return self.jobs.submit(work, "scan", "scan", on_done=done, on_failed=failed)
 
-    def _scanned(self, doc: ModelDocument, scan: ScanResult, seconds: float, dims: dict[str, int]) -> None:
+    def _scanned(self, doc: ModelDocument, scan: ScanResult, seconds: float, dims: dict[str, int],
+                 old: Decisions | None) -> None:
         self.scan, self.scan_seconds, self.scan_dims = scan, seconds, dims
         self.decisions = Decisions(scan, str(doc.path) if doc.path else None)
+        if old is not None:
+            carry_decisions(old, self.decisions)
         self.decisions.events.changed.connect(lambda _e: self.events.decisions.emit())
         self._saved_decisions = self._decision_snapshot()
         self.events.scanned.emit(scan=scan)
@@ -304,7 +344,7 @@ class Session:
             from fuseview.fusion.ort_compare import compare_with_ort
 
             progress("sizing the weights onnxruntime would load", 0.05)
-            _ort_check_fits(model, folder, doc.path)
+            ort_check_fits(model, folder, doc.path)
             progress("asking onnxruntime which fusions it makes itself", 0.1)
             return compare_with_ort(model, scan.candidates, "all", "cpu", base_dir=folder).does_it
 
@@ -355,7 +395,7 @@ class Session:
     # files ----------------------------------------------------------------------------------------
     def source_path(self) -> Path | None:
         """The open model's file, resolved (None for a model that came without one)."""
-        doc = self.root
+        doc = self.converted_from or self.root  # a float16 conversion's file is its float32 model's
         return Path(doc.path).resolve() if doc is not None and doc.path else None
 
     def _refuse_source(self, path: Path) -> None:
@@ -417,7 +457,8 @@ class Session:
         if not ids:
             return None
         model, original, path = doc.model, doc.graph, doc.path
-        base = doc.path.parent if doc.path else None
+        src, float32 = self.source_path(), self.converted_from  # a conversion: the floor is its float32
+        base, reference = (src.parent if src else None), (float32.model if float32 else None)
         dims = dict(dims if dims is not None else (self.dims or self.scan_dims))
 
         def work(progress: Progress) -> tuple[FusedResult, Any]:
@@ -427,7 +468,7 @@ class Session:
             # the fused model keeps the source's big weights where they are, as `fuse` does: the window
             # holds a 622 MB model's fused variant in about 1 MB, the profile child and Save stream them
             options = FuseOptions(dims=dims, strict=False, weights_on_disk=True)
-            outcome = build_fused(model, scan, ids, options, base, progress)
+            outcome = build_fused(model, scan, ids, options, base, progress, reference)
             res = outcome.result
             if base is not None:
                 record_folder(res.model, base)
@@ -520,33 +561,12 @@ class Session:
 
     def tune(self, settings: TuneSettings, target: str = "local") -> JobHandle | None:
         """Tune the open model as the job of kind 'tune' (workflows.tune.tune, as `fuseview tune`) on `target`
-        ("local" or "ray:ADDRESS"); None before a scan. The model and scan the session holds are tuned (a
-        KV-cache decoder rescanned at its decode step), at the scan's dims unless the settings name dims.
-        The job's stop() ends the search with the best set so far; cancel() drops it. The chosen
-        decisions are set (one undoable step), then tuned."""
-        from fuseview.workflows.tune import tune
+        ("local" or "ray:ADDRESS"); None before a scan (session.tune_job says what is tuned and how). The
+        job's stop() ends the search with the best set so far; cancel() drops it. The chosen decisions are
+        set (one undoable step), then tuned."""
+        from fuseview.session.tune_job import tune_job
 
-        doc, scan, path = self.root, self.scan, self.source_path()
-        if doc is None or path is None or scan is None or self.decisions is None:
-            return None
-        run = settings if settings.dims or settings.inputs else replace(settings, dims=dict(self.scan_dims))
-
-        def work(progress: Progress) -> TuneResult:
-            # a Ray cluster is reached in the worker
-            return tune(doc.model, run, target, progress, lambda: progress.stopped or progress.cancelled,
-                        path=path, scan=scan)
-
-        def done(result: TuneResult) -> None:
-            self.tune_result = result
-            d = self.decisions  # a rescan since the start made new ones: the same candidate ids
-            if d is not None:
-                chosen = result.report.decisions
-                d.set_many({x.candidate: x.decision for x in chosen if x.candidate in d.by_id})
-            self.events.tuned.emit(result=result)
-
-        return self.jobs.submit(work, "tune", "Tuning", on_done=done,
-                                on_failed=lambda exc: self.events.tune_failed.emit(error=exc),
-                                on_cancelled=lambda: self.events.tune_cancelled.emit())
+        return tune_job(self, settings, target)
 
     # what each pane draws over its graph: the views draw the pane event's part of panes[role]
     def _pane_changed(self, role: str, part: str) -> None:
@@ -578,18 +598,3 @@ class Session:
 
 
 __all__ = ["FUSED", "ORIGINAL", "FusedResult", "Laid", "NavEntry", "Session"]
-
-
-def _ort_check_fits(model: onnx.ModelProto, folder: Path | None, path: Path | None) -> None:
-    """FuseviewError (the window's status line) when the weights onnxruntime would load for the check are
-    over ORT_CHECK_WEIGHT_LIMIT: the window opens a model lazily and stays small; the CLI runs it on ask."""
-    from fuseview.graph.lazy_weights import weight_bytes
-    from fuseview.units import format_bytes
-
-    size = weight_bytes(model, folder)
-    if size > ORT_CHECK_WEIGHT_LIMIT:
-        raise FuseviewError(
-            f"not checked: onnxruntime would load {format_bytes(size)} of weights, over the window's "
-            f"{format_bytes(ORT_CHECK_WEIGHT_LIMIT)}; "
-            f"`fuseview scan --ort-check all {path or 'MODEL'}` runs it"
-        )

@@ -19,18 +19,21 @@ def run_app(
     expansion_mode: str = "auto",
     size: tuple[int, int] = (1400, 900),
     end_process: bool = False,
+    fusion: dict | None = None,
 ) -> int:
     """Show the window with a loaded document (or open path). Pictures: fuseview.ui.headless.run_workbench,
     which waits for the scan and the onnxruntime check.
 
     end_process (the command line): once the window has closed, its jobs ended and its settings are
     written, end the process at once instead of tearing down every graph item one by one (~0.5 s).
+    fusion: the session's FusionSettings fields (open's --provider, --float16), set before the model opens.
     """
     from fuseview.ui.main_window import MainWindow
 
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*size)
+    win.session.set_fusion_settings(**(fusion or {}))
     status = {"code": 0}
     restore_signals = end_on_signals(app, win, status)
     win.show()

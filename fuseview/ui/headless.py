@@ -88,10 +88,11 @@ def run_workbench(
     size: tuple[int, int] | None = None,
     tab: str | None = None,
     tune: float | None = None,
+    fusion: dict | None = None,
 ) -> int:
     """Show the model, scan, open the plan, tune (tune: its budget in seconds), apply, profile; with
     screenshot, wait for all of it, save a PNG of the window (size: WxH, else the screen's; tab: what it
-    shows, ui.workspace.PlotsWorkspace.show_tab) and exit."""
+    shows, ui.workspace.PlotsWorkspace.show_tab) and exit. fusion: the session's FusionSettings fields."""
     from fuseview.ui.main_window import MainWindow
     from fuseview.ui.qt_app import ensure_app
 
@@ -102,6 +103,7 @@ def run_workbench(
     app = ensure_app()
     win = MainWindow(expansion_mode=expansion_mode)
     win.resize(*window_size(app, size))
+    win.session.set_fusion_settings(**(fusion or {}))  # before the model opens: its scan is for them
     if tab is not None:
         check_tab(win.workbench.workspace, tab)  # a name no tab has: one line, exit 2, before any work
     return _WorkbenchRun(app, win, plan, apply, profile, screenshot, tab, tune).run(doc)

@@ -19,7 +19,7 @@ from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.groups import Expansion, collapsed_expansion
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.navigation import inner_graphs, open_inner
-from fuseview.session import ORIGINAL, Session
+from fuseview.session import ORIGINAL, Session, fusion_target
 from fuseview.session.jobs import JobHandle
 from fuseview.session.panes import nodes_between
 from fuseview.ui import dialogs, style, trace_view
@@ -193,7 +193,8 @@ class MainWindow(QMainWindow):
         self.crumb_bar.hide()
         self.search.set_graph(doc.graph, doc.op_histogram())
         self.inspector.clear()
-        self.setWindowTitle(f"{Path(path).name} — fuseview" if path else "fuseview")
+        title = fusion_target.label(self.session)  # 'model.onnx (float16 conversion)' while one is on show
+        self.setWindowTitle(f"{title} — fuseview" if title else "fuseview")
         if path and self.remember_files:
             self.recent.remember(path)
         # The first zoom is worked out from the layout before the scene exists: fitting first and then

@@ -44,7 +44,7 @@ from fuseview.stats import spread_text
 from fuseview.ui import profile_plots as plots
 from fuseview.ui.dialogs import error_text, export_plots_button
 from fuseview.ui.flow_layout import FlowLayout, labelled
-from fuseview.ui.profile_texts import environment_text, provider_text, summary_text
+from fuseview.ui.profile_texts import environment_text, placement_flag, provider_text, summary_text
 from fuseview.ui.roofline_card import RooflineCard, roof_distance_heat
 from fuseview.ui.target_selector import TargetSelector
 from fuseview.ui.workers import qt_job_service
@@ -404,14 +404,17 @@ class ProfilePanel(QDockWidget):
     def _show_report(self, report: dict, source: str | None) -> None:
         self._report, self._report_source = report, source
         by_role = plots.models_by_role(report)
-        self._say(f"Provider: {provider_text(report)}")
+        flag = placement_flag(report)  # a fused op with no kernel on the GPU fell back to the CPU EP
+        self._say(f"Provider: {provider_text(report)}" + (f" · {flag}" if flag else ""), error=bool(flag))
         self.env.setText(environment_text(report, source) + "\n" + summary_text(report))
         self.target.show_environment(report.get("environment"))
 
         ops, times = plots.op_type_rows(report)
         self._ops = ops
         note = plots.overhead_note(report)
-        self.op_plot.set_title("Time per op type (median per run)" + note)
+        host = any(o.get("time_source") == "host-side" for m in report["models"] for o in m["op_types"])
+        self.op_plot.set_title("Time per op type (median per run" + (", CUDA ops host-side)" if host else ")")
+                               + note)
         floor = plots.op_floor_us(report)
         self.op_plot.set_bars(
             ops, times,

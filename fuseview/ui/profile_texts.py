@@ -15,6 +15,8 @@ from fuseview.session.exports import (
 )
 from fuseview.ui import profile_plots as plots
 
+CPU_EP = "CPUExecutionProvider"
+
 
 def provider_text(report: dict) -> str:
     """'CPU — onnxruntime build has no CUDAExecutionProvider' (one entry per distinct provider choice)."""
@@ -26,6 +28,36 @@ def provider_text(report: dict) -> str:
         if text not in seen:
             seen.append(text)
     return "; ".join(seen)
+
+
+def placement_lines(report: dict) -> list[str]:
+    """Per model, where its nodes ran: nodes and share of host-side node time per provider, Memcpy nodes."""
+    lines = []
+    for role, m in plots.models_by_role(report).items():
+        place = m.get("placement")
+        if not place:
+            continue  # a report made before placement was recorded
+        parts = [f"{p.replace('ExecutionProvider', '')} {r['nodes']} nodes {r['share']:.0%}"
+                 for p, r in place["providers"].items()]
+        lines.append(f"Placement {role}: {', '.join(parts)} of its host-side node time;"
+                     f" Memcpy nodes {len(place['memcpy_nodes'])}")
+    return lines
+
+
+def placement_flag(report: dict) -> str | None:
+    """'fusion moved work to the CPU: …' when the fused model runs more of its time on the CPU EP."""
+    cmp = report.get("comparison") or {}
+    flag = cmp.get("placement_flag")
+    return str(flag) if flag else None
+
+
+def precision_text(report: dict) -> str:
+    """' (float16)' when every model is measured in one float type, ' (float32, float16)' per model; '' for a
+    report that does not say."""
+    kinds = [m.get("precision") for m in report["models"]]
+    if not all(kinds):
+        return ""
+    return f" ({kinds[0]})" if len(set(kinds)) == 1 else f" ({', '.join(str(k) for k in kinds)})"
 
 
 def environment_text(report: dict, source: str | None = None) -> str:
@@ -64,7 +96,8 @@ def summary_text(report: dict) -> str:
     dims = ", ".join(f"{k}={v}" for k, v in inputs.get("dims", {}).items())
     bits = [f"{role} {m['latency_ms']['p50']:.3f} ms" for role, m in by_role.items()]
     head = headline_text(report)
-    text = (head + "\n" if head else "") + "Latency p50: " + ", ".join(bits)
+    latency = f"Latency p50, wall time{precision_text(report)}: "
+    text = (head + "\n" if head else "") + latency + ", ".join(bits)
     lat = latency_verdict(report)
     if lat is not None and lat["noise"]["warning"] and not cannot_tell(lat):  # the headline said why
         text += f" ({lat['noise']['warning']})"
@@ -79,12 +112,14 @@ def summary_text(report: dict) -> str:
         text += f" · dims {dims}"
     cmp = report.get("comparison")
     if cmp:
-        text += (
-            f" · outputs {'PASS' if cmp['passed'] else 'FAIL'} (atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
-        )
+        on_gpu = (cmp.get("provider") or {}).get("provider", CPU_EP) != CPU_EP  # its check runs TF32 off
+        at = f"{cmp.get('precision', 'float32')} tolerances, {'TF32 off, ' if on_gpu else ''}"
+        result = "PASS" if cmp["passed"] else "FAIL"
+        text += f" · outputs {result} ({at}atol {cmp['atol']:g}, rtol {cmp['rtol']:g})"
     lines = [text]
     if inputs.get("note"):  # a KV-cache decoder measured at its decode step: which cache it used
         lines.append(f"{str(inputs['note'])[0].upper()}{str(inputs['note'])[1:]}")
+    lines += placement_lines(report)
     lines += [device_summary(m.get("device_time"), m["node_sum_us"]["mean"], role) or ""
               for role, m in by_role.items()]
     if cmp and cmp.get("deployment"):

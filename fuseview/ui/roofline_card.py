@@ -21,6 +21,7 @@ from fuseview.ui.profile_plots import FUSED, ORIGINAL, PlotCard, fmt_us, load_py
 
 ROOF_COLOR = "#1b2430"
 ARROW_COLOR = "#e07b00"
+CPU_EP = "CPUExecutionProvider"
 SYMBOLS = {ORIGINAL: "o", FUSED: "t"}
 
 
@@ -144,6 +145,14 @@ def family_color(op_type: str, domain: str) -> str:
     return PALETTE.get(style.op_category(op_type, domain), PALETTE["other"])[0]
 
 
+def time_source_text(report: dict) -> str:
+    """Which time places the points: the GPU kernels', CUDA's host-side launches, or the CPU's run time."""
+    if any((m.get("roofline") or {}).get("time_source") == "device" for m in report["models"]):
+        return "node times: device (GPU kernels)"
+    on_gpu = any((m.get("provider") or {}).get("provider", CPU_EP) != CPU_EP for m in report["models"])
+    return "node times: host-side (CUDA launches, not the device)" if on_gpu else "node times: CPU run time"
+
+
 class RooflineCard(PlotCard):
     """Log-log roofline of a profile report; clicking a point emits (role, node name)."""
 
@@ -225,7 +234,8 @@ class RooflineCard(PlotCard):
         item.showGrid(x=True, y=True, alpha=0.2)
         n_nodes = sum(len(p) for p in self.points.values())
         # in the card's header, under its title (as every card says how much of its data shows)
-        self.note = f"{n_nodes} nodes, {len(self.arrows)} fusions as arrows · ridge {ridge:.2g} FLOP/byte"
+        self.note = (f"{n_nodes} nodes, {len(self.arrows)} fusions as arrows · ridge {ridge:.2g} FLOP/byte"
+                     f" · {time_source_text(report)}")
         self._show_header()
 
     def _angle(self, x0: float, y0: float, x1: float, y1: float, x_span: float, y_span: float) -> float:

@@ -4,6 +4,7 @@ set as the candidates' decisions and measured effects (the user can still overri
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
@@ -12,12 +13,14 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QLabel,
     QProgressDialog,
     QSpinBox,
     QWidget,
 )
 
 from fuseview.session.exports import TuneSettings
+from fuseview.session.fusion_target import precision_label
 from fuseview.ui.candidates_panel import EFFECT_COLUMN
 from fuseview.ui.target_selector import TargetSelector, environment_text
 from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
@@ -29,11 +32,17 @@ ORT_LEVELS = ("all", "extended", "basic", "disabled")
 class TuneDialog(QDialog):
     """Where the model is deployed (provider, threads, onnxruntime level) and how long tune may search."""
 
-    def __init__(self, parent: QWidget | None = None, settings: TuneSettings | None = None):
+    def __init__(self, parent: QWidget | None = None, settings: TuneSettings | None = None,
+                 precision: str = ""):
+        """precision: what the tune measures (the session's precision_label); set by Fuse for's float16."""
         super().__init__(parent)
         self.setWindowTitle("Tune fusions by measurement")
         s = settings or TuneSettings()
         form = QFormLayout(self)
+        self.precision = QLabel(precision or "the model as opened")
+        self.precision.setWordWrap(True)
+        self.precision.setToolTip("the deployment precision the A/Bs and the output check run at; the"
+                                  " candidates dock's float16 box switches it (the conversion on show)")
         self.provider = QComboBox()
         self.provider.addItems(PROVIDERS)
         self.provider.setCurrentText(s.provider)
@@ -55,7 +64,8 @@ class TuneDialog(QDialog):
                                      " candidates accept-all leaves out because they conflict")
         self.keep_neutral.setChecked(s.keep_neutral)
         self.target = TargetSelector(self)
-        for label, w in (("Target", self.target), ("Provider", self.provider), ("Threads", self.threads),
+        for label, w in (("Target", self.target), ("Provider", self.provider), ("Precision", self.precision),
+                         ("Threads", self.threads),
                          ("ORT optimization", self.ort_opt), ("Budget", self.budget),
                          ("", self.keep_neutral)):
             form.addRow(label, w)
@@ -131,9 +141,14 @@ class TuneRunner(QObject):
         if self.session.source_path() is None or self.session.decisions is None:
             self.session.set_status("Open a model and wait for its scan before tuning.", 6000)
             return
-        dialog = TuneDialog(self.wb.win, self.last_settings)
+        dialog = TuneDialog(self.wb.win, self.dialog_settings(), precision_label(self.session))
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.start(dialog.settings(), dialog.target.remember())
+
+    def dialog_settings(self) -> TuneSettings:
+        """The last settings, on the provider the candidates are fused for when one is chosen there."""
+        chosen = self.session.fusion_settings.provider
+        return replace(self.last_settings, provider=chosen) if chosen in PROVIDERS[1:] else self.last_settings
 
     def start(self, settings: TuneSettings, target: str = "local"):
         """Start Session.tune with a progress dialog; its Stop keeps the best set so far."""

@@ -25,6 +25,11 @@ def summary_lines(report) -> tuple[str, str]:
         details += f" (stopped: {report.stopped})"
     if f.reason:
         details += f" · {f.reason}"
+    c = report.config  # what the A/Bs and the output check ran at
+    if "atol" in c:
+        kind = "the float16 conversion" if c.get("float16") else "the model as opened"
+        details += (f" · measured on {c.get('provider', '?')}, {kind}, outputs at atol {c['atol']:g},"
+                    f" rtol {c['rtol']:g}")
     return f"Tune: {f.summary()} — verdict {f.verdict}", details
 
 

@@ -20,6 +20,7 @@ from fuseview.session.panes import candidate_marks
 from fuseview.session.session import Laid
 from fuseview.ui.candidates_panel import CandidatesPanel
 from fuseview.ui.compare_view import FusedPane, PaneTitle, keys_for_names
+from fuseview.ui.fusion_target_bar import FusionTargetBar
 from fuseview.ui.graph_scene import BoxItem, GraphScene
 from fuseview.ui.graph_view import fit_panes
 from fuseview.ui.legend import Legend
@@ -79,6 +80,8 @@ class Workbench(QObject):
         self.profile_panel.heatmapChanged.connect(self.session.set_heat)
         self.profile_panel.hide()  # shown after Apply, by --profile, or from the View menu
         self._build_actions()
+        self.target_bar = FusionTargetBar(self.session)  # what the model is fused for: over the filters
+        self.panel.widget().layout().insertWidget(0, self.target_bar)
         self.workspace = PlotsWorkspace(self)  # a profile's plots take the centre (View → Plots Workspace)
         events = self.session.events
         events.document.connect(lambda e: self._new_document(e.doc))
@@ -255,9 +258,10 @@ class Workbench(QObject):
             self.win.resizeDocks([self.panel], [width], Qt.Orientation.Horizontal)
             QTimer.singleShot(0, self.win.refit)  # the graph pane narrowed: fitted again
         self.paint_original()
+        target = self.session.scan_for
         self.win.session.set_status(
             f"{len(scan.candidates)} fusion candidates, {len(scan.near_misses)} near misses "
-            f"(scan {seconds * 1000:.0f} ms)",
+            f"({f'for {target.upper()}, ' if target else ''}scan {seconds * 1000:.0f} ms)",
             10000,
         )
         self.scanned.emit()
@@ -427,10 +431,13 @@ class Workbench(QObject):
         self.paint_original()
         figures = self.validation_text()
         short = "not validated" if fused.validation is None else figures.split(": ", 1)[-1]
+        if fused.validation is not None and fused.validation.precision != "float32":
+            short = f"{fused.validation.precision} {short}"  # judged at its precision's tolerances
         # counted as `fuseview info` and `fuse` count them, drawn boxes apart (Constants fold into consumers)
         self.fused_pane.set_title(
             f"Fused — {fdoc.graph.count_text(self.session.root.graph)}, {len(applied)} fusions · {short}",
-            figures + ("\n" + "\n".join(notes) if notes else ""),
+            "\n".join([figures, *([fused.report.floor] if fused.report and fused.report.floor else []),
+                       *notes]),
         )
         self.original_title.set_full_text(f"Original — {self.session.root.graph.count_text()}")
         self.set_pane_mode(self.pane_mode)

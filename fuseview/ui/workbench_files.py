@@ -51,7 +51,8 @@ class WorkbenchFiles:
 
     def _stem(self) -> str:
         src = self._source()
-        return src.stem if src else "model"
+        fp16 = ".fp16" if self.wb.session.converted_from is not None else ""  # the float16 conversion's
+        return (src.stem if src else "model") + fp16
 
     def choose_save_fused(self) -> None:
         """File → Fusion → Save Fused Model."""
