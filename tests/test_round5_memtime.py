@@ -44,16 +44,19 @@ def _external_matmul(folder: Path, n: int, sparse: bool) -> Path:
 
 
 _CHECK = """
-import json, resource, sys
+import json, sys
 from fuseview.session.session import Session
 s = Session()
 errors = []
 s.events.ort_failed.connect(lambda e: errors.append(str(e.error)))
 assert s.open(sys.argv[1]).wait(120) and s.start_scan().wait(120)
 assert s.start_ort_check().wait(600)
-print(json.dumps({"errors": errors, "does_it": s.ort_does_it,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+hwm = [ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")][0].split()[1]
+print(json.dumps({"errors": errors, "does_it": s.ort_does_it, "rss_mb": int(hwm) / 1024}))
 """
+# The peak is VmHWM, this process image's own: getrusage's ru_maxrss carries the peak across exec, and for
+# subprocess's vfork'd child that is the parent's, so a pytest worker grown to 1.2 GB read 1.2 GB here
+# (the "1,226 MiB" of one whole-suite run; tests/hostile_cli.py says the same of its launcher)
 
 
 def _ort_check(model: Path, cwd: Path) -> dict:
@@ -69,9 +72,9 @@ def test_window_ort_check_does_not_load_a_huge_sparse_weight_file(tmp_path):
     # 2.5 GB of sparse weights: the check loaded them all (4.9 GB resident, 36 s); now it says it skipped
     model = _external_matmul(tmp_path, 25_000, sparse=True)
     out = _ort_check(model.name, tmp_path)  # from the model's folder, where the old check found w.bin
-    # loading them costs more than their 2,384 MiB; one run of the whole suite peaked at 1,226 MiB
-    # (unexplained, not reproduced alone: ~100 MiB), so the bound is what "not loaded" needs
-    assert out["rss_mb"] < 2000, out
+    # loading them costs more than their 2,384 MiB; the check without them: 82 MiB (VmHWM, whatever the
+    # size of the pytest process that starts it)
+    assert out["rss_mb"] < 400, out
     assert len(out["errors"]) == 1 and "not checked" in out["errors"][0], out
     assert "GiB of weights" in out["errors"][0] and "--ort-check" in out["errors"][0]
 
