@@ -90,14 +90,16 @@ def refused_port() -> int:
 
 
 @pytest.mark.parametrize("server, command", [("idle_listener", "tune"), ("http_server", "tune"),
-                                             ("silent_grpc", "tune"), ("silent_grpc", "profile")])
+                                             ("silent_grpc", "tune"), ("silent_grpc", "profile"),
+                                             ("silent_grpc", "sweep")])
 @pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_failed_connect_ends_within_the_budget(server, command, refused_port, request, tmp_path) -> None:
     """--budget 2: the probes and ray.init share it (before: 5 s of probe on an idle listener, 20 s of
     ray.init on a gRPC server that is no Ray head, whatever the budget)."""
     pytest.importorskip("ray")
     port = request.getfixturevalue(server)
-    out = ["-o", str(tmp_path / "t.onnx")] if command == "tune" else ["--json", str(tmp_path / "r.json")]
+    out = {"tune": ["-o", str(tmp_path / "t.onnx")], "profile": ["--json", str(tmp_path / "r.json")],
+           "sweep": ["-o", str(tmp_path / "sweep")]}[command]
     argv = [command, str(MLP), *out, "--budget", "2", "--quiet", "--target"]
     # the same start-up (Python, fuseview, import ray) ending at a refused connect: what is not the connect
     base, start_up = _fuseview([*argv, f"ray:127.0.0.1:{refused_port}"], tmp_path)
@@ -109,4 +111,5 @@ def test_a_failed_connect_ends_within_the_budget(server, command, refused_port, 
     cause = {"idle_listener": "gave no answer", "http_server": "not gRPC", "silent_grpc": "no Ray session"}
     assert cause[server] in lines[0], lines
     assert run.stdout == "" and took - start_up < 2 + 1.5, (took, start_up, lines)
-    assert not list(tmp_path.glob("[tr].*")) and not (tmp_path / ".ray").exists()
+    assert not list(tmp_path.glob("[tr].*")) and not list(tmp_path.glob("sweep/*"))
+    assert not (tmp_path / ".ray").exists()
