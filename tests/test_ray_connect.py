@@ -20,6 +20,7 @@ from fuseview.errors import FuseviewError
 from fuseview.targets import parse_target
 
 from .conftest import ASSET_MODELS, ROOT
+from .test_ray_auth import silent_grpc  # noqa: F401 - a fixture
 
 MLP = ASSET_MODELS / "mlp_gelu_tanh_ts17.onnx"
 
@@ -78,3 +79,37 @@ def test_ray_local_is_one_line_at_once_and_writes_no_token(tmp_path) -> None:
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and "--target local" in lines[0], run.stderr[-800:]
     assert took < 20 and run.stdout == "" and not (tmp_path / ".ray").exists()
+
+
+@pytest.fixture()
+def refused_port() -> int:
+    """A port nothing listens on (bound, then closed): the connect is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("server, command", [("idle_listener", "tune"), ("http_server", "tune"),
+                                             ("silent_grpc", "tune"), ("silent_grpc", "profile"),
+                                             ("silent_grpc", "sweep")])
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
+def test_a_failed_connect_ends_within_the_budget(server, command, refused_port, request, tmp_path) -> None:
+    """--budget 2: the probes and ray.init share it (before: 5 s of probe on an idle listener, 20 s of
+    ray.init on a gRPC server that is no Ray head, whatever the budget)."""
+    pytest.importorskip("ray")
+    port = request.getfixturevalue(server)
+    out = {"tune": ["-o", str(tmp_path / "t.onnx")], "profile": ["--json", str(tmp_path / "r.json")],
+           "sweep": ["-o", str(tmp_path / "sweep")]}[command]
+    argv = [command, str(MLP), *out, "--budget", "2", "--quiet", "--target"]
+    # the same start-up (Python, fuseview, import ray) ending at a refused connect: what is not the connect
+    base, start_up = _fuseview([*argv, f"ray:127.0.0.1:{refused_port}"], tmp_path)
+    assert base.returncode == 2 and "cannot reach" in base.stderr, base.stderr[-800:]
+    run, took = _fuseview([*argv, f"ray:127.0.0.1:{port}"], tmp_path)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr[-2000:]
+    assert lines[0].startswith("fuseview: error: ") and f"127.0.0.1:{port}" in lines[0], lines
+    cause = {"idle_listener": "gave no answer", "http_server": "not gRPC", "silent_grpc": "no Ray session"}
+    assert cause[server] in lines[0], lines
+    assert run.stdout == "" and took - start_up < 2 + 1.5, (took, start_up, lines)
+    assert not list(tmp_path.glob("[tr].*")) and not list(tmp_path.glob("sweep/*"))
+    assert not (tmp_path / ".ray").exists()

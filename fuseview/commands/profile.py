@@ -302,7 +302,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads, threshold=args.threshold, profile_runs=args.profile_runs,
         sessions=args.sessions, budget_s=args.budget if args.against else None,
     )
-    target = open_target(args.target, args.provider)  # a ray: target is reached here (one line if not)
+    # a ray: target is reached here, a failure one line within the budget
+    target = open_target(args.target, args.provider, args.budget)
     # a ray task runs the A/B's budget and then the per-node profiles: bounded at twice it and a minute
     target.budget_s = args.budget if args.budget is None or not args.against else 2 * args.budget + 60
     report = ProfileReport.from_json(target.profile(req, None if args.quiet else _StderrProgress()))

@@ -15,7 +15,7 @@ import numpy as np
 
 from fuseview.progress import StepProgress
 from fuseview.runtime.profiling import Cancel, check_cancel, interleaved_latency, run_error
-from fuseview.runtime.sessions import ModelSource, create_session, release_freed_memory
+from fuseview.runtime.sessions import ModelSource, create_session, mem_pattern_for, release_freed_memory
 from fuseview.stats import CANNOT_TELL, DEFAULT_THRESHOLD, SpeedupEstimate, compare_timings
 from fuseview.units import format_bytes
 
@@ -106,10 +106,12 @@ def time_models(
     # here: later ones up to 3 % faster), so no model may have all the early ones.
     slots: list[list] = [[] for _ in sources]
     choices: list[dict] = [{} for _ in sources]
+    same = all(mem_pattern_for(s) for s in sources)  # one setting for every model of the A/B
     for j in range(sessions):
         for i in range(len(sources)) if j % 2 == 0 else reversed(range(len(sources))):
             check_cancel(cancel)
-            sess, choice = create_session(sources[i], provider, opt_level, threads=threads, base_dir=base_dir)
+            sess, choice = create_session(sources[i], provider, opt_level, threads=threads, base_dir=base_dir,
+                                          mem_pattern=same)
             slots[i].append(sess)
             choices[i] = choice.to_dict()
     flat = [sess for slot in slots for sess in slot]

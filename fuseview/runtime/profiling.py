@@ -20,7 +20,7 @@ from fuseview.progress import StepProgress
 from fuseview.provenance import CANDIDATE_KEY, ORIGIN_KEY, RULE_KEY, origin_names
 from fuseview.runtime import trace
 from fuseview.runtime.ir_version import clamp_ir
-from fuseview.runtime.sessions import ModelSource, create_session
+from fuseview.runtime.sessions import ModelSource, create_session, mem_pattern_for
 from fuseview.stats import TIME_KEY, median_shares
 
 # progress(stage, done, total): called between runs; the GUI shows it, the CLI prints it on stderr.
@@ -372,7 +372,8 @@ def profile_model(
         "latency_ms": {**stats(lat), "runs": lat},
         "cuda_kernel_events": device_events,
         # How the profiled session was set up and what profiling cost (seconds; trace_bytes in bytes).
-        "profile_session": {"cpu_mem_arena": cpu_mem_arena, "threads": threads or None, "cost_s": cost},
+        "profile_session": {"cpu_mem_arena": cpu_mem_arena, "threads": threads or None, "cost_s": cost,
+                            "mem_pattern": mem_pattern_for(src)},
         **summary,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 import sys
@@ -33,6 +34,11 @@ CUDA_HINT = "install the CUDA build with: pip uninstall onnxruntime && pip insta
 _BYTES_LIMIT = 1_800_000_000
 
 ModelSource = str | os.PathLike | onnx.ModelProto
+# onnxruntime's memory pattern lays out a run's intermediate tensors in one block, planned at a session's
+# first run in time quadratic in the tensors alive at once (a Sum of 20,000 Relu outputs: 4.9 CPU s plain,
+# the profiled first run minutes; a 20,000-node chain: nothing). Above this many, fuseview's sessions run
+# without it (each tensor from the arena): linear, and said in the profile (profile_session.mem_pattern).
+WIDE_LIVE = 4096
 
 
 @dataclass
@@ -97,12 +103,14 @@ def session_options(
     threads: int = 0,
     cpu_mem_arena: bool = True,
     prepack: bool = True,
+    mem_pattern: bool = True,
 ) -> ort.SessionOptions:
     """SessionOptions with the given optimization level, optional profiling and optimized-graph output.
 
     prepack=False keeps kernels from making packed copies of their weights: slower runs, less memory."""
     so = ort.SessionOptions()
     so.enable_cpu_mem_arena = cpu_mem_arena
+    so.enable_mem_pattern = mem_pattern
     if not prepack:
         so.add_session_config_entry("session.disable_prepacking", "1")
     so.graph_optimization_level = _opt_level(opt_level)
@@ -151,6 +159,45 @@ def _create(
         raise FuseviewError(f"onnxruntime cannot create a session for this model: {msg}") from None
 
 
+def peak_live(graph: onnx.GraphProto) -> int:
+    """The most tensors made by the graph's nodes and read by a later node that are alive at once (nodes
+    run in file order, which the checker keeps topological)."""
+    readers: dict[str, int] = {}
+    for n in graph.node:
+        for t in set(n.input):
+            if t:
+                readers[t] = readers.get(t, 0) + 1
+    alive: set[str] = set()
+    peak = 0
+    for n in graph.node:
+        alive.update(t for t in n.output if t and readers.get(t))
+        peak = max(peak, len(alive))
+        for t in set(n.input):
+            if t in alive:
+                readers[t] -= 1
+                if not readers[t]:
+                    alive.discard(t)
+    return peak
+
+
+@functools.lru_cache(maxsize=16)
+def _file_mem_pattern(path: str, _size: int, _mtime_ns: int) -> bool:
+    from fuseview.graph.loader import read_model
+
+    return peak_live(read_model(path).graph) <= WIDE_LIVE
+
+
+def mem_pattern_for(model: ModelSource) -> bool:
+    """Whether a session of the model may use onnxruntime's memory pattern (WIDE_LIVE)."""
+    if isinstance(model, onnx.ModelProto):
+        return peak_live(model.graph) <= WIDE_LIVE
+    try:
+        st = os.stat(model)
+        return _file_mem_pattern(os.fspath(model), st.st_size, st.st_mtime_ns)
+    except Exception:  # noqa: BLE001 - any unreadable file: onnxruntime says what is wrong with it
+        return True
+
+
 def cuda_providers(tf32: bool = True) -> list[Any]:
     """The providers list for a CUDA session: the CUDA EP (TF32 off unless asked for), the CPU EP."""
     return [CUDA if tf32 else (CUDA, {"use_tf32": "0"}), CPU]
@@ -167,15 +214,20 @@ def create_session(
     base_dir: str | os.PathLike | None = None,
     prepack: bool = True,
     tf32: bool = True,
+    mem_pattern: bool | None = None,
 ) -> tuple[ort.InferenceSession, ProviderChoice]:
     """A session on the requested provider; auto takes CUDA when the build and a GPU give it, else CPU.
 
     base_dir: the folder external data of an in-memory model is relative to (a model read by fuseview's
     loader records it in each weight it left on disk). tf32=False turns the CUDA EP's TF32 GEMMs off (the
-    correctness check: float32 results at the CPU tolerance)."""
+    correctness check: float32 results at the CPU tolerance). mem_pattern: None decides by the model
+    (mem_pattern_for); an A/B passes one value for all its models."""
     if provider not in PROVIDER_CHOICES:
         raise FuseviewError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDER_CHOICES)}")
-    so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack)
+    if mem_pattern is None:
+        mem_pattern = mem_pattern_for(model)
+    so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack,
+                         mem_pattern)
     avail = available_providers()
     if provider == "cpu":
         return _create(model, so, [CPU], base_dir), ProviderChoice("cpu", CPU, "asked for cpu")
@@ -198,7 +250,8 @@ def create_session(
             f"--provider cuda: {reason}; check nvidia-smi and the CUDA/cuDNN versions it needs"
         )
     if profile_prefix or optimized_model_path:
-        so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack)
+        so = session_options(opt_level, profile_prefix, optimized_model_path, threads, cpu_mem_arena, prepack,
+                             mem_pattern)
         sess = _create(model, so, [CPU], base_dir)
     return sess, ProviderChoice("auto", CPU, reason)
 

@@ -49,8 +49,8 @@ def _check_address(address: str) -> None:
 
 
 def open_target(spec: str | None, provider: str = "auto", budget_s: float | None = None) -> Target:
-    """The target a --target value names, connected (a Ray cluster is reached here: TargetError if not);
-    budget_s bounds one run there when its request gives none (None: no bound)."""
+    """The target a --target value names, connected (a Ray cluster is reached here: TargetError if not,
+    within budget_s); budget_s bounds one run there when its request gives none (None: no bound)."""
     kind, address = parse_target(spec)
     target: Target
     if kind == "local":
@@ -61,6 +61,6 @@ def open_target(spec: str | None, provider: str = "auto", budget_s: float | None
         from fuseview.targets.ray_target import RayTarget
 
         assert address is not None
-        target = RayTarget.connect(address, provider)
+        target = RayTarget.connect(address, provider, budget_s)
     target.budget_s = budget_s
     return target

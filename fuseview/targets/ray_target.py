@@ -43,6 +43,7 @@ from fuseview.textsafe import one_line
 PROBE_TIMEOUT_S = 5.0  # a cluster that does not answer a TCP connect in this long is unreachable
 FINGERPRINT_TIMEOUT_S = 120.0
 RAY_INIT_TIMEOUT_S = 20.0  # ray.init itself has no time limit; with the probes, a failure within 30 s
+CONNECT_LIMIT_S = 2 * PROBE_TIMEOUT_S + RAY_INIT_TIMEOUT_S  # the probes and ray.init; a budget bounds it too
 # what Ray's client says when the GCS refuses it for want of a token
 _TOKEN_SIGNS = re.compile(r"Unauthenticated|InvalidAuthToken|auth(entication)? token", re.IGNORECASE)
 _LOG = logging.getLogger("fuseview.ray")
@@ -72,20 +73,27 @@ def _host_port(address: str) -> tuple[str, int] | None:
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-def _probe(address: str) -> None:
+def _left(deadline: float, cap: float) -> float:
+    """Seconds to wait for one step: its cap, or less when the connect's deadline comes first."""
+    return max(0.0, min(cap, deadline - time.monotonic()))
+
+
+def _probe(address: str, deadline: float) -> None:
     """TargetError unless the address answers a TCP connect and speaks gRPC's HTTP/2 within
-    PROBE_TIMEOUT_S (ray.init has no time limit: it waits forever on a listener that is not a Ray head)."""
+    PROBE_TIMEOUT_S each, and by the deadline (ray.init has no time limit: it waits forever on a listener
+    that is not a Ray head)."""
     hp = _host_port(address)
     if hp is None:
         return
     try:
-        sock = socket.create_connection(hp, timeout=PROBE_TIMEOUT_S)
+        sock = socket.create_connection(hp, timeout=max(0.01, _left(deadline, PROBE_TIMEOUT_S)))
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise TargetError(f"cannot reach the Ray cluster at {address}: {why}") from None
     with sock:
         head = b""
-        end = time.monotonic() + PROBE_TIMEOUT_S
+        waited = _left(deadline, PROBE_TIMEOUT_S)
+        end = time.monotonic() + waited
         try:
             sock.sendall(_H2_PREFACE)
             while len(head) < 9 and time.monotonic() < end:
@@ -99,25 +107,30 @@ def _probe(address: str) -> None:
     if len(head) < 9 or head[3] != 4:  # frame type 4: SETTINGS
         said = "no answer" if not head else f"an answer that is not gRPC ({head[:9]!r})"
         raise TargetError(f"{address} is not a Ray head: it accepts a TCP connection but gave {said} within"
-                          f" {PROBE_TIMEOUT_S:g} s (start one with `ray start --head` and pass its GCS"
+                          f" {_secs(waited)} (start one with `ray start --head` and pass its GCS"
                           " address, e.g. ray:127.0.0.1:6379)")
 
 
-def _connect(address: str) -> Any:
+def _secs(s: float) -> str:
+    return f"{s:.3g} s"
+
+
+def _connect(address: str, limit_s: float) -> Any:
+    deadline = time.monotonic() + limit_s
     with _CONNECTING:
-        return _connect_once(address)
+        return _connect_once(address, deadline)
 
 
-def _connect_once(address: str) -> Any:
+def _connect_once(address: str, deadline: float) -> Any:
     ray = _ray()
     if ray.is_initialized():
         if _CONNECTED and _CONNECTED[0] == address:
             return ray
         ray.shutdown()
         _CONNECTED.clear()
-    _probe(address)
+    _probe(address, deadline)
     _quiet_driver_prints()
-    failure, said = _init_quietly(ray, address)
+    failure, said = _init_quietly(ray, address, _left(deadline, RAY_INIT_TIMEOUT_S))
     if failure is not None:
         why = one_line(failure)[:300]
         if _TOKEN_SIGNS.search(said + failure) and os.environ.get("RAY_AUTH_MODE") != "token":
@@ -143,8 +156,8 @@ def _to_debug_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
         _LOG.debug("ray %s: %s", data.get("pid"), line)
 
 
-def _init_quietly(ray: Any, address: str) -> tuple[str | None, str]:
-    """Run ray.init for at most RAY_INIT_TIMEOUT_S with the process's stderr (where Ray's C++ core writes its
+def _init_quietly(ray: Any, address: str, timeout_s: float) -> tuple[str | None, str]:
+    """Run ray.init for at most timeout_s with the process's stderr (where Ray's C++ core writes its
     retries, 6 to 22 lines) and stdout sent to a file; (the failure or None, what Ray wrote there)."""
     result: list[BaseException | None] = []
 
@@ -162,7 +175,7 @@ def _init_quietly(ray: Any, address: str) -> tuple[str | None, str]:
                 os.dup2(sink.fileno(), fd)
             worker = threading.Thread(target=init, daemon=True, name="fuseview-ray-init")
             worker.start()
-            worker.join(RAY_INIT_TIMEOUT_S)
+            worker.join(timeout_s)
         finally:
             for fd, old in zip((1, 2), saved, strict=True):
                 os.dup2(old, fd)
@@ -170,7 +183,7 @@ def _init_quietly(ray: Any, address: str) -> tuple[str | None, str]:
         sink.seek(0)
         said = sink.read(1 << 20).decode("utf-8", "replace")
     if not result:
-        return (f"no Ray session within {RAY_INIT_TIMEOUT_S:g} s (the address answers gRPC but is not a"
+        return (f"no Ray session within {_secs(timeout_s)} (the address answers gRPC but is not a"
                 " Ray GCS that accepts this client)"), said
     exc = result[0]
     return (None if exc is None else (str(exc) or type(exc).__name__)), said
@@ -264,9 +277,10 @@ class RayTarget(LocalTarget):
         self.tasks = 0  # measurement tasks run on the node
 
     @classmethod
-    def connect(cls, address: str, provider: str = "auto") -> RayTarget:
-        """Connect to the cluster, choose the node and read its fingerprint (TargetError when unreachable)."""
-        ray = _connect(address)
+    def connect(cls, address: str, provider: str = "auto", limit_s: float | None = None) -> RayTarget:
+        """Connect to the cluster, choose the node and read its fingerprint (TargetError when unreachable);
+        the connect fails within limit_s (a budget) or CONNECT_LIMIT_S, whichever is less."""
+        ray = _connect(address, CONNECT_LIMIT_S if limit_s is None else min(limit_s, CONNECT_LIMIT_S))
         try:
             node, gpus = _pick_node(ray, provider)
         except TargetError:

@@ -181,7 +181,8 @@ def sweep(models: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[s
             for fname in (f"{it.name}.onnx", f"{it.name}{REPORT_SUFFIX}"):  # refused before any tuning
                 check_output(out / fname)
             todo.append(it)
-    runner = open_target(target, base.provider) if todo or kind == "local" else None
+    # a ray: cluster is reached here: a failure one line within the item budget (or 30 s)
+    runner = open_target(target, base.provider, base.budget_s) if todo or kind == "local" else None
     summary = SweepSummary(runner.describe() if runner is not None else {"kind": kind})
     if runner is not None and todo:
         by_name = {it.name: it for it in todo}
