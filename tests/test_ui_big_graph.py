@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QSettings
 
+from fuseview.graph.document import Node
 from fuseview.graph.geometry import group_key, node_key
 from fuseview.graph.groups import group_scopes
 from fuseview.ui import dialogs
@@ -27,13 +28,21 @@ def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
     w.session.jobs.shutdown()
 
 
-def test_a_big_unscoped_graph_opens_with_few_items_and_stays_usable(qtbot, win, tmp_path):
+def test_a_big_unscoped_graph_opens_with_few_items_and_stays_usable(qtbot, win, tmp_path, monkeypatch):
     path = write_big_model(tmp_path, N)
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
         win.open_file(path)
     # before: flat, 6,502 boxes and 6,501 routes made as Qt items (13,004 with the overview)
     assert len(win.scene.items()) < 30
     assert win.counts()["boxes"] == 7 + 2 and win.counts()["nodes"] == N
+
+    # zooming walks no node: the status line's counts were two passes over every node a wheel step
+    looked = []
+    with monkeypatch.context() as m:
+        m.setattr(Node, "visible", property(lambda n: looked.append(n) or n.folded_into is None))
+        for _ in range(5):
+            win.view.zoom_by(1.25)
+    assert "zoom" in win.counts_label.text() and looked == []
 
     # find a node deep inside: its run opens, it is selected; only that run's nodes get items
     target = 5_000
