@@ -7,12 +7,13 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-KINDS = ("chain", "wide", "scoped")
+KINDS = ("chain", "wide", "scoped", "silu")
 
 
 def big_model(nodes: int, kind: str = "chain", width: int = 100) -> onnx.ModelProto:
     """`nodes` Relu/Neg nodes without name scopes: one chain (chain), `width` chains side by side summed at
-    the end (wide), or one chain named /block{i // 100}/op{i % 100} (scoped: what exporters write)."""
+    the end (wide), or one chain named /block{i // 100}/op{i % 100} (scoped: what exporters write); silu:
+    a chain of x·Sigmoid(x) pairs (Sigmoid, Mul), each a quick_gelu fusion candidate."""
     if kind not in KINDS:
         raise ValueError(f"{kind!r}: one of {', '.join(KINDS)}")
     made: list[onnx.NodeProto] = []
@@ -27,6 +28,13 @@ def big_model(nodes: int, kind: str = "chain", width: int = 100) -> onnx.ModelPr
                 x = out
             ends.append(x)
         made.append(helper.make_node("Sum", ends, ["y"], name="sum"))
+    elif kind == "silu":
+        x = "x"
+        for i in range(nodes // 2):
+            out = "y" if i == nodes // 2 - 1 else f"t{i}"
+            made += [helper.make_node("Sigmoid", [x], [f"s{i}"], name=f"sig{i}"),
+                     helper.make_node("Mul", [x, f"s{i}"], [out], name=f"mul{i}")]
+            x = out
     else:
         x = "x"
         for i in range(nodes):

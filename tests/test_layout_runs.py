@@ -103,15 +103,18 @@ def test_a_crowded_scope_inside_a_scoped_graph_and_a_scope_named_like_a_run():
 def test_a_fused_graph_takes_the_runs_of_its_original_nodes():
     original = big_model(N)
     fused = big_model(N)
-    # nodes n10 and n11 replaced by one node that names them as its origin
-    del fused.graph.node[10:12]
-    fused.graph.node.insert(10, helper.make_node("Identity", ["t9"], ["t11"], name="fused_10_11"))
-    fused.graph.node[10].metadata_props.add(key=ORIGIN_KEY, value=json.dumps(["n10", "n11"]))
+    # n10, n11 replaced by one node that names them as its origin; n927, n928 (across the first run's end,
+    # named last first) too
+    for a, b in ((927, 928), (10, 11)):
+        del fused.graph.node[a : b + 1]
+        fused.graph.node.insert(a, helper.make_node("Identity", [f"t{a - 1}"], [f"t{b}"], name=f"f{a}"))
+        fused.graph.node[a].metadata_props.add(key=ORIGIN_KEY, value=json.dumps([f"n{b}", f"n{a}"]))
     og = document_from_model(original).graph
     fg = document_from_model(fused).graph
     adopt_origin_scopes(og, fg)
     oscopes, fscopes = group_scopes(og), group_scopes(fg)
     assert fscopes[10] == oscopes[10] == oscopes[11]
+    assert oscopes[927] != oscopes[928] and fscopes[fg.node_by_name["f927"]] == oscopes[927]
     # every kept node sits in the same run in both panes, so a group opened in one opens in the other
     for n in fg.nodes:
         if n.name in og.node_by_name:

@@ -59,3 +59,27 @@ def test_a_big_unscoped_graph_opens_with_few_items_and_stays_usable(qtbot, win, 
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
         win.collapse_group(run)
     assert group_key(run) in win.scene.boxes and win.counts()["boxes"] == 9
+
+
+@pytest.mark.slow  # about 20 s: a scan, an Apply and a validation of 6,500 nodes
+def test_both_panes_of_a_big_unscoped_graph_have_the_same_runs(qtbot, win, tmp_path):
+    path = write_big_model(tmp_path, N, "silu")  # 3,250 Sigmoid·Mul pairs: as many quick_gelu candidates
+    with qtbot.waitSignal(win.workbench.scanned, timeout=LOAD_MS):
+        win.open_file(path)
+    qtbot.waitUntil(lambda: not win.busy, timeout=LOAD_MS)
+    wb = win.workbench
+    wb.panel.accept_all()
+    with qtbot.waitSignal(wb.applied, timeout=LOAD_MS):
+        assert wb.apply()
+    # 3,250 fused nodes, under the bound: they sit in the runs of the nodes they replaced, not flat
+    runs = {k for k, it in win.scene.boxes.items() if it.box.kind == "group"}
+    assert len(runs) == 7 and set(wb.fused_pane.scene.boxes) == runs | {"in:x", "out:y"}
+    run = win.scene.boxes[min(runs)].box.scope
+    with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
+        win.expand_group(run)
+    qtbot.waitUntil(lambda: group_key(run) in wb.fused_pane.scene.frames, timeout=LOAD_MS)
+    fused = [it for it in wb.fused_pane.scene.boxes.values() if it.box.kind == "node"]
+    # one QuickGelu a pair, in the run of its Sigmoid (a pair across a run's end goes with its first node)
+    graph, scopes = win.doc.graph, group_scopes(win.doc.graph)
+    sigmoids = [n for n in graph.nodes if n.op_type == "Sigmoid" and scopes[n.index] == run]
+    assert len(fused) == len(sigmoids) > 400 and {it.box.label for it in fused} == {"QuickGelu"}

@@ -101,10 +101,15 @@ def group_scopes(graph: GraphDocument) -> list[Scope]:
     return scopes
 
 
-def has_runs(graph: GraphDocument) -> bool:
-    """Whether some crowded scope of the graph was cut into runs of nodes (see RUN_ABOVE)."""
+def run_scopes(graph: GraphDocument) -> frozenset[Scope]:
+    """The runs of nodes the graph's crowded scopes were cut into (see RUN_ABOVE); empty when none was."""
     group_scopes(graph)
-    return bool(graph_memo(graph)["runs"])
+    return graph_memo(graph)["runs"]  # type: ignore[return-value]
+
+
+def has_runs(graph: GraphDocument) -> bool:
+    """Whether some crowded scope of the graph was cut into runs of nodes."""
+    return bool(run_scopes(graph))
 
 
 # A scope holding more than RUN_ABOVE nodes directly (an export without name scopes: every node at the top)
@@ -120,16 +125,17 @@ def run_label(first: int, last: int) -> str:
     return f"nodes {first + 1:,}–{last + 1:,}"
 
 
-def _cut_into_runs(graph: GraphDocument, scopes: list[Scope]) -> bool:
+def _cut_into_runs(graph: GraphDocument, scopes: list[Scope]) -> frozenset[Scope]:
     """Put the nodes of every scope that directly holds more than RUN_ABOVE of them into runs (in place);
-    whether any was."""
+    the runs made."""
     direct: dict[Scope, list[int]] = {}
     for node in graph.nodes:
         if node.folded_into is None:
             direct.setdefault(scopes[node.index], []).append(node.index)
     crowded = {s: members for s, members in direct.items() if len(members) > RUN_ABOVE}
     if not crowded:
-        return False
+        return frozenset()
+    made: set[Scope] = set()
     taken = {s[: len(p) + 1] for s in direct for p in crowded if len(s) > len(p) and s[: len(p)] == p}
     for scope, members in crowded.items():
         runs = min(MAX_RUNS, -(-len(members) // RUN_NODES))
@@ -139,9 +145,10 @@ def _cut_into_runs(graph: GraphDocument, scopes: list[Scope]) -> bool:
             while scope + (label,) in taken:  # a real scope of that name: keep the two apart
                 label += "'"
             run = scope + (label,)
+            made.add(run)
             for i in part:
                 scopes[i] = run
-    return True
+    return frozenset(made)
 
 
 def scope_tree(graph: GraphDocument) -> dict[Scope, ScopeGroup]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuseview.graph.document import GraphDocument
-from fuseview.graph.groups import group_scopes, has_runs
+from fuseview.graph.groups import group_scopes, run_scopes
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import ORIGIN_KEY, origin_names
 
@@ -39,8 +39,9 @@ def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
     """Give each fused node the scope its replaced nodes share (exporters' scopes are not on new nodes).
 
     When the original's crowded scopes are cut into runs (groups.RUN_ABOVE), every fused node takes the
-    run its original nodes sit in, so that both panes have the same groups to open together."""
-    runs = has_runs(original)
+    run its original nodes sit in (the first's, when they straddle two), so that both panes have the same
+    groups to open together."""
+    runs = run_scopes(original)
     grouped = group_scopes(original) if runs else None
     for n in fused.nodes:
         names = [x for x in origin_names(n.metadata.get(ORIGIN_KEY)) or [] if x in original.node_by_name]
@@ -51,6 +52,9 @@ def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
                 original.node(x).scope for x in names
             ]
         else:
-            scopes = [grouped[original.node_by_name[x]] for x in names]
-        if scopes:
-            n.scope = common_scope(scopes)
+            scopes = [grouped[i] for i in sorted(original.node_by_name[x] for x in names)]
+        if not scopes:
+            continue
+        n.scope = common_scope(scopes)
+        if grouped is not None and scopes[0] != n.scope and scopes[0][: len(n.scope) + 1] in runs:
+            n.scope = scopes[0]  # a run is no module: a fusion across its end stays with its first node
