@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,12 @@ class GraphDocument:
 
     def node_counts(self) -> tuple[int, int]:
         """(the graph's nodes, as `fuseview info` and `fuse` count them; those drawn as boxes)."""
+        return self._counts
+
+    @functools.cached_property
+    def _counts(self) -> tuple[int, int]:
+        # counted once: a graph's nodes are fixed once built, and the window's status line asks at every
+        # zoom step (two passes over 50,000 nodes a wheel step)
         return len(self.nodes), sum(1 for n in self.nodes if n.visible)
 
     def count_text(self, before: GraphDocument | None = None) -> str:

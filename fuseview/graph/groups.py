@@ -53,7 +53,8 @@ def forget(graph: GraphDocument) -> None:
 def group_scopes(graph: GraphDocument) -> list[Scope]:
     """The scope each node is grouped under: its own, unless every node it reads from or feeds lies in one
     deeper scope, which it then joins (an exporter's Identity of a shared weight, a module-level Split
-    between two ops of the same attention block)."""
+    between two ops of the same attention block); in a crowded scope, its run of nodes (RUN_ABOVE).
+    Everything that opens, closes or finds groups goes by this, not by Node.scope."""
     memo = graph_memo(graph)
     got = memo.get("group_scopes")
     if got is not None:
@@ -95,8 +96,59 @@ def group_scopes(graph: GraphDocument) -> list[Scope]:
                 break
         if common is not None and len(common) > len(mine) and common[: len(mine)] == mine:
             scopes[node.index] = common
+    memo["runs"] = _cut_into_runs(graph, scopes)
     memo["group_scopes"] = scopes
     return scopes
+
+
+def run_scopes(graph: GraphDocument) -> frozenset[Scope]:
+    """The runs of nodes the graph's crowded scopes were cut into (see RUN_ABOVE); empty when none was."""
+    group_scopes(graph)
+    return graph_memo(graph)["runs"]  # type: ignore[return-value]
+
+
+def has_runs(graph: GraphDocument) -> bool:
+    """Whether some crowded scope of the graph was cut into runs of nodes."""
+    return bool(run_scopes(graph))
+
+
+# A scope holding more than RUN_ABOVE nodes directly (an export without name scopes: every node at the top)
+# is cut into runs of consecutive nodes in file order (topological in ONNX), each a group of about RUN_NODES
+# (at most MAX_RUNS runs): a collapsed graph of 50,000 such nodes is 50 boxes, not 50,000.
+RUN_ABOVE = 5000
+RUN_NODES = 1000
+MAX_RUNS = 200
+
+
+def run_label(first: int, last: int) -> str:
+    """The group name of a run of nodes: their file positions, 1-based ('nodes 1–1,000')."""
+    return f"nodes {first + 1:,}–{last + 1:,}"
+
+
+def _cut_into_runs(graph: GraphDocument, scopes: list[Scope]) -> frozenset[Scope]:
+    """Put the nodes of every scope that directly holds more than RUN_ABOVE of them into runs (in place);
+    the runs made."""
+    direct: dict[Scope, list[int]] = {}
+    for node in graph.nodes:
+        if node.folded_into is None:
+            direct.setdefault(scopes[node.index], []).append(node.index)
+    crowded = {s: members for s, members in direct.items() if len(members) > RUN_ABOVE}
+    if not crowded:
+        return frozenset()
+    made: set[Scope] = set()
+    taken = {s[: len(p) + 1] for s in direct for p in crowded if len(s) > len(p) and s[: len(p)] == p}
+    for scope, members in crowded.items():
+        runs = min(MAX_RUNS, -(-len(members) // RUN_NODES))
+        for k in range(runs):  # run sizes differ by one at most
+            part = members[k * len(members) // runs : (k + 1) * len(members) // runs]
+            label = run_label(part[0], part[-1])
+            while scope + (label,) in taken:  # a real scope of that name: keep the two apart
+                label += "'"
+            run = scope + (label,)
+            made.add(run)
+            for i in part:
+                scopes[i] = run
+    return frozenset(made)
 
 
 def scope_tree(graph: GraphDocument) -> dict[Scope, ScopeGroup]:

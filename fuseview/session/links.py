@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuseview.graph.document import GraphDocument
+from fuseview.graph.groups import group_scopes, run_scopes
 from fuseview.graph.scopes import common_scope
 from fuseview.provenance import ORIGIN_KEY, origin_names
 
@@ -35,11 +36,25 @@ def link_graphs(original: GraphDocument, fused: GraphDocument) -> Links:
 
 
 def adopt_origin_scopes(original: GraphDocument, fused: GraphDocument) -> None:
-    """Give each fused node the scope its replaced nodes share (exporters' scopes are not on new nodes)."""
+    """Give each fused node the scope its replaced nodes share (exporters' scopes are not on new nodes).
+
+    When the original's crowded scopes are cut into runs (groups.RUN_ABOVE), every fused node takes the
+    run its original nodes sit in (the first's, when they straddle two), so that both panes have the same
+    groups to open together."""
+    runs = run_scopes(original)
+    grouped = group_scopes(original) if runs else None
     for n in fused.nodes:
         names = [x for x in origin_names(n.metadata.get(ORIGIN_KEY)) or [] if x in original.node_by_name]
-        scopes = [original.node(x).scope for x in names if original.node(x).visible] or [
-            original.node(x).scope for x in names
-        ]
-        if scopes:
-            n.scope = common_scope(scopes)
+        if runs and not names and n.name in original.node_by_name:
+            names = [n.name]  # a node the fusion kept
+        if grouped is None:
+            scopes = [original.node(x).scope for x in names if original.node(x).visible] or [
+                original.node(x).scope for x in names
+            ]
+        else:
+            scopes = [grouped[i] for i in sorted(original.node_by_name[x] for x in names)]
+        if not scopes:
+            continue
+        n.scope = common_scope(scopes)
+        if grouped is not None and scopes[0] != n.scope and scopes[0][: len(n.scope) + 1] in runs:
+            n.scope = scopes[0]  # a run is no module: a fusion across its end stays with its first node

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from fuseview.graph.document import GraphDocument, ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
+from fuseview.graph.groups import group_scopes
 from fuseview.graph.layout import layout_graph
 from fuseview.ui.graph_scene import GraphScene
 from fuseview.ui.graph_view import GraphView
@@ -53,6 +54,7 @@ def keys_for_names(graph: GraphDocument, scene: GraphScene, names: list[str]) ->
     """Drawn box keys of named nodes (their collapsed group's key when hidden), and the scopes hiding them."""
     keys: list[str] = []
     hidden: set[tuple] = set()
+    scopes = group_scopes(graph)
     for name in names:
         idx = graph.node_by_name.get(name)
         if idx is None:
@@ -64,9 +66,10 @@ def keys_for_names(graph: GraphDocument, scene: GraphScene, names: list[str]) ->
         if k in scene.boxes:
             keys.append(k)
             continue
-        hidden.add(tuple(n.scope))
-        for d in range(len(n.scope), 0, -1):
-            g = group_key(tuple(n.scope[:d]))
+        scope = scopes[n.index]
+        hidden.add(scope)
+        for d in range(len(scope), 0, -1):
+            g = group_key(scope[:d])
             if g in scene.boxes:
                 keys.append(g)
                 break

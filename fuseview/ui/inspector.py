@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QDockWidget, QTreeWidget, QTreeWidgetItem, QWidget
 
 from fuseview.graph.document import GraphDocument, ModelDocument, Node
 from fuseview.graph.geometry import Box
+from fuseview.graph.groups import group_scopes
 from fuseview.graph.navigation import inner_graphs
 
 _PREVIEW_VALUES = 8
@@ -212,7 +213,8 @@ class Inspector(QDockWidget):
 
     def _show_group(self, g: GraphDocument, box: Box) -> None:
         scope = tuple(box.scope)
-        members = [n for n in g.nodes if n.visible and n.scope[: len(scope)] == scope]
+        grouped = group_scopes(g)
+        members = [n for n in g.nodes if n.visible and grouped[n.index][: len(scope)] == scope]
         head = self._section("Group")
         self._row(head, "scope", "/".join(scope))
         self._row(head, "nodes", str(len(members)))

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QWidget
 
 from fuseview.graph.document import ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
-from fuseview.graph.groups import Expansion, collapsed_expansion
+from fuseview.graph.groups import Expansion, collapsed_expansion, group_scopes
 from fuseview.graph.layout import layout_graph
 from fuseview.graph.navigation import inner_graphs, open_inner
 from fuseview.session import ORIGINAL, Session, fusion_target
@@ -340,9 +340,9 @@ class MainWindow(QMainWindow):
             return set(self.expanded)
         # flat: every scope is open
         opened = {()}
-        for n in self.doc.graph.nodes:
-            for k in range(1, len(n.scope) + 1):
-                opened.add(n.scope[:k])
+        for scope in set(group_scopes(self.doc.graph)):
+            for k in range(1, len(scope) + 1):
+                opened.add(scope[:k])
         return opened
 
     def expand_group(self, scope: tuple) -> None:
@@ -491,7 +491,7 @@ class MainWindow(QMainWindow):
         if key in self.scene.boxes:
             show()
             return
-        scope = self.doc.graph.nodes[index].scope
+        scope = group_scopes(self.doc.graph)[index]
         opened = self.current_open() | {tuple(scope[:k]) for k in range(len(scope) + 1)}
         self.relayout(frozenset(opened), show)
 
@@ -507,13 +507,14 @@ class MainWindow(QMainWindow):
         keys: list[str] = []
         hidden = 0
         groups = {tuple(it.box.scope): k for k, it in self.scene.boxes.items() if it.box.kind == "group"}
+        scopes = group_scopes(graph)
         for i in nodes_of_op(graph, op_type):
             k = node_key(i)
             if k in self.scene.boxes:
                 keys.append(k)
                 continue
             hidden += 1
-            scope = graph.nodes[i].scope
+            scope = scopes[i]
             for d in range(len(scope), 0, -1):
                 if scope[:d] in groups:
                     keys.append(groups[scope[:d]])

@@ -1,0 +1,85 @@
+"""The window on a graph of thousands of unscoped nodes (offscreen): it opens as runs of nodes, and search,
+highlight, open and close work on them (issue 38, finding 6: 50,000 such nodes took 71 s to open)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from fuseview.graph.document import Node
+from fuseview.graph.geometry import group_key, node_key
+from fuseview.graph.groups import group_scopes
+from fuseview.ui import dialogs
+from fuseview.ui.main_window import MainWindow
+from tests.big_graphs import write_big_model
+
+LOAD_MS = 60_000
+N = 6_500  # 7 runs of about 930 nodes
+
+
+@pytest.fixture
+def win(qtbot, tmp_path, monkeypatch) -> MainWindow:
+    monkeypatch.setattr(dialogs, "show_error", lambda *a: pytest.fail(f"error dialog: {a[1:]}"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    yield w
+    w.session.jobs.shutdown()
+
+
+def test_a_big_unscoped_graph_opens_with_few_items_and_stays_usable(qtbot, win, tmp_path, monkeypatch):
+    path = write_big_model(tmp_path, N)
+    with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
+        win.open_file(path)
+    # before: flat, 6,502 boxes and 6,501 routes made as Qt items (13,004 with the overview)
+    assert len(win.scene.items()) < 30
+    assert win.counts()["boxes"] == 7 + 2 and win.counts()["nodes"] == N
+
+    # zooming walks no node: the status line's counts were two passes over every node a wheel step
+    looked = []
+    with monkeypatch.context() as m:
+        m.setattr(Node, "visible", property(lambda n: looked.append(n) or n.folded_into is None))
+        for _ in range(5):
+            win.view.zoom_by(1.25)
+    assert "zoom" in win.counts_label.text() and looked == []
+
+    # find a node deep inside: its run opens, it is selected; only that run's nodes get items
+    target = 5_000
+    run = group_scopes(win.doc.graph)[target]
+    win.reveal_node(target)
+    qtbot.waitUntil(lambda: win.scene.selected_keys() == [node_key(target)], timeout=LOAD_MS)
+    assert group_key(run) in win.scene.frames and win.counts()["boxes"] < 1_000
+
+    # an op type: drawn hits highlighted, the closed runs that hold the others too
+    win.highlight_op("Neg")
+    highlighted = {it.key for it in win.scene.highlighted_items()}
+    assert sum(k.startswith("g:") for k in highlighted) == 6 and len(highlighted) > 400
+
+    with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
+        win.collapse_group(run)
+    assert group_key(run) in win.scene.boxes and win.counts()["boxes"] == 9
+
+
+@pytest.mark.slow  # about 20 s: a scan, an Apply and a validation of 6,500 nodes
+def test_both_panes_of_a_big_unscoped_graph_have_the_same_runs(qtbot, win, tmp_path):
+    path = write_big_model(tmp_path, N, "silu")  # 3,250 Sigmoid·Mul pairs: as many quick_gelu candidates
+    with qtbot.waitSignal(win.workbench.scanned, timeout=LOAD_MS):
+        win.open_file(path)
+    qtbot.waitUntil(lambda: not win.busy, timeout=LOAD_MS)
+    wb = win.workbench
+    wb.panel.accept_all()
+    with qtbot.waitSignal(wb.applied, timeout=LOAD_MS):
+        assert wb.apply()
+    # 3,250 fused nodes, under the bound: they sit in the runs of the nodes they replaced, not flat
+    runs = {k for k, it in win.scene.boxes.items() if it.box.kind == "group"}
+    assert len(runs) == 7 and set(wb.fused_pane.scene.boxes) == runs | {"in:x", "out:y"}
+    run = win.scene.boxes[min(runs)].box.scope
+    with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
+        win.expand_group(run)
+    qtbot.waitUntil(lambda: group_key(run) in wb.fused_pane.scene.frames, timeout=LOAD_MS)
+    fused = [it for it in wb.fused_pane.scene.boxes.values() if it.box.kind == "node"]
+    # one QuickGelu a pair, in the run of its Sigmoid (a pair across a run's end goes with its first node)
+    graph, scopes = win.doc.graph, group_scopes(win.doc.graph)
+    sigmoids = [n for n in graph.nodes if n.op_type == "Sigmoid" and scopes[n.index] == run]
+    assert len(fused) == len(sigmoids) > 400 and {it.box.label for it in fused} == {"QuickGelu"}
