@@ -114,7 +114,7 @@ def profile(model: PathLike, against: PathLike | None = None, target: str = "loc
     """
     from fuseview.reports.profile import ProfileReport
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.targets import open_target
+    from fuseview.targets import open_profile_target
 
     _checked_model(model)
     if against is not None:
@@ -122,7 +122,7 @@ def profile(model: PathLike, against: PathLike | None = None, target: str = "loc
     fields = [f for f in _fields(ProfileRequest) if f not in ("model", "against")]
     req = ProfileRequest(model=model, against=against,
                          **api_settings(settings, fields, {"inputs": "inputs_npz"}))
-    return ProfileReport.from_json(open_target(target, req.provider).profile(req))
+    return ProfileReport.from_json(open_profile_target(target, req).profile(req))
 
 
 def costs(model: PathLike | onnx.ModelProto, dims: dict[str, int] | None = None) -> dict:

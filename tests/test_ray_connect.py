@@ -113,3 +113,49 @@ def test_a_failed_connect_ends_within_the_budget(server, command, refused_port, 
     assert run.stdout == "" and took - start_up < 2 + 1.5, (took, start_up, lines)
     assert not list(tmp_path.glob("[tr].*")) and not list(tmp_path.glob("sweep/*"))
     assert not (tmp_path / ".ray").exists()
+
+
+def _ends_within(call, budget: float) -> str:
+    """The TargetError of call(), which must come within budget + 1.5 s (the connect's share only)."""
+    from fuseview.errors import TargetError
+
+    t0 = time.monotonic()
+    with pytest.raises(TargetError) as err:
+        call()
+    took = time.monotonic() - t0
+    assert took < budget + 1.5, (took, str(err.value))
+    return str(err.value)
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # ~2 s each
+def test_the_api_connect_ends_within_the_budget(idle_listener, tmp_path) -> None:
+    """fuseview.profile/tune(..., budget=2) on an idle listener: 2 s, not the 5 s probe of the 30 s cap."""
+    pytest.importorskip("ray")  # imported before the clock starts
+    import fuseview
+
+    spec = f"ray:127.0.0.1:{idle_listener}"
+    line = _ends_within(lambda: fuseview.profile(MLP, against=MLP, target=spec, budget=2), 2)
+    assert "gave no answer" in line and f"127.0.0.1:{idle_listener}" in line, line
+    line = _ends_within(lambda: fuseview.tune(MLP, target=spec, budget=2), 2)
+    assert "gave no answer" in line, line
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # ~2 s
+def test_the_windows_profile_on_a_ray_target_ends_within_the_budget(idle_listener) -> None:
+    """The Profile dock's run (Session.profile) with a budget: its connect bounded as the CLI's."""
+    pytest.importorskip("ray")
+    from fuseview.runtime.job import ProfileRequest
+    from fuseview.session import Session
+
+    s = Session()
+    failures: list[BaseException] = []
+    s.events.profile_failed.connect(lambda e: failures.append(e.error))
+    t0 = time.monotonic()
+    job = s.profile(ProfileRequest(model=str(MLP), against=str(MLP), budget_s=2),
+                    f"ray:127.0.0.1:{idle_listener}")
+    assert job.wait(60), "the profile job did not end"
+    took = time.monotonic() - t0
+    assert len(failures) == 1 and "gave no answer" in str(failures[0]), failures
+    assert took < 2 + 1.5, took

@@ -513,9 +513,9 @@ class Session:
 
         def on_target(progress: Any) -> dict[str, Any]:
             from fuseview.progress import steps_of
-            from fuseview.targets import open_target
+            from fuseview.targets import open_profile_target
 
-            where = open_target(target, request.provider)
+            where = open_profile_target(target, request)  # the connect bounded by the budget
             report: dict[str, Any] = where.profile(request, steps_of(progress), lambda: progress.cancelled)
             return report
 

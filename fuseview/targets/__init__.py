@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fuseview.errors import FuseviewError
 
 if TYPE_CHECKING:
+    from fuseview.runtime.job import ProfileRequest
     from fuseview.targets.base import Target
 
 TARGET_HELP = ("where the measurements run: local (this process, the default) or ray:ADDRESS, a Ray cluster"
@@ -63,4 +64,14 @@ def open_target(spec: str | None, provider: str = "auto", budget_s: float | None
         assert address is not None
         target = RayTarget.connect(address, provider, budget_s)
     target.budget_s = budget_s
+    return target
+
+
+def open_profile_target(spec: str | None, request: ProfileRequest) -> Target:
+    """open_target for a profile, as `fuseview profile --target` does: the connect bounded by the request's
+    A/B budget (or the 30 s cap, whichever is less), a Ray task by twice it and a minute."""
+    budget = request.budget_s
+    target = open_target(spec, request.provider, budget)
+    # a ray task runs the A/B's budget and then the per-node profiles
+    target.budget_s = None if budget is None else 2 * budget + 60
     return target
