@@ -25,7 +25,7 @@ from fuseview.graph.geometry import (
     group_key,
 )
 from fuseview.graph.groups import Scope, ScopeGroup, graph_memo, group_scopes, initial_expansion, scope_tree
-from fuseview.graph.layering import place_graph
+from fuseview.graph.layering import Placement, place_graph
 from fuseview.graph.layout_items import LayoutItems, LayoutOptions, LayoutStats
 from fuseview.graph.scopes import common_prefix
 
@@ -173,24 +173,56 @@ class _Block:
     layers: int
 
 
+TensorPath = list[tuple[Scope, VKey, VKey]]  # the segments one tensor takes through the open groups
+
+
 def _layout_nested(
     it: LayoutItems, graph: GraphDocument, expanded: frozenset[Scope], opt: LayoutOptions, stats: LayoutStats
 ) -> Layout:
     tree = scope_tree(graph)
     open_scopes = [s for s in tree if all(s[:k] in expanded for k in range(1, len(s) + 1))]
-    open_set = set(open_scopes)
-    keys = it.keys
+    level_edges, paths = _level_edges(it, open_scopes)
+    blocks = _blocks(it, graph, expanded, tree, open_scopes, level_edges, opt)
+    origin, frames = _origins(tree, open_scopes, blocks)
+    box_x, box_y = _box_positions(it, origin, blocks)
+    placed = _Placed(it, blocks, origin, {k: v for v, k in enumerate(it.keys)})
+    routes: list[Route] = []
+    stub_pairs: dict[tuple[int, int], list[str]] = {}
+    for (a, b), tensors in it.pairs.items():
+        group_pair = it.kinds[a] == "group" or it.kinds[b] == "group"
+        for t in tensors[:1] if group_pair else tensors:
+            pts = placed.route_points(paths[(a, b, t)], t)
+            if pts is None:
+                # a group pair stands for all its tensors in one route
+                stub_pairs.setdefault((a, b), []).extend(tensors if group_pair else [t])
+                continue
+            count = len(tensors) if group_pair else 1
+            routes.append(Route(it.keys[a], it.keys[b], t, tuple(pts), False, count))
+    _stub_routes(routes, it, stub_pairs, box_x, box_y, opt)
+
+    root = blocks[()]
+    stats.items, stats.stubs = it.n, len(stub_pairs)
+    stats.dummies = sum(b.dummies for b in blocks.values())
+    stats.layers = sum(b.layers for b in blocks.values())
+    return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=frames, width=root.w, height=root.h)
+
+
+def _vertex_at(it: LayoutItems, level: Scope, item: int) -> VKey:
+    """The item's vertex in the open group `level`: its own box, or the open child group holding it."""
+    c = it.container[item]
+    if len(c) == len(level):
+        return ("box", it.keys[item])
+    return ("block", c[: len(level) + 1])
+
+
+def _level_edges(
+    it: LayoutItems, open_scopes: list[Scope]
+) -> tuple[dict[Scope, dict[tuple[VKey, VKey], None]], dict[tuple[int, int, str], TensorPath]]:
+    """Every tensor between two shown items, as the chain of segments it takes through the open groups:
+    the edges of each open group, and each tensor's path (up to the common group, then down)."""
     container = it.container
-
-    def vertex_at(level: Scope, item: int) -> VKey:
-        c = container[item]
-        if len(c) == len(level):
-            return ("box", keys[item])
-        return ("block", c[: len(level) + 1])
-
-    # every tensor between two shown items, as the chain of segments it takes through the open groups
     level_edges: dict[Scope, dict[tuple[VKey, VKey], None]] = {s: {} for s in open_scopes}
-    paths: dict[tuple[int, int, str], list[tuple[Scope, VKey, VKey]]] = {}
+    paths: dict[tuple[int, int, str], TensorPath] = {}
     for (a, b), tensors in it.pairs.items():
         ca, cb = container[a], container[b]
         lca = common_prefix(ca, cb)
@@ -198,32 +230,49 @@ def _layout_nested(
             path = []
             x = ca
             while len(x) > len(lca):
-                seg = (vertex_at(x, a), ("out", t))
+                seg = (_vertex_at(it, x, a), ("out", t))
                 level_edges[x][seg] = None
                 path.append((x, *seg))
                 x = x[:-1]
-            seg = (vertex_at(lca, a), vertex_at(lca, b))
+            seg = (_vertex_at(it, lca, a), _vertex_at(it, lca, b))
             level_edges[lca][seg] = None
             path.append((lca, *seg))
             for k in range(len(lca) + 1, len(cb) + 1):
                 y = cb[:k]
-                seg = (("in", t), vertex_at(y, b))
+                seg = (("in", t), _vertex_at(it, y, b))
                 level_edges[y][seg] = None
                 path.append((y, *seg))
             paths[(a, b, t)] = path
+    return level_edges, paths
 
-    # which boxes sit directly in each open group
+
+def _members(it: LayoutItems, open_scopes: list[Scope]) -> tuple[dict[Scope, list[int]], dict[Scope, int]]:
+    """The boxes that sit directly in each open group, and each scope's smallest order key."""
     members: dict[Scope, list[int]] = {s: [] for s in open_scopes}
     first: dict[Scope, int] = {}
     for v in range(it.n):
-        c = container[v]
+        c = it.container[v]
         members[c].append(v)
         ok = it.order_key[v]
         for k in range(len(c) + 1):
             p = c[:k]
             if ok < first.get(p, ok + 1):
                 first[p] = ok
+    return members, first
 
+
+def _blocks(
+    it: LayoutItems,
+    graph: GraphDocument,
+    expanded: frozenset[Scope],
+    tree: dict[Scope, ScopeGroup],
+    open_scopes: list[Scope],
+    level_edges: dict[Scope, dict[tuple[VKey, VKey], None]],
+    opt: LayoutOptions,
+) -> dict[Scope, _Block]:
+    """Each open group laid out, innermost first; from the graph's cache when its open scopes are the same."""
+    members, first = _members(it, open_scopes)
+    open_set = set(open_scopes)
     cache: dict = graph_memo(graph).setdefault("blocks", {})  # type: ignore[assignment]
     if len(cache) > 4096:
         cache.clear()
@@ -238,8 +287,14 @@ def _layout_nested(
             )
             cache[ck] = blk
         blocks[scope] = blk
+    return blocks
 
-    # absolute positions, outermost first
+
+def _origins(
+    tree: dict[Scope, ScopeGroup], open_scopes: list[Scope], blocks: dict[Scope, _Block]
+) -> tuple[dict[Scope, tuple[float, float]], list[Frame]]:
+    """Each open group's absolute top-left (outermost first) and the frames of the open groups."""
+    open_set = set(open_scopes)
     origin: dict[Scope, tuple[float, float]] = {(): (0.0, 0.0)}
     frames: list[Frame] = []
     for scope in sorted(open_scopes, key=len):
@@ -251,70 +306,101 @@ def _layout_nested(
             if child in open_set:
                 x, y = blk.pos[("block", child)]
                 origin[child] = (ox + x, oy + y)
+    return origin, frames
+
+
+def _box_positions(
+    it: LayoutItems, origin: dict[Scope, tuple[float, float]], blocks: dict[Scope, _Block]
+) -> tuple[list[float], list[float]]:
+    """Every box's absolute top-left."""
     box_x = [0.0] * it.n
     box_y = [0.0] * it.n
     for v in range(it.n):
-        ox, oy = origin[container[v]]
-        x, y = blocks[container[v]].pos[("box", keys[v])]
+        ox, oy = origin[it.container[v]]
+        x, y = blocks[it.container[v]].pos[("box", it.keys[v])]
         box_x[v] = ox + x
         box_y[v] = oy + y
+    return box_x, box_y
 
-    def attach(level: Scope, vk: VKey, t: str, as_src: bool) -> tuple[float, float]:
-        ox, oy = origin[level]
-        blk = blocks[level]
+
+@dataclass
+class _Placed:
+    """The open groups laid out and placed: where a route meets a box, a group's port or a frame."""
+
+    it: LayoutItems
+    blocks: dict[Scope, _Block]
+    origin: dict[Scope, tuple[float, float]]
+    index_of: dict[str, int]
+
+    def attach(self, level: Scope, vk: VKey, t: str, as_src: bool) -> tuple[float, float]:
+        """The point where tensor t leaves (as_src) or enters vertex vk of the open group `level`."""
+        ox, oy = self.origin[level]
+        blk = self.blocks[level]
         kind = vk[0]
         if kind == "box":
             x, y = blk.pos[vk]
-            v = index_of[vk[1]]
-            return (ox + x + it.widths[v] * 0.5, oy + y + (it.heights[v] if as_src else 0.0))
+            v = self.index_of[vk[1]]
+            return (ox + x + self.it.widths[v] * 0.5, oy + y + (self.it.heights[v] if as_src else 0.0))
         if kind == "block":
-            sub = blocks[vk[1]]
+            sub = self.blocks[vk[1]]
             x, y = blk.pos[vk]
             px = sub.pos[("out", t) if as_src else ("in", t)][0]
             return (ox + x + px, oy + y + (sub.h if as_src else 0.0))
         px = blk.pos[vk][0]
         return (ox + px, oy + (0.0 if kind == "in" else blk.h))
 
-    index_of = {k: v for v, k in enumerate(keys)}
-    routes: list[Route] = []
-    stub_pairs: dict[tuple[int, int], list[str]] = {}
-    for (a, b), tensors in it.pairs.items():
-        group_pair = it.kinds[a] == "group" or it.kinds[b] == "group"
-        for t in tensors[:1] if group_pair else tensors:
-            path = paths[(a, b, t)]
-            pts: list[tuple[float, float]] = []
-            stub = False
-            for level, s, d in path:
-                blk = blocks[level]
-                if (s, d) in blk.stubs:
-                    stub = True
-                    break
-                p0 = attach(level, s, t, True)
-                if not pts or pts[-1] != p0:
-                    pts.append(p0)
-                ox, oy = origin[level]
-                ls, ld = blk.layer[s], blk.layer[d]
-                ch = blk.chains.get(s)
-                if ch:
-                    for x, top, bottom in ch[: ld - ls - 1]:
-                        pts.append((ox + x, oy + top))
-                        pts.append((ox + x, oy + bottom))
-                pts.append(attach(level, d, t, False))
-            if stub:
-                # a group pair stands for all its tensors in one route
-                stub_pairs.setdefault((a, b), []).extend(tensors if group_pair else [t])
-                continue
-            if group_pair:
-                routes.append(Route(keys[a], keys[b], t, tuple(pts), False, len(tensors)))
-            else:
-                routes.append(Route(keys[a], keys[b], t, tuple(pts), False, 1))
-    _stub_routes(routes, it, stub_pairs, box_x, box_y, opt)
+    def route_points(self, path: TensorPath, t: str) -> list[tuple[float, float]] | None:
+        """The polyline of tensor t along its path, stitched through the ports; None where it is a stub."""
+        pts: list[tuple[float, float]] = []
+        for level, s, d in path:
+            blk = self.blocks[level]
+            if (s, d) in blk.stubs:
+                return None
+            p0 = self.attach(level, s, t, True)
+            if not pts or pts[-1] != p0:
+                pts.append(p0)
+            ox, oy = self.origin[level]
+            ls, ld = blk.layer[s], blk.layer[d]
+            ch = blk.chains.get(s)
+            if ch:
+                for x, top, bottom in ch[: ld - ls - 1]:
+                    pts.append((ox + x, oy + top))
+                    pts.append((ox + x, oy + bottom))
+            pts.append(self.attach(level, d, t, False))
+        return pts
 
-    root = blocks[()]
-    stats.items, stats.stubs = it.n, len(stub_pairs)
-    stats.dummies = sum(b.dummies for b in blocks.values())
-    stats.layers = sum(b.layers for b in blocks.values())
-    return Layout(boxes=_boxes(it, box_x, box_y), routes=routes, frames=frames, width=root.w, height=root.h)
+
+@dataclass
+class _Vertices:
+    """The vertices of one open group, as the columns place_graph takes."""
+
+    vkeys: list[VKey]
+    widths: list[float]
+    heights: list[float]
+    order: list[int]
+    pin_top: list[bool]
+    pin_bottom: list[bool]
+
+    def add(self, vk: VKey, w: float, h: float, order: int, top: bool, bottom: bool) -> None:
+        """One more vertex."""
+        self.vkeys.append(vk)
+        self.widths.append(w)
+        self.heights.append(h)
+        self.order.append(order)
+        self.pin_top.append(top)
+        self.pin_bottom.append(bottom)
+
+
+def _ports(edges: dict[tuple[VKey, VKey], None]) -> tuple[dict[str, None], dict[str, None]]:
+    """The tensors entering the group (a port on its top border) and leaving it (its bottom), in order."""
+    ports_in: dict[str, None] = {}
+    ports_out: dict[str, None] = {}
+    for s, d in edges:
+        if s[0] == "in":
+            ports_in[s[1]] = None
+        if d[0] == "out":
+            ports_out[d[1]] = None
+    return ports_in, ports_out
 
 
 def _layout_block(
@@ -329,68 +415,45 @@ def _layout_block(
     opt: LayoutOptions,
 ) -> _Block:
     """Lay out one open group: its boxes, its open children as big vertices, and its ports."""
-    vkeys: list[VKey] = []
-    widths: list[float] = []
-    heights: list[float] = []
-    order: list[int] = []
-    pin_top: list[bool] = []
-    pin_bottom: list[bool] = []
+    vs = _Vertices([], [], [], [], [], [])
     for v in members:
-        vkeys.append(("box", it.keys[v]))
-        widths.append(it.widths[v])
-        heights.append(it.heights[v])
-        order.append(it.order_key[v])
-        pin_top.append(it.kinds[v] == "input")
-        pin_bottom.append(it.kinds[v] == "output")
+        vs.add(("box", it.keys[v]), it.widths[v], it.heights[v], it.order_key[v],
+               it.kinds[v] == "input", it.kinds[v] == "output")
     for child in tree[scope].children:
         if child in open_set:
             sub = blocks[child]
-            vkeys.append(("block", child))
-            widths.append(sub.w)
-            heights.append(sub.h)
-            order.append(first.get(child, 0))
-            pin_top.append(False)
-            pin_bottom.append(False)
-    ports_in: dict[str, None] = {}
-    ports_out: dict[str, None] = {}
-    for s, d in edges:
-        if s[0] == "in":
-            ports_in[s[1]] = None
-        if d[0] == "out":
-            ports_out[d[1]] = None
+            vs.add(("block", child), sub.w, sub.h, first.get(child, 0), False, False)
+    ports_in, ports_out = _ports(edges)
     big = 1 << 40
     for k, t in enumerate(ports_in):
-        vkeys.append(("in", t))
-        widths.append(opt.dummy_width)
-        heights.append(0.0)
-        order.append(-big + k)
-        pin_top.append(True)
-        pin_bottom.append(False)
+        vs.add(("in", t), opt.dummy_width, 0.0, -big + k, True, False)
     for k, t in enumerate(ports_out):
-        vkeys.append(("out", t))
-        widths.append(opt.dummy_width)
-        heights.append(0.0)
-        order.append(big + k)
-        pin_top.append(False)
-        pin_bottom.append(True)
-    index = {vk: i for i, vk in enumerate(vkeys)}
-    succ: list[list[int]] = [[] for _ in vkeys]
+        vs.add(("out", t), opt.dummy_width, 0.0, big + k, False, True)
+    index = {vk: i for i, vk in enumerate(vs.vkeys)}
+    succ: list[list[int]] = [[] for _ in vs.vkeys]
     for s, d in edges:
         succ[index[s]].append(index[d])
     framed = bool(scope)
     pl = place_graph(
         succ,
-        order,
-        widths,
-        heights,
-        pin_top=pin_top,
-        pin_bottom=pin_bottom,
+        vs.order,
+        vs.widths,
+        vs.heights,
+        pin_top=vs.pin_top,
+        pin_bottom=vs.pin_bottom,
         reserve_top=framed,
         **_engine_args(opt),
     )
+    first_out = index[("out", next(iter(ports_out)))] if ports_out else None
+    return _placed_block(pl, vs, first_out, opt.frame_padding if framed else 0.0)
+
+
+def _placed_block(pl: Placement, vs: _Vertices, first_out: int | None, pad: float) -> _Block:
+    """The block from the group's placement: shifted right of its left padding, as tall as its bottom
+    ports (or its content and padding), with the long edges' dummy chains."""
+    vkeys, widths, heights = vs.vkeys, vs.widths, vs.heights
     n = len(vkeys)
     cx = pl.cx
-    pad = opt.frame_padding if framed else 0.0
     lefts = [cx[i] - widths[i] * 0.5 for i in range(n)] + cx[n:]
     rights = [cx[i] + widths[i] * 0.5 for i in range(n)] + cx[n:]
     shift = pad - min(lefts, default=0.0)
@@ -406,8 +469,8 @@ def _layout_block(
             y = pl.box_y(i, heights[i])
             pos[vk] = (cx[i] - widths[i] * 0.5 + shift, y)
             content_bottom = max(content_bottom, y + heights[i])
-    if ports_out:
-        h = pl.layer_top[pl.layer[index[("out", next(iter(ports_out)))]]]
+    if first_out is not None:
+        h = pl.layer_top[pl.layer[first_out]]
     else:
         h = content_bottom + pad
     chains = {}
