@@ -94,7 +94,23 @@ class ProfilePanel(QDockWidget):
     def _build(self) -> None:
         body = QWidget()
         self.setWidget(body)
-        controls = FlowLayout()  # wraps: the dock fits beside the candidates at 1400 px
+        controls = self._build_settings()
+        self.target = TargetSelector(self)  # Local or a Ray cluster; the result's machine beside it
+        buttons = self._build_buttons()
+        self._build_status()
+        self._build_plots()
+        self._build_tabs()
+
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(6, 4, 6, 4)
+        lay.addLayout(controls)
+        lay.addWidget(self.target)
+        lay.addLayout(buttons)
+        lay.addWidget(self.status)
+        lay.addWidget(self.env)
+        lay.addWidget(self.tabs, 1)
+
+    def _build_provider(self) -> None:
         self.provider = QComboBox()
         self.provider.addItems(["auto", "cpu", "cuda"])
         if CUDA not in available_providers():
@@ -102,6 +118,11 @@ class ProfilePanel(QDockWidget):
             self.provider.model().item(2).setEnabled(False)
             self.provider.setItemData(2, tip, Qt.ItemDataRole.ToolTipRole)
             self.provider.setToolTip(f"auto uses CUDA when the build and a GPU have it. cuda: {tip}")
+
+    def _build_settings(self) -> FlowLayout:
+        """The run's settings, each labelled, in a row that wraps."""
+        controls = FlowLayout()  # wraps: the dock fits beside the candidates at 1400 px
+        self._build_provider()
         self.runs = QSpinBox(minimum=1, maximum=10000, value=20)
         self.warmup = QSpinBox(minimum=0, maximum=1000, value=3)
         # the remedies the verdict's advice names (runtime.report.cannot_tell_text, DOCK_CONTROLS)
@@ -139,8 +160,10 @@ class ProfilePanel(QDockWidget):
         ]:
             controls.addWidget(labelled(label, w))
         self.dims.setMinimumWidth(260)
+        return controls
 
-        self.target = TargetSelector(self)  # Local or a Ray cluster; the result's machine beside it
+    def _build_buttons(self) -> FlowLayout:
+        """Run, Cancel, the progress bar, the report's Open/Save/Export and the heat map switch."""
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.start_profile)
         self.cancel_button = QPushButton("Cancel")
@@ -170,7 +193,9 @@ class ProfilePanel(QDockWidget):
         ):
             buttons.addWidget(w)
         self.button_row = buttons
+        return buttons
 
+    def _build_status(self) -> None:
         self.status = QLabel("Open a model, then Run; or Open report…")
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -179,6 +204,7 @@ class ProfilePanel(QDockWidget):
         self.env.setStyleSheet("color: #5b6573;")
         self.env.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
+    def _build_plots(self) -> None:
         us = plots.fmt_us
         self.op_plot = plots.BarChart(
             "op_types", "Time per op type (median per run)", "µs per run", value_text=us
@@ -206,6 +232,8 @@ class ProfilePanel(QDockWidget):
         self.hist_output = QComboBox()
         self.hist_output.currentTextChanged.connect(self._show_histogram)
 
+    def _build_tabs(self) -> None:
+        """The plots' tabs: op types, slowest nodes, fusions, outputs and the roofline."""
         self.tabs = QTabWidget()
         self.tabs.addTab(self.op_plot, "Op types")
         nodes = QSplitter()
@@ -226,15 +254,6 @@ class ProfilePanel(QDockWidget):
         self.roofline_card.pointClicked.connect(self.nodeActivated.emit)
         self.roofline_card.heatToggled.connect(self._emit_heatmap)
         self.tabs.addTab(self.roofline_card, "Roofline")
-
-        lay = QVBoxLayout(body)
-        lay.setContentsMargins(6, 4, 6, 4)
-        lay.addLayout(controls)
-        lay.addWidget(self.target)
-        lay.addLayout(buttons)
-        lay.addWidget(self.status)
-        lay.addWidget(self.env)
-        lay.addWidget(self.tabs, 1)
 
     def plot_cards(self) -> list[plots.PlotCard]:
         """Every plot of the panel, in tab order."""
