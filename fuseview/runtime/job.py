@@ -240,19 +240,7 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
     main = load_model_graph(sources[0])
     if len(sources) > 1:
         check_same_signature(main, load_model_graph(sources[1]))
-    note = None
-    if req.inputs_npz:
-        feeds = inputs_mod.load_feeds(req.inputs_npz, main)
-        dims = inputs_mod.dims_of_feeds(main, feeds)
-        source, seed = str(req.inputs_npz), None
-    else:  # a KV-cache decoder at its decode step (the one rule tune and sweeps use), said in a note
-        resolved = run_dims(main, req.dims)
-        dims, note = resolved.values, resolved.note
-        feeds = inputs_mod.make_feeds(main, dims, req.seed)
-        source, seed = "generated", req.seed
-    inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
-    if note:
-        inputs["note"] = note
+    feeds, dims, inputs = _feeds(req, main)
     roles = ["model", "against"][: len(sources)]
     grouped, choices, sequential = _time(req, sources, feeds, progress, cancel)
     latency = [g.ravel().tolist() for g in grouped]
@@ -268,70 +256,121 @@ def run_profile(req: ProfileRequest, progress: StepProgress | None = None, cance
                                             strict=False):
         check_cancel(cancel)
         label = f"{role}: " if len(sources) > 1 else ""
-        prof = profile_model(m, feeds, req.provider, req.attribution_level(), req.runs, req.warmup, progress,
-                             cancel,
-                             req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
-                             keep_runs=True)
+        prof = _profile_one(req, m, feeds, label, lat, progress, cancel)
         prof["role"] = role
         prof["path"] = None if path is None else _path(path)
         prof["provider"] = provider
-        prof["latency_ort_opt"] = req.ort_opt
-        prof["placement"] = placement(prof)
-        graph = load_model_graph(m)
-        prof["precision"] = precision(graph)  # the float type its times and outputs are measured in
-        if provider.get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
-            device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
-                                         req.profiled_runs(), req.threads)
-            prof["device_time"] = device
-            if device.get("available"):
-                node_device_times(prof["nodes"], device)
-        # on CUDA the roofline's points are the nodes' device times: their host-side spans are launches
-        prof["roofline"] = model_roofline(graph, dims, roofline_times(prof["nodes"]), machine)
-        if prof.get("device_time", {}).get("available"):
-            prof["roofline"]["time_source"] = "device"
-        floor = overhead["node_floor_us"]
-        for o in prof["op_types"]:
-            o["overhead_us"] = o["nodes"] * floor
+        _add_placement_and_roofline(req, prof, m, feeds, dims, machine, overhead)
         models.append(prof)
     comparison = None
     if len(sources) > 1:
         check_cancel(cancel)
-        kind, atol, rtol = tolerances(main, req.atol, req.rtol)  # a float16 model: float16's tolerances
-        comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
-                                     atol, rtol, progress, cancel)
-        comparison["precision"] = kind
-        times = fusion_times(sources[1], sources[0], models[0], models[1])
-        add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
-        by_key = {t["key"]: t for t in times}
-        for f in comparison["fusions"]:
-            f["time"] = by_key.get(f["key"])
-        if not comparison["fusions"]:
-            # The reverse direction: the first model is the fused one.
-            rev = fusion_times(sources[0], sources[1], models[1], models[0])
-            groups = fusion_groups(load_model_graph(sources[0]))
-            add_fusion_spreads(rev, models[1], models[0], groups, overhead)
-            comparison["reverse_fusion_times"] = rev
-        # the model is the original and `against` the fused one, unless no fusion was found that way round
-        before, after = (models[0], models[1]) if comparison["fusions"] else (models[1], models[0])
-        comparison["placement_flag"] = moved_to_cpu(before["placement"], after["placement"])
-        if comparison["provider"]["provider"] != CPU:  # beside the float32 verdict: as deployed (TF32)
-            orig, fused = (sources[0], sources[1]) if comparison["fusions"] else (sources[1], sources[0])
-            comparison["deployment"] = deployment_check(orig, fused, feeds, req.provider,
-                                                        req.attribution_level(), atol, rtol)
-        est = sequential.estimates[(0, 1)] if sequential is not None else compare_timings(
-            grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
-        comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
-        if sequential is not None:
-            comparison["latency"].update({"budget_s": req.budget_s, "batches": sequential.batches,
-                                          "seconds": round(sequential.seconds, 3)})
+        comparison = _comparison(req, main, sources, models, feeds, overhead, progress, cancel)
+        _add_latency(req, comparison, grouped, sequential)
     _drop_node_runs(models)
-    fusions = None
-    if req.ort_fusions:
-        fusions = []
-        for role, m in zip(roles, sources, strict=True):
-            check_cancel(cancel)
-            level = req.ort_opt if req.ort_opt != "disabled" else "extended"
-            fusions.append({"role": role, **ort_fusions(m, req.provider, level)})
-            if progress:
-                progress("ort fusions", len(fusions), len(sources))
+    fusions = _ort_fusions_of(req, roles, sources, progress, cancel) if req.ort_fusions else None
     return build_report(inputs, models, comparison, fusions, overhead)
+
+
+def _feeds(req: ProfileRequest, main: onnx.ModelProto) -> tuple[dict[str, np.ndarray], dict, dict]:
+    """The feeds (from --inputs, or generated at the run's dims), those dims, and the report's inputs."""
+    note = None
+    if req.inputs_npz:
+        feeds = inputs_mod.load_feeds(req.inputs_npz, main)
+        dims = inputs_mod.dims_of_feeds(main, feeds)
+        source, seed = str(req.inputs_npz), None
+    else:  # a KV-cache decoder at its decode step (the one rule tune and sweeps use), said in a note
+        resolved = run_dims(main, req.dims)
+        dims, note = resolved.values, resolved.note
+        feeds = inputs_mod.make_feeds(main, dims, req.seed)
+        source, seed = "generated", req.seed
+    inputs = {"source": source, "seed": seed, "dims": dims, "feeds": inputs_mod.describe_feeds(feeds)}
+    if note:
+        inputs["note"] = note
+    return feeds, dims, inputs
+
+
+def _profile_one(req: ProfileRequest, m: ModelSource, feeds: dict[str, np.ndarray], label: str, lat: list,
+                 progress: StepProgress | None, cancel: Cancel) -> dict:
+    """One model's per-node profile, its plain runs' latency beside it."""
+    return profile_model(m, feeds, req.provider, req.attribution_level(), req.runs, req.warmup, progress,
+                         cancel,
+                         req.threads, label, profile_runs=req.profiled_runs(), latency=lat,
+                         keep_runs=True)
+
+
+def _add_placement_and_roofline(req: ProfileRequest, prof: dict, m: ModelSource, feeds: dict[str, np.ndarray],
+                                dims: dict, machine: dict, overhead: dict) -> None:
+    """The profile's placement, precision, device times (on CUDA), roofline and per-op overhead."""
+    prof["latency_ort_opt"] = req.ort_opt
+    prof["placement"] = placement(prof)
+    graph = load_model_graph(m)
+    prof["precision"] = precision(graph)  # the float type its times and outputs are measured in
+    if prof["provider"].get("provider") == CUDA:  # GPU kernels per node, beside the host-side node times
+        device = measure_device_time(m, feeds, req.provider, req.attribution_level(),
+                                     req.profiled_runs(), req.threads)
+        prof["device_time"] = device
+        if device.get("available"):
+            node_device_times(prof["nodes"], device)
+    # on CUDA the roofline's points are the nodes' device times: their host-side spans are launches
+    prof["roofline"] = model_roofline(graph, dims, roofline_times(prof["nodes"]), machine)
+    if prof.get("device_time", {}).get("available"):
+        prof["roofline"]["time_source"] = "device"
+    floor = overhead["node_floor_us"]
+    for o in prof["op_types"]:
+        o["overhead_us"] = o["nodes"] * floor
+
+
+def _comparison(req: ProfileRequest, main: onnx.ModelProto, sources: list[ModelSource], models: list[dict],
+                feeds: dict[str, np.ndarray], overhead: dict, progress: StepProgress | None, cancel: Cancel
+                ) -> dict:
+    """The two models' outputs and fusions compared: differences, per-fusion times, placement moves and,
+    off the CPU, the check as deployed."""
+    kind, atol, rtol = tolerances(main, req.atol, req.rtol)  # a float16 model: float16's tolerances
+    comparison = compare_outputs(sources[0], sources[1], feeds, req.provider, req.attribution_level(),
+                                 atol, rtol, progress, cancel)
+    comparison["precision"] = kind
+    times = fusion_times(sources[1], sources[0], models[0], models[1])
+    add_fusion_spreads(times, models[0], models[1], comparison["fusions"], overhead)
+    by_key = {t["key"]: t for t in times}
+    for f in comparison["fusions"]:
+        f["time"] = by_key.get(f["key"])
+    if not comparison["fusions"]:
+        # The reverse direction: the first model is the fused one.
+        rev = fusion_times(sources[0], sources[1], models[1], models[0])
+        groups = fusion_groups(load_model_graph(sources[0]))
+        add_fusion_spreads(rev, models[1], models[0], groups, overhead)
+        comparison["reverse_fusion_times"] = rev
+    # the model is the original and `against` the fused one, unless no fusion was found that way round
+    before, after = (models[0], models[1]) if comparison["fusions"] else (models[1], models[0])
+    comparison["placement_flag"] = moved_to_cpu(before["placement"], after["placement"])
+    if comparison["provider"]["provider"] != CPU:  # beside the float32 verdict: as deployed (TF32)
+        orig, fused = (sources[0], sources[1]) if comparison["fusions"] else (sources[1], sources[0])
+        comparison["deployment"] = deployment_check(orig, fused, feeds, req.provider,
+                                                    req.attribution_level(), atol, rtol)
+    return comparison
+
+
+def _add_latency(req: ProfileRequest, comparison: dict, grouped: list[np.ndarray],
+                 sequential: Sequential | None) -> None:
+    """comparison.latency: the speed-up of the interleaved runs, its interval and verdict (and the budget's
+    batches when it had one)."""
+    est = sequential.estimates[(0, 1)] if sequential is not None else compare_timings(
+        grouped[0], grouped[1], paired=True, threshold=req.threshold, seed=req.seed)
+    comparison["latency"] = {"method": "interleaved", "ort_opt": req.ort_opt, **est.to_json()}
+    if sequential is not None:
+        comparison["latency"].update({"budget_s": req.budget_s, "batches": sequential.batches,
+                                      "seconds": round(sequential.seconds, 3)})
+
+
+def _ort_fusions_of(req: ProfileRequest, roles: list[str], sources: list[ModelSource],
+                    progress: StepProgress | None, cancel: Cancel) -> list[dict]:
+    """What onnxruntime's own graph optimizer fuses in each model, at the run's level (extended if off)."""
+    fusions: list[dict] = []
+    for role, m in zip(roles, sources, strict=True):
+        check_cancel(cancel)
+        level = req.ort_opt if req.ort_opt != "disabled" else "extended"
+        fusions.append({"role": role, **ort_fusions(m, req.provider, level)})
+        if progress:
+            progress("ort fusions", len(fusions), len(sources))
+    return fusions
