@@ -79,6 +79,18 @@ class CandidatesPanel(QDockWidget):
         body = QWidget()
         col = QVBoxLayout(body)
         col.setContentsMargins(4, 4, 4, 4)
+        col.addLayout(self._build_filters())
+        self._build_table()
+        col.addWidget(self.table, 1)
+        col.addLayout(self._build_buttons())
+        self._build_info()
+        col.addWidget(self.summary)
+        col.addWidget(self.info)
+        self.setWidget(body)
+        self.set_decisions(None)
+
+    def _build_filters(self) -> QHBoxLayout:
+        """The rule and status filters and the selected-node switch."""
         filters = QHBoxLayout()
         self.rule_filter = QComboBox()
         self.status_filter = QComboBox()
@@ -93,8 +105,10 @@ class CandidatesPanel(QDockWidget):
         filters.addWidget(self.rule_filter, 1)
         filters.addWidget(self.status_filter)
         filters.addWidget(self.node_only)
-        col.addLayout(filters)
+        return filters
 
+    def _build_table(self) -> None:
+        """The candidates' table: one row each, columns in VISUAL_ORDER, elided cells, sized per refresh."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -123,8 +137,9 @@ class CandidatesPanel(QDockWidget):
             )
         header.sectionClicked.connect(self._header_clicked)
         self.table.currentCellChanged.connect(self._current_changed)
-        col.addWidget(self.table, 1)
 
+    def _build_buttons(self) -> FlowLayout:
+        """Accept/Reject (one or a rule), Undo/Redo and Apply, none taking the keyboard focus."""
         buttons = FlowLayout(spacing=4)  # wraps: the dock's minimum width stays small
         self.buttons: dict[str, QPushButton] = {}
         for key, text, tip, slot in (
@@ -142,17 +157,14 @@ class CandidatesPanel(QDockWidget):
             b.clicked.connect(slot)
             buttons.addWidget(b)
             self.buttons[key] = b
-        col.addLayout(buttons)
+        return buttons
 
+    def _build_info(self) -> None:
         self.summary = QLabel("")
         self.info = QLabel("")
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.RichText)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        col.addWidget(self.summary)
-        col.addWidget(self.info)
-        self.setWidget(body)
-        self.set_decisions(None)
 
     # data -------------------------------------------------------------------------------------------
     def decide_width(self) -> int:
