@@ -224,6 +224,29 @@ class BoxItem(QGraphicsItem):
             painter.drawRoundedRect(r, 4, 4)
             if kind == "node":
                 painter.fillRect(QRectF(r.x() + 0.5, r.y() + 3, 5, r.height() - 6), strong)
+        if selected or self.mark is not None or self.highlighted or self.focused or self.swatches:
+            self._paint_marks(painter, r, selected)  # the rarer boxes: kept out of the plain box's path
+        if _LABEL_PX * lod < _MIN_TEXT_PX:
+            self._paint_held_label(painter, lod)
+            return
+        label, sub = self._elided()
+        left = r.x() + (10 if kind == "node" else 8)
+        text_w = r.width() - (left - r.x()) - 4
+        dark = kind in ("input", "output")
+        painter.setPen(QColor("#ffffff") if dark else QColor(style.TEXT))
+        painter.setFont(style.font(_LABEL_PX, True))
+        show_sub = bool(sub) and r.height() >= 28 and _SUB_PX * lod >= _MIN_TEXT_PX
+        if not show_sub:
+            painter.drawText(QRectF(left, r.y(), text_w, r.height()), Qt.AlignmentFlag.AlignVCenter, label)
+            return
+        half = r.height() / 2
+        painter.drawText(QRectF(left, r.y() + 2, text_w, half - 1), Qt.AlignmentFlag.AlignBottom, label)
+        painter.setPen(QColor("#cfd8e3") if dark else QColor(style.SUBTEXT))
+        painter.setFont(style.font(_SUB_PX))
+        painter.drawText(QRectF(left, r.y() + half + 1, text_w, half - 3), Qt.AlignmentFlag.AlignTop, sub)
+
+    def _paint_marks(self, painter: QPainter, r: QRectF, selected: bool) -> None:
+        """The outlines over the box: its candidate mark, highlight, focus, swatches, badge, selection."""
         if self.mark is not None:
             painter.setBrush(Qt.BrushStyle.NoBrush)
             color = QColor(self.mark)
@@ -257,24 +280,6 @@ class BoxItem(QGraphicsItem):
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.setPen(QPen(QColor(style.SELECTION), 2.5))
             painter.drawRoundedRect(r.adjusted(-1.5, -1.5, 1.5, 1.5), 5, 5)
-        if _LABEL_PX * lod < _MIN_TEXT_PX:
-            self._paint_held_label(painter, lod)
-            return
-        label, sub = self._elided()
-        left = r.x() + (10 if kind == "node" else 8)
-        text_w = r.width() - (left - r.x()) - 4
-        dark = kind in ("input", "output")
-        painter.setPen(QColor("#ffffff") if dark else QColor(style.TEXT))
-        painter.setFont(style.font(_LABEL_PX, True))
-        show_sub = bool(sub) and r.height() >= 28 and _SUB_PX * lod >= _MIN_TEXT_PX
-        if not show_sub:
-            painter.drawText(QRectF(left, r.y(), text_w, r.height()), Qt.AlignmentFlag.AlignVCenter, label)
-            return
-        half = r.height() / 2
-        painter.drawText(QRectF(left, r.y() + 2, text_w, half - 1), Qt.AlignmentFlag.AlignBottom, label)
-        painter.setPen(QColor("#cfd8e3") if dark else QColor(style.SUBTEXT))
-        painter.setFont(style.font(_SUB_PX))
-        painter.drawText(QRectF(left, r.y() + half + 1, text_w, half - 3), Qt.AlignmentFlag.AlignTop, sub)
 
     def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:  # noqa: N802 - Qt API
         scene = self.scene()
