@@ -214,9 +214,33 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
     s = settings or TuneSettings()
     s.check()
     search = _search(model, scan, s, base_dir, progress, cancel, timer, dims)
+    baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
+    stopped, accept_all = _run_search(search, scan, baseline)
+    search.searching = False  # from here on a validation proves the chosen set: it is not cut
+    accept_all, unvalidated = _settle(search, accept_all, stopped)
+    stopped, check = _check_final(search, model, s, accept_all, stopped, baseline)
+    for c in scan.candidates:  # anything accepted is in the best set, and everything is decided
+        if c.id not in search.decisions:
+            search.decide(c.id, REJECT, "not measured", "budget")
+    plan = search.plan(path)
+    outcome = _build_tuned(model, scan, plan, s, base_dir, check)
+    if not plan.accepted() and not unvalidated:
+        search.notes.append("no fusion made this model measurably faster here: the original is kept")
+    config = {**s.to_json(), "dims": dict(scan.index.dims_used),  # the dims used, defaults resolved
+              "provider_used": search.provider.get("provider"),
+              "seconds": round(search.elapsed(), 3), "validations": search.validations}
+    report = TuneReport(path, config, baseline, check, search.groups,
+                        [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,
+                        search.notes)
+    return TuneResult(report, plan, model, outcome, base_dir)
+
+
+def _run_search(search: Search, scan: ScanResult, baseline: dict) -> tuple[str | None, list[str]]:
+    """Accept-all validated (repaired by bisection when it breaks the tolerance), pruned top-down, then the
+    candidates it left out and a refinement: why it stopped early (None, cancelled, budget) and the
+    accept-all set as far as it got."""
     stopped = None
     accept_all: list[str] = []
-    baseline: dict = {"nodes": len(model.graph.node), "candidates": len(scan.candidates)}
     try:
         everything = list(search.ordered(Plan(scan.candidates).accept_all()))
         if everything:
@@ -239,7 +263,12 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         stopped = "cancelled"
     except BudgetSpent:
         stopped = "budget"
-    search.searching = False  # from here on a validation proves the chosen set: it is not cut
+    return stopped, accept_all
+
+
+def _settle(search: Search, accept_all: list[str], stopped: str | None) -> tuple[list[str], bool]:
+    """The notes of an early stop (undecided candidates rejected, the best set kept and repaired when its
+    errors add up beyond the tolerance): accept-all ([] when never validated) and whether it was not."""
     # the budget ran out validating accept-all (or repairing it: the set left still breaks the tolerance)
     unvalidated = bool(accept_all) and not (search.validated(accept_all) and search.passes(accept_all))
     if unvalidated:
@@ -258,6 +287,13 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         v = search.figures(search.best)
         if isinstance(v, str) or not v.ok:  # errors of accepted fusions may add up beyond the tolerance
             search.best = search.repair_accuracy([], search.best, "final")
+    return accept_all, unvalidated
+
+
+def _check_final(search: Search, model: onnx.ModelProto, s: TuneSettings, accept_all: list[str],
+                 stopped: str | None, baseline: dict) -> tuple[str | None, FinalCheck]:
+    """The final check of the best set against the original, accept-all and the rival (why it stopped
+    early, cancelled there too, and the check); accept-all's measured effect goes into baseline."""
     try:
         with tempfile.TemporaryDirectory(prefix="fuseview-rival-") as folder:
             rival, rival_note = (None, "cancelled: not measured") if stopped == "cancelled" else \
@@ -270,10 +306,13 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         stopped = "cancelled"
         check = FinalCheck("tuned" if search.best else "original", len(search.best), 0, None, None, None,
                            "cancelled: not measured", "cancelled: not measured")
-    for c in scan.candidates:  # anything accepted is in the best set, and everything is decided
-        if c.id not in search.decisions:
-            search.decide(c.id, REJECT, "not measured", "budget")
-    plan = search.plan(path)
+    return stopped, check
+
+
+def _build_tuned(model: onnx.ModelProto, scan: ScanResult, plan: Plan, s: TuneSettings,
+                 base_dir: str | os.PathLike | None, check: FinalCheck) -> FuseOutcome | None:
+    """The fused model of the plan's accepted candidates, validated (None when none is accepted); its
+    errors and node counts go into check."""
     outcome = None
     if plan.accepted():
         atol, rtol = s.tolerance()
@@ -284,15 +323,7 @@ def tune_model(model: onnx.ModelProto, scan: ScanResult, settings: TuneSettings 
         check.max_abs, check.max_rel = (val.max_abs, val.max_rel) if val else (None, None)
     check.nodes = len((outcome.model if outcome else model).graph.node)
     check.accepted = len(plan.accepted())
-    if not plan.accepted() and not unvalidated:
-        search.notes.append("no fusion made this model measurably faster here: the original is kept")
-    config = {**s.to_json(), "dims": dict(scan.index.dims_used),  # the dims used, defaults resolved
-              "provider_used": search.provider.get("provider"),
-              "seconds": round(search.elapsed(), 3), "validations": search.validations}
-    report = TuneReport(path, config, baseline, check, search.groups,
-                        [search.decisions[c.id] for c in scan.candidates], stopped, search.measurements,
-                        search.notes)
-    return TuneResult(report, plan, model, outcome, base_dir)
+    return outcome
 
 
 def _check_original_runs(model: onnx.ModelProto, feeds: dict, s: TuneSettings,
