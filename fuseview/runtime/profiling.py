@@ -7,6 +7,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -226,19 +227,27 @@ def profile_trace(
     return all_runs[warmup:], device_events, choice.to_dict()
 
 
-def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool = False) -> dict:
-    """Per-node and per-op-type statistics (µs) over the runs, with provider and time source.
+_Meta = tuple[str, str, str, str]  # a node's name, op type, provider, time source
 
-    keep_runs adds "node_runs_us": node name -> its time in each profiled run (for spreads of sums).
-    """
-    n_runs = len(runs)
+
+@dataclass
+class _Samples:
+    """Every node event of the runs: one row per distinct node (name, op type, provider, time source) and
+    its most kernels; per event, its node's row, its run, its time and its host time."""
+
+    meta: list[_Meta] = field(default_factory=list)
+    kernels: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    cols: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    hosts: list[float] = field(default_factory=list)
+
+
+def _samples(runs: list[trace.TraceRun], device_events: bool) -> _Samples:
+    """The node events of the runs, each timed by its kernels (device events) or on the host."""
+    out = _Samples()
     index: dict[str, int] = {}
-    meta: list[tuple[str, str, str, str]] = []  # name, op type, provider, time source
-    kernels: list[int] = []
-    ids: list[int] = []
-    cols: list[int] = []
-    times: list[float] = []
-    hosts: list[float] = []
+    meta, kernels = out.meta, out.kernels
     for r_i, r in enumerate(runs):
         for n in r.nodes:
             k = index.get(n.name)
@@ -247,50 +256,35 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
                 meta.append((n.name, n.op_type, n.provider, trace.node_time(n, device_events)[1]))
                 kernels.append(0)
             if n.provider == trace.CPU_PROVIDER or not device_events:
-                times.append(n.host_us)
+                out.times.append(n.host_us)
             else:
-                times.append(n.kernel_us)
-            ids.append(k)
-            cols.append(r_i)
-            hosts.append(n.host_us)
+                out.times.append(n.kernel_us)
+            out.ids.append(k)
+            out.cols.append(r_i)
+            out.hosts.append(n.host_us)
             if n.kernels > kernels[k]:
                 kernels[k] = n.kernels
+    return out
+
+
+def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool = False) -> dict:
+    """Per-node and per-op-type statistics (µs) over the runs, with provider and time source.
+
+    keep_runs adds "node_runs_us": node name -> its time in each profiled run (for spreads of sums).
+    """
+    n_runs = len(runs)
+    sm = _samples(runs, device_events)
+    meta = sm.meta
     n_nodes = len(meta)
-    col = np.asarray(cols, dtype=np.int64)
-    flat = np.asarray(ids, dtype=np.int64) * n_runs + col
+    col = np.asarray(sm.cols, dtype=np.int64)
+    flat = np.asarray(sm.ids, dtype=np.int64) * n_runs + col
     size = n_nodes * n_runs
     # node x run matrices; a node inside a loop body runs several times per run: its times add up
-    tm = np.bincount(flat, weights=times, minlength=size).reshape(n_nodes, n_runs)
-    hm = np.bincount(flat, weights=hosts, minlength=size).reshape(n_nodes, n_runs)
-    run_node_totals = np.bincount(col, weights=times, minlength=n_runs)
-    means = tm.mean(axis=1) if n_runs else np.zeros(n_nodes)
-    p50, p90 = np.percentile(tm, [50, 90], axis=1) if n_runs and n_nodes else (means, means)
-    host_means = hm.mean(axis=1) if n_runs else np.zeros(n_nodes)
-    nodes: list[dict[str, Any]] = [
-        {
-            "name": name, "op_type": op, "provider": prov, "time_source": src, "mean_us": float(means[k]),
-            "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": share,
-            "host_mean_us": float(host_means[k]), "kernels": kernels[k],
-        }
-        for k, ((name, op, prov, src), share) in enumerate(zip(meta, median_shares(p50), strict=True))
-    ]
-    groups: dict[tuple[str, str], int] = {}
-    gid = np.asarray([groups.setdefault((op, prov), len(groups)) for _, op, prov, _ in meta], dtype=np.int64)
-    gm = np.zeros((len(groups), n_runs))
-    np.add.at(gm, gid, tm)
-    counts = np.bincount(gid, minlength=len(groups))
-    first_src: dict[tuple[str, str], str] = {}
-    for (_, op, prov, src) in meta:
-        first_src.setdefault((op, prov), src)
-    op_types: list[dict[str, Any]] = []
-    for (op, prov), g in groups.items():
-        s = stats(gm[g])
-        op_types.append({
-            "op_type": op, "provider": prov, "nodes": int(counts[g]), "time_source": first_src[(op, prov)],
-            "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"],
-        })
-    for o, share in zip(op_types, median_shares(o[TIME_KEY] for o in op_types), strict=True):
-        o["share"] = share
+    tm = np.bincount(flat, weights=sm.times, minlength=size).reshape(n_nodes, n_runs)
+    hm = np.bincount(flat, weights=sm.hosts, minlength=size).reshape(n_nodes, n_runs)
+    run_node_totals = np.bincount(col, weights=sm.times, minlength=n_runs)
+    nodes = _node_stats(meta, sm.kernels, tm, hm, n_runs)
+    op_types = _op_type_stats(meta, tm, n_runs)
     # ranked and shared by the median per run (fuseview.stats): one stalled run does not make a hotspot
     nodes.sort(key=lambda d: -d[TIME_KEY])
     op_types.sort(key=lambda d: -d[TIME_KEY])
@@ -308,6 +302,45 @@ def summarize(runs: list[trace.TraceRun], device_events: bool, keep_runs: bool =
         "nodes": nodes,
         "op_types": op_types,
     }
+
+
+def _node_stats(meta: list[_Meta], kernels: list[int], tm: np.ndarray, hm: np.ndarray,
+                n_runs: int) -> list[dict[str, Any]]:
+    """Each node's mean, median and p90 time per run (tm: node x run), its share and its host mean."""
+    n_nodes = len(meta)
+    means = tm.mean(axis=1) if n_runs else np.zeros(n_nodes)
+    p50, p90 = np.percentile(tm, [50, 90], axis=1) if n_runs and n_nodes else (means, means)
+    host_means = hm.mean(axis=1) if n_runs else np.zeros(n_nodes)
+    return [
+        {
+            "name": name, "op_type": op, "provider": prov, "time_source": src, "mean_us": float(means[k]),
+            "p50_us": float(p50[k]), "p90_us": float(p90[k]), "share": share,
+            "host_mean_us": float(host_means[k]), "kernels": kernels[k],
+        }
+        for k, ((name, op, prov, src), share) in enumerate(zip(meta, median_shares(p50), strict=True))
+    ]
+
+
+def _op_type_stats(meta: list[_Meta], tm: np.ndarray, n_runs: int) -> list[dict[str, Any]]:
+    """Per (op type, provider): its nodes' summed time per run, as mean, median and p90, and its share."""
+    groups: dict[tuple[str, str], int] = {}
+    gid = np.asarray([groups.setdefault((op, prov), len(groups)) for _, op, prov, _ in meta], dtype=np.int64)
+    gm = np.zeros((len(groups), n_runs))
+    np.add.at(gm, gid, tm)
+    counts = np.bincount(gid, minlength=len(groups))
+    first_src: dict[tuple[str, str], str] = {}
+    for (_, op, prov, src) in meta:
+        first_src.setdefault((op, prov), src)
+    op_types: list[dict[str, Any]] = []
+    for (op, prov), g in groups.items():
+        s = stats(gm[g])
+        op_types.append({
+            "op_type": op, "provider": prov, "nodes": int(counts[g]), "time_source": first_src[(op, prov)],
+            "mean_us": s["mean"], "p50_us": s["p50"], "p90_us": s["p90"],
+        })
+    for o, share in zip(op_types, median_shares(o[TIME_KEY] for o in op_types), strict=True):
+        o["share"] = share
+    return op_types
 
 
 def profile_model(
