@@ -178,6 +178,23 @@ class TraceView(QWidget):
 
     def _build(self) -> None:
         body = self
+        buttons = self._build_buttons()
+        self.status = QLabel("Open two traces (before and after torch.compile), or drop them on the window.")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._build_plots()
+        table_page = self._build_table_page()
+        self._build_tabs(table_page)
+        lay = QVBoxLayout(body)
+        lay.addLayout(buttons)
+        lay.addWidget(self.status)
+        lay.addWidget(self.tabs, 1)
+        for card in self.plot_cards():
+            card.show_message("no traces yet: Open traces…")
+        self._update_enabled()
+
+    def _build_buttons(self) -> QHBoxLayout:
+        """Open traces / capture, Cancel, the progress bar, the time shown, Python events, Save and Export."""
         self.open_button = QPushButton("Open traces…")
         self.open_button.clicked.connect(self.choose_traces)
         self.capture_button = QPushButton("Open capture…")
@@ -204,10 +221,9 @@ class TraceView(QWidget):
         for w in (self.open_button, self.capture_button, self.cancel_button, self.progress, self.time_stat,
                   self.python, self.save_button, self.export_button):
             buttons.addWidget(w, 1 if w is self.progress else 0)
-        self.status = QLabel("Open two traces (before and after torch.compile), or drop them on the window.")
-        self.status.setWordWrap(True)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return buttons
 
+    def _build_plots(self) -> None:
         us = plots.fmt_us
         self.event_plot = plots.BarChart("events", "Self time per op/kernel (children excluded): before vs"
                                          " after", "µs per step (linear)", value_text=us)
@@ -218,6 +234,9 @@ class TraceView(QWidget):
 
         self.flame = FlameView()
         self.step_plot = plots.BarChart("steps", "Step times", "µs", value_text=us)
+
+    def _build_table_page(self) -> QWidget:
+        """The diff table under its name, category and change filters."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSortingEnabled(True)
@@ -242,6 +261,9 @@ class TraceView(QWidget):
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addLayout(filters)
         tl.addWidget(self.table)
+        return table_page
+
+    def _build_tabs(self, table_page: QWidget) -> None:
         self.tabs = QTabWidget()
         self.tabs.addTab(self.kernels, "Kernels")
         self.tabs.addTab(self.event_plot, "Time per event")
@@ -250,13 +272,6 @@ class TraceView(QWidget):
         self.tabs.addTab(self.flame, "One step (flame)")
         self.join = JoinPanel()
         self.tabs.addTab(self.join, "Compile vs ONNX")
-        lay = QVBoxLayout(body)
-        lay.addLayout(buttons)
-        lay.addWidget(self.status)
-        lay.addWidget(self.tabs, 1)
-        for card in self.plot_cards():
-            card.show_message("no traces yet: Open traces…")
-        self._update_enabled()
 
     def plot_cards(self) -> list[plots.PlotCard]:
         """The plots, in tab order."""
