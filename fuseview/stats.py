@@ -201,6 +201,23 @@ def session_interval(a: np.ndarray, b: np.ndarray, ratio: float, level: float) -
     return ratio * math.exp(-half), ratio * math.exp(half), half
 
 
+def paired_session_interval(a: np.ndarray, b: np.ndarray, ratio: float, level: float
+                            ) -> tuple[float, float, float]:
+    """(lo, hi, half-width in log units) of ratio from session pairs timed in the same rounds (Student's t).
+
+    Row i of both sides ran in the same interleaved rounds (one batch of fresh sessions), so the log ratio
+    of their medians carries both sessions' own speeds but not the load that hit the rounds: its spread
+    over the pairs prices how much sessions differ, as session_interval does, without the load's.
+    """
+    d = np.log(np.median(a, axis=1)) - np.log(np.median(b, axis=1))
+    se = float(d.std(ddof=1)) / math.sqrt(d.size)
+    if se == 0:
+        return ratio, ratio, 0.0
+    half = t_quantile((1 + level) / 2, d.size - 1) * se
+    centre = math.exp(float(d.mean()))
+    return centre * math.exp(-half), centre * math.exp(half), half
+
+
 def compare_timings(
     model: np.ndarray | list,
     against: np.ndarray | list,
@@ -239,7 +256,10 @@ def compare_timings(
             raise ValueError("paired timings must be positive")
         cv_pair = robust_cv(a.mean(axis=0) / b.mean(axis=0))
     session_half = None
-    if a.shape[0] >= 2 and b.shape[0] >= 2:
+    if paired and a.shape[0] == b.shape[0] >= 2:
+        lo, hi, session_half = paired_session_interval(a, b, ratio, level)
+        ratio = math.sqrt(lo * hi)  # the pairs' geometric mean ratio: the estimate the interval is about
+    elif a.shape[0] >= 2 and b.shape[0] >= 2:
         lo, hi, session_half = session_interval(a, b, ratio, level)
     else:
         lo, hi = _bootstrap_interval(a, b, paired, level, resamples, np.random.default_rng(seed))

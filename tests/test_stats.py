@@ -79,17 +79,17 @@ def _sessions(rng, base, offsets, n, cv=0.01):
 def test_a_session_effect_passes_for_a_difference_with_one_session_but_not_with_several():
     # the same model in every session; sessions differ by a few % (memory placement), as measured here
     rng = np.random.default_rng(7)
-    offsets = rng.uniform(-0.03, 0.03, size=(40, 2, 3))
+    offsets = rng.uniform(-0.03, 0.03, size=(120, 2, 3))
     one = several = 0
-    for trial in range(40):
+    for trial in range(120):
         a = _sessions(rng, 10.0, offsets[trial, 0], 150)
         b = _sessions(rng, 10.0, offsets[trial, 1], 150)
         one += compare_timings(a[:1], b[:1], seed=trial).verdict in ("faster", "slower")
         est = compare_timings(a, b, seed=trial)
         several += est.verdict in ("faster", "slower")
         assert est.sessions == 3 and est.runs == 450
-    assert one >= 10  # one session per side: a session's own speed is read as the models' difference
-    assert several <= 2
+    assert one >= 30  # one session per side: a session's own speed is read as the models' difference
+    assert several <= 9  # at 95 % about 6 of 120 (5 %) by chance
 
 
 def test_several_sessions_still_see_a_real_difference():
@@ -97,8 +97,27 @@ def test_several_sessions_still_see_a_real_difference():
     a = _sessions(rng, 10.0, [0.02, -0.01, 0.0], 60)
     b = _sessions(rng, 8.0, [-0.02, 0.01, 0.03], 60)
     est = compare_timings(a, b)
-    assert est.verdict == "faster" and est.ci[0] > 1.15
+    assert est.verdict == "faster" and est.ci[0] > 1.1
     assert "in 3 sessions each" in est.summary()
+
+
+def _loaded_batches(rng, ratio, batches, sessions=3, rounds=7):
+    """Batches of fresh sessions timed in shared rounds, each round slowed alike by a load (CV ~40 %)."""
+    a, b = [], []
+    for _ in range(batches):
+        load = np.exp(0.4 * rng.standard_normal(rounds))
+        for side, scale in ((a, 10.0 * ratio), (b, 10.0)):
+            own = 1 + rng.uniform(-0.03, 0.03, sessions)  # each session's speed of its own
+            side.append(scale * own[:, None] * load * (1 + 0.01 * rng.standard_normal((sessions, rounds))))
+    return np.vstack(a), np.vstack(b)
+
+
+def test_sessions_timed_in_the_same_rounds_cancel_the_load_that_hit_them():
+    # what a busy machine gives `profile --against --budget`: 38 batches of 3 sessions, 7 rounds each
+    rng = np.random.default_rng(3)
+    ratios = (1.0, 1.05, 1 / 1.05)
+    verdicts = [compare_timings(*_loaded_batches(rng, r, 38), level=0.99).verdict for r in ratios]
+    assert verdicts == ["no difference", "faster", "slower"]
 
 
 def test_rows_rank_and_share_by_their_median():
