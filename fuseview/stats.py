@@ -57,6 +57,16 @@ def interval_text(ratio: float, lo: float, hi: float, threshold: float = DEFAULT
     return f"{num(ratio)}x [{num(lo)}, {num(hi)}]"
 
 
+def level_text(level: float) -> str:
+    """An interval's level as a percentage with the decimals it needs: '95%', '99.2%', '99.97%'."""
+    miss = 100.0 * (1.0 - level)
+    for digits in range(6):
+        shown = round(100.0 * level, digits)
+        if shown < 100.0 and abs((100.0 - shown) - miss) <= 0.1 * miss:
+            return f"{shown:.{digits}f}%"
+    return f"{100.0 * level:.6f}%"
+
+
 def decided(lo: float, hi: float, threshold: float = DEFAULT_THRESHOLD) -> bool:
     """True when the interval supports a verdict (anything but "cannot tell")."""
     return verdict(lo, hi, threshold) != CANNOT_TELL
@@ -130,7 +140,7 @@ class SpeedupEstimate:
         where = f" in {self.sessions} sessions each" if self.sessions > 1 else ""
         return (
             f"{interval_text(self.speedup_p50, lo, hi, self.threshold)} {self.verdict} "
-            f"({self.level:.0%} CI, {self.runs} {how} runs{where})"
+            f"({level_text(self.level)} CI, {self.runs} {how} runs{where})"
         )
 
 

@@ -152,3 +152,11 @@ def test_cli_line_json_and_api_carry_the_one_verdict(files, tmp_path, capsys):
     api_lat = rep.to_json()["comparison"]["latency"]
     assert rep.comparison is not None and rep.comparison.verdict == api_lat["verdict"]  # typed, the same
     assert api_lat["verdict"] == verdict(*api_lat["ci"], api_lat["threshold"])
+
+
+def test_the_looks_of_a_sequential_ab_spend_five_percent_in_all():
+    from fuseview.runtime.ab import look_level
+
+    levels = [look_level(0.95, k) for k in range(1, 100_001)]
+    assert levels == sorted(levels) and 0.969 < levels[0] < 0.970
+    assert sum(1 - x for x in levels) < 0.05  # however many looks a budget allows

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuseview.stats import by_median, compare_timings, median_shares, robust_cv, runs_needed, spread_text
+from fuseview.stats import (
+    by_median,
+    compare_timings,
+    level_text,
+    median_shares,
+    robust_cv,
+    runs_needed,
+    spread_text,
+)
 
 
 def _noisy(rng, base, n, cv=0.05):
@@ -149,3 +157,8 @@ def test_a_wide_interval_from_real_timings_is_cannot_tell_with_an_estimate_of_mo
     assert est.more_runs is not None and est.more_runs > 0
     d = est.to_json()
     assert d["verdict"] == "cannot tell" and d["width"] == pytest.approx(est.ci[1] / est.ci[0])
+
+
+def test_an_interval_level_is_written_with_the_decimals_it_needs():
+    assert [level_text(x) for x in (0.95, 0.99, 0.9696, 0.99240, 0.99970, 0.999985)] == [
+        "95%", "99%", "97%", "99.2%", "99.97%", "99.9985%"]

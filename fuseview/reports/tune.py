@@ -38,12 +38,14 @@ class Effect:
     threshold: float = DEFAULT_THRESHOLD
     budget_spent: bool = False  # undecided because the measurement's budget ran out
     more_runs: int | None = None  # undecided: about how many more runs per model would likely decide
+    level: float | None = None  # the interval's level (a sequential A/B's last look); None in older reports
 
     @classmethod
     def of(cls, est: SpeedupEstimate, against: str) -> Effect:
         """The effect an estimate states (model = without, against = with)."""
         return cls(est.speedup_p50, (float(est.ci[0]), float(est.ci[1])), est.verdict, est.runs,
-                   est.sessions, against, est.noise.warning, est.threshold, est.budget_spent, est.more_runs)
+                   est.sessions, against, est.noise.warning, est.threshold, est.budget_spent, est.more_runs,
+                   est.level)
 
     def text(self) -> str:
         """'1.12x [1.05, 1.19] faster' (>1: faster with it): the verdict is stats.verdict of the interval."""
@@ -74,7 +76,13 @@ class Effect:
         # of intervals too wide for any verdict)
         return cls(float(d["speedup_p50"]), (lo, hi), verdict(lo, hi, threshold), d["runs"], d["sessions"],
                    d["against"], d.get("warning"), threshold, bool(d.get("budget_spent", False)),
-                   d.get("more_runs"))
+                   d.get("more_runs"), _level(d.get("level")))
+
+
+def _level(value: Any) -> float | None:
+    """An effect's stored level, None where absent or not a level."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+    return float(value) if ok else None
 
 
 class _Measured:

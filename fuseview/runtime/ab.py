@@ -6,6 +6,7 @@ states comes from the same kind of measurement (fuseview.stats then turns the ar
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,9 +28,16 @@ from fuseview.units import format_bytes
 Timed = tuple[list[np.ndarray], list[dict]]  # one (sessions x rounds) array per model, providers
 TimeModels = Callable[..., Timed]  # time_models's signature: this process's, or a target's (tune's timer)
 MEMORY_SHARE = 0.25
-# Each look at a sequential A/B's interval is one more chance for an A/A to exclude 1 by luck; at 99 % a
-# look, five looks miss about as often as one at 95 % (Bonferroni).
-SEQUENTIAL_LEVEL = 0.99
+# Each look at a sequential A/B's interval is one more chance for an A/A to exclude 1 by luck. The error
+# is spent over the looks (look k at 1 - (1 - level) * 6 / (pi^2 k^2), which sums to 1 - level for any
+# number of looks, Bonferroni): 96.96 % at the first, 99.24 % at the second, 99.97 % at the tenth. A fixed
+# 99 % a look let a 22-look A/A on a loaded machine call a byte-identical copy "faster".
+SEQUENTIAL_LEVEL = 0.95
+
+
+def look_level(level: float, look: int) -> float:
+    """The interval's level at the `look`-th look (1-based) of a sequential A/B of overall `level`."""
+    return 1.0 - (1.0 - level) * 6.0 / (math.pi**2 * look**2)
 
 
 def _weight_bytes(source: ModelSource, base_dir: str | os.PathLike | None) -> int:
@@ -103,12 +111,14 @@ def time_models(
     sessions, _why = _fit(per_round, len(sources), sessions)
     rounds = -(-runs // sessions)
     # Created in turns (A B, B A, A B, ...): a session's speed drifts with when it was made (measured
-    # here: later ones up to 3 % faster), so no model may have all the early ones.
+    # here: later ones up to 3 % faster), so no model may have all the early ones. With an odd number of
+    # sessions one model would still go first more often in every batch; the seed's parity picks which,
+    # so a sequential A/B's batches (seed + batch) alternate it.
     slots: list[list] = [[] for _ in sources]
     choices: list[dict] = [{} for _ in sources]
     same = all(mem_pattern_for(s) for s in sources)  # one setting for every model of the A/B
     for j in range(sessions):
-        for i in range(len(sources)) if j % 2 == 0 else reversed(range(len(sources))):
+        for i in range(len(sources)) if (j + seed) % 2 == 0 else reversed(range(len(sources))):
             check_cancel(cancel)
             sess, choice = create_session(sources[i], provider, opt_level, threads=threads, base_dir=base_dir,
                                           mem_pattern=same)
@@ -178,8 +188,8 @@ def measure_until_decided(
     time would not fit in what is left, and every batch stops its rounds at the deadline. Undecided pairs
     are marked budget_spent, with stats' estimate of how many more runs would likely decide them (timer:
     a target's time_models, e.g. a Ray node's; this process's by default). The
-    interval is looked at after every batch: at SEQUENTIAL_LEVEL each, so that stopping at the first
-    decided look keeps a false "faster" about as rare as one look at 95 % would.
+    interval is looked at after every batch, at look_level: stopping at the first decided look keeps a
+    false "faster" no more likely than one look at `level` (SEQUENTIAL_LEVEL, 95 %), however many looks.
     """
     start = time.monotonic()
     deadline = start + budget_s
@@ -196,7 +206,7 @@ def measure_until_decided(
         for r, g in zip(rows, grouped, strict=True):
             r.append(g)
         stacked = [_stack(r) for r in rows]
-        est = {(a, b): compare_timings(stacked[a], stacked[b], paired=True, level=level,
+        est = {(a, b): compare_timings(stacked[a], stacked[b], paired=True, level=look_level(level, batch),
                                        threshold=threshold, seed=seed) for a, b in pairs}
         if on_batch:
             on_batch(batch, est)

@@ -301,7 +301,8 @@ def speedup_text(lat: dict) -> str:
     figures = _stats.interval_text(lat["speedup_p50"], lo, hi, lat["threshold"])
     budget = lat.get("budget_s")
     batches = f", {lat.get('batches', '?')} batches within a budget of {budget:g} s" if budget else ""
-    return (f"{figures} {lat['verdict']} ({lat['level']:.0%} CI, {lat['runs']} {lat['method']} runs{where}"
+    level = _stats.level_text(lat["level"])
+    return (f"{figures} {lat['verdict']} ({level} CI, {lat['runs']} {lat['method']} runs{where}"
             f"{batches}, threshold {lat['threshold']:.0%})")
 
 
@@ -333,7 +334,7 @@ def cannot_tell_text(report: dict, names: dict[str, str] | None = None) -> str:
 
     lat = report["comparison"]["latency"]
     lo, hi = lat["ci"]
-    why = [f"the {lat['level']:.0%} interval runs from {lo:.2f}x to {hi:.2f}x"]
+    why = [f"the {_stats.level_text(lat['level'])} interval runs from {lo:.2f}x to {hi:.2f}x"]
     ovh = report.get("profiler_overhead")
     if ovh:
         quiet = f"{QUIET_EVENT_US[0]:g}-{QUIET_EVENT_US[1]:g}"
@@ -415,5 +416,6 @@ def fused_pane_title(report: dict, base: str = "Fused") -> str:
         return f"{head} (old report: no interval, profile again for a verdict)"
     if cannot_tell(lat):  # the interval's ends, as the verdict line gives them, but no point estimate
         lo, hi = lat["ci"]
-        return f"{head}, speed-up: {CANNOT_TELL} ({lat['level']:.0%} CI from {lo:.2f}x to {hi:.2f}x)"
+        level = _stats.level_text(lat["level"])
+        return f"{head}, speed-up: {CANNOT_TELL} ({level} CI from {lo:.2f}x to {hi:.2f}x)"
     return f"{head}, speed-up {speedup_text(lat)}"

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from fuseview.session.exports import TuneSettings
 from fuseview.session.fusion_target import precision_label
+from fuseview.stats import level_text
 from fuseview.ui.candidates_panel import EFFECT_COLUMN
 from fuseview.ui.target_selector import TargetSelector, environment_text
 from fuseview.ui.tune_summary import TuneSummaryBar, summary_lines
@@ -92,7 +93,8 @@ def effect_cell(decision) -> tuple[str, str]:
     if e is not None and not alone:
         tip.append(f"not measured alone: the whole chosen model against {e.against}: {e.text()}")
     elif e is not None:
-        tip.append(f"time without ÷ time with: {e.text()} (95% CI, {e.runs} runs in {e.sessions} sessions,"
+        ci = f"{level_text(e.level)} CI, " if e.level else ""
+        tip.append(f"time without ÷ time with: {e.text()} ({ci}{e.runs} runs in {e.sessions} sessions,"
                    f" against {e.against})")
     if decision.max_abs is not None:
         tip.append(f"max |diff| {decision.max_abs:.2g}, max rel {decision.max_rel:.2g}")
