@@ -178,7 +178,7 @@ def _graph_cache(model: onnx.ModelProto) -> tuple[list[tuple[str, int]], list[tu
              and len(vi.type.tensor_type.shape.dim) == 4
              and all(isinstance(declared_dim(vi.type.tensor_type.shape.dim[j]), int) for j in (1, 3))}
     outputs = {vi.name for vi in g.output}
-    producers = {o: n for n in g.node for o in n.output if o}
+    producers = {o: n for n in g.node for o in n.output[:] if o}
     past: list[tuple[str, int]] = []
     total: list[tuple[str, int]] = []
     for n in g.node:

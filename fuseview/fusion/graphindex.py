@@ -93,11 +93,11 @@ class GraphIndex:
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         for n in self.nodes:
             self.by_op[n.op_type].append(n)
-            for i, o in enumerate(n.output):
+            for i, o in enumerate(n.output[:]):
                 if o:
                     self.producer[o] = (n, i)
             seen = set()
-            for i in list(n.input) + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
+            for i in n.input[:] + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)
@@ -130,7 +130,7 @@ class GraphIndex:
         never changes the list)."""
         got = self._inputs.get(id(node))
         if got is None:
-            got = list(node.input)
+            got = node.input[:]
             while got and not got[-1]:
                 got.pop()
             self._inputs[id(node)] = got
@@ -147,7 +147,7 @@ class GraphIndex:
     @staticmethod
     def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
         """Python value of a node attribute."""
-        for a in node.attribute:
+        for a in node.attribute[:]:
             if a.name == name:
                 return onnx.helper.get_attribute_value(a)
         return default
@@ -255,7 +255,7 @@ class GraphIndex:
         for name, (dims, elem) in inference.shapes.items():
             self._shapes[name] = (substitute(dims, used), elem)
         for t in self.graph.initializer:
-            self._shapes.setdefault(t.name, (list(t.dims), t.data_type))
+            self._shapes.setdefault(t.name, (t.dims[:], t.data_type))
         self._propagate(inference.model.graph)
 
     def _propagate(self, mg: onnx.GraphProto) -> None:
@@ -325,7 +325,7 @@ CONST_READ_LIMIT = 64 << 20
 
 def _declared_bytes(t: onnx.TensorProto) -> int:
     n = 1
-    for d in t.dims:
+    for d in t.dims[:]:
         n *= max(int(d), 0)
     try:
         size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize

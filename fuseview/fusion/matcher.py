@@ -24,7 +24,7 @@ from fuseview.fusion.rule import (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     nodes: dict[str, onnx.NodeProto]
     used: frozenset[int]
@@ -62,6 +62,11 @@ class PatternMatcher:
         self.pattern = pattern
         self.failure: Failure | None = None
 
+    def _deeper(self, st: _State, bonus: float = 0.0) -> bool:
+        """True when a failure here goes deeper than the deepest so far: only then is its reason written
+        (the matcher fails thousands of times a scan, and keeps one reason per pattern)."""
+        return self.failure is None or len(st.nodes) + bonus > self.failure.depth
+
     def _fail(self, st: _State, reason: str, bonus: float = 0.0) -> None:
         # A wrong constant value at the same depth explains a near miss better than a wrong operand order.
         depth = len(st.nodes) + bonus
@@ -79,23 +84,27 @@ class PatternMatcher:
         idx = self.index
         domain = "" if node.domain == "ai.onnx" else node.domain
         if node.op_type not in pn.op_types or domain != pn.domain:
-            want = "/".join(pn.op_types)
-            self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
+            if self._deeper(st):
+                want = "/".join(pn.op_types)
+                self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
             return
         if id(node) in st.used:
-            self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
+            if self._deeper(st):
+                self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
             return
         for k, v in pn.attrs.items():
             actual = idx.attr(node, k, pn.defaults.get(k))
             if not _attr_equal(actual, v):
-                self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
+                if self._deeper(st):
+                    self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
                 return
         inputs = idx.inputs(node)
         terms = pn.inputs
         need = pn.required
         if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
-            want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
-            self._fail(st, f"{idx.name(node)} has {len(inputs)} inputs, expected {want}")
+            if self._deeper(st):
+                want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
+                self._fail(st, f"{idx.name(node)} has {len(inputs)} inputs, expected {want}")
             return
         if len(inputs) < len(terms):
             inputs = inputs + [""] * (len(terms) - len(inputs))
@@ -121,10 +130,12 @@ class PatternMatcher:
                 if bound == tensor:
                     yield st
                 else:
-                    self._fail(st, f"{term.name} should be {bound} but is {tensor}")
+                    if self._deeper(st):
+                        self._fail(st, f"{term.name} should be {bound} but is {tensor}")
                 return
             if term.constant and not idx.is_const(tensor):
-                self._fail(st, f"{tensor} ({term.name}) is not a constant")
+                if self._deeper(st):
+                    self._fail(st, f"{tensor} ({term.name}) is not a constant")
                 return
             yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
             return
@@ -136,32 +147,38 @@ class PatternMatcher:
                 if term.index < len(node.output) and node.output[term.index] == tensor:
                     yield st
                 else:
-                    self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+                    if self._deeper(st):
+                        self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
                 return
             prod = idx.producer.get(tensor)
             if prod is None:
-                self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+                if self._deeper(st):
+                    self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
                 return
             node, out_i = prod
             if out_i != term.index:
-                where = f"output {out_i} of {idx.name(node)}"
-                self._fail(st, f"{tensor} is {where}, expected output {term.index}")
+                if self._deeper(st):
+                    where = f"output {out_i} of {idx.name(node)}"
+                    self._fail(st, f"{tensor} is {where}, expected output {term.index}")
                 return
             yield from self._match_node(pn, node, st)
             return
         if type(term) is PConst:
             v = idx.const_value(tensor)
             if v is None:
-                self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
+                if self._deeper(st):
+                    self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
                 return
             if v.size != 1 or v.dtype.kind not in "fiu":
-                self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
+                if self._deeper(st):
+                    self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
                 return
             x = float(np.ravel(v)[0])
             # a float16 constant is the wanted value rounded to float16: allow its rounding step
             tol = max(term.tol, float(np.finfo(v.dtype).eps)) if v.dtype == np.float16 else term.tol
             if not abs(x - term.value) <= tol * max(1.0, abs(term.value)):
-                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
+                if self._deeper(st, 0.5):
+                    self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
                 return
             yield st
             return

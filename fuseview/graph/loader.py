@@ -82,7 +82,7 @@ def _names(g: onnx.GraphProto) -> Iterable[str]:
     and initializers (each tensor once: a node's inputs are those)."""
     for n in g.node:
         yield n.name
-        yield from n.output
+        yield from n.output[:]
     for vi in g.input:
         yield vi.name
     for t in g.initializer:
@@ -116,10 +116,10 @@ def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
 def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
     for i, n in enumerate(g.node):
-        for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
+        for text in (n.name, n.op_type, n.domain, *n.input[:], *n.output[:]):
             if not isinstance(text, str):
                 raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for a in n.attribute:
+        for a in n.attribute[:]:
             if not isinstance(a.name, str):
                 raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
             if a.type == onnx.AttributeProto.UNDEFINED:
@@ -131,7 +131,7 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
             raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            for d in tt.shape.dim:
+            for d in tt.shape.dim[:]:
                 # -1 is how some exporters (Paddle) write a dynamic dim; nothing writes -5
                 if d.HasField("dim_value") and d.dim_value < -1:
                     raise FuseviewError(f"{where}: tensor {vi.name!r} has a negative dim ({d.dim_value})")
@@ -156,14 +156,14 @@ _TYPED_FIELD: dict[int, str] = {
 
 def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
     """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
-    if any(d < 0 for d in t.dims):
+    if any(d < 0 for d in t.dims[:]):
         raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
     if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
         raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
     if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
         return
     count = 1
-    for d in t.dims:
+    for d in t.dims[:]:
         count *= d
     if t.HasField("raw_data"):
         try:
@@ -212,12 +212,12 @@ def _check_graph(
                 f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
                 "which the model declares no opset for"
             )
-        for o in n.output:
+        for o in n.output[:]:
             if o:
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        ins = list(n.input)
+        ins = n.input[:]
         reads.append(ins)
         for inp in ins:
             if inp:
@@ -240,7 +240,7 @@ def _check_graph(
         _check_acyclic(protos, producer, names, where)
     inner = frozenset(defined | outer)
     for n in protos if deep else ():
-        for a in n.attribute:
+        for a in n.attribute[:]:
             subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
             for sub in subs:
                 _check_graph(list(sub.node), [vi.name for vi in sub.input], [vi.name for vi in sub.output],

@@ -100,7 +100,7 @@ _MAX_VALUE = 64  # track values of small int tensors only (shape arithmetic)
 
 
 def _attr(node: onnx.NodeProto, name: str, default=None):
-    for a in node.attribute:
+    for a in node.attribute[:]:
         if a.name == name:
             return onnx.helper.get_attribute_value(a)
     return default
@@ -140,7 +140,7 @@ class _Prop:
 
     def run(self, n: onnx.NodeProto) -> None:
         op = n.op_type
-        ins = list(n.input)
+        ins = n.input[:]
         shp = [self.s.get(i) if i else None for i in ins]
         vals = [self.v.get(i) if i else None for i in ins]
         out: list[Shape | None] = [None] * len(n.output)
@@ -352,7 +352,7 @@ class _Prop:
         return False
 
     def _store(self, n, out, outv) -> None:
-        for o, s, v in zip(n.output, out, outv, strict=False):
+        for o, s, v in zip(n.output[:], out, outv, strict=False):
             if not o:
                 continue
             if s is not None:
@@ -473,9 +473,9 @@ def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, 
     values: dict[str, np.ndarray] = {}
 
     def read(name: str, t: onnx.TensorProto) -> None:
-        shapes[name] = list(t.dims)
+        shapes[name] = t.dims[:]
         small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(
-            t.dims) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
+            shapes[name]) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
         try:
             if small:
                 values[name] = raw_array(t)
@@ -521,7 +521,7 @@ def propagate(
             prop.run(n)
         except Exception:  # noqa: BLE001 - an op we model wrongly must not break the scan
             pass
-        for o in n.output:
+        for o in n.output[:]:
             if o and o not in shapes and o in known:
                 shapes[o] = known[o]
     return shapes

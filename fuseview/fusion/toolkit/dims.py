@@ -41,6 +41,7 @@ class SymbolicDims:
         self._memo: dict[tuple[str, int], Dim] = {}
         self._params: dict[tuple[str, int], Dim] = {}
         self._ranks: dict[str, int | None] = {}
+        self._vecs: dict[str, tuple[list[Dim] | None, frozenset[int]]] = {}
         for vi in list(index.graph.input):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 for i, d in enumerate(vi.type.tensor_type.shape.dim):
@@ -394,6 +395,19 @@ class SymbolicDims:
 
     def vec(self, t: str, visited: set[int], depth: int = 0) -> list[Dim] | None:
         """Elements of a 1-D int64 shape vector (ints or ("dim", tensor, i)); records the nodes walked."""
+        if depth:
+            return self._vec(t, visited, depth)
+        # rules read the same shape vectors again and again (each Reshape's target, per rule): a walk from
+        # the top is the same whoever asks, so its elements and the nodes it walked are kept
+        hit = self._vecs.get(t)
+        if hit is None:
+            walked: set[int] = set()
+            hit = (self._vec(t, walked, 0), frozenset(walked))
+            self._vecs[t] = hit
+        visited.update(hit[1])
+        return None if hit[0] is None else list(hit[0])
+
+    def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
         c = self.const(t)
         if c is not None:
             if c.dtype.kind not in "iu" or c.ndim > 1:
