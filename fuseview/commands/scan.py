@@ -61,6 +61,13 @@ def _float16_scan(args: argparse.Namespace, dims: dict[str, int], provider: str)
 
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
+    from fuseview import collector
+
+    with collector.paused():  # its imports and the scan make many objects and few cycles (see collector)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from fuseview.dims import parse_dim_args
     from fuseview.fusion.kernels import default_provider
     from fuseview.fusion.scan import scan_file

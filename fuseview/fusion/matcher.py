@@ -201,12 +201,12 @@ def _boundary(
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
     root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
-    outputs = [o for o in root.output if o]
+    outputs = [o for o in root.output[:] if o]
     exposed: dict[str, str] = {}
     for label, node in st.nodes.items():
         if node is root:
             continue
-        for o in node.output:
+        for o in node.output[:]:
             if not o:
                 continue
             outside = [c for c in index.consumers.get(o, ()) if id(c) not in matched]
