@@ -353,7 +353,7 @@ def _through_link(base: Path, location: Path) -> bool:
 def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
     yield from graph.initializer
     for node in graph.node:
-        for attr in node.attribute:
+        for attr in node.attribute[:]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from _all_initializers(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -370,7 +370,7 @@ def _type_info(t: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
     if not tt.HasField("shape"):
         return dtype, None
     dims: list[Dim] = []
-    for d in tt.shape.dim:
+    for d in tt.shape.dim[:]:
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param"):
@@ -384,7 +384,7 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
     if attr.type == onnx.AttributeProto.TENSOR:
         t = attr.t
         dtype = dtype_name(t.data_type)
-        return f"tensor {dtype}[{', '.join(str(d) for d in t.dims)}]"
+        return f"tensor {dtype}[{', '.join(str(d) for d in t.dims[:])}]"
     if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
         return "<graph>"
     value = onnx.helper.get_attribute_value(attr)
@@ -408,7 +408,7 @@ def _build_graph(
     types.update(declared or {})
     init_names = {t.name for t in g.initializer}
     for t in g.initializer:
-        types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
+        types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims[:]))
     if types_from is not None:
         borrow_types(g, types, {t.name: (t.dtype, t.shape) for t in types_from.tensors.values()})
     outputs = [vi.name for vi in g.output]
@@ -471,11 +471,11 @@ def _assemble(
     inner_known = set(defined) | set(outer)
     for i, n in enumerate(protos):
         folded = tuple(
-            x for x in n.input if x and (x in init_names or (x in producer and producer[x] in folded_into))
+            x for x in n.input[:] if x and (x in init_names or (x in producer and producer[x] in folded_into))
         )
         subgraphs: dict[str, GraphDocument] = {}
         attrs: dict[str, object] = {}
-        for a in n.attribute:
+        for a in n.attribute[:]:
             attrs[a.name] = _attribute_value(a)
             if a.type == onnx.AttributeProto.GRAPH:
                 subgraphs[a.name] = _build_graph(a.g, where, known_domains, frozenset(inner_known))
@@ -491,14 +491,14 @@ def _assemble(
                 name=names[i],
                 op_type=n.op_type,
                 domain=n.domain or "",
-                inputs=tuple(n.input),
-                outputs=tuple(n.output),
+                inputs=tuple(n.input[:]),
+                outputs=tuple(n.output[:]),
                 attributes=attrs,
                 scope=scope_cache[i],
                 folded_inputs=folded,
                 folded_into=folded_into.get(i),
                 subgraphs=subgraphs,
-                metadata={p.key: p.value for p in n.metadata_props},
+                metadata={p.key: p.value for p in n.metadata_props[:]},
             )
         )
 
@@ -527,7 +527,7 @@ def _assemble(
     for dst, n in enumerate(protos):
         if dst in folded_into:
             continue
-        for inp in n.input:
+        for inp in n.input[:]:
             src = producer.get(inp) if inp else None
             if src is not None and src not in folded_into:
                 edges.append(Edge(src, dst, inp))
@@ -550,7 +550,7 @@ def _check_acyclic(
     indeg = [0] * n
     succ: list[list[int]] = [[] for _ in range(n)]
     for i, node in enumerate(protos):
-        for inp in node.input:
+        for inp in node.input[:]:
             src = producer.get(inp) if inp else None
             if src is not None:
                 succ[src].append(i)

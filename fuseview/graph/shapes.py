@@ -457,12 +457,12 @@ _RAW: dict[int, type] = {
 def raw_array(t: onnx.TensorProto) -> np.ndarray:
     """numpy_helper.to_array, with the common inline raw_data case read directly (the same array, read-only,
     without its per-call overhead: a scan reads thousands of small shape constants)."""
-    from onnx import numpy_helper
-
     dtype = _RAW.get(t.data_type)
     if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
+        from onnx import numpy_helper
+
         return numpy_helper.to_array(t)
-    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))
+    return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims[:])
 
 
 def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
