@@ -124,7 +124,7 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
                 raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
             if a.type == onnx.AttributeProto.UNDEFINED:
                 raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({n.op_type}) has no type")
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]:
                 _check_names_and_dims(sub, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
@@ -241,7 +241,7 @@ def _check_graph(
     inner = frozenset(defined | outer)
     for n in protos if deep else ():
         for a in n.attribute[:]:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]
             for sub in subs:
                 _check_graph(list(sub.node), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
                              {t.name for t in sub.initializer}, where, known_domains, inner)
