@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
-from fuseview.graph.shapes import raw_array
+from fuseview.graph.shapes import attribute_value, raw_array
 from fuseview.naming import unique_node_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -149,7 +149,7 @@ class GraphIndex:
         """Python value of a node attribute."""
         for a in node.attribute[:]:
             if a.name == name:
-                return onnx.helper.get_attribute_value(a)
+                return attribute_value(a)
         return default
 
     def is_const(self, tensor: str) -> bool:

@@ -99,10 +99,23 @@ _BINARY = {
 _MAX_VALUE = 64  # track values of small int tensors only (shape arithmetic)
 
 
+_LIST_FIELDS = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints",
+                onnx.AttributeProto.STRINGS: "strings"}
+
+
+def attribute_value(a: onnx.AttributeProto) -> Any:
+    """onnx.helper.get_attribute_value, its number and string lists read by slice (upb's repeated fields
+    have no iterator: a list() of one ends in a formatted IndexError, and the scan reads thousands)."""
+    field = _LIST_FIELDS.get(a.type)
+    if field is None or a.ref_attr_name:
+        return onnx.helper.get_attribute_value(a)
+    return getattr(a, field)[:]
+
+
 def _attr(node: onnx.NodeProto, name: str, default=None):
     for a in node.attribute[:]:
         if a.name == name:
-            return onnx.helper.get_attribute_value(a)
+            return attribute_value(a)
     return default
 
 
