@@ -17,6 +17,7 @@ from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Nod
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
+from fuseview.graph.shapes import attribute_value
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
 from fuseview.naming import unique_node_names
 from fuseview.progress import Progress
@@ -387,7 +388,7 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
         return f"tensor {dtype}[{', '.join(str(d) for d in t.dims[:])}]"
     if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
         return "<graph>"
-    value = onnx.helper.get_attribute_value(attr)
+    value = attribute_value(attr)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, list) and value and isinstance(value[0], bytes):
