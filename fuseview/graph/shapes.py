@@ -158,11 +158,8 @@ class _Prop:
         vals = [self.v.get(i) if i else None for i in ins]
         out: list[Shape | None] = [None] * len(n.output)
         outv: list[np.ndarray | None] = [None] * len(n.output)
-        parts = (self._elementwise, self._reshaping, self._linear_and_reduce, self._slices_and_makers)
-        for part in parts:
-            if part(n, op, ins, shp, vals, out, outv):
-                break
-        else:
+        part = _PART_OF_OP.get(op)
+        if part is None or not part(self, n, op, ins, shp, vals, out, outv):
             if shp and shp[0] is not None:
                 _contrib_shapes(n, shp, out)
         self._store(n, out, outv)
@@ -377,6 +374,18 @@ class _Prop:
                     self.s[o] = dims
             if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
                 self.v[o] = v
+
+
+# the one _Prop method that models each op (the ops of the four are disjoint: a node goes straight to its own)
+_PART_OF_OP = {
+    **dict.fromkeys(_UNARY | _BINARY | {"Shape", "Size", "Gather", "GatherElements", "GatherND"},
+                    _Prop._elementwise),
+    **dict.fromkeys(("Unsqueeze", "Squeeze", "Concat", "Reshape", "Flatten", "Transpose"), _Prop._reshaping),
+    **dict.fromkeys(("MatMul", "FusedMatMul", "Gemm", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                     "ReduceProd", "ReduceL2", "Split"), _Prop._linear_and_reduce),
+    **dict.fromkeys(("Slice", "ConstantOfShape", "Expand", "Range", "Conv", "FusedConv",
+                     "BatchNormalization"), _Prop._slices_and_makers),
+}
 
 
 def _contrib_shapes(n: onnx.NodeProto, shp: list[Shape | None], out: list[Shape | None]) -> None:
