@@ -106,6 +106,7 @@ class GraphIndex:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
+        self._seeds: dict[str, np.ndarray] = {}  # the small integer constants propagation was seeded with
         self._inputs: dict[int, list[str]] = {}
         self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
@@ -180,7 +181,11 @@ class GraphIndex:
             return self._const_cache[tensor]
         value = None
         if self.is_const(tensor):
-            if tensor in self.initializers:
+            seeded = self._seeds.get(tensor)
+            # read already, from the same bytes, when propagation was seeded (a name with one source only)
+            if seeded is not None and (tensor in self.initializers) != (tensor in self.producer):
+                value = seeded
+            elif tensor in self.initializers:
                 value = self._tensor_value(self.initializers[tensor])
             elif self.producer[tensor][0].op_type == "Identity":
                 value = self.const_value(self.producer[tensor][0].input[0])
@@ -269,6 +274,7 @@ class GraphIndex:
         }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
         seeded, small = constant_seeds(mg)
+        self._seeds = small
         inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known)
         for name, s in shapes.items():
