@@ -177,8 +177,10 @@ def _graph_cache(model: onnx.ModelProto) -> tuple[list[tuple[str, int]], list[tu
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in g.input if vi.name not in inits
              and len(vi.type.tensor_type.shape.dim) == 4
              and all(isinstance(declared_dim(vi.type.tensor_type.shape.dim[j]), int) for j in (1, 3))}
+    if not ranks:
+        return [], []  # no input can be a cache: no Concat below can tie one
     outputs = {vi.name for vi in g.output}
-    producers = {o: n for n in g.node for o in n.output if o}
+    producers = {o: n for n in g.node for o in n.output[:] if o}
     past: list[tuple[str, int]] = []
     total: list[tuple[str, int]] = []
     for n in g.node:

@@ -16,10 +16,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the model summary."""
-    from fuseview.graph.loader import load_document
-    from fuseview.reports import InfoReport
+    from fuseview import collector
 
-    info = InfoReport.of(load_document(args.model, inner_dims=False))  # it shows inputs and outputs
+    with collector.paused():  # onnx's import and the document make many objects and few cycles
+        from fuseview.graph.loader import load_document
+        from fuseview.reports import InfoReport
+
+        info = InfoReport.of(load_document(args.model, inner_dims=False))  # it shows inputs and outputs
     if args.json:
         print(json.dumps(info.to_json(), indent=1))
         return 0

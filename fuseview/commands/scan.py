@@ -61,28 +61,41 @@ def _float16_scan(args: argparse.Namespace, dims: dict[str, int], provider: str)
 
 def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
+    from fuseview import collector
+
+    with collector.paused():  # its imports and the scan make many objects and few cycles (see collector)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from fuseview.dims import parse_dim_args
+    from fuseview.fusion.kernels import default_provider
     from fuseview.fusion.scan import scan_file
-    from fuseview.reports import ScanReport
-    from fuseview.runtime.costs import candidate_costs
-    from fuseview.runtime.report import load_report
     from fuseview.texttable import table_lines
     from fuseview.units import format_bytes
 
     dims = parse_dim_args(args.dim)
-    report = load_report(args.profile) if args.profile else None
-    from fuseview.fusion.kernels import default_provider
+    report = None
+    if args.profile:  # the report's reader imports onnxruntime: only a scan with --profile pays for it
+        from fuseview.runtime.report import load_report
 
+        report = load_report(args.profile)
     provider, why = (args.provider, "asked") if args.provider != "auto" else default_provider()
     result = (_float16_scan(args, dims, provider) if args.float16
               else scan_file(args.model, dims, provider=provider))
-    costs = candidate_costs(report, result.candidates) if report is not None else {}
+    costs = {}
+    if report is not None:
+        from fuseview.runtime.costs import candidate_costs
+
+        costs = candidate_costs(report, result.candidates)
     ort_cmp = None
     if getattr(args, "ort_check", None):
         from fuseview.fusion.ort_compare import compare_with_ort
 
         ort_cmp = compare_with_ort(args.model, result.candidates, args.ort_check, "cpu")
     if args.json:
+        from fuseview.reports import ScanReport
+
         profile = None if report is None else {"report": args.profile, "model": report["models"][0]["path"]}
         print(json.dumps(ScanReport.of(result, costs, ort_cmp, profile).to_json(), indent=1))
         return 0

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
-from fuseview.graph.shapes import raw_array
+from fuseview.graph.shapes import attribute_value, raw_array
 from fuseview.naming import unique_node_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -93,11 +93,11 @@ class GraphIndex:
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         for n in self.nodes:
             self.by_op[n.op_type].append(n)
-            for i, o in enumerate(n.output):
+            for i, o in enumerate(n.output[:]):
                 if o:
                     self.producer[o] = (n, i)
             seen = set()
-            for i in list(n.input) + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
+            for i in n.input[:] + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)
@@ -106,6 +106,7 @@ class GraphIndex:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
+        self._seeds: dict[str, np.ndarray] = {}  # the small integer constants propagation was seeded with
         self._inputs: dict[int, list[str]] = {}
         self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
@@ -130,7 +131,7 @@ class GraphIndex:
         never changes the list)."""
         got = self._inputs.get(id(node))
         if got is None:
-            got = list(node.input)
+            got = node.input[:]
             while got and not got[-1]:
                 got.pop()
             self._inputs[id(node)] = got
@@ -147,9 +148,9 @@ class GraphIndex:
     @staticmethod
     def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
         """Python value of a node attribute."""
-        for a in node.attribute:
+        for a in node.attribute[:]:
             if a.name == name:
-                return onnx.helper.get_attribute_value(a)
+                return attribute_value(a)
         return default
 
     def is_const(self, tensor: str) -> bool:
@@ -180,7 +181,11 @@ class GraphIndex:
             return self._const_cache[tensor]
         value = None
         if self.is_const(tensor):
-            if tensor in self.initializers:
+            seeded = self._seeds.get(tensor)
+            # read already, from the same bytes, when propagation was seeded (a name with one source only)
+            if seeded is not None and (tensor in self.initializers) != (tensor in self.producer):
+                value = seeded
+            elif tensor in self.initializers:
                 value = self._tensor_value(self.initializers[tensor])
             elif self.producer[tensor][0].op_type == "Identity":
                 value = self.const_value(self.producer[tensor][0].input[0])
@@ -255,7 +260,7 @@ class GraphIndex:
         for name, (dims, elem) in inference.shapes.items():
             self._shapes[name] = (substitute(dims, used), elem)
         for t in self.graph.initializer:
-            self._shapes.setdefault(t.name, (list(t.dims), t.data_type))
+            self._shapes.setdefault(t.name, (t.dims[:], t.data_type))
         self._propagate(inference.model.graph)
 
     def _propagate(self, mg: onnx.GraphProto) -> None:
@@ -269,6 +274,7 @@ class GraphIndex:
         }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
         seeded, small = constant_seeds(mg)
+        self._seeds = small
         inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known)
         for name, s in shapes.items():
@@ -325,7 +331,7 @@ CONST_READ_LIMIT = 64 << 20
 
 def _declared_bytes(t: onnx.TensorProto) -> int:
     n = 1
-    for d in t.dims:
+    for d in t.dims[:]:
         n *= max(int(d), 0)
     try:
         size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize

@@ -24,7 +24,7 @@ from fuseview.fusion.rule import (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     nodes: dict[str, onnx.NodeProto]
     used: frozenset[int]
@@ -62,6 +62,11 @@ class PatternMatcher:
         self.pattern = pattern
         self.failure: Failure | None = None
 
+    def _deeper(self, st: _State, bonus: float = 0.0) -> bool:
+        """True when a failure here goes deeper than the deepest so far: only then is its reason written
+        (the matcher fails thousands of times a scan, and keeps one reason per pattern)."""
+        return self.failure is None or len(st.nodes) + bonus > self.failure.depth
+
     def _fail(self, st: _State, reason: str, bonus: float = 0.0) -> None:
         # A wrong constant value at the same depth explains a near miss better than a wrong operand order.
         depth = len(st.nodes) + bonus
@@ -76,29 +81,47 @@ class PatternMatcher:
                 yield from self._match_node(root, node, st)
 
     def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
+        inputs = self._fit(pn, node, st)
+        if inputs is not None:
+            yield from self._match_inputs(pn, node, inputs, st)
+
+    def _fit(self, pn: PNode, node: onnx.NodeProto, st: _State) -> list[str] | None:
+        """The node's inputs (padded to the pattern node's terms) when its op, domain, attributes and
+        arity fit pn; else None, the failure recorded. Most nodes a pattern meets fail here: checked
+        before any generator is made for them."""
         idx = self.index
         domain = "" if node.domain == "ai.onnx" else node.domain
         if node.op_type not in pn.op_types or domain != pn.domain:
-            want = "/".join(pn.op_types)
-            self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
-            return
+            if self._deeper(st):
+                want = "/".join(pn.op_types)
+                self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
+            return None
         if id(node) in st.used:
-            self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
-            return
+            if self._deeper(st):
+                self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
+            return None
         for k, v in pn.attrs.items():
             actual = idx.attr(node, k, pn.defaults.get(k))
             if not _attr_equal(actual, v):
-                self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
-                return
+                if self._deeper(st):
+                    self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
+                return None
         inputs = idx.inputs(node)
         terms = pn.inputs
         need = pn.required
         if len(inputs) < need or (len(inputs) > len(terms) and not pn.extra_inputs):
-            want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
-            self._fail(st, f"{idx.name(node)} has {len(inputs)} inputs, expected {want}")
-            return
+            if self._deeper(st):
+                want = str(need) if need == len(terms) else f"{need}-{len(terms)}"
+                self._fail(st, f"{idx.name(node)} has {len(inputs)} inputs, expected {want}")
+            return None
         if len(inputs) < len(terms):
             inputs = inputs + [""] * (len(terms) - len(inputs))
+        return inputs
+
+    def _match_inputs(
+        self, pn: PNode, node: onnx.NodeProto, inputs: list[str], st: _State
+    ) -> Iterator[_State]:
+        terms = pn.inputs
         st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
         orders = [terms]
         if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
@@ -107,28 +130,70 @@ class PatternMatcher:
             yield from self._match_seq(order, inputs, 0, st2)
 
     def _match_seq(self, terms: list[PTerm], tensors: list[str], i: int, st: _State) -> Iterator[_State]:
+        # a variable or a constant gives at most one state: taken in place, without a generator of its own
+        while i < len(terms):
+            term = terms[i]
+            if type(term) is PVar:
+                got = self._bind(term, tensors[i], st)
+                if got is None:
+                    return
+                st = got
+            elif type(term) is PConst:
+                if not self._const_fits(term, tensors[i], st):
+                    return
+            else:
+                break
+            i += 1
         if i == len(terms):
             yield st
             return
         for st2 in self._match_term(terms[i], tensors[i], st):
             yield from self._match_seq(terms, tensors, i + 1, st2)
 
+    def _bind(self, term: PVar, tensor: str, st: _State) -> _State | None:
+        """The state with the variable bound to tensor (st itself when it is bound to it already); None, the
+        failure recorded, when it is bound to another or must be a constant and is not."""
+        bound = st.binds.get(term.name)
+        if bound is not None:
+            if bound == tensor:
+                return st
+            if self._deeper(st):
+                self._fail(st, f"{term.name} should be {bound} but is {tensor}")
+            return None
+        if term.constant and not self.index.is_const(tensor):
+            if self._deeper(st):
+                self._fail(st, f"{tensor} ({term.name}) is not a constant")
+            return None
+        return _State(st.nodes, st.used, {**st.binds, term.name: tensor})
+
+    def _const_fits(self, term: PConst, tensor: str, st: _State) -> bool:
+        """Whether tensor is a one-number constant of the term's value (else the failure is recorded)."""
+        v = self.index.const_value(tensor)
+        if v is None:
+            if self._deeper(st):
+                self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
+            return False
+        if v.size != 1 or v.dtype.kind not in "fiu":
+            if self._deeper(st):
+                self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
+            return False
+        x = float(np.ravel(v)[0])
+        # a float16 constant is the wanted value rounded to float16: allow its rounding step
+        tol = max(term.tol, float(np.finfo(v.dtype).eps)) if v.dtype == np.float16 else term.tol
+        if not abs(x - term.value) <= tol * max(1.0, abs(term.value)):
+            if self._deeper(st, 0.5):
+                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
+            return False
+        return True
+
     def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         idx = self.index
-        if type(term) is PVar:
-            bound = st.binds.get(term.name)
-            if bound is not None:
-                if bound == tensor:
-                    yield st
-                else:
-                    self._fail(st, f"{term.name} should be {bound} but is {tensor}")
-                return
-            if term.constant and not idx.is_const(tensor):
-                self._fail(st, f"{tensor} ({term.name}) is not a constant")
-                return
-            yield _State(st.nodes, st.used, {**st.binds, term.name: tensor})
-            return
         # exact types, not isinstance: this runs for every tensor a pattern term meets
+        if type(term) is PVar:
+            got = self._bind(term, tensor, st)
+            if got is not None:
+                yield got
+            return
         if type(term) is POut:
             pn = term.node
             if pn.label in st.nodes:
@@ -136,34 +201,27 @@ class PatternMatcher:
                 if term.index < len(node.output) and node.output[term.index] == tensor:
                     yield st
                 else:
-                    self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
+                    if self._deeper(st):
+                        self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
                 return
             prod = idx.producer.get(tensor)
             if prod is None:
-                self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+                if self._deeper(st):
+                    self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
                 return
             node, out_i = prod
             if out_i != term.index:
-                where = f"output {out_i} of {idx.name(node)}"
-                self._fail(st, f"{tensor} is {where}, expected output {term.index}")
+                if self._deeper(st):
+                    where = f"output {out_i} of {idx.name(node)}"
+                    self._fail(st, f"{tensor} is {where}, expected output {term.index}")
                 return
-            yield from self._match_node(pn, node, st)
+            inputs = self._fit(pn, node, st)
+            if inputs is not None:
+                yield from self._match_inputs(pn, node, inputs, st)
             return
         if type(term) is PConst:
-            v = idx.const_value(tensor)
-            if v is None:
-                self._fail(st, f"{tensor} is not a constant (expected {term.value:g})")
-                return
-            if v.size != 1 or v.dtype.kind not in "fiu":
-                self._fail(st, f"{tensor} is not a single number (expected {term.value:g})")
-                return
-            x = float(np.ravel(v)[0])
-            # a float16 constant is the wanted value rounded to float16: allow its rounding step
-            tol = max(term.tol, float(np.finfo(v.dtype).eps)) if v.dtype == np.float16 else term.tol
-            if not abs(x - term.value) <= tol * max(1.0, abs(term.value)):
-                self._fail(st, f"constant {tensor} = {x:g}, expected {term.value:g}", bonus=0.5)
-                return
-            yield st
+            if self._const_fits(term, tensor, st):
+                yield st
             return
         if type(term) is PAlt:
             for alt in term.alternatives:
@@ -184,12 +242,12 @@ def _boundary(
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
     root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
-    outputs = [o for o in root.output if o]
+    outputs = [o for o in root.output[:] if o]
     exposed: dict[str, str] = {}
     for label, node in st.nodes.items():
         if node is root:
             continue
-        for o in node.output:
+        for o in node.output[:]:
             if not o:
                 continue
             outside = [c for c in index.consumers.get(o, ()) if id(c) not in matched]

@@ -10,6 +10,7 @@ from typing import Any
 
 import onnx
 
+from fuseview import collector
 from fuseview.errors import FuseviewError
 from fuseview.fusion import kernels
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
@@ -73,6 +74,20 @@ def scan_model(
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
     and its local functions. With a provider, a candidate whose fused op has no kernel there for its dtype
     becomes a near miss (fuseview.fusion.kernels). typed: an inner graph's part of the outer inference."""
+    with collector.paused():
+        return _scan_model(model, dims, rules, base_dir, path, functions, provider, typed)
+
+
+def _scan_model(
+    model: onnx.ModelProto,
+    dims: dict[str, int] | None,
+    rules: Sequence[Rule] | None,
+    base_dir: str | os.PathLike | None,
+    path: str | None,
+    functions: bool,
+    provider: str | None,
+    typed: onnx.GraphProto | None,
+) -> ScanResult:
     index = GraphIndex(model, dims, base_dir=base_dir, typed=typed)
     ctx = ScanContext(index)
     rules = list(catalogue() if rules is None else rules)
@@ -215,5 +230,6 @@ def scan_file(
     provider: str | None = None,
 ) -> ScanResult:
     """Load and scan an ONNX file (for provider, when given: see scan_model)."""
-    model = load_model(path)
-    return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path), provider=provider)
+    with collector.paused():
+        model = load_model(path)
+        return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path), provider=provider)

@@ -42,7 +42,7 @@ class Inference:
 def _weightless_tensor(t: onnx.TensorProto) -> onnx.TensorProto:
     out = onnx.TensorProto()
     count = 1
-    for d in t.dims:
+    for d in t.dims[:]:
         count *= d
     inline = t.data_location != onnx.TensorProto.EXTERNAL
     if t.data_type in _INT_TYPES and count <= KEEP_INT_VALUES and inline:
@@ -64,7 +64,7 @@ def _strip_graph(g: onnx.GraphProto) -> None:
 
 def _strip_nodes(nodes) -> None:  # noqa: ANN001 - a repeated NodeProto field
     for n in nodes:
-        for a in n.attribute:
+        for a in n.attribute[:]:
             if a.type == onnx.AttributeProto.TENSOR:
                 a.t.CopyFrom(_weightless_tensor(a.t))
             elif a.type == onnx.AttributeProto.GRAPH:
@@ -173,10 +173,11 @@ def infer_weightless(model: onnx.ModelProto, typed: onnx.GraphProto | None = Non
         if not tt.HasField("shape"):
             shapes[vi.name] = (None, tt.elem_type)
             continue
-        dims: Dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+        dims: Dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                      for d in tt.shape.dim[:]]
         shapes[vi.name] = (dims, tt.elem_type)
     for t in ig.initializer:
-        shapes.setdefault(t.name, (list(t.dims), t.data_type))
+        shapes.setdefault(t.name, (t.dims[:], t.data_type))
     return Inference(inferred, shapes, notes)
 
 

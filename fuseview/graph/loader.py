@@ -17,6 +17,7 @@ from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Nod
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
+from fuseview.graph.shapes import attribute_value
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
 from fuseview.naming import unique_node_names
 from fuseview.progress import Progress
@@ -82,7 +83,7 @@ def _names(g: onnx.GraphProto) -> Iterable[str]:
     and initializers (each tensor once: a node's inputs are those)."""
     for n in g.node:
         yield n.name
-        yield from n.output
+        yield from n.output[:]
     for vi in g.input:
         yield vi.name
     for t in g.initializer:
@@ -116,22 +117,22 @@ def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
 def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
     for i, n in enumerate(g.node):
-        for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
+        for text in (n.name, n.op_type, n.domain, *n.input[:], *n.output[:]):
             if not isinstance(text, str):
                 raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for a in n.attribute:
+        for a in n.attribute[:]:
             if not isinstance(a.name, str):
                 raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
             if a.type == onnx.AttributeProto.UNDEFINED:
                 raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({n.op_type}) has no type")
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]:
                 _check_names_and_dims(sub, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
             raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            for d in tt.shape.dim:
+            for d in tt.shape.dim[:]:
                 # -1 is how some exporters (Paddle) write a dynamic dim; nothing writes -5
                 if d.HasField("dim_value") and d.dim_value < -1:
                     raise FuseviewError(f"{where}: tensor {vi.name!r} has a negative dim ({d.dim_value})")
@@ -156,14 +157,14 @@ _TYPED_FIELD: dict[int, str] = {
 
 def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
     """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
-    if any(d < 0 for d in t.dims):
+    if any(d < 0 for d in t.dims[:]):
         raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
     if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
         raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
     if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
         return
     count = 1
-    for d in t.dims:
+    for d in t.dims[:]:
         count *= d
     if t.HasField("raw_data"):
         try:
@@ -212,12 +213,12 @@ def _check_graph(
                 f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
                 "which the model declares no opset for"
             )
-        for o in n.output:
+        for o in n.output[:]:
             if o:
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        ins = list(n.input)
+        ins = n.input[:]
         reads.append(ins)
         for inp in ins:
             if inp:
@@ -240,8 +241,8 @@ def _check_graph(
         _check_acyclic(protos, producer, names, where)
     inner = frozenset(defined | outer)
     for n in protos if deep else ():
-        for a in n.attribute:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+        for a in n.attribute[:]:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]
             for sub in subs:
                 _check_graph(list(sub.node), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
                              {t.name for t in sub.initializer}, where, known_domains, inner)
@@ -353,7 +354,7 @@ def _through_link(base: Path, location: Path) -> bool:
 def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
     yield from graph.initializer
     for node in graph.node:
-        for attr in node.attribute:
+        for attr in node.attribute[:]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from _all_initializers(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -370,7 +371,7 @@ def _type_info(t: onnx.TypeProto) -> tuple[str | None, tuple[Dim, ...] | None]:
     if not tt.HasField("shape"):
         return dtype, None
     dims: list[Dim] = []
-    for d in tt.shape.dim:
+    for d in tt.shape.dim[:]:
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param"):
@@ -384,10 +385,10 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
     if attr.type == onnx.AttributeProto.TENSOR:
         t = attr.t
         dtype = dtype_name(t.data_type)
-        return f"tensor {dtype}[{', '.join(str(d) for d in t.dims)}]"
+        return f"tensor {dtype}[{', '.join(str(d) for d in t.dims[:])}]"
     if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
         return "<graph>"
-    value = onnx.helper.get_attribute_value(attr)
+    value = attribute_value(attr)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, list) and value and isinstance(value[0], bytes):
@@ -408,7 +409,7 @@ def _build_graph(
     types.update(declared or {})
     init_names = {t.name for t in g.initializer}
     for t in g.initializer:
-        types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims))
+        types[t.name] = (dtype_name(t.data_type), tuple(int(d) for d in t.dims[:]))
     if types_from is not None:
         borrow_types(g, types, {t.name: (t.dtype, t.shape) for t in types_from.tensors.values()})
     outputs = [vi.name for vi in g.output]
@@ -471,11 +472,11 @@ def _assemble(
     inner_known = set(defined) | set(outer)
     for i, n in enumerate(protos):
         folded = tuple(
-            x for x in n.input if x and (x in init_names or (x in producer and producer[x] in folded_into))
+            x for x in n.input[:] if x and (x in init_names or (x in producer and producer[x] in folded_into))
         )
         subgraphs: dict[str, GraphDocument] = {}
         attrs: dict[str, object] = {}
-        for a in n.attribute:
+        for a in n.attribute[:]:
             attrs[a.name] = _attribute_value(a)
             if a.type == onnx.AttributeProto.GRAPH:
                 subgraphs[a.name] = _build_graph(a.g, where, known_domains, frozenset(inner_known))
@@ -491,14 +492,14 @@ def _assemble(
                 name=names[i],
                 op_type=n.op_type,
                 domain=n.domain or "",
-                inputs=tuple(n.input),
-                outputs=tuple(n.output),
+                inputs=tuple(n.input[:]),
+                outputs=tuple(n.output[:]),
                 attributes=attrs,
                 scope=scope_cache[i],
                 folded_inputs=folded,
                 folded_into=folded_into.get(i),
                 subgraphs=subgraphs,
-                metadata={p.key: p.value for p in n.metadata_props},
+                metadata={p.key: p.value for p in n.metadata_props[:]},
             )
         )
 
@@ -527,7 +528,7 @@ def _assemble(
     for dst, n in enumerate(protos):
         if dst in folded_into:
             continue
-        for inp in n.input:
+        for inp in n.input[:]:
             src = producer.get(inp) if inp else None
             if src is not None and src not in folded_into:
                 edges.append(Edge(src, dst, inp))
@@ -550,7 +551,7 @@ def _check_acyclic(
     indeg = [0] * n
     succ: list[list[int]] = [[] for _ in range(n)]
     for i, node in enumerate(protos):
-        for inp in node.input:
+        for inp in node.input[:]:
             src = producer.get(inp) if inp else None
             if src is not None:
                 succ[src].append(i)

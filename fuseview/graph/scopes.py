@@ -35,7 +35,7 @@ def _scopes_from_torch_metadata(value: str) -> tuple[str, ...] | None:
 
 def node_scope(node: onnx.NodeProto) -> tuple[str, ...]:
     """The node's name scope, outermost first; () when it has none."""
-    for prop in node.metadata_props:
+    for prop in node.metadata_props[:]:
         if prop.key == _TORCH_SCOPES_KEY:
             scope = _scopes_from_torch_metadata(prop.value)
             if scope is not None:

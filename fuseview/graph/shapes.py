@@ -99,10 +99,23 @@ _BINARY = {
 _MAX_VALUE = 64  # track values of small int tensors only (shape arithmetic)
 
 
+_LIST_FIELDS = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints",
+                onnx.AttributeProto.STRINGS: "strings"}
+
+
+def attribute_value(a: onnx.AttributeProto) -> Any:
+    """onnx.helper.get_attribute_value, its number and string lists read by slice (upb's repeated fields
+    have no iterator: a list() of one ends in a formatted IndexError, and the scan reads thousands)."""
+    field = _LIST_FIELDS.get(a.type)
+    if field is None or a.ref_attr_name:
+        return onnx.helper.get_attribute_value(a)
+    return getattr(a, field)[:]
+
+
 def _attr(node: onnx.NodeProto, name: str, default=None):
-    for a in node.attribute:
+    for a in node.attribute[:]:
         if a.name == name:
-            return onnx.helper.get_attribute_value(a)
+            return attribute_value(a)
     return default
 
 
@@ -140,16 +153,13 @@ class _Prop:
 
     def run(self, n: onnx.NodeProto) -> None:
         op = n.op_type
-        ins = list(n.input)
+        ins = n.input[:]
         shp = [self.s.get(i) if i else None for i in ins]
         vals = [self.v.get(i) if i else None for i in ins]
         out: list[Shape | None] = [None] * len(n.output)
         outv: list[np.ndarray | None] = [None] * len(n.output)
-        parts = (self._elementwise, self._reshaping, self._linear_and_reduce, self._slices_and_makers)
-        for part in parts:
-            if part(n, op, ins, shp, vals, out, outv):
-                break
-        else:
+        part = _PART_OF_OP.get(op)
+        if part is None or not part(self, n, op, ins, shp, vals, out, outv):
             if shp and shp[0] is not None:
                 _contrib_shapes(n, shp, out)
         self._store(n, out, outv)
@@ -352,7 +362,7 @@ class _Prop:
         return False
 
     def _store(self, n, out, outv) -> None:
-        for o, s, v in zip(n.output, out, outv, strict=False):
+        for o, s, v in zip(n.output[:], out, outv, strict=False):
             if not o:
                 continue
             if s is not None:
@@ -364,6 +374,18 @@ class _Prop:
                     self.s[o] = dims
             if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
                 self.v[o] = v
+
+
+# the one _Prop method that models each op (the ops of the four are disjoint: a node goes straight to its own)
+_PART_OF_OP = {
+    **dict.fromkeys(_UNARY | _BINARY | {"Shape", "Size", "Gather", "GatherElements", "GatherND"},
+                    _Prop._elementwise),
+    **dict.fromkeys(("Unsqueeze", "Squeeze", "Concat", "Reshape", "Flatten", "Transpose"), _Prop._reshaping),
+    **dict.fromkeys(("MatMul", "FusedMatMul", "Gemm", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                     "ReduceProd", "ReduceL2", "Split"), _Prop._linear_and_reduce),
+    **dict.fromkeys(("Slice", "ConstantOfShape", "Expand", "Range", "Conv", "FusedConv",
+                     "BatchNormalization"), _Prop._slices_and_makers),
+}
 
 
 def _contrib_shapes(n: onnx.NodeProto, shp: list[Shape | None], out: list[Shape | None]) -> None:
@@ -457,12 +479,12 @@ _RAW: dict[int, type] = {
 def raw_array(t: onnx.TensorProto) -> np.ndarray:
     """numpy_helper.to_array, with the common inline raw_data case read directly (the same array, read-only,
     without its per-call overhead: a scan reads thousands of small shape constants)."""
-    from onnx import numpy_helper
-
     dtype = _RAW.get(t.data_type)
     if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
+        from onnx import numpy_helper
+
         return numpy_helper.to_array(t)
-    return np.frombuffer(t.raw_data, dtype=dtype).reshape(tuple(t.dims))
+    return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims[:])
 
 
 def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
@@ -473,9 +495,9 @@ def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, 
     values: dict[str, np.ndarray] = {}
 
     def read(name: str, t: onnx.TensorProto) -> None:
-        shapes[name] = list(t.dims)
+        shapes[name] = t.dims[:]
         small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(
-            t.dims) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
+            shapes[name]) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
         try:
             if small:
                 values[name] = raw_array(t)
@@ -521,7 +543,7 @@ def propagate(
             prop.run(n)
         except Exception:  # noqa: BLE001 - an op we model wrongly must not break the scan
             pass
-        for o in n.output:
+        for o in n.output[:]:
             if o and o not in shapes and o in known:
                 shapes[o] = known[o]
     return shapes

@@ -41,6 +41,7 @@ class SymbolicDims:
         self._memo: dict[tuple[str, int], Dim] = {}
         self._params: dict[tuple[str, int], Dim] = {}
         self._ranks: dict[str, int | None] = {}
+        self._vecs: dict[str, tuple[list[Dim] | None, frozenset[int]]] = {}
         for vi in list(index.graph.input):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 for i, d in enumerate(vi.type.tensor_type.shape.dim):
@@ -83,7 +84,7 @@ class SymbolicDims:
             perm = self.ix.attr(n, "perm")
             return len(perm) if perm is not None else self.rank(n.input[0], d)
         if op in BINARY or op in ("MatMul", "FusedMatMul"):
-            rs = [self.rank(x, d) for x in n.input if x]
+            rs = [self.rank(x, d) for x in n.input[:] if x]
             known = [r for r in rs if r is not None]
             return None if len(known) < len(rs) else max(known)
         if op == "Gemm":
@@ -110,7 +111,7 @@ class SymbolicDims:
             return None
         if n.op_type in ("Where", "Add", "Mul", "Max", "Min"):
             ls = [self.vec_len(x, depth + 1) for x in n.input[1:] if x] if n.op_type == "Where" else \
-                [self.vec_len(x, depth + 1) for x in n.input if x]
+                [self.vec_len(x, depth + 1) for x in n.input[:] if x]
             known = [x for x in ls if x is not None and x != 1]
             return known[0] if known and all(k == known[0] for k in known) else None
         if n.op_type in ("Cast", "Identity", "Abs", "Neg") or (n.op_type == "Reshape" and self._flat(n)):
@@ -164,7 +165,7 @@ class SymbolicDims:
             return self.dim(n.input[0], i, d)
         r = self.rank(t)
         if op in BINARY:
-            ins = [x for x in n.input if x]
+            ins = [x for x in n.input[:] if x]
             if r is None:
                 return None
             toks = []
@@ -253,7 +254,7 @@ class SymbolicDims:
             axis = int(self.ix.attr(n, "axis", 0)) % rin
             if i != axis:
                 return self.dim(n.input[0], i, d)
-            k = list(n.output).index(t)
+            k = n.output[:].index(t)
             sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
             if sizes is None:
                 sizes = self.ix.attr(n, "split")
@@ -284,7 +285,7 @@ class SymbolicDims:
             axis = int(self.ix.attr(n, "axis", 0)) % r
             if i != axis:
                 return self.dim(n.input[0], i, d)
-            parts = [self.dim(x, i, d) for x in n.input if x]
+            parts = [self.dim(x, i, d) for x in n.input[:] if x]
             total = parts[0]
             for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
                 both = isinstance(total, int) and isinstance(p, int)
@@ -394,6 +395,19 @@ class SymbolicDims:
 
     def vec(self, t: str, visited: set[int], depth: int = 0) -> list[Dim] | None:
         """Elements of a 1-D int64 shape vector (ints or ("dim", tensor, i)); records the nodes walked."""
+        if depth:
+            return self._vec(t, visited, depth)
+        # rules read the same shape vectors again and again (each Reshape's target, per rule): a walk from
+        # the top is the same whoever asks, so its elements and the nodes it walked are kept
+        hit = self._vecs.get(t)
+        if hit is None:
+            walked: set[int] = set()
+            hit = (self._vec(t, walked, 0), frozenset(walked))
+            self._vecs[t] = hit
+        visited.update(hit[1])
+        return None if hit[0] is None else list(hit[0])
+
+    def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
         c = self.const(t)
         if c is not None:
             if c.dtype.kind not in "iu" or c.ndim > 1:
@@ -437,7 +451,7 @@ class SymbolicDims:
             return self.vec(n.input[0], visited, d)
         if op == "Concat":
             out: list[Dim] = []
-            for x in n.input:
+            for x in n.input[:]:
                 v = self.vec(x, visited, d)
                 if v is None:
                     return None
