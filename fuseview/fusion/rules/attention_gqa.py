@@ -28,6 +28,7 @@ import onnx
 from fuseview.errors import FuseviewError
 from fuseview.fusion import dtypes
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_causal import mask_is_causal
 from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
 from fuseview.fusion.rules.attention_packed import linear_projection, weight_meta
 from fuseview.fusion.rules.attention_rotary import Rotary, match_rotary, rotary_caches
@@ -62,6 +63,8 @@ class GqaMatch:
     sources: dict[str, int | tuple[str, int]] = field(default_factory=dict)
     # set by the packed rules (attention_gqa_qkv, attention_gqa_rotary_qkv): the three projections as one
     packed: PackedQkv | None = None
+    # the model's mask hides every later key (attention_causal): causal=1, onnxruntime's faster path
+    causal: bool = False
 
 
 @dataclass
@@ -215,7 +218,7 @@ def match_gqa(ctx: ScanContext, a: AttentionMatch) -> GqaMatch:
     return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
                     (past_k, past_v) if past_k and past_v else None,
                     (present_k, present_v) if present_k and present_v else None,
-                    tuple(shapes), sources=sources)
+                    tuple(shapes), sources=sources, causal=mask_is_causal(ctx, a))
 
 
 def dim_source(s: Structure, t: str, axis: int) -> int | tuple[str, int] | None:
@@ -354,7 +357,7 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     past = list(g.past) if g.past else ["", ""]
     caches = ["", ""]
     attrs = {"num_heads": a.num_heads, "kv_num_heads": g.kv_heads, "scale": float(np.float32(a.scale)),
-             "causal": 0}
+             "causal": int(g.causal)}
     if r is not None:
         kind = dtypes.np_dtype(a.dtype)  # the caches take the query's type
         caches = [base + "_cos_cache", base + "_sin_cache"]
