@@ -8,9 +8,10 @@ caches), one new token over a cache of each ``--pasts``, timed interleaved by fu
 (runtime/ab.py, ORT_ENABLE_ALL) with 95 % intervals (stats.compare_timings), ratios to the first form:
 
 - the projections: three MatMuls x @ Wq, x @ Wk, x @ Wv against one x @ [Wq | Wk | Wv];
-- the op: query/key/value apart with the mask's bias (``causal=0``, attention_bias: what the unpacked rules
-  write), without the bias, packed (key and value omitted) without and with the bias (what the packed rules
-  write). The outputs are compared against the first form.
+- the op: query/key/value apart with the mask's bias and ``causal=0`` (the unpacked rules on a mask not
+  proven causal), apart without a bias, packed (key and value omitted) without a bias (the builder's), packed
+  with the bias and ``causal=0``, and with ``causal=1`` (the packed rules on a causal mask). The outputs are
+  compared against the first form (a zero bias: every form computes the same).
 """
 
 from __future__ import annotations
@@ -69,19 +70,20 @@ def attention(folder: Path, past: int) -> list[tuple[str, str]]:
     ins += [helper.make_tensor_value_info(f"{kv}{i}", TensorProto.FLOAT, [1, KV_HEADS, past, HEAD])
             for i in range(LAYERS) for kv in ("pk", "pv")]
     out = []
-    forms = (("apart + bias (unpacked rules)", False, True), ("apart, no bias", False, False),
-             ("packed, no bias", True, False), ("packed + bias (packed rules)", True, True))
-    for name, packed, biased in forms:
+    forms = (("apart + bias, causal=0", False, True, 0), ("apart, no bias", False, False, 1),
+             ("packed, no bias (the builder's)", True, False, 1), ("packed + bias, causal=0", True, True, 0),
+             ("packed + bias, causal=1", True, True, 1))
+    for name, packed, biased, causal in forms:
         nodes = []
         for i in range(LAYERS):
             qkv = ["qkv", "", ""] if packed else ["q", "k", "v"]
             attrs = {"num_heads": HEADS, "kv_num_heads": KV_HEADS, "scale": HEAD ** -0.5, "do_rotary": 1,
-                     "rotary_interleaved": 0, **({"causal": 0} if biased else {})}
+                     "rotary_interleaved": 0, "causal": causal}
             nodes.append(helper.make_node(
                 "GroupQueryAttention", [*qkv, f"pk{i}", f"pv{i}", "seqlens", "total", "cos", "sin", "",
                                         "bias" if biased else ""],
                 [f"o{i}", f"k{i}", f"v{i}"], domain="com.microsoft", **attrs))
-        slug = name.split(" (")[0].replace(" ", "_").replace(",", "").replace("+", "plus")
+        slug = name.split(" (")[0].replace(" ", "_").replace(",", "").replace("+", "plus").replace("=", "")
         path = folder / f"{slug}.onnx"
         out.append((name, _save(nodes, ins, [f"o{i}" for i in range(LAYERS)], caches, path)))
     return out

@@ -10,10 +10,13 @@ attention_bias=mask, num_heads=H, kv_num_heads=KVH, scale=c, causal=0)``: the ke
 by the kernel instead of being copied, and with a cache it writes the present key/value. ``causal=0`` with
 the model's own additive mask as ``attention_bias`` keeps the model's arithmetic for every mask (causal,
 right or left padding); ``seqlens_k`` is then total length - 1 for every row (onnxruntime's contract for
-unpadded rows). ``attention_gqa`` leaves the rotary embedding in the graph (the key is taken after it,
-transposed back to [B, S, KVH*D]); ``attention_gqa_rotary`` folds a rotate_half rotary on Q and K into the
-op (``do_rotary=1`` with cos/sin caches computed from the graph, see ``attention_rotary``) where the
-model's positions are past + arange(new). The two overlap; the scan offers both, the wider one first.
+unpadded rows). Where the mask is evaluated causal (``attention_causal``) the op gets ``causal=1`` instead,
+onnxruntime's faster path, with the same mask. ``attention_gqa`` leaves the rotary embedding in the graph
+(the key is taken after it, transposed back to [B, S, KVH*D]); ``attention_gqa_rotary`` folds a rotate_half
+rotary on Q and K into the op (``do_rotary=1`` with cos/sin caches computed from the graph, see
+``attention_rotary``) where the model's positions are past + arange(new). The ``_qkv`` forms also join the
+three projections x @ Wq, x @ Wk, x @ Wv (+ b) into one MatMul feeding the op's packed query (key and value
+omitted), as onnxruntime-genai's builder does. The forms overlap; the scan offers them all, packed first.
 """
 
 from __future__ import annotations
