@@ -335,12 +335,9 @@ def _packed_projection(p: PackedQkv, base: str) -> list[Replacement]:
     return reps
 
 
-def gqa_replacement(g: GqaMatch) -> list[Replacement]:
-    """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
-    a = g.mha
-    base = a.output + "_gqa"
-    pre, bias = mask_bias(a)
-    r = g.rotary
+def _heads_3d(g: GqaMatch, base: str, pre: list[Replacement]) -> tuple[str, str, str]:
+    """Query, key and value as [B, S, N*D] (a Transpose + Reshape appended to pre where they are heads)."""
+    a, r = g.mha, g.rotary
     query, q_3d = (a.q, not a.q_bnsh) if r is None else (r.query, r.query_3d)
     if not q_3d:
         query = base + "_query"
@@ -352,9 +349,20 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     if not g.value_3d:
         value = base + "_value"
         pre += _to_bsh(g.value, value)
+    return query, key, value
+
+
+def gqa_replacement(g: GqaMatch) -> list[Replacement]:
+    """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
+    a = g.mha
+    base = a.output + "_gqa"
+    pre, bias = mask_bias(a)
+    r = g.rotary
     if g.packed is not None:
         query, key, value = base + "_qkv", "", ""
         pre += _packed_projection(g.packed, base)
+    else:
+        query, key, value = _heads_3d(g, base, pre)
     pre += _lengths(g, query, base)
     pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
