@@ -93,15 +93,17 @@ def test_t5_relative_bias_goes_in_as_attention_bias() -> None:
 
 @pytest.mark.parametrize("name", [n for n in sorted(INDEX) if INDEX[n]["kv_heads"] < INDEX[n]["heads"]])
 def test_grouped_kv_heads_become_group_query_attention(name: str) -> None:
-    """Llama's repeat_kv goes into GroupQueryAttention (causal=0, the model's mask as attention_bias, so any
-    mask keeps the original's numbers); with a cache it writes the model's present key and value."""
+    """Llama's repeat_kv goes into GroupQueryAttention (the model's mask as attention_bias, so any mask keeps
+    the original's numbers; causal=1 where that mask is causal with -inf rows, the TorchScript exports, and
+    causal=0 where padded rows hold the lowest float, the dynamo ones: rules/attention_causal.py); with a
+    cache it writes the model's present key and value."""
     model, fused, _scan = _fuse(name)
     info = INDEX[name]
     gqas = [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
     assert len(gqas) == info["layers"]
     for n in gqas:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-        want = (info["heads"], info["kv_heads"], 0)
+        want = (info["heads"], info["kv_heads"], int(info["exporter"] != "dynamo"))
         assert (attrs["num_heads"], attrs["kv_num_heads"], attrs["causal"]) == want
         assert n.input[10]  # attention_bias
     if info["has_kv_cache"]:

@@ -117,34 +117,36 @@ def test_a_head_size_the_kernel_refuses_is_a_near_miss() -> None:
 
 
 def test_the_rotary_decision_turns_on_attention_and_rotary_for_the_transformers_optimizer() -> None:
-    """Accepting the rotary form (attention_gqa then loses its overlapping candidates: neither decision)
-    still says enable_attention, and enable_rotary_embeddings, to onnxruntime's optimizer."""
+    """Accepting the rotary form (packed, the default: attention_gqa and the unpacked rotary form then lose
+    their overlapping candidates, neither decision) still says enable_attention, and
+    enable_rotary_embeddings, to onnxruntime's optimizer."""
     _model, _fused, scan = _fuse("kvcache", "llama_2l_past_ts17_seqdims")
     plan = Plan(scan.candidates)
     plan.accept_all()
     ds = decisions(scan.candidates, set(plan.accepted()))
-    assert {d.rule for d in ds if d.accepted} >= {"attention_gqa_rotary"}
-    assert "attention_gqa" not in {d.rule for d in ds}
+    assert {d.rule for d in ds if d.accepted} >= {"attention_gqa_rotary_qkv"}
+    assert not {"attention_gqa", "attention_gqa_rotary"} & {d.rule for d in ds}
     opts = fusion_options(ds)
     assert opts["enable_attention"] and opts["enable_rotary_embeddings"]
 
 
-@pytest.mark.parametrize(("folder", "name"), [ROTARY[0], ROTARY[2], ROTARY[4]])
-def test_packed_projections_with_the_rotary_inside_validate_at_every_cache_length(folder: str, name: str
-                                                                                  ) -> None:
-    """attention_gqa_rotary_qkv (an alternative the user or tune picks: no faster here): one MatMul over
-    [Wq | Wk | Wv], GroupQueryAttention's packed query with key and value omitted."""
-    model = load_for_fusion(ASSET_MODELS / folder / f"{name}.onnx")
-    scan = scan_for_fusion(model)
-    plan = Plan(scan.candidates)
-    for c in scan.candidates:
-        if c.rule in ("attention_gqa_rotary", "attention_gqa", "attention_mha"):
-            plan.reject(c.id)
-    plan.accept_all()
-    fused = build_fused(model, scan, plan.accepted(), FuseOptions(validate=False)).model
+@pytest.mark.parametrize(("folder", "name"), ROTARY)
+def test_projections_are_packed_and_every_layer_reads_one_rotary_table(folder: str, name: str) -> None:
+    """attention_gqa_rotary_qkv (the default where it matches): one MatMul over [Wq | Wk | Wv] feeds
+    GroupQueryAttention's packed query, key and value omitted; the layers' equal cos/sin caches are one
+    initializer each (fusion.shared_work). Numerics: test_rotary_in_the_op_validates_at_every_cache_length."""
+    model, fused, _scan = _fuse(folder, name)
     gqas = [n for n in fused.graph.node if n.op_type == "GroupQueryAttention"]
     assert len(gqas) == _layers(folder, name)
     assert all(list(n.input[1:3]) == ["", ""] and _attrs(n)["do_rotary"] == 1 for n in gqas)
-    news = (1,) if name.endswith("_decode") else (1, 16)
-    for past, new, v in validate_cache_lengths(model, fused, news=news):
-        assert v.ok and v.max_abs <= MAX_ABS, (past, new, v.figures())
+    assert len({n.input[7] for n in gqas}) == 1 and len({n.input[8] for n in gqas}) == 1
+    producers = {o: n for n in fused.graph.node for o in n.output}
+    inits = {t.name: t for t in fused.graph.initializer}
+    head = fused_head_size(model, _attrs(gqas[0])["num_heads"])
+    width = head * (_attrs(gqas[0])["num_heads"] + 2 * _attrs(gqas[0])["kv_num_heads"])
+    for n in gqas:
+        mm = producers[n.input[0]]
+        assert mm.op_type == "MatMul" and list(inits[mm.input[1]].dims)[1] == width
+    # a layer loses its attention's two MatMuls (into the op) and two of its three projections
+    matmuls = sum(n.op_type == "MatMul" for n in fused.graph.node)
+    assert matmuls == sum(n.op_type == "MatMul" for n in model.graph.node) - 4 * len(gqas)

@@ -121,7 +121,7 @@ def test_fuse_float16_writes_a_validated_float16_model_with_gqa(tmp_path, capsys
     out = tmp_path / "llama16.onnx"
     assert main(["fuse", str(LLAMA), "--float16", "--provider", "cuda", "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "attention_gqa_rotary -> com.microsoft:GroupQueryAttention" in text
+    assert "attention_gqa_rotary_qkv -> com.microsoft:GroupQueryAttention" in text
     assert "validated on onnxruntime at float16 tolerances" in text
     assert "atol 0.01, rtol 0.01 (float16 tolerances)" in text
     assert "float16 original vs the float32 original (its own noise floor): max |diff|" in text

@@ -67,3 +67,15 @@ def test_a_constant_whose_data_does_not_match_its_dims_is_never_merged():
     assert _constant_key(t) is not None
     t.data_type = onnx.TensorProto.STRING  # a hostile file's type: its 32 bytes are no 8 strings
     assert _constant_key(t) is None
+
+
+def test_equal_fused_initializers_are_one_and_the_models_own_are_left_alone():
+    """Each layer's rotary caches (written by the fusions, equal values) become one table; a different
+    value keeps its own name."""
+    from fuseview.fusion.shared_work import equal_initializers
+
+    table = np.linspace(-1, 1, 4096 * 32, dtype=np.float32).reshape(4096, 32)
+    arrays = {"l0_cos": table, "l1_cos": table.copy(), "l0_sin": table + 1,
+              "l1_cos16": table.astype(np.float16)}
+    made = [onnx.numpy_helper.from_array(a, name) for name, a in arrays.items()]
+    assert equal_initializers(made) == {"l1_cos": "l0_cos"}

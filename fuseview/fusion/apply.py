@@ -237,7 +237,7 @@ def _without_dead(model: onnx.ModelProto, scan: ScanResult, made: _Made
     """(nodes, the names they read): the replacements in place of the matched nodes, what a fusion left
     unread dropped, in a stable topological order."""
     from fuseview.fusion.graphindex import has_subgraph, subgraph_inputs
-    from fuseview.fusion.shared_work import merge_shared_work
+    from fuseview.fusion.shared_work import equal_initializers, merge_shared_work
 
     index = scan.index
     keep_ids = {id(n) for ns in made.new_nodes_at.values() for n in ns}
@@ -277,8 +277,10 @@ def _without_dead(model: onnx.ModelProto, scan: ScanResult, made: _Made
     nodes = stable_toposort(nodes, available)
     # the helper work each layer's fusion repeats (sequence lengths, mask guards) computed once
     protected = graph_outputs | {x for n in nodes if has_subgraph(n) for x in subgraph_inputs(n)}
-    nodes, merged = merge_shared_work(nodes, [*model.graph.initializer, *made.new_inits], keep_ids, protected)
-    if merged:
+    aliases = equal_initializers(made.new_inits)
+    nodes, merged = merge_shared_work(nodes, [*model.graph.initializer, *made.new_inits], keep_ids, protected,
+                                      aliases)
+    if merged or aliases:
         used_names = {i for n in nodes for i in n.input} | protected
     return nodes, used_names
 

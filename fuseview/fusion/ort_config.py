@@ -49,6 +49,8 @@ RULE_LAYERS: dict[str, Layers] = {
                                    ("disable_attention_fusion",), ("GroupQueryAttentionFusion",)),
     "attention_gqa_rotary_qkv": Layers(("enable_attention", "enable_rotary_embeddings"),
                                        ("disable_attention_fusion",), ("GroupQueryAttentionFusion",)),
+    "attention_gqa_qkv": Layers(("enable_attention",), ("disable_attention_fusion",),
+                                ("GroupQueryAttentionFusion",)),
     "embed_layer_norm": Layers(("enable_embed_layer_norm",), ("disable_embed_layer_norm_fusion",),
                                ("EmbedLayerNormFusion",)),
     "skip_layer_norm": _SKIP_LN,

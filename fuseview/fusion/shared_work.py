@@ -56,15 +56,32 @@ def _eligible(nodes: list[onnx.NodeProto], fused: set[int], protected: set[str])
     return out
 
 
+def equal_initializers(made: Iterable[onnx.TensorProto]) -> dict[str, str]:
+    """name -> the first of the same value, over the initializers the fusions wrote (each layer's rotary
+    caches are one table): dtype, dims and bytes equal. The source model's initializers are left alone."""
+    first: dict[tuple, str] = {}
+    alias: dict[str, str] = {}
+    for t in made:
+        if t.data_location == onnx.TensorProto.EXTERNAL or not t.raw_data:
+            continue
+        key = (t.data_type, tuple(t.dims), t.raw_data)
+        name = first.setdefault(key, t.name)
+        if name != t.name:
+            alias[t.name] = name
+    return alias
+
+
 def merge_shared_work(nodes: list[onnx.NodeProto], initializers: Iterable[onnx.TensorProto], fused: set[int],
-                      protected: set[str]) -> tuple[list[onnx.NodeProto], int]:
+                      protected: set[str], aliases: dict[str, str] | None = None
+                      ) -> tuple[list[onnx.NodeProto], int]:
     """(nodes, how many were merged): in topological order, each eligible node equal to an earlier one
     dropped and its readers pointed at the earlier one's outputs. `fused`: id() of the nodes the fusions
-    made; `protected`: names never renamed (graph outputs, names inner graphs read). Nodes whose inputs
+    made; `protected`: names never renamed (graph outputs, names inner graphs read); `aliases`: fusion-made
+    initializers read under another name of the same value (equal_initializers). Nodes whose inputs
     change are copies: the source model's nodes are never modified."""
     consts = {t.name: k for t in initializers if (k := _constant_key(t)) is not None}
     eligible = _eligible(nodes, fused, protected)
-    rename: dict[str, str] = {}
+    rename: dict[str, str] = dict(aliases or {})
     seen: dict[tuple, onnx.NodeProto] = {}
     out: list[onnx.NodeProto] = []
     merged = 0

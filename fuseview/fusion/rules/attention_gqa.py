@@ -10,10 +10,13 @@ attention_bias=mask, num_heads=H, kv_num_heads=KVH, scale=c, causal=0)``: the ke
 by the kernel instead of being copied, and with a cache it writes the present key/value. ``causal=0`` with
 the model's own additive mask as ``attention_bias`` keeps the model's arithmetic for every mask (causal,
 right or left padding); ``seqlens_k`` is then total length - 1 for every row (onnxruntime's contract for
-unpadded rows). ``attention_gqa`` leaves the rotary embedding in the graph (the key is taken after it,
-transposed back to [B, S, KVH*D]); ``attention_gqa_rotary`` folds a rotate_half rotary on Q and K into the
-op (``do_rotary=1`` with cos/sin caches computed from the graph, see ``attention_rotary``) where the
-model's positions are past + arange(new). The two overlap; the scan offers both, the wider one first.
+unpadded rows). Where the mask is evaluated causal (``attention_causal``) the op gets ``causal=1`` instead,
+onnxruntime's faster path, with the same mask. ``attention_gqa`` leaves the rotary embedding in the graph
+(the key is taken after it, transposed back to [B, S, KVH*D]); ``attention_gqa_rotary`` folds a rotate_half
+rotary on Q and K into the op (``do_rotary=1`` with cos/sin caches computed from the graph, see
+``attention_rotary``) where the model's positions are past + arange(new). The ``_qkv`` forms also join the
+three projections x @ Wq, x @ Wk, x @ Wv (+ b) into one MatMul feeding the op's packed query (key and value
+omitted), as onnxruntime-genai's builder does. The forms overlap; the scan offers them all, packed first.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import onnx
 
 from fuseview.errors import FuseviewError
 from fuseview.fusion import dtypes
-from fuseview.fusion.graphindex import CONST_READ_LIMIT
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
+from fuseview.fusion.rules.attention_causal import mask_is_causal
 from fuseview.fusion.rules.attention_mha import AttentionMatch, grouped_blocks, guard_output, mask_bias, widen
-from fuseview.fusion.rules.attention_packed import weight_meta
+from fuseview.fusion.rules.attention_packed import linear_projection, weight_meta
 from fuseview.fusion.rules.attention_rotary import Rotary, match_rotary, rotary_caches
 from fuseview.fusion.toolkit import Miss, ScanContext, Structure, shape_inputs_walk
 
@@ -61,6 +64,10 @@ class GqaMatch:
     # (tensor, axis) of the first graph input holding the same dim, so that every layer's lengths are the
     # same nodes and are computed once (fusion.shared_work); the block's own tensors where none does
     sources: dict[str, int | tuple[str, int]] = field(default_factory=dict)
+    # set by the packed rules (attention_gqa_qkv, attention_gqa_rotary_qkv): the three projections as one
+    packed: PackedQkv | None = None
+    # the model's mask hides every later key (attention_causal): causal=1, onnxruntime's faster path
+    causal: bool = False
 
 
 @dataclass
@@ -73,17 +80,23 @@ class RotaryFold:
     key_3d: bool
     cos_cache: np.ndarray
     sin_cache: np.ndarray
-    # (x, the q/k/v weight names, the index reading them when applied): one projection [Wq | Wk | Wv] over
-    # x, key/value omitted. Names, not values: a scan reads no weight
-    packed: tuple[str, tuple[str, ...], Any] | None = None
 
-    def packed_weight(self) -> np.ndarray:
+
+@dataclass
+class PackedQkv:
+    """One projection x @ [Wq | Wk | Wv] (+ [bq | bk | bv]): GroupQueryAttention's packed query, key and
+    value omitted. Weight names, not values: a scan reads no weight; the bias is small and read."""
+
+    x: str
+    weights: tuple[str, str, str]
+    bias: np.ndarray | None  # [Nq + Nk + Nv], zeros where a projection has none; None when none has one
+    ix: Any
+
+    def weight(self) -> np.ndarray:
         """[Wq | Wk | Wv], read when the fusion is applied."""
-        assert self.packed is not None
-        x, names, ix = self.packed
-        values = [ix.read_once(t) for t in names]
+        values = [self.ix.read_once(t) for t in self.weights]
         if any(v is None for v in values):
-            raise FuseviewError(f"{x}: a projection weight can no longer be read")
+            raise FuseviewError(f"{self.x}: a projection weight can no longer be read")
         return np.concatenate(values, axis=1)
 
 
@@ -208,7 +221,7 @@ def match_gqa(ctx: ScanContext, a: AttentionMatch) -> GqaMatch:
     return GqaMatch(a, nodes, kvh, key, k_split is not None, value, v_split is not None,
                     (past_k, past_v) if past_k and past_v else None,
                     (present_k, present_v) if present_k and present_v else None,
-                    tuple(shapes), sources=sources)
+                    tuple(shapes), sources=sources, causal=mask_is_causal(ctx, a))
 
 
 def dim_source(s: Structure, t: str, axis: int) -> int | tuple[str, int] | None:
@@ -309,12 +322,22 @@ def _repeat_shape_values(g: GqaMatch, base: str) -> list[Replacement]:
     return reps
 
 
-def gqa_replacement(g: GqaMatch) -> list[Replacement]:
-    """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
-    a = g.mha
-    base = a.output + "_gqa"
-    pre, bias = mask_bias(a)
-    r = g.rotary
+def _packed_projection(p: PackedQkv, base: str) -> list[Replacement]:
+    """x @ [Wq | Wk | Wv] (+ [bq | bk | bv]) into base_qkv."""
+    weight, out = base + "_qkv_weight", base + "_qkv"
+    mm = out if p.bias is None else base + "_qkv_mm"
+    reps = [Replacement(inputs=[p.x, weight], op="MatMul", domain="", outputs=[mm],
+                        initializers={weight: p.weight()})]
+    if p.bias is not None:
+        bias = base + "_qkv_bias"
+        reps.append(Replacement(inputs=[mm, bias], op="Add", domain="", outputs=[out],
+                                initializers={bias: p.bias}))
+    return reps
+
+
+def _heads_3d(g: GqaMatch, base: str, pre: list[Replacement]) -> tuple[str, str, str]:
+    """Query, key and value as [B, S, N*D] (a Transpose + Reshape appended to pre where they are heads)."""
+    a, r = g.mha, g.rotary
     query, q_3d = (a.q, not a.q_bnsh) if r is None else (r.query, r.query_3d)
     if not q_3d:
         query = base + "_query"
@@ -326,16 +349,26 @@ def gqa_replacement(g: GqaMatch) -> list[Replacement]:
     if not g.value_3d:
         value = base + "_value"
         pre += _to_bsh(g.value, value)
-    if r is not None and r.packed is not None:
-        weight, query, key, value = base + "_qkv_weight", base + "_qkv", "", ""
-        pre.append(Replacement(inputs=[r.packed[0], weight], op="MatMul", domain="", outputs=[query],
-                               initializers={weight: r.packed_weight()}))
+    return query, key, value
+
+
+def gqa_replacement(g: GqaMatch) -> list[Replacement]:
+    """Query/key/value to [B, S, hidden], the lengths, GroupQueryAttention (+ the kept merge Reshape)."""
+    a = g.mha
+    base = a.output + "_gqa"
+    pre, bias = mask_bias(a)
+    r = g.rotary
+    if g.packed is not None:
+        query, key, value = base + "_qkv", "", ""
+        pre += _packed_projection(g.packed, base)
+    else:
+        query, key, value = _heads_3d(g, base, pre)
     pre += _lengths(g, query, base)
     pre += _repeat_shape_values(g, base)
     past = list(g.past) if g.past else ["", ""]
     caches = ["", ""]
     attrs = {"num_heads": a.num_heads, "kv_num_heads": g.kv_heads, "scale": float(np.float32(a.scale)),
-             "causal": 0}
+             "causal": int(g.causal)}
     if r is not None:
         kind = dtypes.np_dtype(a.dtype)  # the caches take the query's type
         caches = [base + "_cos_cache", base + "_sin_cache"]
@@ -404,33 +437,75 @@ def _gqa_rotary(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
     return g, nodes, outputs
 
 
-def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
-    """The rotary block with its three projections packed into one MatMul (GroupQueryAttention's packed
-    query, key and value omitted), where they are MatMuls of one input by weights nothing else reads."""
-    built = _gqa_rotary(ctx, a)
+def _pack(ctx: ScanContext, g: GqaMatch, q: str, k: str, v: str, shape_ids: set[int],
+          outputs: list[str]) -> tuple:
+    """The block widened to its three projections, joined into one (GqaMatch.packed), or Miss: query, key
+    and value [B, S, N*D] each x @ W (+ b) of one x, float weights of one type."""
+    s, a = ctx.structure, g.mha
+    parts = [linear_projection(ctx, t) for t in (q, k, v)]
+    if any(p is None for p in parts):
+        raise Miss("query, key and value are not constant projections x @ W (+ b)")
+    found = [p for p in parts if p is not None]
+    if len({p[0] for p in found}) != 1:
+        raise Miss("query, key and value are projections of different tensors")
+    widths = [a.num_heads * a.head_size] + [g.kv_heads * a.head_size] * 2
+    if [p[2][1] for p in found] != widths or len({p[2][0] for p in found}) != 1:
+        raise Miss(f"projection widths {[list(p[2]) for p in found]} are not {widths} over one input width")
+    kinds = {_dtype(s, p[1]) for p in found}
+    if len(kinds) != 1:
+        raise Miss("query, key and value weights are of different float types")
+    kind = kinds.pop()
+    bias = None
+    if any(p[3] is not None for p in found):
+        bias = np.concatenate([p[3] if p[3] is not None else np.zeros(w, kind) for p, w in zip(found, widths,
+                                                                                              strict=True)])
+    nodes = list(g.nodes)
+    for p in found:
+        nodes += [n for n in p[4] if all(n is not m for m in nodes)]
+    matched = s.absorb(nodes, shape_ids)
+    s.check_contained(nodes, matched, set(outputs))
+    g.nodes = nodes
+    g.packed = PackedQkv(found[0][0], (found[0][1], found[1][1], found[2][1]), bias, s.ix)
+    return g, nodes, outputs
+
+
+def _dtype(s: Structure, weight: str) -> np.dtype:
+    """A projection weight's numpy dtype (linear_projection has read its declaration)."""
+    meta = weight_meta(s.ix, weight)
+    assert meta is not None
+    return np.dtype(meta[1])
+
+
+def _gqa_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    """attention_gqa's block with the three projections packed (no rotary between them and the op)."""
+    built = _gqa(ctx, a)
     if built is None:
         return None
     g, nodes, outputs = built
-    s, r = ctx.structure, g.rotary
+    if not (g.key_3d and g.value_3d):
+        return None  # key heads rotated outside the op: the rotary rules' block, or no packed form
+    query, shape_ids = a.q, set()
+    if a.q_bnsh:
+        split = ctx.structure.split3d(a.q)
+        if split is None:
+            raise Miss("query is not a head split of a [batch, seq, heads*head] projection")
+        g.nodes = nodes + [n for n in split[1] if all(n is not m for m in nodes)]
+        query, shape_ids = split[0], set(split[4])
+    return _pack(ctx, g, query, g.key, g.value, shape_ids, outputs)
+
+
+def _gqa_rotary_qkv(ctx: ScanContext, a: AttentionMatch) -> tuple | None:
+    """The rotary block with its three projections packed into one MatMul (GroupQueryAttention's packed
+    query, key and value omitted, rotated inside the op)."""
+    built = _gqa_rotary(ctx, a)
+    if built is None:
+        return None
+    g, _nodes, outputs = built
+    r = g.rotary
     assert r is not None
     if not (r.query_3d and r.key_3d and g.value_3d):
         raise Miss("query, key and value are not all [batch, seq, heads*head] projections")
-    mms = [s.prod(t, "MatMul") for t in (r.query, r.key, g.value)]
-    if any(m is None for m in mms) or len({m.input[0] for m in mms if m is not None}) != 1:
-        raise Miss("query, key and value are not MatMuls of one input")
-    names = []
-    for m in mms:
-        assert m is not None
-        w = weight_meta(s.ix, m.input[1]) if s.ix.is_const(m.input[1]) else None
-        if w is None or len(w[0]) != 2 or w[1] not in (np.float32, np.float16) \
-                or len(s.ix.consumers.get(m.input[1], ())) != 1 or int(np.prod(w[0])) * 4 > CONST_READ_LIMIT:
-            raise Miss(f"{m.name}: weight is not a float32 or float16 [K, N] constant of its own")
-        names.append(m.input[1])
-    nodes = nodes + [m for m in mms if m is not None]
-    s.check_contained(nodes, {id(n) for n in nodes}, set(outputs))
-    g.nodes = nodes
-    r.packed = (mms[0].input[0], tuple(names), s.ix)  # type: ignore[union-attr]
-    return g, nodes, outputs
+    return _pack(ctx, g, r.query, r.key, g.value, set(), outputs)
 
 
 def _caches_or_miss(s: Structure, cos: str, sin: str, head: int) -> tuple:
@@ -464,9 +539,12 @@ RULES = [
               _gqa, 105),
     _gqa_rule(1, "attention_gqa_rotary",
               "rotary on Q, K + grouped-query attention -> GroupQueryAttention(do_rotary=1)",
-              _gqa_rotary, 106),
-    # no faster than three projections (docs/decoders.md): an alternative to pick, not the default
+              _gqa_rotary, 107),
+    # the packed forms first: one MatMul instead of three, and the op's packed input (docs/decoders.md)
     _gqa_rule(2, "attention_gqa_rotary_qkv",
               "attention_gqa_rotary with Q, K, V projections packed into one MatMul (as genai does)",
-              _gqa_rotary_qkv, 104),
+              _gqa_rotary_qkv, 108),
+    _gqa_rule(3, "attention_gqa_qkv",
+              "attention_gqa with Q, K, V projections (+ bias) packed into one MatMul, packed input",
+              _gqa_qkv, 106),
 ]

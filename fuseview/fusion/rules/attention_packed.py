@@ -152,7 +152,10 @@ def projection(op, x):
     return op.Or(op.Add(mm, op.constant("b"), _label="bias_add"), mm)
 
 
-def _linear(ctx: ScanContext, t: str) -> tuple[str, str, tuple[int, ...], np.ndarray | None, list] | None:
+Linear = tuple[str, str, tuple[int, ...], np.ndarray | None, list]
+
+
+def linear_projection(ctx: ScanContext, t: str) -> Linear | None:
     """(x, W's name, W's shape, b, nodes) when t = x @ W [+ b] with constant float W [K, N] and b [N]."""
     found = ctx.match(projection, at=t)
     if found is None:
@@ -174,7 +177,7 @@ def _three_projections(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
     m = ctx.structure
     parts = []
     for t in (a.q, a.k, a.v):
-        part = _linear(ctx, t)
+        part = linear_projection(ctx, t)
         if part is None:
             raise Miss("Q, K and V are not constant linear projections (x @ W + b)")
         parts.append(part)

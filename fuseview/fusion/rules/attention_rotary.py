@@ -28,6 +28,7 @@ not be less than total_sequence_length"), never a wrong answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -158,7 +159,8 @@ def _cone(s: Structure, outputs: list[str], values: bool = False) -> tuple[list[
     return [n for n in s.ix.nodes if id(n) in seen], inputs
 
 
-def _feeds(model: onnx.ModelProto, inputs: set[str], past: int, new: int) -> dict[str, np.ndarray]:
+def probe_feeds(model: onnx.ModelProto, inputs: set[str], past: int, new: int) -> dict[str, np.ndarray]:
+    """Zeros for the inputs at `past` cached and `new` tokens (the model's own dims)."""
     cache = cache_dims(model)
     if cache is None:  # no cache: every dim but the batch is the tokens'
         dims = {k: new for k in dim_keys(model) if dim_kind(k) != "batch"}
@@ -180,44 +182,60 @@ def _feeds(model: onnx.ModelProto, inputs: set[str], past: int, new: int) -> dic
     return feeds
 
 
-def rotary_caches(s: Structure, cos: str, sin: str, head: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(cos_cache, sin_cache [ROTARY_CACHE_LEN, D/2], cone node names) for the model's cos/sin, or Miss."""
+def cone_session(s: Structure, outputs: list[str], what: str) -> tuple[Any, set[str], set[str], dict]:
+    """(onnxruntime session, graph inputs read, inputs read for their values, zero feeds of weights only
+    measured by Shape) over the nodes computing outputs: evaluated at probe shapes (probe_feeds)."""
     import onnxruntime as ort  # the fusion layer evaluates constant subgraphs with the runtime it targets
 
-    nodes, inputs = _cone(s, [cos, sin])
-    value_nodes, read = _cone(s, [cos, sin], values=True)
-    for t in sorted(read):
-        raise Miss(f"rotary positions read the values of {t}: GroupQueryAttention's rotary takes them as "
-                   "past + arange(new) (onnxruntime ignores position_ids on the first prompt), so a "
-                   "left-padded batch would differ")
-    g, model = s.ix.graph, s.ix.model
+    nodes, inputs = _cone(s, outputs)
+    value_nodes, read = _cone(s, outputs, values=True)
+    g = s.ix.graph
     by_value = {i for n in value_nodes for i in n.input}
     inits, shaped = [], {}  # weights only measured by Shape (the embedding table) go in as zeros
     for t in sorted({i for n in nodes for i in n.input} & set(s.ix.initializers)):
         if t in by_value:
             v = s.ix.const_value(t)
             if v is None:
-                raise Miss(f"rotary: constant {t} could not be read")
+                raise Miss(f"{what}: constant {t} could not be read")
             inits.append(onnx.numpy_helper.from_array(v, t))
         else:
             proto = s.ix.initializers[t]
             shaped[t] = np.zeros(list(proto.dims), onnx.helper.tensor_dtype_to_np_dtype(proto.data_type))
-    kind = s.ix.const_dtype(cos) or onnx.TensorProto.FLOAT  # float16 in an fp16 model
-    outs = [onnx.helper.make_tensor_value_info(x, kind, None) for x in (cos, sin)]
+    kinds = [s.ix.const_dtype(x) or s.ix.elem_type(x) or onnx.TensorProto.FLOAT for x in outputs]
+    outs = [onnx.helper.make_tensor_value_info(x, k, None) for x, k in zip(outputs, kinds, strict=True)]
     ins = [vi for vi in g.input if vi.name in inputs] + [
         onnx.helper.make_tensor_value_info(t, s.ix.initializers[t].data_type, list(z.shape))
         for t, z in shaped.items()]
-    sub = onnx.helper.make_model(onnx.helper.make_graph(nodes, "rotary", ins, outs, inits),
+    sub = onnx.helper.make_model(onnx.helper.make_graph(nodes, what, ins, outs, inits),
                                  opset_imports=list(s.ix.model.opset_import))
     sub.ir_version = s.ix.model.ir_version
     try:
         sess = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
-        full_c, full_s = sess.run(None, _feeds(model, inputs, 0, ROTARY_CACHE_LEN) | shaped)
+    except (ort.capi.onnxruntime_pybind11_state.Fail, ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+            ort.capi.onnxruntime_pybind11_state.RuntimeException, ValueError) as exc:
+        raise Miss(f"{what} could not be evaluated: {str(exc)[:120]}") from None
+    return sess, inputs, read, shaped
+
+
+def rotary_caches(s: Structure, cos: str, sin: str, head: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(cos_cache, sin_cache [ROTARY_CACHE_LEN, D/2], cone node names) for the model's cos/sin, or Miss."""
+    import onnxruntime as ort
+
+    nodes, _inputs = _cone(s, [cos, sin])
+    _nodes, read = _cone(s, [cos, sin], values=True)
+    for t in sorted(read):
+        raise Miss(f"rotary positions read the values of {t}: GroupQueryAttention's rotary takes them as "
+                   "past + arange(new) (onnxruntime ignores position_ids on the first prompt), so a "
+                   "left-padded batch would differ")
+    model = s.ix.model
+    sess, inputs, _read, shaped = cone_session(s, [cos, sin], "rotary cos/sin")
+    try:
+        full_c, full_s = sess.run(None, probe_feeds(model, inputs, 0, ROTARY_CACHE_LEN) | shaped)
         cached = cache_dims(model) is not None
         for past, new in _PROBES:
             if past and not cached:
                 continue
-            c, sn = sess.run(None, _feeds(model, inputs, past, new) | shaped)
+            c, sn = sess.run(None, probe_feeds(model, inputs, past, new) | shaped)
             want = slice(past, past + new)
             if c.shape[-2] != new or not (np.allclose(c, full_c[..., want, :], atol=1e-5)
                                           and np.allclose(sn, full_s[..., want, :], atol=1e-5)):

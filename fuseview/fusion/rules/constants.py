@@ -246,6 +246,16 @@ def _replace_shape_chain(m: Match) -> Replacement:
     )
 
 
+def _find_copies(ctx: ScanContext) -> Iterator[Match]:
+    """Concats of one input: a copy of it (TorchScript's cat of a one-tensor list, e.g. transformers 5's
+    cache length read from the first layer's past), which onnxruntime runs as a memcpy every step."""
+    index = ctx.index
+    for n in index.by_op.get("Concat", ()):
+        if n.domain in ("", "ai.onnx") and len(n.input) == 1 and n.input[0] and n.output[0]:
+            yield Match.custom(RULES[2], index, [n], [n.output[0]], bindings={"concat": index.name(n)},
+                               payload=n.input[0])
+
+
 RULES = [
     Rule(
         name="fold_constants",
@@ -267,5 +277,15 @@ RULES = [
         replace=_replace_shape_chain,
         requires=("attention_mha",),
         priority=1,
+    ),
+    Rule(
+        name="copy_concat",
+        description="Concat of one input (a copy of it) -> Identity, which onnxruntime removes",
+        fused_op="Identity",
+        domain=ONNX_DOMAIN,
+        runs_on=("cpu", "cuda", "reference"),
+        find=_find_copies,
+        replace=lambda m: Replacement([m.payload], op="Identity", domain="", outputs=list(m.outputs)),
+        priority=0,
     ),
 ]

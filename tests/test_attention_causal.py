@@ -1,0 +1,88 @@
+"""GroupQueryAttention runs causal=1 (onnxruntime's faster path) only where the model's own mask hides every
+later key (rules/attention_causal.py, evaluated in onnxruntime); the model's mask stays its attention_bias,
+so left-padded batches stay exact. A mask that lets later keys through keeps causal=0."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from fuseview.fusion.pipeline import FuseOptions, build_fused, scan_for_fusion
+from fuseview.fusion.plan import Plan
+from fuseview.fusion.rules.attention_causal import _hides_later_keys
+from fuseview.fusion.validate_cache import validate_cache_lengths
+from tests.test_attention_current import assert_left_padded_outputs_match
+
+from .conftest import ASSET_MODELS
+
+MAX_ABS = 1e-4
+DECODERS = ["kvcache/llama_2l_past_ts17_seqdims", "current/llama_2l_sdpa_past_ts17", "optimum/llama_2l_past",
+            "decoders/mistral_2l_sdpa_past_ts17", "current/llama_2l_sdpa_ts17"]
+
+
+def _fused(model: onnx.ModelProto) -> onnx.ModelProto:
+    scan = scan_for_fusion(model)
+    plan = Plan(scan.candidates)
+    plan.accept_all()
+    return build_fused(model, scan, plan.accepted(), FuseOptions(validate=False)).model
+
+
+def _causal(fused: onnx.ModelProto) -> list[int]:
+    return [int(onnx.helper.get_attribute_value(a)) for n in fused.graph.node
+            if n.op_type == "GroupQueryAttention" for a in n.attribute if a.name == "causal"]
+
+
+@pytest.mark.parametrize("rel", DECODERS)
+def test_a_causal_mask_runs_the_causal_kernel_and_matches_the_original(rel: str) -> None:
+    model = onnx.load(ASSET_MODELS / f"{rel}.onnx")
+    fused = _fused(model)
+    assert _causal(fused) == [1, 1]
+    assert all(len(n.input) > 10 and n.input[10] for n in fused.graph.node
+               if n.op_type == "GroupQueryAttention")  # the model's mask is still applied
+    for past, new, v in validate_cache_lengths(model, fused, news=(1, 16)):
+        assert v.ok and v.max_abs <= MAX_ABS, (rel, past, new, v.figures())
+
+
+@pytest.mark.parametrize("past", [0, 4])
+def test_left_padding_stays_exact_with_the_causal_kernel(past: int) -> None:
+    model = onnx.load(ASSET_MODELS / "kvcache" / "llama_2l_past_ts17_seqdims.onnx")
+    fused = _fused(model)
+    assert _causal(fused) == [1, 1]
+    assert_left_padded_outputs_match(model, fused, past, seed=5)
+
+
+@pytest.mark.parametrize("rel", DECODERS[:2])
+def test_a_mask_that_shows_later_keys_keeps_causal_0(rel: str) -> None:
+    """The export's key <= query comparison turned into key >= query: each token sees the later keys and
+    not the earlier ones. The kernel's causal path would hide them: causal=0, and the output still matches."""
+    model = onnx.load(ASSET_MODELS / f"{rel}.onnx")
+    compares = [n for n in model.graph.node if n.op_type == "LessOrEqual"]
+    assert len(compares) == 1
+    compares[0].op_type = "GreaterOrEqual"
+    fused = _fused(model)
+    assert _causal(fused) == [0, 0]
+    for past, new, v in validate_cache_lengths(model, fused, news=(1, 16)):
+        assert v.ok and v.max_abs <= MAX_ABS, (rel, past, new, v.figures())
+
+
+@pytest.mark.parametrize("rel", ["current/llama_2l_sdpa_past_dynamo", "decoders/gemma_2l_sdpa_past_dynamo"])
+def test_padded_tokens_masked_by_the_lowest_float_keep_causal_0(rel: str) -> None:
+    """The dynamo exports hide a left-padded token's every key with the lowest float, not -inf: its softmax
+    is uniform over all keys, which causal=1 would narrow to the earlier ones."""
+    model = onnx.load(ASSET_MODELS / f"{rel}.onnx")
+    fused = _fused(model)
+    assert _causal(fused) == [0, 0]
+    assert_left_padded_outputs_match(model, fused, 0, seed=5)
+
+
+def test_the_later_keys_check() -> None:
+    past, new = 3, 4
+    later = np.arange(past + new)[None, :] > past + np.arange(new)[:, None]
+    assert _hides_later_keys(later[None, None], past, new)
+    assert _hides_later_keys(later[None, None] | True, past, new)  # hiding more is still causal
+    shown = later.copy()
+    shown[1, -1] = False  # the last key seen by the second new token
+    assert not _hides_later_keys(shown[None, None], past, new)
+    assert not _hides_later_keys(later[-1:][None, None], past, new)  # the last row broadcast to all four
+    assert _hides_later_keys(np.zeros((1, 1, 1, past + 1), bool), past, 1)  # decode step: no later key
