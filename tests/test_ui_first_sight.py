@@ -44,10 +44,20 @@ def _shoot_and_record(monkeypatch, tmp_path, **kw) -> tuple[dict, QImage]:
     return seen, QImage(str(out))
 
 
+def _demo_candidates() -> int:
+    """How many candidates the window's scan (any provider) finds in the demo, without the window."""
+    import onnx
+
+    from fuseview.fusion.pipeline import scan_for_fusion
+
+    return len(scan_for_fusion(onnx.load(str(DEMO_MODEL)), None, DEMO_MODEL).candidates)
+
+
 def test_plain_screenshot_waits_for_scan_and_ort_check(qapp, monkeypatch, tmp_path):
     seen, img = _shoot_and_record(monkeypatch, tmp_path)
-    assert seen["rows"] == 36 and all(seen["rule_cells"]), seen  # the demo's 36 candidates, each named
-    assert seen["ort_known"] == 36, "the ORT does it column was still empty"
+    every = _demo_candidates()
+    assert every > 30 and seen["rows"] == every and all(seen["rule_cells"]), seen  # each one named
+    assert seen["ort_known"] == every, "the ORT does it column was still empty"
     assert seen["legend_visible"] and seen["legend"].count("\n") >= 3, seen["legend"]
     assert "Scanning" not in seen["status"] and "No model" not in seen["status"]
     assert seen["jobs"] == []
@@ -57,7 +67,7 @@ def test_plain_screenshot_waits_for_scan_and_ort_check(qapp, monkeypatch, tmp_pa
 
 def test_apply_screenshot_takes_the_same_default_size(qapp, monkeypatch, tmp_path):
     seen, img = _shoot_and_record(monkeypatch, tmp_path, apply=True)
-    assert seen["fused"] and seen["rows"] == 36 and seen["jobs"] == []
+    assert seen["fused"] and seen["rows"] == _demo_candidates() and seen["jobs"] == []
     assert (img.width(), img.height()) == DEFAULT_SIZE
 
 
