@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 HELP = "list the fusion candidates of a model (never changes it)"
 
@@ -72,7 +73,6 @@ def _run(args: argparse.Namespace) -> int:
     from fuseview.fusion.kernels import default_provider
     from fuseview.fusion.scan import scan_file
     from fuseview.texttable import table_lines
-    from fuseview.units import format_bytes
 
     dims = parse_dim_args(args.dim)
     report = None
@@ -109,6 +109,16 @@ def _run(args: argparse.Namespace) -> int:
               f" {args.profile}")
         print("traffic    the memory traffic fusing removes, at the profile's measured bandwidth; memory or"
               " compute: where most of its nodes' time is (compute-bound: removing traffic wins little)")
+    for line in table_lines(*_candidate_rows(cands, costs, ort_cmp)):
+        print(line)
+    _print_summary(args, result, ort_cmp)
+    return 0
+
+
+def _candidate_rows(cands: list, costs: dict, ort_cmp: Any) -> tuple[list[list[str]], str]:
+    """The candidate table's rows and column alignment (measured, traffic and ort columns when known)."""
+    from fuseview.units import format_bytes
+
     rows = []
     traffic_known = any(k.traffic_us is not None for k in costs.values())
     for c in cands:
@@ -127,8 +137,12 @@ def _run(args: argparse.Namespace) -> int:
     align = "llrlr" + ("rr" if costs else "")
     if traffic_known:
         align += "rl"
-    for line in table_lines(rows, align):
-        print(line)
+    return rows, align
+
+
+def _print_summary(args: argparse.Namespace, result: Any, ort_cmp: Any) -> None:
+    """The lines after the table: candidates by rule, near misses, the onnxruntime check, the notes."""
+    cands = result.candidates
     by_rule: dict[str, int] = {}
     for c in cands:
         by_rule[c.rule] = by_rule.get(c.rule, 0) + 1
@@ -151,4 +165,3 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  ort only {f['op']:<36} {f['node']}")
     for note in result.notes:
         print(f"note       {note}")
-    return 0
