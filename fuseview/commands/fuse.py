@@ -11,7 +11,9 @@ from fuseview.defaults import ATOL, DEFAULT_SEEDS, RTOL
 from fuseview.errors import FuseviewError
 
 if TYPE_CHECKING:
+    from fuseview.fusion.pipeline import FuseOutcome
     from fuseview.fusion.plan import Plan
+    from fuseview.reports import FuseReport
 
 HELP = "apply fusion candidates (all by default), validate against the original, write the fused model"
 
@@ -91,6 +93,40 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.reports import FuseReport
 
     src, out = Path(args.model), Path(args.output)
+    _check_arguments(args, src, out)
+    options = FuseOptions(
+        dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
+        validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
+        provider=_provider(args.provider), float16=args.float16,
+    )
+    from fuseview.runtime.ir_check import check_ir_version
+
+    check_ir_version(src)  # before the scan: a model onnxruntime cannot read is not "the fused model fails"
+    model, reference = prepare(load_for_fusion(src), options, src.parent)
+    scan = scan_for_fusion(model, dims_for(model, options), src, options.provider)
+    plan = _decide(args, scan, src)
+    outcome = build_fused(model, scan, plan.accepted(), options, src.parent, reference=reference)
+    result = outcome.result
+    report = FuseReport.of(model, scan, outcome, src)
+    _print_outcome(args, src, report, outcome)
+    emitted = []
+    with all_or_none():  # the model, the plan and the emitted configs are renamed into place together
+        save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
+        if args.save_plan:
+            plan.save(args.save_plan)
+        if args.emit:
+            from fuseview.fusion.ort_config import decisions, write_ort_config
+
+            made = decisions(scan.candidates, set(plan.accepted()), set(args.reject))
+            emitted = write_ort_config(args.emit[1], made, str(src))
+    print(f"wrote      {out}")
+    for path in emitted:
+        print(f"wrote      {path}")
+    return 0
+
+
+def _check_arguments(args: argparse.Namespace, src: Path, out: Path) -> None:
+    """FuseviewError for an argument that would fail or lose a file, before anything is read or written."""
     if out.exists() and src.exists() and out.resolve() == src.resolve():
         raise FuseviewError(f"{out}: refusing to overwrite the source model; choose another -o")
     if not out.parent.exists():
@@ -117,20 +153,10 @@ def run(args: argparse.Namespace) -> int:
                 if _same_path(emitted_path, Path(value)):
                     raise FuseviewError(f"{flag} {value}: the same file as --emit's {emitted_path}; give two"
                                         " paths")
-    options = FuseOptions(
-        dims=parse_dim_args(args.dim), inputs=args.inputs, seeds=args.seeds, atol=args.atol, rtol=args.rtol,
-        validate=not args.no_validate, strict=True, weights_on_disk=True, target_opset=args.target_opset,
-        provider=_provider(args.provider), float16=args.float16,
-    )
-    from fuseview.runtime.ir_check import check_ir_version
 
-    check_ir_version(src)  # before the scan: a model onnxruntime cannot read is not "the fused model fails"
-    model, reference = prepare(load_for_fusion(src), options, src.parent)
-    scan = scan_for_fusion(model, dims_for(model, options), src, options.provider)
-    plan = _decide(args, scan, src)
-    outcome = build_fused(model, scan, plan.accepted(), options, src.parent, reference=reference)
-    result = outcome.result
-    report = FuseReport.of(model, scan, outcome, src)
+
+def _print_outcome(args: argparse.Namespace, src: Path, report: FuseReport, outcome: FuseOutcome) -> None:
+    """What was applied and how the fused model validated; FuseviewError when it differs (nothing written)."""
     print(f"model      {src}" + (" (its float16 conversion, I/O types kept)" if args.float16 else ""))
     print(f"applied    {report.fusions} of {report.candidates} candidates")
     for key, n_applied in report.applied.items():
@@ -154,21 +180,6 @@ def run(args: argparse.Namespace) -> int:
             )
         if not v.ok:
             raise FuseviewError("fused model differs from the original beyond tolerance; nothing written")
-    emitted = []
-    with all_or_none():  # the model, the plan and the emitted configs are renamed into place together
-        save_model_atomic(result.model, out, src.parent)  # weights streamed from the source, not held
-        if args.save_plan:
-            plan.save(args.save_plan)
-        if args.emit:
-            from fuseview.fusion.ort_config import decisions, write_ort_config
-
-            made = decisions(scan.candidates, set(plan.accepted()), set(args.reject))
-            emitted = write_ort_config(args.emit[1], made, str(src))
-    print(f"wrote      {out}")
-    for path in emitted:
-        print(f"wrote      {path}")
-    return 0
-
 
 def _provider(asked: str) -> str:
     """The target provider, said on one line (auto: cuda when onnxruntime has CUDAExecutionProvider)."""
