@@ -150,18 +150,8 @@ def report(check: Check) -> None:
     for ln in table + [ln for ln in text.splitlines() if "left out of the table" in ln]:
         check.say(ln)
     for name in MODELS:
-        if not check.path(name, "fused").is_file():
-            continue
-        rc, text = check.stage(f"profile {name}", _fuseview(
-            "profile", str(check.path(name)), "--against", str(check.path(name, "fused")), "--provider",
-            a.provider, "--dim", "batch=1", "--dim", f"seq={a.seq}", "--runs", str(a.runs), "--sessions", "1",
-            "--quiet", "--json", str(check.out / f"{name}_profile.json")), 150)
-        for ln in text.splitlines():
-            if any(k in ln for k in KEEP):
-                check.say(f"  {ln.strip()}")
-        if rc == 3:
-            check.say(f"  !! {name}: the float32 output check FAILED")
-            check.failed.append(f"verdict {name}")
+        if check.path(name, "fused").is_file():
+            _profile_pair(check, name, (check.path(name), check.path(name, "fused")), name, "float32 ")
     rc, text = check.stage("tune llama", _fuseview(
         "tune", str(check.path("llama")), "-o", str(check.path("llama", "tuned")), "--provider", a.provider,
         "--dim", "batch=1", "--dim", f"seq={a.seq}", "--budget", str(a.tune_budget)), a.tune_budget + 90)
@@ -175,23 +165,28 @@ def report(check: Check) -> None:
             check.say(f"  {ln}")
 
 
+def _profile_pair(check: Check, label: str, pair: tuple[Path, Path], stem: str, precision: str) -> None:
+    """`fuseview profile A --against B` on the device: its key lines, and a failed output check noted."""
+    a = check.args
+    rc, text = check.stage(f"profile {label}", _fuseview(
+        "profile", str(pair[0]), "--against", str(pair[1]), "--provider", a.provider, "--dim", "batch=1",
+        "--dim", f"seq={a.seq}", "--runs", str(a.runs), "--sessions", "1", "--quiet", "--json",
+        str(check.out / f"{stem}_profile.json")), 150)
+    for ln in text.splitlines():
+        if any(k in ln for k in KEEP):
+            check.say(f"  {ln.strip()}")
+    if rc == 3:
+        check.say(f"  !! {label}: the {precision}output check FAILED")
+        check.failed.append(f"verdict {label}")
+
+
 def float16(check: Check) -> None:
     """The float16 pairs profiled on the device, the window's Session on the Llama, tune --float16."""
     a = check.args
     for name in MODELS:
         pair = check.path(name, "fp16"), check.path(name, "fp16_fused")
-        if not all(p.is_file() for p in pair):
-            continue
-        rc, text = check.stage(f"profile fp16 {name}", _fuseview(
-            "profile", str(pair[0]), "--against", str(pair[1]), "--provider", a.provider, "--dim", "batch=1",
-            "--dim", f"seq={a.seq}", "--runs", str(a.runs), "--sessions", "1", "--quiet", "--json",
-            str(check.out / f"{name}_fp16_profile.json")), 150)
-        for ln in text.splitlines():
-            if any(k in ln for k in KEEP):
-                check.say(f"  {ln.strip()}")
-        if rc == 3:
-            check.say(f"  !! {name} fp16: the output check FAILED")
-            check.failed.append(f"verdict fp16 {name}")
+        if all(p.is_file() for p in pair):
+            _profile_pair(check, f"fp16 {name}", pair, f"{name}_fp16", "")
     _, text = check.stage("session llama", _self("--stage", "session", "--src", str(check.path("llama")),
                                                  "--seq", str(a.seq)), 150)
     for ln in text.strip().splitlines()[-4:]:
