@@ -29,6 +29,7 @@ def scaled_gelu(x, w):
     return torch.nn.functional.layer_norm(h, (h.shape[-1],)) * 2.0
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_compare_compile_writes_a_folder_fuseview_opens(tmp_path, capsys):
     from fuseview.capture import compare_compile
 

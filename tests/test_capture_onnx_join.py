@@ -163,6 +163,7 @@ def _gpt2_rows():
     return folder, build_report(load_trace(folder / "eager.json"), after, log)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_gpt2_block_lines_add_up_to_each_model_and_no_node_counts_twice():
     """Issue 37.3: a fused node's time is split across the lines it covers, never charged whole to each."""
     from fuseview.fusion.pipeline import FuseOptions, dims_for, load_for_fusion, scan_for_fusion

@@ -299,6 +299,7 @@ def test_a_float16_output_past_tolerance_passes_only_within_twice_the_conversion
     assert _judged_by_floor(far, floor, _validation(0.2, False), atol=1e-2) == [] and not far.ok
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_profile_against_a_float16_fusion_compares_at_float16_tolerances(fp16, tmp_path, capsys):
     fused = tmp_path / "gpt2_16_fused.onnx"
     assert main(["fuse", str(fp16["gpt2"]), "--provider", "cuda", "-o", str(fused)]) == 0  # not bit-exact

@@ -25,6 +25,7 @@ def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_the_models_are_built_without_transformers_and_their_attention_fuses(tmp_path):
     done = _run("scripts/gpu_models.py", "--out", str(tmp_path), "--width", "tiny", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]

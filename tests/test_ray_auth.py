@@ -43,6 +43,7 @@ def token_cluster(tmp_path) -> Iterator[dict]:
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_token_cluster_is_one_line_naming_token_authentication(token_cluster, tmp_path) -> None:
     home = tmp_path / "user"
     home.mkdir()

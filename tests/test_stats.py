@@ -84,6 +84,7 @@ def _sessions(rng, base, offsets, n, cv=0.01):
     return np.array([base * (1 + off) * (1 + cv * rng.standard_normal(n)) for off in offsets])
 
 
+@pytest.mark.slow  # over ~2 s on a quiet 2-core machine: the fast suite stays under 3 min
 def test_a_session_effect_passes_for_a_difference_with_one_session_but_not_with_several():
     # the same model in every session; sessions differ by a few % (memory placement), as measured here
     rng = np.random.default_rng(7)
