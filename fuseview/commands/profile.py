@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
     from fuseview.dims import parse_dim_args
     from fuseview.reports import ProfileReport
     from fuseview.runtime.job import ProfileRequest
-    from fuseview.targets import open_target
+    from fuseview.targets import open_profile_target
 
     for label, path in (("model", args.model), ("--against", args.against), ("--inputs", args.inputs)):
         if path is not None and not Path(path).is_file():
@@ -303,9 +303,7 @@ def run(args: argparse.Namespace) -> int:
         sessions=args.sessions, budget_s=args.budget if args.against else None,
     )
     # a ray: target is reached here, a failure one line within the budget
-    target = open_target(args.target, args.provider, args.budget)
-    # a ray task runs the A/B's budget and then the per-node profiles: bounded at twice it and a minute
-    target.budget_s = args.budget if args.budget is None or not args.against else 2 * args.budget + 60
+    target = open_profile_target(args.target, req, None if args.against else args.budget)
     report = ProfileReport.from_json(target.profile(req, None if args.quiet else _StderrProgress()))
     if to_stdout:
         print(report.text())

@@ -67,11 +67,17 @@ def open_target(spec: str | None, provider: str = "auto", budget_s: float | None
     return target
 
 
-def open_profile_target(spec: str | None, request: ProfileRequest) -> Target:
-    """open_target for a profile, as `fuseview profile --target` does: the connect bounded by the request's
-    A/B budget (or the 30 s cap, whichever is less), a Ray task by twice it and a minute."""
+def open_profile_target(spec: str | None, request: ProfileRequest,
+                        task_budget_s: float | None = None) -> Target:
+    """open_target for a profile: with an A/B budget (request.budget_s) the connect is bounded by it (or the
+    30 s cap, whichever is less) and a Ray task by twice it and a minute; without one, task_budget_s
+    (`profile --budget` of one model) bounds both."""
     budget = request.budget_s
+    if budget is None:
+        target = open_target(spec, request.provider, task_budget_s)
+        target.budget_s = task_budget_s
+        return target
     target = open_target(spec, request.provider, budget)
     # a ray task runs the A/B's budget and then the per-node profiles
-    target.budget_s = None if budget is None else 2 * budget + 60
+    target.budget_s = 2 * budget + 60
     return target
