@@ -42,8 +42,9 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import _export_builders as b
-width, work = sys.argv[2], Path(sys.argv[3])
-spec = b.Spec("llama_torch", "llama", "torchscript", 17, True)
+width, work, exporter = sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+name = "llama_torch" if exporter == "torchscript" else f"llama_{exporter}"
+spec = b.Spec(name, "llama", exporter, 17 if exporter == "torchscript" else None, True)
 model, cfg = b.build(spec, width)
 model.lm.save_pretrained(work / "hf")
 # the builder reads a tokenizer too: a word-level one over the model's vocabulary (never used to run)
@@ -73,17 +74,25 @@ def _run(cmd: list[str], what: str) -> str:
 def build_models(args: argparse.Namespace, work: Path) -> tuple[dict, dict[str, Path]]:
     """Export, build and fuse; (model facts, name -> model file)."""
     width = "narrow" if args.narrow else "real"
-    out = _run([args.export_python, "-c", _EXPORT, str(ROOT / "scripts"), width, str(work)],
-               "torch export (TorchScript, KV cache)")
+    out = _run([args.export_python, "-c", _EXPORT, str(ROOT / "scripts"), width, str(work), args.exporter],
+               f"torch export ({args.exporter}, KV cache)")
     facts = json.loads(out.strip().splitlines()[-1])
     write_text_atomic(work / "facts.json", json.dumps(facts) + "\n")
     _run([args.genai_python, "-m", "onnxruntime_genai.models.builder", "-i", str(work / "hf"), "-o",
           str(work / "builder"), "-p", "fp32", "-e", "cpu", "-c", str(work / "cache")],
          "onnxruntime-genai builder (fp32, cpu)")
-    _run([sys.executable, "-m", "fuseview", "fuse", str(work / "llama_torch.onnx"), "-o",
-          str(work / "fused.onnx")], "fuseview fuse (no --dim)")
-    return facts, {"original": work / "llama_torch.onnx", "fused": work / "fused.onnx",
-                   "builder": work / "builder" / "model.onnx"}
+    models = model_paths(args, work)
+    _run([sys.executable, "-m", "fuseview", "fuse", str(models["original"]), "-o", str(models["fused"])],
+         "fuseview fuse (no --dim)")
+    return facts, models
+
+
+def model_paths(args: argparse.Namespace, work: Path) -> dict[str, Path]:
+    """Where the export, its fused model and the builder's model are in --work."""
+    torchscript = args.exporter == "torchscript"
+    original = work / ("llama_torch.onnx" if torchscript else f"llama_{args.exporter}.onnx")
+    fused = work / ("fused.onnx" if torchscript else f"fused_{args.exporter}.onnx")
+    return {"original": original, "fused": fused, "builder": work / "builder" / "model.onnx"}
 
 
 def feeds_for(path: Path, facts: dict, past: int, new: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -204,14 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--also", nargs="*", default=[], metavar="NAME=PATH",
                     help="more models timed with the others (e.g. a model fused by another version), with the"
                     " ratios NAME/original and fused/NAME")
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+                    help="torch.onnx's exporter of the original (dynamo: the opset it picks)")
     ap.add_argument("--export-python", default="/work/venvs/decoders/bin/python")
     ap.add_argument("--genai-python", default="/work/venvs/genai/bin/python")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fuseview-decode-") as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        models = {"original": work / "llama_torch.onnx", "fused": work / "fused.onnx",
-                  "builder": work / "builder" / "model.onnx"}
+        models = model_paths(args, work)
         if args.reuse and (work / "facts.json").exists() and all(p.exists() for p in models.values()):
             facts = json.loads((work / "facts.json").read_text())  # the models of an earlier run, as they are
         else:

@@ -215,8 +215,11 @@ def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
     graph_past, graph_total = _graph_cache(model)
     batch_keys = {by_slot[(x, 0)] for x, _a in graph_past if (x, 0) in by_slot}
     past = [by_slot[x] for x in graph_past if x in by_slot]
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
+    # by name, only a cache's length axis ([batch, heads, length, head size]: the one before the last) is
+    # the past: onnxruntime-genai's builder names its symbolic head size `kv_cache_dim`
     past += [s.key for s in slots if any(w in s.input.lower() for w in _PAST_INPUT_WORDS)
-             and dim_kind(s.key) != "batch" and s.axis != 0]
+             and dim_kind(s.key) != "batch" and s.axis != 0 and s.axis == ranks[s.input] - 2]
     if not past:
         return None
     past_set = set(past)
@@ -233,6 +236,62 @@ def cache_dims(model: onnx.ModelProto) -> CacheDims | None:
     total += [s.key for s in slots if s.key not in past_set and s.key != new and not is_batch(s.key)
               and ("mask" in s.input.lower() or "total" in s.key.lower())]
     return CacheDims(tuple(dict.fromkeys(past)), new, tuple(dict.fromkeys(total)))
+
+
+# com.microsoft attention ops: the inputs that are the past key and value
+_CACHE_READERS = {"GroupQueryAttention": (3, 4), "MultiHeadAttention": (6, 7)}
+
+
+def head_size_dims(model: onnx.ModelProto) -> dict[str, int]:
+    """Symbolic head sizes of cache inputs that onnxruntime's attention ops read (the builder's
+    `kv_cache_dim`), with the value the graph fixes: the query projection's width over the heads."""
+    slots = {(s.input, s.axis): s.key for s in dim_slots(model)}
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
+    out: dict[str, int] = {}
+    widths = _ProjectionWidths(model)
+    for n in model.graph.node:
+        past_at = _CACHE_READERS.get(n.op_type) if n.domain == "com.microsoft" else None
+        if past_at is None:
+            continue
+        caches = [n.input[i] for i in past_at if i < len(n.input) and ranks.get(n.input[i]) == 4
+                  and (n.input[i], 3) in slots]
+        size = _head_size(n, widths) if caches else None
+        if size:
+            out.update({slots[(c, 3)]: size for c in caches})
+    return out
+
+
+class _ProjectionWidths:
+    """The last-axis width of a tensor made by a MatMul with a weight (through a bias Add), else None."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.inits = {t.name: list(t.dims) for t in model.graph.initializer}
+        self.producers = {o: n for n in model.graph.node for o in n.output[:] if o}
+
+    def width(self, t: str, depth: int = 0) -> int | None:
+        """The width of tensor t's last axis, when a weight's shape says it."""
+        n = self.producers.get(t)
+        if n is None or depth > 4:
+            return None
+        if n.op_type == "MatMul" and len(n.input) == 2 and len(self.inits.get(n.input[1], ())) >= 2:
+            return int(self.inits[n.input[1]][-1])
+        if n.op_type == "Add":
+            for x in n.input:
+                if len(self.inits.get(x, ())) == 1:
+                    return int(self.inits[x][0])
+            return next((w for x in n.input if (w := self.width(x, depth + 1))), None)
+        return None
+
+
+def _head_size(n: onnx.NodeProto, widths: _ProjectionWidths) -> int | None:
+    attrs = {a.name: int(a.i) for a in n.attribute if a.type == onnx.AttributeProto.INT}
+    heads = attrs.get("num_heads", 0)
+    width = widths.width(n.input[0]) if n.input else None
+    if not heads or not width:
+        return None
+    packed = len(n.input) < 2 or not n.input[1]  # query, key and value in one tensor
+    parts = heads + 2 * attrs.get("kv_num_heads", heads) if packed else heads
+    return width // parts if width % parts == 0 else None
 
 
 def _is_past(name: str) -> bool:
@@ -253,8 +312,11 @@ def cache_length_dims(model: onnx.ModelProto, past: int, new: int) -> dict[str, 
     rel = cache_dims(model)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
     dims: dict[str, int] = {}
+    heads = head_size_dims(model)
     for s in dim_slots(model):
-        if rel is not None and s.key in rel.past:
+        if s.key in heads:
+            want = heads[s.key]
+        elif rel is not None and s.key in rel.past:
             want = past
         elif rel is not None and s.key in rel.total:
             want = past + new
@@ -272,6 +334,7 @@ def cache_length_dims(model: onnx.ModelProto, past: int, new: int) -> dict[str, 
 
 
 DECODE_PAST_DEFAULT = 256  # the cache a decode step is measured over: a length people run, not one token
+_ROTARY_CACHES = {"GroupQueryAttention": (7, 8), "RotaryEmbedding": (2, 3)}  # cos_cache, sin_cache inputs
 _POSITION_TABLE = re.compile(r"wpe|position|pos_emb|(cos|sin)_cache", re.IGNORECASE)
 
 
@@ -282,6 +345,10 @@ def position_table(model: onnx.ModelProto) -> int | None:
     lengths = [int(inits[n.input[0]].dims[0]) for n in model.graph.node
                if n.op_type == "Gather" and n.input and n.input[0] in inits
                and len(inits[n.input[0]].dims) == 2 and _POSITION_TABLE.search(n.input[0])]
+    # onnxruntime's rotary ops read their cos/sin caches whole: a total length beyond them is refused
+    lengths += [int(inits[n.input[i]].dims[0]) for n in model.graph.node if n.domain == "com.microsoft"
+                for i in _ROTARY_CACHES.get(n.op_type, ()) if i < len(n.input) and n.input[i] in inits
+                and inits[n.input[i]].dims]
     return min(lengths) if lengths else None
 
 
@@ -336,7 +403,8 @@ def resolve_dims(model: onnx.ModelProto, dims: dict[str, int] | None = None) -> 
     decoder: one past length for every past input, masks of their own length at past + new)."""
     dims = dict(dims or {})
     check_dim_names(model, dims)
-    used = {k: int(dims[k]) if k in dims else default_dim(k) for k in dim_keys(model)}
+    fixed = head_size_dims(model)
+    used = {k: int(dims[k]) if k in dims else fixed.get(k, default_dim(k)) for k in dim_keys(model)}
     cache = cache_dims(model)
     if cache is None:
         return used
