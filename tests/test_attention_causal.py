@@ -8,10 +8,13 @@ import numpy as np
 import onnx
 import pytest
 
+from fuseview.dims import cache_length_dims
 from fuseview.fusion.pipeline import FuseOptions, build_fused, scan_for_fusion
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.rules.attention_causal import _hides_later_keys
+from fuseview.fusion.validate import run_model
 from fuseview.fusion.validate_cache import validate_cache_lengths
+from fuseview.runtime.inputs import make_feeds
 from tests.test_attention_current import assert_left_padded_outputs_match
 
 from .conftest import ASSET_MODELS
@@ -66,14 +69,45 @@ def test_a_mask_that_shows_later_keys_keeps_causal_0(rel: str) -> None:
         assert v.ok and v.max_abs <= MAX_ABS, (rel, past, new, v.figures())
 
 
-@pytest.mark.parametrize("rel", ["current/llama_2l_sdpa_past_dynamo", "decoders/gemma_2l_sdpa_past_dynamo"])
-def test_padded_tokens_masked_by_the_lowest_float_keep_causal_0(rel: str) -> None:
-    """The dynamo exports hide a left-padded token's every key with the lowest float, not -inf: its softmax
-    is uniform over all keys, which causal=1 would narrow to the earlier ones."""
+DYNAMO = ["current/llama_2l_sdpa_past_dynamo", "decoders/gemma_2l_sdpa_past_dynamo"]
+
+
+@pytest.mark.parametrize("rel", DYNAMO)
+def test_tokens_masked_by_the_lowest_float_change_only_on_padded_rows(rel: str) -> None:
+    """The dynamo exports hide a left-padded token's every key with the lowest float, not -inf: the model
+    averages every key for it, causal=1 the earlier ones. Only the padded tokens' rows differ (their logits
+    and the cache they write, which no unpadded token reads); with the padding in the past, nothing does."""
     model = onnx.load(ASSET_MODELS / f"{rel}.onnx")
     fused = _fused(model)
+    assert _causal(fused) == [1, 1]
+    names = [o.name for o in model.graph.output]
+    for past, pad in ((0, 3), (4, 3)):
+        feeds = make_feeds(model, cache_length_dims(model, past, 8), seed=5)
+        feeds["attention_mask"][:, :pad] = 0
+        a = dict(zip(names, run_model(model, feeds, reference=False), strict=True))
+        b = dict(zip(names, run_model(fused, feeds, reference=False), strict=True))
+        padded_rows = max(0, pad - past)  # new tokens at padded positions
+        for name in names:
+            axis = 1 if name == "logits" else 2  # [B, S, vocab]; present [B, KVH, past + S, D]
+            first = padded_rows if name == "logits" else pad
+            d = np.abs(np.asarray(a[name]) - np.asarray(b[name]))
+            assert np.take(d, range(first, d.shape[axis]), axis=axis).max() <= MAX_ABS, (rel, past, name)
+        changed = np.abs(a["logits"][:, :padded_rows] - b["logits"][:, :padded_rows])
+        assert (changed.size > 0 and changed.max() > 1e-3) == bool(padded_rows), (rel, past)  # the kernel's
+
+
+def test_a_real_token_that_sees_no_key_keeps_causal_0() -> None:
+    """The dynamo export's key <= query made key < query: the first token, a real one, sees no key (the
+    model averages them all, with the lowest float everywhere); causal=1 would show it itself, so the block
+    keeps causal=0 and matches."""
+    model = onnx.load(ASSET_MODELS / f"{DYNAMO[0]}.onnx")
+    compares = [n for n in model.graph.node if n.op_type == "LessOrEqual"]
+    assert len(compares) == 1
+    compares[0].op_type = "Less"
+    fused = _fused(model)
     assert _causal(fused) == [0, 0]
-    assert_left_padded_outputs_match(model, fused, 0, seed=5)
+    for past, new, v in validate_cache_lengths(model, fused, news=(1, 16)):
+        assert v.ok and v.max_abs <= MAX_ABS, (past, new, v.figures())
 
 
 def test_the_later_keys_check() -> None:

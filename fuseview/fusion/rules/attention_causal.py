@@ -11,10 +11,13 @@ The mask is evaluated in onnxruntime (the cone of nodes behind it, as the rotary
 cache), with every input read for its values set to ones, then with the first two positions of its last
 axis zero (left padding): every key j > past + i must be hidden from every new token i, for every batch
 row and head: an additive mask <= ``HIDDEN_AT``, or the condition of a Where-selected mask choosing its
-fill; and no token may have every key hidden by a finite value (transformers' dynamo exports fill with the
-lowest float: such a padded token's softmax is uniform over all keys, which causal=1 would narrow to the
-earlier ones; -inf rows are zeroed by the row guard either way). Otherwise, or when the mask cannot be
-evaluated, the block keeps ``causal=0``.
+fill. A token with every key hidden must be a padded one (its own position zero in the probe): transformers'
+TorchScript exports hide with -inf and their row guard zeroes such a token either way; the dynamo exports
+hide with the lowest float, so the model averages every key for it, which causal=1 narrows to the earlier
+ones. Such a token has no defined output (torch's SDPA gives NaN there) and no unpadded token reads it (its
+key is hidden from them), so causal=1 changes only padded tokens' rows, as onnxruntime-genai's model does;
+every other output is the model's. A token of a real position with every key hidden keeps ``causal=0``, as
+does a mask that cannot be evaluated.
 """
 
 from __future__ import annotations
@@ -69,28 +72,35 @@ def _causal(s: Structure, terms: tuple[str, ...], where: bool, fill_if: bool, fi
                 values = sess.run(None, feeds | shaped)
             except Exception:  # noqa: BLE001 - a mask onnxruntime cannot evaluate here keeps causal=0
                 return False
-            hidden = _hidden(values, where, fill_if, fill)
-            if hidden is None or not _hides_later_keys(hidden, past, new):
+            hidden, finite = _hidden(values, where, fill_if, fill)
+            if not _hides_later_keys(hidden, past, new) or not _only_padded_tokens_see_nothing(
+                    hidden, finite, past, new, padded):
                 return False
     return True
 
 
-def _hidden(values: list[np.ndarray], where: bool, fill_if: bool, fill: float) -> np.ndarray | None:
-    """Boolean [..., S, T]: True where the mask hides the key; None when a token's every key is hidden by
-    a finite value (transformers' lowest float, not -inf): its softmax is then uniform over every key the
-    kernel did not hide itself, so causal=1 would change that token's output."""
+def _hidden(values: list[np.ndarray], where: bool, fill_if: bool, fill: float
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden, finite), boolean [..., S, T]: where the mask hides the key, and where its value is finite."""
     if where:
         cond = np.asarray(values[0]).astype(bool)
         hidden = cond if fill_if else ~cond
-        finite = np.full(hidden.shape, np.isfinite(fill))
-    else:
-        total = np.asarray(values[0], np.float64)
-        for v in values[1:]:
-            total = total + np.asarray(v, np.float64)  # broadcast as the fused op's Add does
-        hidden, finite = total <= HIDDEN_AT, np.isfinite(total)
-    if hidden.ndim < 2 or np.any(np.all(hidden, axis=-1) & np.any(finite, axis=-1)):
-        return None
-    return hidden
+        return hidden, np.full(hidden.shape, np.isfinite(fill))
+    total = np.asarray(values[0], np.float64)
+    for v in values[1:]:
+        total = total + np.asarray(v, np.float64)  # broadcast as the fused op's Add does
+    return total <= HIDDEN_AT, np.isfinite(total)
+
+
+def _only_padded_tokens_see_nothing(hidden: np.ndarray, finite: np.ndarray, past: int, new: int,
+                                    padded: bool) -> bool:
+    """No token but a padded one (absolute position < 2 in the padded probe) has every key hidden by a
+    finite value: only such a token's softmax (uniform over what the kernel leaves) changes with causal=1."""
+    shape = (*hidden.shape[:-2], new, past + new)
+    hidden, finite = np.broadcast_to(hidden, shape), np.broadcast_to(finite, shape)
+    blind = np.all(hidden, axis=-1) & np.any(finite, axis=-1)  # [..., new tokens]
+    pad = (past + np.arange(new) < 2) if padded else np.zeros(new, bool)
+    return not bool(np.any(blind & ~pad))
 
 
 def _hides_later_keys(hidden: np.ndarray, past: int, new: int) -> bool:
