@@ -1,15 +1,17 @@
 """A Llama's decode step and prefill: original torch export, fuseview-fused, onnxruntime-genai's builder.
 
-    python bench/bench_decode.py [--narrow] [--work DIR] [--threads 1 2] [--runs 20] [--pasts 128 512]
+    python bench/bench_decode.py [--narrow] [--exporter torchscript|dynamo] [--work DIR] [--threads 1 2]
+        [--runs 20] [--pasts 128 512]
         [--export-python /work/venvs/decoders/bin/python] [--genai-python /work/venvs/genai/bin/python]
 
 One seeded Llama (768 hidden, 8 layers, 12:4 grouped-query heads, rotary, intermediate 2048, random weights;
 ``--narrow``: 64 hidden, 2 layers, 4:2 heads, for a quick run) is saved with ``save_pretrained`` and
-exported by torch.onnx (TorchScript, with a KV cache, scripts/_export_builders.py) in a python that has torch
-and transformers (``--export-python``); onnxruntime-genai's model builder (``python -m
-onnxruntime_genai.models.builder -i HF -o OUT -p fp32 -e cpu``, in ``--genai-python``) builds its model
-from the same folder, so both have the same weights (the bench checks their logits agree). ``fuseview fuse``
-fuses the torch export. onnxruntime.transformers.optimizer has no model type for Llama, so it is not timed.
+exported by torch.onnx (TorchScript or ``--exporter dynamo``, with a KV cache, scripts/_export_builders.py)
+in a python that has torch and transformers (``--export-python``); onnxruntime-genai's model builder
+(``python -m onnxruntime_genai.models.builder -i HF -o OUT -p fp32 -e cpu``, in ``--genai-python``) builds
+its model from the same folder, so both have the same weights (the bench checks their logits agree).
+``fuseview fuse`` fuses the torch export. onnxruntime.transformers.optimizer has no model type for Llama,
+so it is not timed.
 
 Timed, at onnxruntime's ORT_ENABLE_ALL on CPU, for each thread count: the decode step (1 new token over a
 cache of each ``--pasts`` length) and a 32-token prefill (no cache). The models' sessions run interleaved
