@@ -129,34 +129,11 @@ def _fmt_ratio(r) -> str:  # noqa: ANN001
     return f"{ratio:.3f} [{lo:.3f}, {hi:.3f}] {word}"
 
 
-def main() -> None:
-    """Print the tables."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=Path, default=DEFAULT_MODELS)
-    ap.add_argument("--only", nargs="*", default=None, help="model names (file stems) to run")
-    ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--dim", action="append", default=None, help="dims for latency (default sequence=32)")
-    ap.add_argument("--levels", nargs="*", default=["disabled", "all"])
-    ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
-    ap.add_argument("--no-latency", action="store_true")
-    args = ap.parse_args()
-    from fuseview.dims import parse_dim_args
-
-    dims = parse_dim_args(args.dim or ["sequence=32"])
-    files = sorted(args.models.glob("*.onnx"))
-    if args.only:
-        files = [f for f in files if f.stem in args.only]
-    if not files:
-        sys.exit(f"no .onnx models in {args.models} (build them with scripts/make_realsize_models.py)")
-    index_path = args.models / "INDEX.json"
-    index = json.loads(index_path.read_text()).get("models", {}) if index_path.exists() else {}
-    OUT.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start "
-          "(shared: compare ratios within this run)")
+def _time_commands(files: list[Path]) -> list[tuple[Path, dict, Path]]:
+    """Time info, render, scan and fuse of each model as the command line runs them; print a row each."""
     heads = " ".join(f"{h + ' wall/cpu s, MB':>20}" for h in ("info", "render", "scan", "fuse"))
     print(f"{'model':<28} {'MB':>6}  {heads}  RSS/file (worst)")
-    results = []
+    results: list[tuple[Path, dict, Path]] = []
     for path in files:
         size = path.stat().st_size
         fused = OUT / f"{path.stem}.fused.onnx"
@@ -184,8 +161,13 @@ def main() -> None:
                 rules[c["rule"]] = rules.get(c["rule"], 0) + 1
             print("  candidates " + (", ".join(f"{k} {v}" for k, v in rules.items()) or "none"))
         results.append((path, measured, fused))
-    if args.no_latency:
-        return
+    return results
+
+
+def _latency_table(
+    results: list[tuple[Path, dict, Path]], index: dict, dims: dict, args: argparse.Namespace
+) -> None:
+    """Print fused ÷ original (and ÷ onnxruntime's optimizer) latency of each model that fused."""
     print()
     print(f"latency ({args.runs} interleaved runs, dims {dims}): fused ÷ other, ratio of medians"
           " [95 % interval]; < 1 = fused faster")
@@ -210,6 +192,37 @@ def main() -> None:
             print(f"{'':<28} (no ort-opt: {why})")
         if opt is not None:
             opt.unlink(missing_ok=True)
+
+
+def main() -> None:
+    """Print the tables."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    ap.add_argument("--only", nargs="*", default=None, help="model names (file stems) to run")
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--dim", action="append", default=None, help="dims for latency (default sequence=32)")
+    ap.add_argument("--levels", nargs="*", default=["disabled", "all"])
+    ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    ap.add_argument("--no-latency", action="store_true")
+    args = ap.parse_args()
+    from fuseview.dims import parse_dim_args
+
+    dims = parse_dim_args(args.dim or ["sequence=32"])
+    files = sorted(args.models.glob("*.onnx"))
+    if args.only:
+        files = [f for f in files if f.stem in args.only]
+    if not files:
+        sys.exit(f"no .onnx models in {args.models} (build them with scripts/make_realsize_models.py)")
+    index_path = args.models / "INDEX.json"
+    index = json.loads(index_path.read_text()).get("models", {}) if index_path.exists() else {}
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start "
+          "(shared: compare ratios within this run)")
+    results = _time_commands(files)
+    if args.no_latency:
+        return
+    _latency_table(results, index, dims, args)
 
 
 if __name__ == "__main__":

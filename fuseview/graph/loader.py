@@ -396,8 +396,6 @@ def _attribute_value(attr: onnx.AttributeProto) -> object:
     return value
 
 
-
-
 def _build_graph(
     g: onnx.GraphProto, where: str, known_domains: set[str], outer: frozenset[str],
     declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
@@ -456,36 +454,14 @@ def _assemble(
     names, producer, consumers = _check_graph(
         protos, inputs, outputs, init_names, where, known_domains, outer, deep=False
     )
-    defined = set(producer) | set(inputs) | init_names
-
-    output_set = set(outputs)
-    input_set = set(inputs)
-    folded_into: dict[int, int] = {}
-    for i, n in enumerate(protos):
-        if n.op_type == "Constant" and (n.domain or "") in ("", "ai.onnx") and len(n.output) == 1:
-            users = consumers.get(n.output[0], [])
-            if len(users) == 1 and n.output[0] not in output_set:
-                folded_into[i] = users[0]
-
-    scope_cache: dict[int, tuple[str, ...]] = {}
+    folded_into = _folded_constants(protos, consumers, set(outputs))
+    inner_known = frozenset(set(producer) | set(inputs) | init_names | set(outer))
     nodes: list[Node] = []
-    inner_known = set(defined) | set(outer)
     for i, n in enumerate(protos):
         folded = tuple(
             x for x in n.input[:] if x and (x in init_names or (x in producer and producer[x] in folded_into))
         )
-        subgraphs: dict[str, GraphDocument] = {}
-        attrs: dict[str, object] = {}
-        for a in n.attribute[:]:
-            attrs[a.name] = _attribute_value(a)
-            if a.type == onnx.AttributeProto.GRAPH:
-                subgraphs[a.name] = _build_graph(a.g, where, known_domains, frozenset(inner_known))
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for k, sub in enumerate(a.graphs):
-                    subgraphs[f"{a.name}[{k}]"] = _build_graph(
-                        sub, where, known_domains, frozenset(inner_known)
-                    )
-        scope_cache[i] = node_scope(n)
+        subgraphs, attrs = _node_attributes(n, where, known_domains, inner_known)
         nodes.append(
             Node(
                 index=i,
@@ -495,19 +471,63 @@ def _assemble(
                 inputs=tuple(n.input[:]),
                 outputs=tuple(n.output[:]),
                 attributes=attrs,
-                scope=scope_cache[i],
+                scope=node_scope(n),
                 folded_inputs=folded,
                 folded_into=folded_into.get(i),
                 subgraphs=subgraphs,
                 metadata={p.key: p.value for p in n.metadata_props[:]},
             )
         )
-
-    tensors: dict[str, Tensor] = {}
-    all_names = (
-        list(inputs) + sorted(init_names) + list(producer) + [x for x in consumers if x not in defined]
+    return GraphDocument(
+        name=name,
+        nodes=nodes,
+        tensors=_tensors(protos, inputs, outputs, init_names, types, producer, consumers),
+        inputs=inputs,
+        outputs=outputs,
+        edges=_edges(protos, producer, folded_into),
+        node_by_name={nd.name: nd.index for nd in nodes},
     )
-    for t in all_names:
+
+
+def _folded_constants(
+    protos: list[onnx.NodeProto], consumers: dict[str, list[int]], output_set: set[str]
+) -> dict[int, int]:
+    """Each Constant node used by one node only (and not a graph output) -> the node it folds into."""
+    folded_into: dict[int, int] = {}
+    for i, n in enumerate(protos):
+        if n.op_type == "Constant" and (n.domain or "") in ("", "ai.onnx") and len(n.output) == 1:
+            users = consumers.get(n.output[0], [])
+            if len(users) == 1 and n.output[0] not in output_set:
+                folded_into[i] = users[0]
+    return folded_into
+
+
+def _node_attributes(
+    n: onnx.NodeProto, where: str, known_domains: set[str], inner_known: frozenset[str]
+) -> tuple[dict[str, GraphDocument], dict[str, object]]:
+    """A node's inner graphs, built (by attribute name, `name[k]` for GRAPHS), and its attribute values."""
+    subgraphs: dict[str, GraphDocument] = {}
+    attrs: dict[str, object] = {}
+    for a in n.attribute[:]:
+        attrs[a.name] = _attribute_value(a)
+        if a.type == onnx.AttributeProto.GRAPH:
+            subgraphs[a.name] = _build_graph(a.g, where, known_domains, inner_known)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for k, sub in enumerate(a.graphs):
+                subgraphs[f"{a.name}[{k}]"] = _build_graph(sub, where, known_domains, inner_known)
+    return subgraphs, attrs
+
+
+def _tensors(
+    protos: list[onnx.NodeProto], inputs: list[str], outputs: list[str], init_names: set[str],
+    types: dict[str, tuple[str | None, tuple[Dim, ...] | None]],
+    producer: dict[str, int], consumers: dict[str, list[int]],
+) -> dict[str, Tensor]:
+    """Every tensor the graph names, with its kind, dtype, shape, producer and consumers."""
+    defined = set(producer) | set(inputs) | init_names
+    input_set, output_set = set(inputs), set(outputs)
+    tensors: dict[str, Tensor] = {}
+    for t in list(inputs) + sorted(init_names) + list(producer) + [x for x in consumers if x not in defined]:
         if t in tensors:
             continue
         prod = producer.get(t)
@@ -523,7 +543,11 @@ def _assemble(
             kind = "intermediate"
         dtype, shape = types.get(t, (None, None))
         tensors[t] = Tensor(t, dtype, shape, kind, prod, tuple(consumers.get(t, ())))  # type: ignore[arg-type]
+    return tensors
 
+
+def _edges(protos: list[onnx.NodeProto], producer: dict[str, int], folded_into: dict[int, int]) -> list[Edge]:
+    """The edges between nodes, leaving out the constants folded into their one user."""
     edges: list[Edge] = []
     for dst, n in enumerate(protos):
         if dst in folded_into:
@@ -532,15 +556,7 @@ def _assemble(
             src = producer.get(inp) if inp else None
             if src is not None and src not in folded_into:
                 edges.append(Edge(src, dst, inp))
-    return GraphDocument(
-        name=name,
-        nodes=nodes,
-        tensors=tensors,
-        inputs=inputs,
-        outputs=outputs,
-        edges=edges,
-        node_by_name={nd.name: nd.index for nd in nodes},
-    )
+    return edges
 
 
 def _check_acyclic(

@@ -98,29 +98,7 @@ def packed_projection(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
                 break
     r_out = m.prod(packed, "Reshape")
     if r_out is not None and bias is None:
-        gemm = m.prod(r_out.input[0], "Gemm")
-        r_in = m.prod(gemm.input[0], "Reshape") if gemm is not None else None
-        if gemm is None or r_in is None:
-            raise Miss(f"{r_out.name}: projection is not Reshape -> Gemm -> Reshape")
-        for attr, want in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
-            if ix.attr(gemm, attr, want) != want:
-                raise Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
-        x = r_in.input[0]
-        w_name = gemm.input[1]
-        w = weight_meta(ix, w_name)
-        bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
-        sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
-        if sx is None or sf is None or so is None or len(sx) != 3 or w is None or len(w[0]) != 2:
-            raise Miss(f"{gemm.name}: shapes around the projection are unknown")
-        if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w[0][1]]:
-            raise Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
-        if not (m.d.same(("dim", x, 0), ("dim", a.q, 0)) or m.d.same(("dim", x, 1), ("dim", a.q, 1))):
-            vec = m.d.vec(r_out.input[1], set())
-            if vec is None or len(vec) != 3 or not all(m.d.same(vec[j], ("dim", x, j)) for j in (0, 1)):
-                raise Miss(f"{r_out.name}: restored leading dims are not provably x's batch and sequence")
-        core += [r_out, gemm, r_in]
-        for r in (r_in, r_out):
-            shape_inputs_walk(m, r.input[1], shape_ids)
+        x, w_name, w, bias = _gemm_projection(ctx, a, r_out, core, shape_ids)
     else:
         mm = m.prod(packed, "MatMul")
         if mm is None:
@@ -144,6 +122,41 @@ def packed_projection(ctx: ScanContext, a: AttentionMatch) -> PackedMatch:
     matched = m.absorb(nodes, shape_ids)
     m.check_contained(nodes, matched, {a.output})
     return PackedMatch(a, nodes, x, (w_name,), bias, ix)
+
+
+_Projection = tuple[str, str, tuple[tuple[int, ...], np.dtype] | None, np.ndarray | None]
+
+
+def _gemm_projection(
+    ctx: ScanContext, a: AttentionMatch, r_out: onnx.NodeProto, core: list, shape_ids: set[int]
+) -> _Projection:
+    """(x, W's name, W's shape and dtype, b) of a Reshape -> Gemm -> Reshape projection (its nodes go to
+    core, its shape inputs to shape_ids), or Miss unless the reshapes only flatten and restore x."""
+    m, ix = ctx.structure, ctx.index
+    gemm = m.prod(r_out.input[0], "Gemm")
+    r_in = m.prod(gemm.input[0], "Reshape") if gemm is not None else None
+    if gemm is None or r_in is None:
+        raise Miss(f"{r_out.name}: projection is not Reshape -> Gemm -> Reshape")
+    for attr, want in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0)):
+        if ix.attr(gemm, attr, want) != want:
+            raise Miss(f"{gemm.name}: {attr}={ix.attr(gemm, attr)}; only x @ W + b is packed")
+    x = r_in.input[0]
+    w_name = gemm.input[1]
+    w = weight_meta(ix, w_name)
+    bias = ix.const_value(gemm.input[2]) if len(gemm.input) > 2 and gemm.input[2] else None
+    sx, sf, so = ix.shape(x), ix.shape(r_in.output[0]), ix.shape(r_out.output[0])
+    if sx is None or sf is None or so is None or len(sx) != 3 or w is None or len(w[0]) != 2:
+        raise Miss(f"{gemm.name}: shapes around the projection are unknown")
+    if list(sf) != [sx[0] * sx[1], sx[2]] or list(so) != [sx[0], sx[1], w[0][1]]:
+        raise Miss(f"{gemm.name}: reshapes {sx} -> {sf} -> {so} do not only flatten and restore")
+    if not (m.d.same(("dim", x, 0), ("dim", a.q, 0)) or m.d.same(("dim", x, 1), ("dim", a.q, 1))):
+        vec = m.d.vec(r_out.input[1], set())
+        if vec is None or len(vec) != 3 or not all(m.d.same(vec[j], ("dim", x, j)) for j in (0, 1)):
+            raise Miss(f"{r_out.name}: restored leading dims are not provably x's batch and sequence")
+    core += [r_out, gemm, r_in]
+    for r in (r_in, r_out):
+        shape_inputs_walk(m, r.input[1], shape_ids)
+    return x, w_name, w, bias
 
 
 def projection(op, x):

@@ -165,52 +165,16 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
 
     def match(self, ln: onnx.NodeProto) -> EmbeddingMatch:
         ix = self.ix
-        if len(ln.input) < 3 or not ln.input[2]:
-            raise Miss(f"{ln.name}: LayerNormalization without bias")
-        gamma, beta = ln.input[1], ln.input[2]
-        if not (ix.is_const(gamma) and ix.is_const(beta)):
-            raise Miss(f"{ln.name}: scale/bias are not constants")
-        axis = int(ix.attr(ln, "axis", -1))
-        if axis not in (-1, 2):
-            raise Miss(f"{ln.name}: normalizes over axis {axis}, not the hidden axis")
-        if len(ln.output) > 1 and any(o for o in ln.output[1:]):
-            raise Miss(f"{ln.name}: mean/inv-std outputs are used")
+        gamma, beta = self._norm_params(ln)
         root = ln.input[0]
         add = self.prod(root, "Add")
         if add is None:
             raise Miss(f"{ln.name}: input is not an Add of embeddings")
         core = [ln]
-        leaves: list[str] = []
-        stack = [add]
-        while stack:
-            a = stack.pop()
-            core.append(a)
-            for x in a.input:
-                sub = self.prod(x, "Add")
-                if sub is not None and len(ix.consumers.get(x, ())) == 1 and x not in ix.graph_outputs:
-                    stack.append(sub)
-                else:
-                    leaves.append(x)
+        leaves = self._summands(add, core)
         if len(leaves) not in (2, 3):
             raise Miss(f"{ln.name}: {len(leaves)} summands, not word + position [+ segment] embeddings")
-        gathers = []
-        sizes: dict[int, tuple[int, int]] = {}  # id(Gather) -> its table's [rows, width]
-        for leaf in leaves:
-            t = leaf
-            cast = self.prod(t, "Cast")
-            if cast is not None and ix.attr(cast, "to") == onnx.TensorProto.FLOAT:
-                core.append(cast)
-                t = cast.input[0]
-            g = self.prod(t, "Gather")
-            size = self.table(g.input[0]) if g is not None else None
-            if g is None or int(ix.attr(g, "axis", 0)) != 0 or size is None:
-                raise Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
-            sizes[id(g)] = size
-            core.append(g)
-            gathers.append(g)
-        hidden = {sizes[id(g)][1] for g in gathers}
-        if len(hidden) != 1:
-            raise Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
+        gathers, sizes = self._gathers(ln, leaves, core)
         walked: set[int] = set()
         src = {id(g): self.ids_source(g.input[1], core, walked) for g in gathers}
         direct = [g for g in gathers if src[id(g)] is not None]
@@ -231,22 +195,9 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
         if len(direct) > 2 or len(others) != 1:
             raise Miss(f"{ln.name}: cannot tell word / position / segment embeddings apart")
         pos_g = others[0]
-        position_ids = None
-        if not self.is_arange_positions(pos_g.input[1], ids, walked):
-            # Computed positions (RoBERTa: cumsum over the padding mask) go in as the kernel's position_ids,
-            # which must be [batch | 1, seq] integers like the ids.
-            p = pos_g.input[1]
-            if ix.const_dtype(p) not in _INT_TYPES or self.d.rank(p) != 2 or not (
-                    self.d.same(("dim", p, 1), ("dim", ids, 1))
-                    and (self.d.same(("dim", p, 0), ("dim", ids, 0)) or self.d.canon(("dim", p, 0)) == 1)):
-                raise Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
-            position_ids = p
+        position_ids = self._position_ids(pos_g, ids, walked)
         if seg_g is not None:
-            sid = src[id(seg_g)]
-            if ix.const_dtype(sid) not in _INT_TYPES or not (
-                    self.d.same(("dim", sid, 0), ("dim", ids, 0))
-                    and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
-                raise Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
+            self._check_segment_ids(seg_g, src[id(seg_g)], ids)
         # absorb the position-index computation where nothing else reads it
         matched = self.absorb(core, walked)
         self.check_contained(core, matched, {ln.output[0], root})
@@ -259,6 +210,81 @@ class _Finder(Structure):  # the scan's symbolic dims and producer lookup
         return EmbeddingMatch(ln, core, ids, src[id(seg_g)] if seg_g is not None else None, word_g.input[0],
                               pos_g.input[0], seg_g.input[0] if seg_g is not None else None, gamma, beta, eps,
                               ln.output[0], root if used_outside else None, folded, position_ids)
+
+    def _norm_params(self, ln: onnx.NodeProto) -> tuple[str, str]:
+        """The LayerNormalization's constant (gamma, beta); Miss unless it is the kernel's form."""
+        ix = self.ix
+        if len(ln.input) < 3 or not ln.input[2]:
+            raise Miss(f"{ln.name}: LayerNormalization without bias")
+        gamma, beta = ln.input[1], ln.input[2]
+        if not (ix.is_const(gamma) and ix.is_const(beta)):
+            raise Miss(f"{ln.name}: scale/bias are not constants")
+        axis = int(ix.attr(ln, "axis", -1))
+        if axis not in (-1, 2):
+            raise Miss(f"{ln.name}: normalizes over axis {axis}, not the hidden axis")
+        if len(ln.output) > 1 and any(o for o in ln.output[1:]):
+            raise Miss(f"{ln.name}: mean/inv-std outputs are used")
+        return gamma, beta
+
+    def _summands(self, add: onnx.NodeProto, core: list) -> list[str]:
+        """The leaves of the Add tree under the norm (its inner Adds, read by nothing else, go to core)."""
+        ix = self.ix
+        leaves: list[str] = []
+        stack = [add]
+        while stack:
+            a = stack.pop()
+            core.append(a)
+            for x in a.input:
+                sub = self.prod(x, "Add")
+                if sub is not None and len(ix.consumers.get(x, ())) == 1 and x not in ix.graph_outputs:
+                    stack.append(sub)
+                else:
+                    leaves.append(x)
+        return leaves
+
+    def _gathers(
+        self, ln: onnx.NodeProto, leaves: list[str], core: list
+    ) -> tuple[list[onnx.NodeProto], dict[int, tuple[int, int]]]:
+        """Each summand's Gather from a table (through a float Cast) and id(Gather) -> its table's size."""
+        gathers = []
+        sizes: dict[int, tuple[int, int]] = {}  # id(Gather) -> its table's [rows, width]
+        for leaf in leaves:
+            t = leaf
+            cast = self.prod(t, "Cast")
+            if cast is not None and self.ix.attr(cast, "to") == onnx.TensorProto.FLOAT:
+                core.append(cast)
+                t = cast.input[0]
+            g = self.prod(t, "Gather")
+            size = self.table(g.input[0]) if g is not None else None
+            if g is None or int(self.ix.attr(g, "axis", 0)) != 0 or size is None:
+                raise Miss(f"{ln.name}: summand {leaf} is not a Gather from an embedding table")
+            sizes[id(g)] = size
+            core.append(g)
+            gathers.append(g)
+        hidden = {sizes[id(g)][1] for g in gathers}
+        if len(hidden) != 1:
+            raise Miss(f"{ln.name}: embedding tables of different widths {sorted(hidden)}")
+        return gathers, sizes
+
+    def _position_ids(self, pos_g: onnx.NodeProto, ids: str, walked: set[int]) -> str | None:
+        """None when the positions are 0..S-1 (the kernel's own), else the computed position ids."""
+        if self.is_arange_positions(pos_g.input[1], ids, walked):
+            return None
+        # Computed positions (RoBERTa: cumsum over the padding mask) go in as the kernel's position_ids,
+        # which must be [batch | 1, seq] integers like the ids.
+        p = pos_g.input[1]
+        if self.ix.const_dtype(p) not in _INT_TYPES or self.d.rank(p) != 2 or not (
+                self.d.same(("dim", p, 1), ("dim", ids, 1))
+                and (self.d.same(("dim", p, 0), ("dim", ids, 0)) or self.d.canon(("dim", p, 0)) == 1)):
+            raise Miss(f"{pos_g.name}: position indices are neither 0..S-1 nor [batch, seq] ids")
+        return p
+
+    def _check_segment_ids(self, seg_g: onnx.NodeProto, sid: str | None, ids: str) -> None:
+        """Miss unless the segment ids are integers of the input ids' [batch, seq]."""
+        if self.ix.const_dtype(sid) not in _INT_TYPES or not (
+                self.d.same(("dim", sid, 0), ("dim", ids, 0))
+                and self.d.same(("dim", sid, 1), ("dim", ids, 1))):
+            raise Miss(f"{seg_g.name}: segment ids are not [batch, seq] like the input ids")
 
     def _constant_segment(self, others: list, ids: str, walked: set) -> tuple[onnx.NodeProto, int] | None:
         """Of two Gathers not indexed by an input: the one reading one constant row (the other: positions)."""

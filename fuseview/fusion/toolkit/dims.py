@@ -227,17 +227,7 @@ class SymbolicDims:
                 return self.dim(n.input[0], 1 if self.ix.attr(n, "transA", 0) else 0, d)
             return self.dim(n.input[1], 0 if self.ix.attr(n, "transB", 0) else 1, d)
         if op == "Reshape":
-            vec = self.vec(n.input[1], set())
-            if vec is None or i >= len(vec):
-                return None
-            e = vec[i]
-            if isinstance(e, int):
-                if e > 0:
-                    return e
-                if e == 0 and not self.ix.attr(n, "allowzero", 0):
-                    return self.dim(n.input[0], i, d)
-                return self._reshape_free(n, vec, i, d) if e == -1 else None
-            return None if e is None else self.canon(e, d)
+            return self._reshape_dim(n, i, d)
         if op == "Unsqueeze" and r is not None:
             axes = self.ix.attr(n, "axes")
             if axes is None and len(n.input) > 1 and n.input[1]:
@@ -248,23 +238,7 @@ class SymbolicDims:
             axes_l = sorted(int(a) % r for a in axes)
             return 1 if i in axes_l else self.dim(n.input[0], i - sum(a < i for a in axes_l), d)
         if op == "Split":
-            rin = self.rank(n.input[0])
-            if rin is None:
-                return None
-            axis = int(self.ix.attr(n, "axis", 0)) % rin
-            if i != axis:
-                return self.dim(n.input[0], i, d)
-            k = n.output[:].index(t)
-            sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
-            if sizes is None:
-                sizes = self.ix.attr(n, "split")
-            if sizes is not None:
-                return int(np.ravel(sizes)[k])
-            total = self.dim(n.input[0], axis, d)
-            n_out = len(n.output)
-            if isinstance(total, int) and total % n_out == 0:
-                return total // n_out
-            return None
+            return self._split_dim(n, t, i, d)
         if op == "Gather":
             axis = int(self.ix.attr(n, "axis", 0))
             ri = self.rank(n.input[1])
@@ -282,16 +256,54 @@ class SymbolicDims:
                 return None
             return self.dim(n.input[0], i, d) if r is not None and self._reduce_keeps(n, i, r) else None
         if op == "Concat" and r is not None:
-            axis = int(self.ix.attr(n, "axis", 0)) % r
-            if i != axis:
-                return self.dim(n.input[0], i, d)
-            parts = [self.dim(x, i, d) for x in n.input[:] if x]
-            total = parts[0]
-            for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
-                both = isinstance(total, int) and isinstance(p, int)
-                total = total + p if both else ("expr", "Add", total, p)
-            return total
+            return self._concat_dim(n, i, r, d)
         return None
+
+    def _reshape_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
+        """Dim i of a Reshape's output: its target's element i (0 copies the input's, -1 what is left)."""
+        vec = self.vec(n.input[1], set())
+        if vec is None or i >= len(vec):
+            return None
+        e = vec[i]
+        if isinstance(e, int):
+            if e > 0:
+                return e
+            if e == 0 and not self.ix.attr(n, "allowzero", 0):
+                return self.dim(n.input[0], i, d)
+            return self._reshape_free(n, vec, i, d) if e == -1 else None
+        return None if e is None else self.canon(e, d)
+
+    def _split_dim(self, n: onnx.NodeProto, t: str, i: int, d: int) -> Dim:
+        """Dim i of the Split output t: the input's, or along the axis its part's size (given or equal)."""
+        rin = self.rank(n.input[0])
+        if rin is None:
+            return None
+        axis = int(self.ix.attr(n, "axis", 0)) % rin
+        if i != axis:
+            return self.dim(n.input[0], i, d)
+        k = n.output[:].index(t)
+        sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+        if sizes is None:
+            sizes = self.ix.attr(n, "split")
+        if sizes is not None:
+            return int(np.ravel(sizes)[k])
+        total = self.dim(n.input[0], axis, d)
+        n_out = len(n.output)
+        if isinstance(total, int) and total % n_out == 0:
+            return total // n_out
+        return None
+
+    def _concat_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
+        """Dim i of a Concat's output: the first input's, or along the axis the sum of the parts."""
+        axis = int(self.ix.attr(n, "axis", 0)) % r
+        if i != axis:
+            return self.dim(n.input[0], i, d)
+        parts = [self.dim(x, i, d) for x in n.input[:] if x]
+        total = parts[0]
+        for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
+            both = isinstance(total, int) and isinstance(p, int)
+            total = total + p if both else ("expr", "Add", total, p)
+        return total
 
     def _reshape_free(self, n: onnx.NodeProto, vec: list[Dim], i: int, d: int) -> Dim:
         """The -1 element of a Reshape target: what the element count leaves once the other elements are
