@@ -285,12 +285,12 @@ class _ProjectionWidths:
 
 def _head_size(n: onnx.NodeProto, widths: _ProjectionWidths) -> int | None:
     attrs = {a.name: int(a.i) for a in n.attribute if a.type == onnx.AttributeProto.INT}
-    heads = attrs.get("num_heads", 0)
+    heads, kv_heads = attrs.get("num_heads", 0), attrs.get("kv_num_heads", attrs.get("num_heads", 0))
     width = widths.width(n.input[0]) if n.input else None
-    if not heads or not width:
-        return None
+    if heads <= 0 or kv_heads <= 0 or not width or width <= 0:
+        return None  # a model that states no usable head count: the dim keeps its default
     packed = len(n.input) < 2 or not n.input[1]  # query, key and value in one tensor
-    parts = heads + 2 * attrs.get("kv_num_heads", heads) if packed else heads
+    parts = heads + 2 * kv_heads if packed else heads
     return width // parts if width % parts == 0 else None
 
 

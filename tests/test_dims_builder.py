@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 
 from fuseview.dims import cache_dims, head_size_dims, position_table, run_dims
 
@@ -44,3 +45,15 @@ def test_profile_the_builders_model_against_an_export_of_the_same_weights(tmp_pa
     assert p.returncode == 0, p.stderr
     report = json.loads(out.read_text())
     assert report["comparison"]["passed"] is True  # the same weights: the same logits and cache
+
+
+@pytest.mark.parametrize("heads", [(0, 2), (2, -1), (-3, 1), (5, 2)])
+def test_head_counts_that_say_nothing_leave_the_dim_at_its_default(heads: tuple[int, int]) -> None:
+    """No head count, a negative one, or one that does not divide the projection: no head size is read."""
+    model = onnx.load(str(BUILDER))
+    for n in model.graph.node:
+        for a in n.attribute:
+            if n.op_type == "GroupQueryAttention" and a.name in ("num_heads", "kv_num_heads"):
+                a.i = heads[a.name == "kv_num_heads"]
+    assert head_size_dims(model) == {}
+    assert run_dims(model, None).values["kv_cache_dim"] == 1
