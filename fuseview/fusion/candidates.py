@@ -20,7 +20,7 @@ def make_candidate(index: GraphIndex, m: Match) -> Candidate:
     nodes = m.node_list
     names = [index.name(n) for n in nodes]
     keep = set(m.outputs)
-    removed = [o for n in nodes for o in n.output[:] if o and o not in keep]
+    removed = [o for n in nodes for o in index.outputs(n) if o and o not in keep]
     sizes = [index.nbytes(t) for t in removed]
     saved = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
     reads = Counter(i for n in nodes for i in index.inputs(n))  # one pass: a big match has hundreds of nodes

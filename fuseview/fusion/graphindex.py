@@ -91,23 +91,33 @@ class GraphIndex:
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        # each node's fields read from the proto once (a upb field read costs a dict lookup's several times
+        # over, and the rules read the same few fields of the same nodes thousands of times a scan)
+        self._inputs: dict[int, list[str]] = {}
+        self._outputs: dict[int, list[str]] = {}
+        self._attrs: dict[int, dict[str, Any]] = {}
         for n in self.nodes:
             self.by_op[n.op_type].append(n)
-            for i, o in enumerate(n.output[:]):
+            outs = n.output[:]
+            self._outputs[id(n)] = outs
+            for i, o in enumerate(outs):
                 if o:
                     self.producer[o] = (n, i)
+            ins = n.input[:]
             seen = set()
-            for i in n.input[:] + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
+            for i in ins + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)
+            while ins and not ins[-1]:
+                ins.pop()
+            self._inputs[id(n)] = ins
         self.graph_outputs = {o.name for o in self.graph.output}
         self.graph_inputs = {i.name for i in self.graph.input}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
         self._seeds: dict[str, np.ndarray] = {}  # the small integer constants propagation was seeded with
-        self._inputs: dict[int, list[str]] = {}
         self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
@@ -127,15 +137,19 @@ class GraphIndex:
         return self._names[self._pos[id(node)]]
 
     def inputs(self, node: onnx.NodeProto) -> list[str]:
-        """The node's inputs without trailing empty ones (cached: the matcher reads them per pattern; a caller
-        never changes the list)."""
+        """The node's inputs without trailing empty ones (read once: the matcher reads them per pattern; a
+        caller never changes the list)."""
         got = self._inputs.get(id(node))
-        if got is None:
+        if got is None:  # not a node of this graph
             got = node.input[:]
             while got and not got[-1]:
                 got.pop()
-            self._inputs[id(node)] = got
         return got
+
+    def outputs(self, node: onnx.NodeProto) -> list[str]:
+        """The node's outputs, empty names included (read once; a caller never changes the list)."""
+        got = self._outputs.get(id(node))
+        return node.output[:] if got is None else got
 
     def producer_ops(self, node: onnx.NodeProto) -> list[str | None]:
         """The op type of each input's producer (None: a graph input, initializer or empty name)."""
@@ -145,13 +159,22 @@ class GraphIndex:
             self._producer_ops[id(node)] = got
         return got
 
-    @staticmethod
-    def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-        """Python value of a node attribute."""
-        for a in node.attribute[:]:
-            if a.name == name:
-                return attribute_value(a)
-        return default
+    def attr(self, node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+        """Python value of a node attribute (a list is the caller's own copy)."""
+        key = id(node)
+        got = self._attrs.get(key)
+        if got is None:
+            if key not in self._outputs:  # not a node of this graph: read, never kept
+                return next((attribute_value(a) for a in node.attribute[:] if a.name == name), default)
+            got = self._attrs[key] = {}
+            for a in node.attribute[:]:
+                got.setdefault(a.name, a)
+        a = got.get(name)
+        if a is None:
+            return default
+        if type(a) is onnx.AttributeProto:  # decoded on first read
+            a = got[name] = attribute_value(a)
+        return list(a) if type(a) is list else a
 
     def is_const(self, tensor: str) -> bool:
         """True for initializers (not overridable inputs) and Constant-node outputs."""

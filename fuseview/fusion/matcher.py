@@ -198,7 +198,8 @@ class PatternMatcher:
             pn = term.node
             if pn.label in st.nodes:
                 node = st.nodes[pn.label]
-                if term.index < len(node.output) and node.output[term.index] == tensor:
+                outs = idx.outputs(node)
+                if term.index < len(outs) and outs[term.index] == tensor:
                     yield st
                 else:
                     if self._deeper(st):
@@ -242,12 +243,12 @@ def _boundary(
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
     root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
-    outputs = [o for o in root.output[:] if o]
+    outputs = [o for o in index.outputs(root) if o]
     exposed: dict[str, str] = {}
     for label, node in st.nodes.items():
         if node is root:
             continue
-        for o in node.output[:]:
+        for o in index.outputs(node):
             if not o:
                 continue
             outside = [c for c in index.consumers.get(o, ()) if id(c) not in matched]
