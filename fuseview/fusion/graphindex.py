@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.graph.shapes import attribute_value, raw_array
-from fuseview.naming import unique_node_names
+from fuseview.graph.table import NodeTable
+from fuseview.naming import unique_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # A body's outer reads by its bytes' digest: every inner graph is scanned as its own model (a copy), so
@@ -62,11 +64,13 @@ def _outer_reads(node: onnx.NodeProto) -> set[str]:
 
 def has_subgraph(node: onnx.NodeProto) -> bool:
     """True for nodes with graph attributes (If/Loop/Scan and custom ops that carry bodies)."""
-    if node.op_type in ("If", "Loop", "Scan", "SequenceMap"):
+    return _has_subgraph(node.op_type, node.domain, node.attribute)
+
+
+def _has_subgraph(op_type: str, domain: str, attributes: Iterable[onnx.AttributeProto]) -> bool:
+    if op_type in ("If", "Loop", "Scan", "SequenceMap"):
         return True
-    return bool(node.domain) and any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
-    )
+    return bool(domain) and any(a.type in _GRAPH_TYPES for a in attributes)
 
 
 class GraphIndex:
@@ -79,38 +83,43 @@ class GraphIndex:
         base_dir: str | os.PathLike | None = None,
         infer: bool = True,
         typed: onnx.GraphProto | None = None,
+        table: NodeTable | None = None,
     ) -> None:
         self.model = model
         # the main graph as onnx inferred it, bodies whole: an inner graph's index gets its part from here
         self.typed_graph: onnx.GraphProto | None = typed
         self.graph = model.graph
         self.base_dir = os.fspath(base_dir) if base_dir else None
-        self.nodes: list[onnx.NodeProto] = list(self.graph.node)
+        # each node's fields read from the proto once (table: the reader's, when it made one): a upb field
+        # read costs a dict lookup's several times over, and rules read the same few fields thousands of times
+        t = NodeTable.of(self.graph) if table is None else table
+        self.table = t
+        self.nodes: list[onnx.NodeProto] = t.nodes
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
-        self._names = unique_node_names(self.nodes)
+        self._names = unique_names(t.names, t.op_types)
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        # each node's fields read from the proto once (a upb field read costs a dict lookup's several times
-        # over, and the rules read the same few fields of the same nodes thousands of times a scan)
         self._inputs: dict[int, list[str]] = {}
         self._outputs: dict[int, list[str]] = {}
         self._attrs: dict[int, dict[str, Any]] = {}
-        for n in self.nodes:
-            self.by_op[n.op_type].append(n)
-            outs = n.output[:]
+        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
+        for n, op, domain, ins, outs, attrs in rows:
+            self.by_op[op].append(n)
             self._outputs[id(n)] = outs
             for i, o in enumerate(outs):
                 if o:
                     self.producer[o] = (n, i)
-            ins = n.input[:]
             seen = set()
-            for i in ins + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
+            bodies = _has_subgraph(op, domain, attrs)
+            for i in ins + sorted(subgraph_inputs(n) if bodies else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)
-            while ins and not ins[-1]:
-                ins.pop()
+            if ins and not ins[-1]:
+                ins = ins[:]  # the table's list stays as the proto has it
+                while ins and not ins[-1]:
+                    ins.pop()
             self._inputs[id(n)] = ins
         self.graph_outputs = {o.name for o in self.graph.output}
         self.graph_inputs = {i.name for i in self.graph.input}
@@ -164,17 +173,18 @@ class GraphIndex:
         key = id(node)
         got = self._attrs.get(key)
         if got is None:
-            if key not in self._outputs:  # not a node of this graph: read, never kept
+            pos = self._pos.get(key)
+            if pos is None:  # not a node of this graph: read, never kept
                 return next((attribute_value(a) for a in node.attribute[:] if a.name == name), default)
             got = self._attrs[key] = {}
-            for a in node.attribute[:]:
+            for a in self.table.attributes[pos]:
                 got.setdefault(a.name, a)
-        a = got.get(name)
-        if a is None:
+        value = got.get(name)
+        if value is None:
             return default
-        if type(a) is onnx.AttributeProto:  # decoded on first read
-            a = got[name] = attribute_value(a)
-        return list(a) if type(a) is list else a
+        if type(value) is onnx.AttributeProto:  # decoded on first read
+            value = got[name] = attribute_value(value)
+        return list(value) if type(value) is list else value
 
     def is_const(self, tensor: str) -> bool:
         """True for initializers (not overridable inputs) and Constant-node outputs."""
