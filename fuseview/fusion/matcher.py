@@ -330,8 +330,7 @@ def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
 def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
     """True when each constrained input can be fed by a distinct producer of an allowed type."""
     if len(need) == 1:
-        ops = need[0]
-        return any(p in ops for p in producer_ops)
+        return not need[0].isdisjoint(producer_ops)
     free = list(producer_ops)
     for ops in need:
         hit = next((i for i, p in enumerate(free) if p in ops), None)
@@ -379,10 +378,13 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
+    op = node.op_type
     for pattern in rule.compiled:
-        if node.op_type not in pattern.root_ops:
+        if op not in pattern.root_ops:
             continue
-        needs = _first_level(pattern, node.op_type)
+        needs = pattern.need.get(op)
+        if needs is None:
+            needs = _first_level(pattern, op)
         if not needs:
             continue
         if all(needs):

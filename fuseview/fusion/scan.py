@@ -103,6 +103,7 @@ def _scan_model(
     wanted = {id(r) for r in rules}
     found: list[tuple[int, int, Candidate]] = []
     misses: list[NearMiss] = []
+    anchors: dict[frozenset[str], list[onnx.NodeProto]] = {}  # rules share op types (Add, Mul): sorted once
     for rule in run_order(rules):
         if rule.find is not None:
             matches = _find_guarded(ctx, rule.name, rule.find)
@@ -116,7 +117,10 @@ def _scan_model(
                 c = make_candidate(index, m)
                 found.append((-rule.priority, index.position(m.node_list[-1]), c))
             continue
-        for node in _anchors(index, rule.op_types):
+        key = frozenset(rule.op_types)
+        if key not in anchors:
+            anchors[key] = _anchors(index, key)
+        for node in anchors[key]:
             try:
                 match, failure = match_rule(index, rule, node)
             except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
