@@ -131,6 +131,7 @@ class GraphIndex:
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
+        self._nbytes: dict[str, int | None] = {}
         self._static: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
@@ -309,7 +310,7 @@ class GraphIndex:
         seeded, small = constant_seeds(mg)
         self._seeds = small
         inputs.update(seeded)
-        shapes = propagate(mg, inputs, small, known)
+        shapes = propagate(mg, inputs, small, known, self.table)  # mg: a copy of this graph's nodes
         for name, s in shapes.items():
             old = self._shapes.get(name)
             if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
@@ -339,6 +340,12 @@ class GraphIndex:
 
     def nbytes(self, tensor: str) -> int | None:
         """Bytes of a tensor under the chosen dims, None if its shape or type is unknown."""
+        if tensor in self._nbytes:  # several rules' candidates remove the same tensors
+            return self._nbytes[tensor]
+        n = self._nbytes[tensor] = self._count_bytes(tensor)
+        return n
+
+    def _count_bytes(self, tensor: str) -> int | None:
         s = self._shapes.get(tensor)
         if s is None or s[0] is None:
             return None
