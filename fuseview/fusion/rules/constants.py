@@ -86,7 +86,7 @@ def _find(ctx: ScanContext) -> Iterator[Match | NearMiss]:
         return k
 
     for n in foldable:
-        for i in n.input[:]:
+        for i in index.inputs(n):
             p = index.producer.get(i)
             if p and id(p[0]) in ids:
                 parent[root(id(p[0]))] = root(id(n))
