@@ -72,7 +72,7 @@ def _strip_nodes(nodes) -> None:  # noqa: ANN001 - a repeated NodeProto field
     for n in nodes:
         for a in n.attribute[:]:
             if a.type == onnx.AttributeProto.TENSOR:
-                if not _keeps_values(a.t):  # a shape constant stays as it is (copying it onto itself: 2 copies)
+                if not _keeps_values(a.t):  # a shape constant stays (copied onto itself: 2 copies)
                     a.t.CopyFrom(_weightless_tensor(a.t))
             elif a.type == onnx.AttributeProto.GRAPH:
                 _strip_graph(a.g)
