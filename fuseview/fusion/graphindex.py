@@ -132,6 +132,7 @@ class GraphIndex:
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
         self._nbytes: dict[str, int | None] = {}
+        self._is_const: dict[str, bool] = {}
         self._static: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
@@ -189,6 +190,12 @@ class GraphIndex:
 
     def is_const(self, tensor: str) -> bool:
         """True for initializers (not overridable inputs) and Constant-node outputs."""
+        got = self._is_const.get(tensor)
+        if got is None:  # asked some 16,000 times a scan of a 48-layer GPT-2, of some 4,000 tensors
+            got = self._is_const[tensor] = self._constant(tensor)
+        return got
+
+    def _constant(self, tensor: str) -> bool:
         if tensor in self.initializers and (tensor not in self.graph_inputs or self.model.ir_version < 4):
             return True  # before IR 4 every initializer had to be listed as an input too
         p = self.producer.get(tensor)
