@@ -133,16 +133,15 @@ class PatternMatcher:
         n_terms = len(terms)
         while i < n_terms:
             term = terms[i]
-            kind = type(term)
-            if kind is PVar:
+            if type(term) is PVar:
                 got = self._bind(term, tensors[i], st)
                 if got is None:
                     return
                 st = got
-            elif kind is PConst:
+            elif type(term) is PConst:
                 if not self._const_fits(term, tensors[i], st):
                     return
-            elif kind is POut and term.node.label in st.nodes:
+            elif type(term) is POut and term.node.label in st.nodes:
                 if not self._same_output(term, tensors[i], st):
                     return
             else:
