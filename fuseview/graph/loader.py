@@ -126,20 +126,18 @@ def check_structure(model: onnx.ModelProto, where: str = "model", table: NodeTab
 def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | None = None) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
     t = table or NodeTable.of(g)
-    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
+    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
     for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
         for text in (name, op_type, domain, *ins, *outs):
             if not isinstance(text, str):
                 raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for a in attrs:
-            if not isinstance(a.name, str):
+        for attr_name, kind, subs in attrs:
+            if not isinstance(attr_name, str):
                 raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
-            kind = a.type
             if kind == onnx.AttributeProto.UNDEFINED:
-                raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({op_type}) has no type")
-            if kind == onnx.AttributeProto.GRAPH or kind == onnx.AttributeProto.GRAPHS:
-                for sub in [a.g] if kind == onnx.AttributeProto.GRAPH else a.graphs[:]:
-                    _check_names_and_dims(sub, where)
+                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
+            for sub in subs:
+                _check_names_and_dims(sub, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
             raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
@@ -251,9 +249,8 @@ def _check_graph(
     if not in_order:
         _check_acyclic(table.nodes, producer, names, where)
     inner = frozenset(defined | outer)
-    for attrs in table.attributes if deep else ():
-        for a in attrs:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]
+    for attrs in table.attribute_rows() if deep else ():
+        for _name, _kind, subs in attrs:
             for sub in subs:
                 _check_graph(NodeTable.of(sub), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
                              {t.name for t in sub.initializer}, where, known_domains, inner)
@@ -366,8 +363,15 @@ def _through_link(base: Path, location: Path) -> bool:
 
 def _all_initializers(graph: onnx.GraphProto, table: NodeTable | None = None) -> Iterable[onnx.TensorProto]:
     yield from graph.initializer
-    for attrs in (n.attribute[:] for n in graph.node) if table is None else table.attributes:
-        for attr in attrs:
+    if table is not None:  # its attribute rows serve the load checks' walks of the bodies too
+        for rows in table.attribute_rows():
+            for _name, kind, subs in rows:
+                if kind == onnx.AttributeProto.GRAPH or kind == onnx.AttributeProto.GRAPHS:
+                    for g in subs:
+                        yield from _all_initializers(g)
+        return
+    for n in graph.node:
+        for attr in n.attribute[:]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from _all_initializers(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:

@@ -17,7 +17,7 @@ class NodeTable:
     """The nodes of one graph and, per node in graph order: name, op type, domain, inputs, outputs and
     attributes (the AttributeProto objects)."""
 
-    __slots__ = ("nodes", "names", "op_types", "domains", "inputs", "outputs", "attributes")
+    __slots__ = ("nodes", "names", "op_types", "domains", "inputs", "outputs", "attributes", "_attr_rows")
 
     def __init__(self, nodes: Sequence[onnx.NodeProto]) -> None:
         self.nodes: list[onnx.NodeProto] = list(nodes)
@@ -29,6 +29,16 @@ class NodeTable:
         self.inputs: list[list[str]] = [n.input[:] for n in ns]
         self.outputs: list[list[str]] = [n.output[:] for n in ns]
         self.attributes: list[list[onnx.AttributeProto]] = [n.attribute[:] for n in ns]
+        self._attr_rows: list[list[tuple[str, int, list[onnx.GraphProto]]]] | None = None
+
+    def attribute_rows(self) -> list[list[tuple[str, int, list[onnx.GraphProto]]]]:
+        """Per node, per attribute: its name, type and the graphs it holds (`g` for a GRAPH, else `graphs`,
+        whatever the type says, as the load checks walk them), read once for every walk of the bodies."""
+        if self._attr_rows is None:
+            graph = onnx.AttributeProto.GRAPH
+            self._attr_rows = [[(a.name, a.type, [a.g] if a.type == graph else a.graphs[:]) for a in attrs]
+                               for attrs in self.attributes]
+        return self._attr_rows
 
     @classmethod
     def of(cls, graph: onnx.GraphProto | onnx.FunctionProto) -> NodeTable:
