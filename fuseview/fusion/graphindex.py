@@ -104,12 +104,9 @@ class GraphIndex:
         self._node_inputs: dict[int, list[str]] = {}
         self._outputs: dict[int, list[str]] = {}
         self._attrs: dict[int, dict[str, Any]] = {}
-        # id(node) -> (op type, domain with "ai.onnx" as ""): what the matcher asks of every node it meets
-        self.kinds: dict[int, tuple[str, str]] = {}
         rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
         for n, op, domain, ins, outs, attrs in rows:
             self.by_op[op].append(n)
-            self.kinds[id(n)] = (op, "" if domain == "ai.onnx" else domain)
             self._outputs[id(n)] = outs
             self._node_inputs[id(n)] = ins
             for i, o in enumerate(outs):

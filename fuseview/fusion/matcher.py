@@ -76,10 +76,8 @@ class PatternMatcher:
     def match_root(self, node: onnx.NodeProto) -> Iterator[_State]:
         """Every structural match whose root is ``node``."""
         st = _State({}, frozenset(), {})
-        kind = self.index.kinds.get(id(node))
-        op = node.op_type if kind is None else kind[0]
         for root in self.pattern.roots:
-            if op in root.op_types:
+            if node.op_type in root.op_types:
                 inputs = self._fit(root, node, st)
                 if inputs is not None:
                     yield from self._match_inputs(root, node, inputs, st)
@@ -89,8 +87,8 @@ class PatternMatcher:
         arity fit pn; else None, the failure recorded. Most nodes a pattern meets fail here: checked
         before any generator is made for them."""
         idx = self.index
-        kind = idx.kinds.get(id(node))  # a string field read decodes a new str each time
-        op, domain = kind if kind is not None else (node.op_type, node.domain)
+        op = node.op_type
+        domain = node.domain
         if op not in pn.op_types or ("" if domain == "ai.onnx" else domain) != pn.domain:
             if self._deeper(st):
                 want = "/".join(pn.op_types)
@@ -379,8 +377,7 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
-    kind = index.kinds.get(id(node))
-    op = node.op_type if kind is None else kind[0]
+    op = node.op_type
     for pattern in rule.compiled:
         if op not in pattern.root_ops:
             continue
