@@ -101,14 +101,12 @@ class GraphIndex:
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self._inputs: dict[int, list[str]] = {}
-        self._node_inputs: dict[int, list[str]] = {}
         self._outputs: dict[int, list[str]] = {}
         self._attrs: dict[int, dict[str, Any]] = {}
         rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
         for n, op, domain, ins, outs, attrs in rows:
             self.by_op[op].append(n)
             self._outputs[id(n)] = outs
-            self._node_inputs[id(n)] = ins
             for i, o in enumerate(outs):
                 if o:
                     self.producer[o] = (n, i)
@@ -158,11 +156,6 @@ class GraphIndex:
             while got and not got[-1]:
                 got.pop()
         return got
-
-    def node_inputs(self, node: onnx.NodeProto) -> list[str]:
-        """The node's inputs as the proto lists them, trailing empty ones too (read once; never changed)."""
-        got = self._node_inputs.get(id(node))
-        return node.input[:] if got is None else got
 
     def outputs(self, node: onnx.NodeProto) -> list[str]:
         """The node's outputs, empty names included (read once; a caller never changes the list)."""
