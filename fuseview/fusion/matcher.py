@@ -120,9 +120,11 @@ class PatternMatcher:
     def _match_inputs(
         self, pn: PNode, node: onnx.NodeProto, inputs: list[str], st: _State
     ) -> Iterator[_State]:
-        st2, orders = _entered(pn, node, st)
-        for order in orders:
-            yield from self._match_seq(order, inputs, 0, st2)
+        terms = pn.inputs
+        st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
+        yield from self._match_seq(terms, inputs, 0, st2)
+        if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
+            yield from self._match_seq([terms[1], terms[0]], inputs, 0, st2)
 
     def _match_seq(self, terms: list[PTerm], tensors: list[str], i: int, st: _State) -> Iterator[_State]:
         # a variable, a constant or a node matched already gives at most one state: taken in place, without
@@ -149,22 +151,14 @@ class PatternMatcher:
             yield st
             return
         term = terms[i]
-        last = i + 1 == n_terms
-        if type(term) is POut:  # the node's inputs matched here, without a generator of _match_inputs'
+        if type(term) is POut:
             fit = self._producer_fit(term, tensors[i], st)
             if fit is None:
                 return
-            node, inputs = fit
-            st_in, orders = _entered(term.node, node, st)
-            for order in orders:
-                if last:
-                    yield from self._match_seq(order, inputs, 0, st_in)
-                    continue
-                for st2 in self._match_seq(order, inputs, 0, st_in):
-                    yield from self._match_seq(terms, tensors, i + 1, st2)
-            return
-        states = self._match_term(term, tensors[i], st)
-        if last:
+            states = self._match_inputs(term.node, fit[0], fit[1], st)
+        else:
+            states = self._match_term(term, tensors[i], st)
+        if i + 1 == n_terms:
             yield from states
             return
         for st2 in states:
@@ -267,16 +261,6 @@ class PatternMatcher:
                 yield st
             return
         raise TypeError(f"not a pattern term: {term!r}")
-
-
-def _entered(pn: PNode, node: onnx.NodeProto, st: _State) -> tuple[_State, tuple[list[PTerm], ...]]:
-    """The state with node matched as pn, and the orders its inputs are tried in (both for a commutative
-    op of two)."""
-    st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
-    terms = pn.inputs
-    if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
-        return st2, (terms, [terms[1], terms[0]])
-    return st2, (terms,)
 
 
 def _boundary(
