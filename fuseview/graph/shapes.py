@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -530,8 +529,7 @@ def propagate(
     table: NodeTable | None = None,
 ) -> dict[str, Shape]:
     """Concrete shapes of the graph's tensors; ``known`` (onnx inference results) fills the gaps. table:
-    the op types, inputs and outputs of the graph's nodes when the caller read them already (those of the
-    graph graph was copied from: a copy's nodes read the same)."""
+    the NodeTable of the graph (or of the one it is a copy of) when the caller has it."""
     shapes: dict[str, Shape] = dict(input_shapes)
     values: dict[str, np.ndarray] = {}
     for name, v in const_values.items():
@@ -542,12 +540,8 @@ def propagate(
         shapes.setdefault(name, s) if name in input_shapes else None
     prop = _Prop(shapes, values)
     nodes = graph.node[:]
-    rows: Iterable[tuple[onnx.NodeProto, str, list[str], list[str]]]
-    if table is not None and len(table) == len(nodes):
-        rows = zip(nodes, table.op_types, table.inputs, table.outputs, strict=True)
-    else:
-        rows = ((n, n.op_type, n.input[:], n.output[:]) for n in nodes)
-    for n, op, ins, outs in rows:
+    t = table if table is not None and len(table) == len(nodes) else NodeTable(nodes)
+    for n, op, ins, outs in zip(nodes, t.op_types, t.inputs, t.outputs, strict=True):
         if op == "Constant":
             continue
         try:
