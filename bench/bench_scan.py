@@ -10,6 +10,13 @@ it, beyond the command line's own start-up (`fuseview scan --help`), and `fusevi
 and of the differences (targets: scan 0.8 s, info 0.25 s). --baseline DIR: also the same commands from
 another copy of the code (e.g. `git archive main | tar -x -C DIR`), interleaved round by round with this
 one, and the median of the paired CPU ratios (this ÷ baseline): on a loaded machine compare those.
+
+Last figures (2026-12-07, issue 36 item 4, 2 shared cores; docs/performance.md has the history):
+`python bench/bench_scan.py gpt2_48l_ts13.onnx --cli --repeat 7 --baseline DIR` at load 1.4-1.6: scan
+beyond `scan --help` 1.19 s wall, 1.15 s CPU (main 1.30 s, 1.40 s CPU in the same run; this ÷ main CPU
+0.821 [0.668, 1.008]); at load 0.7-0.8, 1.04 s wall, 1.02 s CPU (main 1.21, 1.32; 0.795 [0.663, 1.098]).
+Instructions (callgrind, PYTHONHASHSEED=0, load-independent) beyond `scan --help`: 4.89 G -> 4.18 G. The
+0.8 s target is not met.
 """
 
 from __future__ import annotations

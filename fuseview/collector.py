@@ -5,11 +5,16 @@ reference cycles; each time allocations pass the collector's threshold it walks 
 and then all of them: on a 48-layer GPT-2 about an eighth of `fuseview scan`'s time went to passes that
 found a few hundred cycles. Refcounting still frees everything at once; the collector resumes, as it was,
 when the last holder leaves (the window scans in worker threads, so holders are counted).
+
+`no_blas_threads` is the other start-up cost such a command need not pay: numpy's OpenBLAS starts a thread
+per core as numpy is imported, for linear algebra a scan or `info` never does.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,3 +40,10 @@ def paused() -> Iterator[None]:
             _holders -= 1
             if _holders == 0 and _was_enabled:
                 gc.enable()
+
+
+def no_blas_threads() -> None:
+    """Before numpy's first import by a command that does no linear algebra (scan, info): one OpenBLAS
+    thread, unless the user chose a count (one per core costs 30-40 ms CPU as numpy is imported)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -7,19 +7,24 @@ all call `unique_node_names`, so a node is called the same everywhere: an unname
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import onnx
 
 
 def unique_node_names(nodes: Iterable[onnx.NodeProto]) -> list[str]:
     """One distinct name per node, in graph order: its own name when set and not taken already."""
+    ns = list(nodes)
+    return unique_names([n.name for n in ns], [n.op_type for n in ns])
+
+
+def unique_names(own: Sequence[str], op_types: Sequence[str]) -> list[str]:
+    """unique_node_names of the nodes with these names and op types (read from the protos already)."""
     names: list[str] = []
     seen: set[str] = set()
-    for i, n in enumerate(nodes):
-        name = n.name
+    for i, name in enumerate(own):
         if not name or name in seen:
-            base = f"{n.op_type}_{i}" if not name else f"{name}__{i}"
+            base = f"{op_types[i]}_{i}" if not name else f"{name}__{i}"
             name = base
             k = 1
             while name in seen:

@@ -85,7 +85,10 @@ def noting_model_names() -> bool:
 def note_model_names(names: Iterable[str]) -> None:
     """Remember the names (of nodes, tensors, ...) that hold a line break or a tab, to print them escaped."""
     names = [n for n in names if isinstance(n, str)]
-    if not _BREAKS.search("\x00".join(names)):  # one pass in C for the usual model, which has none
+    joined = "\x00".join(names)
+    # a substring test per character (a fast search in C) for the usual model, which has none: the regex
+    # walked a 48-layer GPT-2's 0.8 MB of names at a fifth of the speed
+    if "\n" not in joined and "\r" not in joined and "\t" not in joined:
         return
     for n in names:
         if len(_MODEL_NAMES) >= MAX_MODEL_NAMES:

@@ -70,3 +70,35 @@ def test_a_scan_and_the_scan_command_leave_the_collector_on(capsys):
     assert main(["scan", str(DEMO)]) == 0
     assert "candidates" in capsys.readouterr().out
     assert gc.isenabled()
+
+
+_THREADS_AFTER = """
+import os, sys
+from fuseview.cli import main
+code = main([sys.argv[1], sys.argv[2]])
+import numpy  # imported by the command already
+print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")), code)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("command", ["scan", "info"])
+def test_scan_and_info_start_no_blas_threads_unless_the_user_asks(command, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(root)
+    script = tmp_path / "child.py"
+    script.write_text(_THREADS_AFTER)
+
+    def run(extra: dict[str, str]) -> list[str]:
+        out = subprocess.run([sys.executable, str(script), command, str(DEMO)], env=env | extra,
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        return out.strip().splitlines()[-1].split()
+
+    assert run({}) == ["1", "1", "0"]  # one thread: the interpreter's own
+    setting, threads, code = run({"OPENBLAS_NUM_THREADS": "2"})
+    assert (setting, code) == ("2", "0") and int(threads) == 2  # the user's count is kept: numpy's pool

@@ -18,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the model summary."""
     from fuseview import collector
 
+    collector.no_blas_threads()
     with collector.paused():  # onnx's import and the document make many objects and few cycles
         from fuseview.graph.loader import load_document
         from fuseview.reports import InfoReport

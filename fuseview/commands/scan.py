@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the candidates."""
     from fuseview import collector
 
+    collector.no_blas_threads()
     with collector.paused():  # its imports and the scan make many objects and few cycles (see collector)
         return _run(args)
 

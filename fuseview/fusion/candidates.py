@@ -20,12 +20,15 @@ def make_candidate(index: GraphIndex, m: Match) -> Candidate:
     nodes = m.node_list
     names = [index.name(n) for n in nodes]
     keep = set(m.outputs)
-    removed = [o for n in nodes for o in n.output[:] if o and o not in keep]
+    removed = [o for n in nodes for o in index.outputs(n) if o and o not in keep]
     sizes = [index.nbytes(t) for t in removed]
-    saved = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-    reads = Counter(i for n in nodes for i in index.inputs(n))  # one pass: a big match has hundreds of nodes
-    traffic = None if saved is None else sum(
-        (s or 0) * (1 + reads[t]) for t, s in zip(removed, sizes, strict=True))
+    saved = None if None in sizes else sum(s for s in sizes if s is not None)
+    traffic = None
+    if saved is not None:
+        reads: Counter[str] = Counter()
+        for n in nodes:  # one pass: a big match has hundreds of nodes
+            reads.update(index.inputs(n))
+        traffic = sum((s or 0) * (1 + reads[t]) for t, s in zip(removed, sizes, strict=True))
     r = m.rule
     return Candidate(
         candidate_id(r.name, names),

@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.graph.shapes import attribute_value, raw_array
-from fuseview.naming import unique_node_names
+from fuseview.graph.table import NodeTable
+from fuseview.naming import unique_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # A body's outer reads by its bytes' digest: every inner graph is scanned as its own model (a copy), so
@@ -62,11 +64,13 @@ def _outer_reads(node: onnx.NodeProto) -> set[str]:
 
 def has_subgraph(node: onnx.NodeProto) -> bool:
     """True for nodes with graph attributes (If/Loop/Scan and custom ops that carry bodies)."""
-    if node.op_type in ("If", "Loop", "Scan", "SequenceMap"):
+    return _has_subgraph(node.op_type, node.domain, node.attribute)
+
+
+def _has_subgraph(op_type: str, domain: str, attributes: Iterable[onnx.AttributeProto]) -> bool:
+    if op_type in ("If", "Loop", "Scan", "SequenceMap"):
         return True
-    return bool(node.domain) and any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
-    )
+    return bool(domain) and any(a.type in _GRAPH_TYPES for a in attributes)
 
 
 class GraphIndex:
@@ -79,39 +83,56 @@ class GraphIndex:
         base_dir: str | os.PathLike | None = None,
         infer: bool = True,
         typed: onnx.GraphProto | None = None,
+        table: NodeTable | None = None,
     ) -> None:
         self.model = model
         # the main graph as onnx inferred it, bodies whole: an inner graph's index gets its part from here
         self.typed_graph: onnx.GraphProto | None = typed
         self.graph = model.graph
         self.base_dir = os.fspath(base_dir) if base_dir else None
-        self.nodes: list[onnx.NodeProto] = list(self.graph.node)
+        # each node's fields read from the proto once (table: the reader's, when it made one): a upb field
+        # read costs a dict lookup's several times over, and rules read the same few fields thousands of times
+        t = NodeTable.of(self.graph) if table is None else table
+        self.table = t
+        self.nodes: list[onnx.NodeProto] = t.nodes
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
-        self._names = unique_node_names(self.nodes)
+        self._names = unique_names(t.names, t.op_types)
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        for n in self.nodes:
-            self.by_op[n.op_type].append(n)
-            for i, o in enumerate(n.output[:]):
+        self._inputs: dict[int, list[str]] = {}
+        self._outputs: dict[int, list[str]] = {}
+        self._attrs: dict[int, dict[str, Any]] = {}
+        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
+        for n, op, domain, ins, outs, attrs in rows:
+            self.by_op[op].append(n)
+            self._outputs[id(n)] = outs
+            for i, o in enumerate(outs):
                 if o:
                     self.producer[o] = (n, i)
             seen = set()
-            for i in n.input[:] + sorted(subgraph_inputs(n) if has_subgraph(n) else ()):
+            bodies = _has_subgraph(op, domain, attrs)
+            for i in ins + sorted(subgraph_inputs(n) if bodies else ()):
                 if i and i not in seen:
                     seen.add(i)
                     self.consumers[i].append(n)
+            if ins and not ins[-1]:
+                ins = ins[:]  # the table's list stays as the proto has it
+                while ins and not ins[-1]:
+                    ins.pop()
+            self._inputs[id(n)] = ins
         self.graph_outputs = {o.name for o in self.graph.output}
         self.graph_inputs = {i.name for i in self.graph.input}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.opsets = {(o.domain or ""): o.version for o in model.opset_import}
         self._const_cache: dict[str, np.ndarray | None] = {}
         self._seeds: dict[str, np.ndarray] = {}  # the small integer constants propagation was seeded with
-        self._inputs: dict[int, list[str]] = {}
         self._producer_ops: dict[int, list[str | None]] = {}
         self.dims_used: dict[str, int] = {}
         self.notes: list[str] = []
         self._shapes: dict[str, tuple[list | None, int]] = {}
+        self._nbytes: dict[str, int | None] = {}
+        self._is_const: dict[str, bool] = {}
         self._static: dict[str, tuple[list | None, int]] = {}
         self._dims = dict(dims or {})
         if infer:
@@ -127,15 +148,19 @@ class GraphIndex:
         return self._names[self._pos[id(node)]]
 
     def inputs(self, node: onnx.NodeProto) -> list[str]:
-        """The node's inputs without trailing empty ones (cached: the matcher reads them per pattern; a caller
-        never changes the list)."""
+        """The node's inputs without trailing empty ones (read once: the matcher reads them per pattern; a
+        caller never changes the list)."""
         got = self._inputs.get(id(node))
-        if got is None:
+        if got is None:  # not a node of this graph
             got = node.input[:]
             while got and not got[-1]:
                 got.pop()
-            self._inputs[id(node)] = got
         return got
+
+    def outputs(self, node: onnx.NodeProto) -> list[str]:
+        """The node's outputs, empty names included (read once; a caller never changes the list)."""
+        got = self._outputs.get(id(node))
+        return node.output[:] if got is None else got
 
     def producer_ops(self, node: onnx.NodeProto) -> list[str | None]:
         """The op type of each input's producer (None: a graph input, initializer or empty name)."""
@@ -145,16 +170,32 @@ class GraphIndex:
             self._producer_ops[id(node)] = got
         return got
 
-    @staticmethod
-    def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-        """Python value of a node attribute."""
-        for a in node.attribute[:]:
-            if a.name == name:
-                return attribute_value(a)
-        return default
+    def attr(self, node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+        """Python value of a node attribute (a list is the caller's own copy)."""
+        key = id(node)
+        got = self._attrs.get(key)
+        if got is None:
+            pos = self._pos.get(key)
+            if pos is None:  # not a node of this graph: read, never kept
+                return next((attribute_value(a) for a in node.attribute[:] if a.name == name), default)
+            got = self._attrs[key] = {}
+            for a in self.table.attributes[pos]:
+                got.setdefault(a.name, a)
+        value = got.get(name)
+        if value is None:
+            return default
+        if type(value) is onnx.AttributeProto:  # decoded on first read
+            value = got[name] = attribute_value(value)
+        return list(value) if type(value) is list else value
 
     def is_const(self, tensor: str) -> bool:
         """True for initializers (not overridable inputs) and Constant-node outputs."""
+        got = self._is_const.get(tensor)
+        if got is None:  # asked some 16,000 times a scan of a 48-layer GPT-2, of some 4,000 tensors
+            got = self._is_const[tensor] = self._constant(tensor)
+        return got
+
+    def _constant(self, tensor: str) -> bool:
         if tensor in self.initializers and (tensor not in self.graph_inputs or self.model.ir_version < 4):
             return True  # before IR 4 every initializer had to be listed as an input too
         p = self.producer.get(tensor)
@@ -276,7 +317,7 @@ class GraphIndex:
         seeded, small = constant_seeds(mg)
         self._seeds = small
         inputs.update(seeded)
-        shapes = propagate(mg, inputs, small, known)
+        shapes = propagate(mg, inputs, small, known, self.table)  # mg: a copy of this graph's nodes
         for name, s in shapes.items():
             old = self._shapes.get(name)
             if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
@@ -306,6 +347,12 @@ class GraphIndex:
 
     def nbytes(self, tensor: str) -> int | None:
         """Bytes of a tensor under the chosen dims, None if its shape or type is unknown."""
+        if tensor in self._nbytes:  # several rules' candidates remove the same tensors
+            return self._nbytes[tensor]
+        n = self._nbytes[tensor] = self._count_bytes(tensor)
+        return n
+
+    def _count_bytes(self, tensor: str) -> int | None:
         s = self._shapes.get(tensor)
         if s is None or s[0] is None:
             return None

@@ -78,34 +78,33 @@ class PatternMatcher:
         st = _State({}, frozenset(), {})
         for root in self.pattern.roots:
             if node.op_type in root.op_types:
-                yield from self._match_node(root, node, st)
-
-    def _match_node(self, pn: PNode, node: onnx.NodeProto, st: _State) -> Iterator[_State]:
-        inputs = self._fit(pn, node, st)
-        if inputs is not None:
-            yield from self._match_inputs(pn, node, inputs, st)
+                inputs = self._fit(root, node, st)
+                if inputs is not None:
+                    yield from self._match_inputs(root, node, inputs, st)
 
     def _fit(self, pn: PNode, node: onnx.NodeProto, st: _State) -> list[str] | None:
         """The node's inputs (padded to the pattern node's terms) when its op, domain, attributes and
         arity fit pn; else None, the failure recorded. Most nodes a pattern meets fail here: checked
         before any generator is made for them."""
         idx = self.index
-        domain = "" if node.domain == "ai.onnx" else node.domain
-        if node.op_type not in pn.op_types or domain != pn.domain:
+        op = node.op_type
+        domain = node.domain
+        if op not in pn.op_types or ("" if domain == "ai.onnx" else domain) != pn.domain:
             if self._deeper(st):
                 want = "/".join(pn.op_types)
-                self._fail(st, f"{idx.name(node)} is {node.op_type}, expected {want} ({pn.label})")
+                self._fail(st, f"{idx.name(node)} is {op}, expected {want} ({pn.label})")
             return None
         if id(node) in st.used:
             if self._deeper(st):
                 self._fail(st, f"{idx.name(node)} is already matched elsewhere in the pattern")
             return None
-        for k, v in pn.attrs.items():
-            actual = idx.attr(node, k, pn.defaults.get(k))
-            if not _attr_equal(actual, v):
-                if self._deeper(st):
-                    self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
-                return None
+        if pn.attrs:
+            for k, v in pn.attrs.items():
+                actual = idx.attr(node, k, pn.defaults.get(k))
+                if not _attr_equal(actual, v):
+                    if self._deeper(st):
+                        self._fail(st, f"{idx.name(node)}: attribute {k}={actual!r}, expected {v!r}")
+                    return None
         inputs = idx.inputs(node)
         terms = pn.inputs
         need = pn.required
@@ -123,15 +122,16 @@ class PatternMatcher:
     ) -> Iterator[_State]:
         terms = pn.inputs
         st2 = _State({**st.nodes, pn.label: node}, st.used | {id(node)}, st.binds)
-        orders = [terms]
+        yield from self._match_seq(terms, inputs, 0, st2)
         if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
-            orders.append([terms[1], terms[0]])
-        for order in orders:
-            yield from self._match_seq(order, inputs, 0, st2)
+            yield from self._match_seq([terms[1], terms[0]], inputs, 0, st2)
 
     def _match_seq(self, terms: list[PTerm], tensors: list[str], i: int, st: _State) -> Iterator[_State]:
-        # a variable or a constant gives at most one state: taken in place, without a generator of its own
-        while i < len(terms):
+        # a variable, a constant or a node matched already gives at most one state: taken in place, without
+        # a generator of its own; a node not matched yet goes straight to its inputs (the matcher's states
+        # pass up through every generator between them and the root: fewer levels, less time)
+        n_terms = len(terms)
+        while i < n_terms:
             term = terms[i]
             if type(term) is PVar:
                 got = self._bind(term, tensors[i], st)
@@ -141,13 +141,27 @@ class PatternMatcher:
             elif type(term) is PConst:
                 if not self._const_fits(term, tensors[i], st):
                     return
+            elif type(term) is POut and term.node.label in st.nodes:
+                if not self._same_output(term, tensors[i], st):
+                    return
             else:
                 break
             i += 1
-        if i == len(terms):
+        if i == n_terms:
             yield st
             return
-        for st2 in self._match_term(terms[i], tensors[i], st):
+        term = terms[i]
+        if type(term) is POut:
+            fit = self._producer_fit(term, tensors[i], st)
+            if fit is None:
+                return
+            states = self._match_inputs(term.node, fit[0], fit[1], st)
+        else:
+            states = self._match_term(term, tensors[i], st)
+        if i + 1 == n_terms:
+            yield from states
+            return
+        for st2 in states:
             yield from self._match_seq(terms, tensors, i + 1, st2)
 
     def _bind(self, term: PVar, tensor: str, st: _State) -> _State | None:
@@ -186,8 +200,37 @@ class PatternMatcher:
             return False
         return True
 
-    def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
+    def _same_output(self, term: POut, tensor: str, st: _State) -> bool:
+        """Whether tensor is that output of the node term's label matched already (else the failure)."""
+        pn = term.node
+        node = st.nodes[pn.label]
+        outs = self.index.outputs(node)
+        if term.index < len(outs) and outs[term.index] == tensor:
+            return True
+        if self._deeper(st):
+            self._fail(st, f"{tensor} should come from {self.index.name(node)} ({pn.label})")
+        return False
+
+    def _producer_fit(self, term: POut, tensor: str, st: _State) -> tuple[onnx.NodeProto, list[str]] | None:
+        """The node computing tensor as term's output, and its inputs, when it fits term's node (a node not
+        matched yet); else None, the failure recorded."""
         idx = self.index
+        pn = term.node
+        prod = idx.producer.get(tensor)
+        if prod is None:
+            if self._deeper(st):
+                self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
+            return None
+        node, out_i = prod
+        if out_i != term.index:
+            if self._deeper(st):
+                where = f"output {out_i} of {idx.name(node)}"
+                self._fail(st, f"{tensor} is {where}, expected output {term.index}")
+            return None
+        inputs = self._fit(pn, node, st)
+        return None if inputs is None else (node, inputs)
+
+    def _match_term(self, term: PTerm, tensor: str, st: _State) -> Iterator[_State]:
         # exact types, not isinstance: this runs for every tensor a pattern term meets
         if type(term) is PVar:
             got = self._bind(term, tensor, st)
@@ -195,29 +238,13 @@ class PatternMatcher:
                 yield got
             return
         if type(term) is POut:
-            pn = term.node
-            if pn.label in st.nodes:
-                node = st.nodes[pn.label]
-                if term.index < len(node.output) and node.output[term.index] == tensor:
+            if term.node.label in st.nodes:
+                if self._same_output(term, tensor, st):
                     yield st
-                else:
-                    if self._deeper(st):
-                        self._fail(st, f"{tensor} should come from {idx.name(node)} ({pn.label})")
                 return
-            prod = idx.producer.get(tensor)
-            if prod is None:
-                if self._deeper(st):
-                    self._fail(st, f"{tensor} is not computed by a node (expected {pn.op_type})")
-                return
-            node, out_i = prod
-            if out_i != term.index:
-                if self._deeper(st):
-                    where = f"output {out_i} of {idx.name(node)}"
-                    self._fail(st, f"{tensor} is {where}, expected output {term.index}")
-                return
-            inputs = self._fit(pn, node, st)
-            if inputs is not None:
-                yield from self._match_inputs(pn, node, inputs, st)
+            fit = self._producer_fit(term, tensor, st)
+            if fit is not None:
+                yield from self._match_inputs(term.node, fit[0], fit[1], st)
             return
         if type(term) is PConst:
             if self._const_fits(term, tensor, st):
@@ -242,12 +269,12 @@ def _boundary(
     """Check intermediates; returns (reason or None, outputs to keep, exposed label -> tensor)."""
     matched = {id(n) for n in st.nodes.values()}
     root = next(iter(st.nodes.values()))  # the root is matched (inserted) first, whichever alternative
-    outputs = [o for o in root.output[:] if o]
+    outputs = [o for o in index.outputs(root) if o]
     exposed: dict[str, str] = {}
     for label, node in st.nodes.items():
         if node is root:
             continue
-        for o in node.output[:]:
+        for o in index.outputs(node):
             if not o:
                 continue
             outside = [c for c in index.consumers.get(o, ()) if id(c) not in matched]
@@ -302,8 +329,7 @@ def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
 def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
     """True when each constrained input can be fed by a distinct producer of an allowed type."""
     if len(need) == 1:
-        ops = need[0]
-        return any(p in ops for p in producer_ops)
+        return not need[0].isdisjoint(producer_ops)
     free = list(producer_ops)
     for ops in need:
         hit = next((i for i, p in enumerate(free) if p in ops), None)
@@ -351,10 +377,13 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
+    op = node.op_type
     for pattern in rule.compiled:
-        if node.op_type not in pattern.root_ops:
+        if op not in pattern.root_ops:
             continue
-        needs = _first_level(pattern, node.op_type)
+        needs = pattern.need.get(op)
+        if needs is None:
+            needs = _first_level(pattern, op)
         if not needs:
             continue
         if all(needs):

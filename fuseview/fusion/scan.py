@@ -20,7 +20,8 @@ from fuseview.fusion.rule import Candidate, Match, Miss, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.fusion.subgraphs import InnerModel, inner_models
 from fuseview.fusion.toolkit import ScanContext
-from fuseview.graph.loader import read_model
+from fuseview.graph.loader import read_model_table
+from fuseview.graph.table import NodeTable
 
 
 @dataclass
@@ -54,11 +55,16 @@ class ScanResult:
 
 def load_model(path: str | os.PathLike) -> onnx.ModelProto:
     """Read an ONNX file for fusion (external weights left on disk); FuseviewError on bad input."""
+    return load_model_table(path)[0]
+
+
+def load_model_table(path: str | os.PathLike) -> tuple[onnx.ModelProto, NodeTable]:
+    """load_model, and the table of its main graph's nodes (graph.table) the reader made."""
     p = Path(path)
-    model = read_model(p)
+    model, table = read_model_table(p)
     if not model.graph.node:
         raise FuseviewError(f"{p}: not an ONNX model with a graph (no nodes)")
-    return model
+    return model, table
 
 
 def scan_model(
@@ -70,12 +76,14 @@ def scan_model(
     functions: bool = True,
     provider: str | None = None,
     typed: onnx.GraphProto | None = None,
+    table: NodeTable | None = None,
 ) -> ScanResult:
     """Find every candidate of every rule in the model's main graph, its If/Loop/Scan bodies (nested too)
     and its local functions. With a provider, a candidate whose fused op has no kernel there for its dtype
-    becomes a near miss (fuseview.fusion.kernels). typed: an inner graph's part of the outer inference."""
+    becomes a near miss (fuseview.fusion.kernels). typed: an inner graph's part of the outer inference;
+    table: the main graph's NodeTable, when the reader made one."""
     with collector.paused():
-        return _scan_model(model, dims, rules, base_dir, path, functions, provider, typed)
+        return _scan_model(model, dims, rules, base_dir, path, functions, provider, typed, table)
 
 
 def _scan_model(
@@ -87,13 +95,15 @@ def _scan_model(
     functions: bool,
     provider: str | None,
     typed: onnx.GraphProto | None,
+    table: NodeTable | None,
 ) -> ScanResult:
-    index = GraphIndex(model, dims, base_dir=base_dir, typed=typed)
+    index = GraphIndex(model, dims, base_dir=base_dir, typed=typed, table=table)
     ctx = ScanContext(index)
     rules = list(catalogue() if rules is None else rules)
     wanted = {id(r) for r in rules}
     found: list[tuple[int, int, Candidate]] = []
     misses: list[NearMiss] = []
+    anchors: dict[frozenset[str], list[onnx.NodeProto]] = {}  # rules share op types (Add, Mul): sorted once
     for rule in run_order(rules):
         if rule.find is not None:
             matches = _find_guarded(ctx, rule.name, rule.find)
@@ -107,7 +117,10 @@ def _scan_model(
                 c = make_candidate(index, m)
                 found.append((-rule.priority, index.position(m.node_list[-1]), c))
             continue
-        for node in _anchors(index, rule.op_types):
+        key = frozenset(rule.op_types)
+        if key not in anchors:
+            anchors[key] = _anchors(index, key)
+        for node in anchors[key]:
             try:
                 match, failure = match_rule(index, rule, node)
             except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
@@ -231,5 +244,6 @@ def scan_file(
 ) -> ScanResult:
     """Load and scan an ONNX file (for provider, when given: see scan_model)."""
     with collector.paused():
-        model = load_model(path)
-        return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path), provider=provider)
+        model, table = load_model_table(path)
+        return scan_model(model, dims, rules, base_dir=Path(path).parent, path=str(path), provider=provider,
+                          table=table)

@@ -49,6 +49,7 @@ def _name(a: int, b: int, va: dict[str, int], vb: dict[str, int]) -> Dim:
 def name_dims(g: onnx.GraphProto, types: Types) -> int:
     """Fill in `types` (name -> (dtype, shape)) where onnx left a shape unknown; returns how many changed."""
     from fuseview.graph.shapes import constant_seeds, propagate
+    from fuseview.graph.table import NodeTable
 
     inputs = [vi.name for vi in g.input]
     symbols: list[str] = []
@@ -65,6 +66,7 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
         if (numbers := _concrete(s, {})) is not None:
             known[k] = numbers
     runs = []
+    table = NodeTable.of(g)  # both runs walk the same nodes
     for primes in (_RUN_A, _RUN_B):
         value = dict(zip(symbols, primes, strict=False))
         start = dict(const_shapes)
@@ -72,7 +74,7 @@ def name_dims(g: onnx.GraphProto, types: Types) -> int:
         for name, (_, shape) in types.items():
             if (concrete := _concrete(shape, value)) is not None:
                 start[name] = concrete
-        runs.append((value, propagate(g, start, values, known)))
+        runs.append((value, propagate(g, start, values, known, table)))
     (va, sa), (vb, sb) = runs
     changed = 0
     for o in outputs:

@@ -39,13 +39,19 @@ class Inference:
     notes: list[str] = field(default_factory=list)
 
 
-def _weightless_tensor(t: onnx.TensorProto) -> onnx.TensorProto:
-    out = onnx.TensorProto()
+def _keeps_values(t: onnx.TensorProto) -> bool:
+    """Whether the weightless copy keeps this tensor whole (a small integer constant held in the proto)."""
+    if t.data_type not in _INT_TYPES or t.data_location == onnx.TensorProto.EXTERNAL:
+        return False
     count = 1
     for d in t.dims[:]:
         count *= d
-    inline = t.data_location != onnx.TensorProto.EXTERNAL
-    if t.data_type in _INT_TYPES and count <= KEEP_INT_VALUES and inline:
+    return count <= KEEP_INT_VALUES
+
+
+def _weightless_tensor(t: onnx.TensorProto) -> onnx.TensorProto:
+    out = onnx.TensorProto()
+    if _keeps_values(t):
         out.CopyFrom(t)
         return out
     out.name = t.name
@@ -66,7 +72,8 @@ def _strip_nodes(nodes) -> None:  # noqa: ANN001 - a repeated NodeProto field
     for n in nodes:
         for a in n.attribute[:]:
             if a.type == onnx.AttributeProto.TENSOR:
-                a.t.CopyFrom(_weightless_tensor(a.t))
+                if not _keeps_values(a.t):  # a shape constant stays (copied onto itself: 2 copies)
+                    a.t.CopyFrom(_weightless_tensor(a.t))
             elif a.type == onnx.AttributeProto.GRAPH:
                 _strip_graph(a.g)
             elif a.type == onnx.AttributeProto.GRAPHS:

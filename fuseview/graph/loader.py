@@ -18,8 +18,9 @@ from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, check_span, read_lazily, record_folder
 from fuseview.graph.scopes import node_scope
 from fuseview.graph.shapes import attribute_value
+from fuseview.graph.table import NodeTable
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
-from fuseview.naming import unique_node_names
+from fuseview.naming import unique_names
 from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
@@ -42,6 +43,11 @@ def load_document(
 def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     """Parse an ONNX file without its external weights, checking that they exist and (with check) the
     graph's structure (see check_structure); FuseviewError if bad."""
+    return read_model_table(path, check)[0]
+
+
+def read_model_table(path: str | os.PathLike, check: bool = True) -> tuple[onnx.ModelProto, NodeTable]:
+    """read_model, and the table of its main graph's nodes its checks read (the scan's index reads it too)."""
     p = Path(path)
     size = check_regular(p, "model", "ONNX model").st_size
     if size == 0:
@@ -62,12 +68,13 @@ def read_model(path: str | os.PathLike, check: bool = True) -> onnx.ModelProto:
         raise FuseviewError(decode_error_text(data, str(p), str(exc))) from None
     except (OSError, ValueError) as exc:
         raise FuseviewError(f"{p}: cannot read ({exc})") from None
-    check_external_data(model, p.parent, p)
+    table = NodeTable.of(model.graph)
+    check_external_data(model, p.parent, p, table)
     if check:
-        check_structure(model, str(p))
+        check_structure(model, str(p), table)
     if noting_model_names():  # the command line's streams print them (the window draws them as Qt does)
-        note_model_names(_names(model.graph))
-    return model
+        note_model_names(_names(model.graph, table))
+    return model, table
 
 
 def read_model_anywhere(path: str | os.PathLike) -> onnx.ModelProto:
@@ -78,54 +85,58 @@ def read_model_anywhere(path: str | os.PathLike) -> onnx.ModelProto:
     return model
 
 
-def _names(g: onnx.GraphProto) -> Iterable[str]:
+def _names(g: onnx.GraphProto, table: NodeTable) -> Iterable[str]:
     """Every name of the main graph a command may print: nodes, the tensors they make, the graph's inputs
     and initializers (each tensor once: a node's inputs are those)."""
-    for n in g.node:
-        yield n.name
-        yield from n.output[:]
+    for name, outputs in zip(table.names, table.outputs, strict=True):
+        yield name
+        yield from outputs
     for vi in g.input:
         yield vi.name
     for t in g.initializer:
         yield t.name
 
 
-def check_structure(model: onnx.ModelProto, where: str = "model") -> None:
+def check_structure(model: onnx.ModelProto, where: str = "model", table: NodeTable | None = None) -> None:
     """Refuse a model every command would trip on: no graph or nodes, a cycle, a dangling input, two
     writers of one tensor, an op domain without an opset import, names that are not UTF-8 (FuseviewError).
 
-    The one structural check shared by every command (info, render, open, scan, fuse, profile)."""
+    The one structural check shared by every command (info, render, open, scan, fuse, profile). table: the
+    main graph's NodeTable when the caller has it."""
     try:
         if model.ir_version == 0 and not model.graph.node and not model.opset_import:
             raise FuseviewError(f"{where}: not an ONNX model (no IR version, opsets or graph)")
         if not model.graph.node:
             raise FuseviewError(f"{where}: the graph has no nodes")
-        _check_names_and_dims(model.graph, where)
+        g = model.graph
+        table = table or NodeTable.of(g)
+        _check_names_and_dims(g, where, table)
         opsets = {_norm_domain(o.domain or "") for o in model.opset_import}
         known = opsets | {_norm_domain(f.domain) for f in model.functions}
-        g = model.graph
         inputs = [vi.name for vi in g.input]
-        _check_graph(list(g.node), inputs, [vi.name for vi in g.output], {t.name for t in g.initializer},
+        _check_graph(table, inputs, [vi.name for vi in g.output], {t.name for t in g.initializer},
                      where, known, frozenset())
         for f in model.functions:
             local = known | {_norm_domain(o.domain) for o in f.opset_import}
-            _check_graph(list(f.node), list(f.input), list(f.output), set(), where, local, frozenset())
+            _check_graph(NodeTable.of(f), list(f.input), list(f.output), set(), where, local, frozenset())
     except UnicodeDecodeError as exc:
         raise FuseviewError(f"{where}: a name in the model is not valid UTF-8 ({exc.reason})") from None
 
 
-def _check_names_and_dims(g: onnx.GraphProto, where: str) -> None:
+def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | None = None) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
-    for i, n in enumerate(g.node):
-        for text in (n.name, n.op_type, n.domain, *n.input[:], *n.output[:]):
+    t = table or NodeTable.of(g)
+    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
+    for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
+        for text in (name, op_type, domain, *ins, *outs):
             if not isinstance(text, str):
                 raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for a in n.attribute[:]:
-            if not isinstance(a.name, str):
+        for attr_name, kind, subs in attrs:
+            if not isinstance(attr_name, str):
                 raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
-            if a.type == onnx.AttributeProto.UNDEFINED:
-                raise FuseviewError(f"{where}: attribute {a.name!r} of node {i} ({n.op_type}) has no type")
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]:
+            if kind == onnx.AttributeProto.UNDEFINED:
+                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
+            for sub in subs:
                 _check_names_and_dims(sub, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
@@ -191,7 +202,7 @@ _SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1
 
 
 def _check_graph(
-    protos: list[onnx.NodeProto],
+    table: NodeTable,
     inputs: list[str],
     outputs: list[str],
     init_names: set[str],
@@ -202,24 +213,22 @@ def _check_graph(
 ) -> tuple[list[str], dict[str, int], dict[str, list[int]]]:
     """Node names, producer and consumers of one graph (and, deep, its subgraphs checked too) after
     refusing what makes it no graph at all."""
-    names = unique_node_names(protos)
+    names = unique_names(table.names, table.op_types)
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
-    reads: list[list[str]] = []  # each node's inputs, read from the proto once
-    for i, n in enumerate(protos):
-        dom = _norm_domain(n.domain)
+    reads = table.inputs
+    for i, (domain, outs, ins) in enumerate(zip(table.domains, table.outputs, reads, strict=True)):
+        dom = _norm_domain(domain)
         if dom not in known_domains:
             raise FuseviewError(
-                f"{where}: node {names[i]!r} ({n.op_type}) uses op domain {dom or 'ai.onnx'!r}, "
+                f"{where}: node {names[i]!r} ({table.op_types[i]}) uses op domain {dom or 'ai.onnx'!r}, "
                 "which the model declares no opset for"
             )
-        for o in n.output[:]:
+        for o in outs:
             if o:
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        ins = n.input[:]
-        reads.append(ins)
         for inp in ins:
             if inp:
                 consumers.setdefault(inp, []).append(i)
@@ -238,13 +247,12 @@ def _check_graph(
         if o not in defined and o not in outer:
             raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
     if not in_order:
-        _check_acyclic(protos, producer, names, where)
+        _check_acyclic(table.nodes, producer, names, where)
     inner = frozenset(defined | outer)
-    for n in protos if deep else ():
-        for a in n.attribute[:]:
-            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs[:]
+    for attrs in table.attribute_rows() if deep else ():
+        for _name, _kind, subs in attrs:
             for sub in subs:
-                _check_graph(list(sub.node), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
+                _check_graph(NodeTable.of(sub), [vi.name for vi in sub.input], [vi.name for vi in sub.output],
                              {t.name for t in sub.initializer}, where, known_domains, inner)
     return names, producer, consumers
 
@@ -313,10 +321,12 @@ def _norm_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
-def check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
+def check_external_data(
+    model: onnx.ModelProto, base: Path, path: Path, table: NodeTable | None = None
+) -> None:
     """FuseviewError unless every external weight is a regular file in the model's folder, reached without
-    a link; each is registered as an input (the one rule of every command)."""
-    for t in _all_initializers(model.graph):
+    a link; each is registered as an input (the one rule of every command). table: the main graph's."""
+    for t in _all_initializers(model.graph, table):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in t.external_data if e.key == "location"), None)
@@ -351,10 +361,17 @@ def _through_link(base: Path, location: Path) -> bool:
     return False
 
 
-def _all_initializers(graph: onnx.GraphProto) -> Iterable[onnx.TensorProto]:
+def _all_initializers(graph: onnx.GraphProto, table: NodeTable | None = None) -> Iterable[onnx.TensorProto]:
     yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute[:]:
+    if table is not None:  # its attribute rows serve the load checks' walks of the bodies too
+        for rows in table.attribute_rows():
+            for _name, kind, subs in rows:
+                if kind == onnx.AttributeProto.GRAPH or kind == onnx.AttributeProto.GRAPHS:
+                    for g in subs:
+                        yield from _all_initializers(g)
+        return
+    for n in graph.node:
+        for attr in n.attribute[:]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from _all_initializers(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -452,7 +469,7 @@ def _assemble(
     outer: frozenset[str],
 ) -> GraphDocument:
     names, producer, consumers = _check_graph(
-        protos, inputs, outputs, init_names, where, known_domains, outer, deep=False
+        NodeTable(protos), inputs, outputs, init_names, where, known_domains, outer, deep=False
     )
     folded_into = _folded_constants(protos, consumers, set(outputs))
     inner_known = frozenset(set(producer) | set(inputs) | init_names | set(outer))

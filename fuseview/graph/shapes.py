@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from fuseview.graph.table import NodeTable
+
 Shape = list[int]
 
 _UNARY = {
@@ -151,18 +153,17 @@ class _Prop:
     def value(self, name: str) -> np.ndarray | None:
         return self.v.get(name)
 
-    def run(self, n: onnx.NodeProto) -> None:
-        op = n.op_type
-        ins = n.input[:]
+    def run(self, n: onnx.NodeProto, op: str, ins: list[str], outs: list[str]) -> None:
+        """Shapes and small values of n's outputs (op, ins, outs: its fields, read once by the caller)."""
         shp = [self.s.get(i) if i else None for i in ins]
         vals = [self.v.get(i) if i else None for i in ins]
-        out: list[Shape | None] = [None] * len(n.output)
-        outv: list[np.ndarray | None] = [None] * len(n.output)
+        out: list[Shape | None] = [None] * len(outs)
+        outv: list[np.ndarray | None] = [None] * len(outs)
         part = _PART_OF_OP.get(op)
         if part is None or not part(self, n, op, ins, shp, vals, out, outv):
             if shp and shp[0] is not None:
                 _contrib_shapes(n, shp, out)
-        self._store(n, out, outv)
+        self._store(outs, out, outv)
 
     def _elementwise(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
                      outv: list) -> bool:
@@ -361,8 +362,8 @@ class _Prop:
             return True
         return False
 
-    def _store(self, n, out, outv) -> None:
-        for o, s, v in zip(n.output[:], out, outv, strict=False):
+    def _store(self, outs: list[str], out: list, outv: list) -> None:
+        for o, s, v in zip(outs, out, outv, strict=False):
             if not o:
                 continue
             if s is not None:
@@ -525,8 +526,10 @@ def propagate(
     input_shapes: dict[str, Shape],
     const_values: dict[str, np.ndarray],
     known: dict[str, Shape],
+    table: NodeTable | None = None,
 ) -> dict[str, Shape]:
-    """Concrete shapes of the graph's tensors; ``known`` (onnx inference results) fills the gaps."""
+    """Concrete shapes of the graph's tensors; ``known`` (onnx inference results) fills the gaps. table:
+    the NodeTable of the graph (or of the one it is a copy of) when the caller has it."""
     shapes: dict[str, Shape] = dict(input_shapes)
     values: dict[str, np.ndarray] = {}
     for name, v in const_values.items():
@@ -536,14 +539,16 @@ def propagate(
     for name, s in known.items():
         shapes.setdefault(name, s) if name in input_shapes else None
     prop = _Prop(shapes, values)
-    for n in graph.node:
-        if n.op_type == "Constant":
+    nodes = graph.node[:]
+    t = table if table is not None and len(table) == len(nodes) else NodeTable(nodes)
+    for n, op, ins, outs in zip(nodes, t.op_types, t.inputs, t.outputs, strict=True):
+        if op == "Constant":
             continue
         try:
-            prop.run(n)
+            prop.run(n, op, ins, outs)
         except Exception:  # noqa: BLE001 - an op we model wrongly must not break the scan
             pass
-        for o in n.output[:]:
+        for o in outs:
             if o and o not in shapes and o in known:
                 shapes[o] = known[o]
     return shapes

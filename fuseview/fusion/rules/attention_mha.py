@@ -105,7 +105,7 @@ def _bias_reads_cache(s: Structure, c: SdpaCore) -> bool:
         seen.add(t)
         n = s.d.producer(t)
         if n is not None:
-            todo.extend(i for i in n.input[:] if i)
+            todo.extend(i for i in s.ix.inputs(n) if i)
     return False
 
 

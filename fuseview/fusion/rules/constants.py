@@ -57,23 +57,24 @@ def _find(ctx: ScanContext) -> Iterator[Match | NearMiss]:
     index = ctx.index
     const: set[str] = {t for t in index.initializers if t not in index.graph_inputs}
     weight_derived: set[str] = set()
-    for n in index.nodes:
-        if n.op_type == "Constant":
-            const.update(n.output[:])
+    t = index.table  # the node fields, read from the protos once
+    for op, outs in zip(t.op_types, t.outputs, strict=True):
+        if op == "Constant":
+            const.update(outs)
     foldable: list[onnx.NodeProto] = []
-    for n in index.nodes:
-        if n.op_type == "Constant" or n.domain not in ("", "ai.onnx") or n.op_type not in FOLDABLE:
+    for n, op, domain, all_ins, outs in zip(t.nodes, t.op_types, t.domains, t.inputs, t.outputs, strict=True):
+        if op == "Constant" or domain not in ("", "ai.onnx") or op not in FOLDABLE:
             continue
-        ins = [i for i in n.input[:] if i]
+        ins = [i for i in all_ins if i]
         if ins and all(i in const for i in ins):
-            const.update(o for o in n.output[:] if o)
+            const.update(o for o in outs if o)
             foldable.append(n)
             big = any(
                 i in index.initializers and _elements(index.initializers[i]) >= MIN_WEIGHT_ELEMENTS
                 for i in ins
             )
             if big or any(i in weight_derived for i in ins):
-                weight_derived.update(o for o in n.output[:] if o)
+                weight_derived.update(o for o in outs if o)
     # Connected groups of foldable nodes that touch a weight; their outputs used elsewhere are kept.
     ids = {id(n) for n in foldable}
     parent = {id(n): id(n) for n in foldable}
@@ -85,7 +86,7 @@ def _find(ctx: ScanContext) -> Iterator[Match | NearMiss]:
         return k
 
     for n in foldable:
-        for i in n.input[:]:
+        for i in index.inputs(n):
             p = index.producer.get(i)
             if p and id(p[0]) in ids:
                 parent[root(id(p[0]))] = root(id(n))

@@ -84,7 +84,7 @@ class SymbolicDims:
             perm = self.ix.attr(n, "perm")
             return len(perm) if perm is not None else self.rank(n.input[0], d)
         if op in BINARY or op in ("MatMul", "FusedMatMul"):
-            rs = [self.rank(x, d) for x in n.input[:] if x]
+            rs = [self.rank(x, d) for x in self.ix.inputs(n) if x]
             known = [r for r in rs if r is not None]
             return None if len(known) < len(rs) else max(known)
         if op == "Gemm":
@@ -111,7 +111,7 @@ class SymbolicDims:
             return None
         if n.op_type in ("Where", "Add", "Mul", "Max", "Min"):
             ls = [self.vec_len(x, depth + 1) for x in n.input[1:] if x] if n.op_type == "Where" else \
-                [self.vec_len(x, depth + 1) for x in n.input[:] if x]
+                [self.vec_len(x, depth + 1) for x in self.ix.inputs(n) if x]
             known = [x for x in ls if x is not None and x != 1]
             return known[0] if known and all(k == known[0] for k in known) else None
         if n.op_type in ("Cast", "Identity", "Abs", "Neg") or (n.op_type == "Reshape" and self._flat(n)):
@@ -165,7 +165,7 @@ class SymbolicDims:
             return self.dim(n.input[0], i, d)
         r = self.rank(t)
         if op in BINARY:
-            ins = [x for x in n.input[:] if x]
+            ins = [x for x in self.ix.inputs(n) if x]
             if r is None:
                 return None
             toks = []
@@ -281,7 +281,7 @@ class SymbolicDims:
         axis = int(self.ix.attr(n, "axis", 0)) % rin
         if i != axis:
             return self.dim(n.input[0], i, d)
-        k = n.output[:].index(t)
+        k = self.ix.outputs(n).index(t)
         sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
         if sizes is None:
             sizes = self.ix.attr(n, "split")
@@ -298,7 +298,7 @@ class SymbolicDims:
         axis = int(self.ix.attr(n, "axis", 0)) % r
         if i != axis:
             return self.dim(n.input[0], i, d)
-        parts = [self.dim(x, i, d) for x in n.input[:] if x]
+        parts = [self.dim(x, i, d) for x in self.ix.inputs(n) if x]
         total = parts[0]
         for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
             both = isinstance(total, int) and isinstance(p, int)

@@ -78,7 +78,7 @@ def _shape_nodes(dims: SymbolicDims, t: str, seen: set[int], out: list) -> None:
     seen.add(id(n))
     out.append(n)
     if n.op_type != "Shape":
-        for i in n.input[:]:
+        for i in dims.ix.inputs(n):
             if i:
                 _shape_nodes(dims, i, seen, out)
 
@@ -97,7 +97,7 @@ def shape_inputs_walk(m: Structure, t: str, out: set[int], depth: int = 0) -> No
     out.add(id(n))
     if n.op_type == "Shape":
         return
-    for i in n.input[:]:
+    for i in m.ix.inputs(n):
         if i:
             shape_inputs_walk(m, i, out, depth + 1)
 
@@ -131,7 +131,7 @@ class Structure:
                     continue
                 n = self.by_id[nid]
                 if all(o not in ix.graph_outputs and ix.consumers.get(o) and
-                       all(id(c) in matched for c in ix.consumers[o]) for o in n.output[:] if o):
+                       all(id(c) in matched for c in ix.consumers[o]) for o in ix.outputs(n) if o):
                     matched.add(nid)
                     core.append(n)
                     changed = True
@@ -141,7 +141,7 @@ class Structure:
         """Raise Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
         ix = self.ix
         for n in core:
-            for o in n.output[:]:
+            for o in ix.outputs(n):
                 if not o or o in keep:
                     continue
                 if o in ix.graph_outputs:
@@ -252,7 +252,7 @@ class Structure:
             n = self.d.producer(x)
             if n is None or n.op_type not in _ELEMENTWISE_OR_ROTARY:
                 continue
-            for i in n.input[:]:
+            for i in self.ix.inputs(n):
                 if i and i not in seen and self.d.const(i) is None:
                     seen.add(i)
                     queue.append(i)
