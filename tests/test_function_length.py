@@ -1,4 +1,5 @@
-"""House style: no function over 80 lines (decorators included) in fuseview/, scripts/ or bench/."""
+"""House style: no function over 80 lines (decorators included) in fuseview/, scripts/ or bench/, no module
+over 600 lines in fuseview/."""
 
 from __future__ import annotations
 
@@ -42,3 +43,13 @@ def test_no_function_over_80_lines(folder):
     over = [f"{Path(p).relative_to(ROOT)}:{line} {name} ({n} lines)"
             for p in files for name, line, n in long_functions(p.read_text(encoding="utf-8"))]
     assert not over, "functions over 80 lines:\n" + "\n".join(over)
+
+
+MODULE_LIMIT = 600
+
+
+def test_no_module_over_600_lines():
+    """House style: a module is at most 600 lines (split it by what its parts do)."""
+    over = [f"{p.relative_to(ROOT)} ({n} lines)" for p in sorted((ROOT / "fuseview").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_LIMIT]
+    assert not over, "modules over 600 lines:\n" + "\n".join(over)
