@@ -46,7 +46,7 @@ __all__ = [
 LAZY_ITEMS = 5000
 # A lazy scene shows the overview picture instead of items where the view shows more boxes than this
 # (painting each costs a Python call per frame); it makes items up to a quarter viewport past each side
-_VISIBLE_CAP = 1500
+_VISIBLE_CAP = 1000
 _AREA_MARGIN = 0.25
 # ...and drops the items far from the view once it holds more than this many boxes (or routes)
 _KEEP_ITEMS = 6000
@@ -268,12 +268,12 @@ class GraphScene(GraphSceneBase):
     def _drop_far(self, boxes: set[int], routes: set[int]) -> None:
         """Remove the items outside the wanted ones once there are too many (selected boxes and the
         routes lit by the selection stay)."""
-        if len(self._items) + len(boxes) > _KEEP_ITEMS:
+        if len(self._items) > _KEEP_ITEMS:
             for key, item in list(self._items.items()):
                 if self.index.box_of[key] not in boxes and not item.isSelected():
                     self.removeItem(item)
                     del self._items[key]
-        if len(self._route_items) + len(routes) > _KEEP_ITEMS:
+        if len(self._route_items) > _KEEP_ITEMS:
             for i, route in list(self._route_items.items()):
                 if i not in routes and i not in self._active:
                     self.removeItem(route)
