@@ -98,11 +98,12 @@ def run_once(tree: Path, model: Path, timeout: float, flat: bool = False, expand
     """One fresh `fuseview open MODEL` (with --flat: every node drawn; expand: then Expand all) of tree."""
     env = dict(os.environ, PYTHONPATH=str(tree), QT_QPA_PLATFORM="offscreen")
     env["FUSEVIEW_BENCH_EXPAND"] = "1" if expand else "0"
-    env["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="fuseview-bench-")  # no recent-files list written home
     t = time.perf_counter()
     command = [sys.executable, "-c", DRIVER, str(model), *(["--flat"] if flat else [])]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix="fuseview-bench-") as home:
+        env["XDG_CONFIG_HOME"] = home  # no recent-files list written home
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=tempfile.gettempdir())
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])

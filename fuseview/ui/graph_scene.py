@@ -6,8 +6,8 @@ import math
 import time
 from collections.abc import Iterator, Mapping
 
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtCore import QPointF, QRectF, QTimer
+from PySide6.QtGui import QColor, QImage, QPainterPath
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from fuseview.graph.document import GraphDocument
@@ -33,6 +33,7 @@ from fuseview.ui.scene_items import (
     route_paths,
     short_shape,
 )
+from fuseview.ui.scene_overview import draw_overview
 
 # the items live in ui/scene_items.py; these names stay importable from here
 __all__ = [
@@ -48,6 +49,8 @@ LAZY_ITEMS = 5000
 # (painting each costs a Python call per frame); it makes items up to a quarter viewport past each side
 _VISIBLE_CAP = 1000
 _AREA_MARGIN = 0.25
+# ...the items in view before it paints, the others in slices of this many seconds between events
+_AHEAD_SLICE_S = 0.008
 # ...and drops the items far from the view once it holds more than this many boxes (or routes)
 _KEEP_ITEMS = 6000
 
@@ -121,6 +124,11 @@ class GraphScene(GraphSceneBase):
         self._heat: dict[str, float] = {}
         self._tips: dict[str, str] = {}
         self._categories: list[str] | None = None
+        self._ahead: tuple[list[int], list[int]] = ([], [])  # box and route indices still to make
+        self._ahead_timer = QTimer(self)
+        self._ahead_timer.setSingleShot(True)
+        self._ahead_timer.setInterval(0)
+        self._ahead_timer.timeout.connect(self._make_ahead)
         # what is drawn over the graph, as plain data owned by the session; the set_* methods below only draw
         self.state = state if state is not None else PaneState()
         self.selectionChanged.connect(self._mirror_selection)
@@ -253,17 +261,37 @@ class GraphScene(GraphSceneBase):
         if not self.lazy or self.building:
             return
         ix = self.index
-        far = len(ix.boxes_in(rect.left(), rect.top(), rect.right(), rect.bottom())) > _VISIBLE_CAP
+        seen = (rect.left(), rect.top(), rect.right(), rect.bottom())
+        shown = ix.boxes_in(*seen)
+        far = len(shown) > _VISIBLE_CAP
         if not far:
             mx, my = rect.width() * _AREA_MARGIN, rect.height() * _AREA_MARGIN
             area = (rect.left() - mx, rect.top() - my, rect.right() + mx, rect.bottom() + my)
             boxes, routes = ix.boxes_in(*area).tolist(), ix.routes_in(*area).tolist()
             self._drop_far(set(boxes), set(routes))
-            for i in boxes:
+            for i in shown.tolist():
                 self._box_item(i)
-            for i in routes:
+            for i in ix.routes_in(*seen).tolist():
                 self._route_item(i)
+            # the rest of the area around the view is made between events, before a pan reaches it
+            self._ahead = (boxes, routes)
+            self._ahead_timer.start()
         self.set_overview(far)
+
+    def _make_ahead(self) -> None:
+        """Make some of the items around the view (the rest on the next turn of the event loop)."""
+        boxes, routes = self._ahead
+        end = time.perf_counter() + _AHEAD_SLICE_S
+        while boxes and time.perf_counter() < end:
+            for i in boxes[-32:]:
+                self._box_item(i)
+            del boxes[-32:]
+        while routes and time.perf_counter() < end:
+            for i in routes[-32:]:
+                self._route_item(i)
+            del routes[-32:]
+        if boxes or routes:
+            self._ahead_timer.start()
 
     def _drop_far(self, boxes: set[int], routes: set[int]) -> None:
         """Remove the items outside the wanted ones once there are too many (selected boxes and the
@@ -518,66 +546,19 @@ class GraphScene(GraphSceneBase):
                     ix.box_y1[idx].tolist(), strict=True)]))
         return out
 
-    def _box_colors(self) -> list[QColor]:
-        """Each laid-out box's fill in the overview: heat, else its candidate mark, else its category's."""
-        if self._categories is None:
-            self._categories = [category_of(b, self.graph) for b in self.layout.boxes]
-        plain: dict[tuple[str, bool], QColor] = {}
-        colors = []
-        for b, cat in zip(self.layout.boxes, self._categories, strict=True):
-            share, mark = self._heat.get(b.key), self._marks.get(b.key)
-            if share is not None:
-                colors.append(heat_color(share))
-            elif mark is not None and not mark[1]:
-                colors.append(mark[0])
-            else:
-                kind = b.kind != "node"
-                color = plain.get((cat, kind))
-                if color is None:
-                    strong, pale = style.colors(cat)
-                    color = plain[(cat, kind)] = strong if kind else pale.darker(140)
-                colors.append(color)
-        return colors
-
     def draw_overview(self, scale: float) -> QImage:
         """The whole graph at scale as an image: boxes as filled rectangles, edges as hairlines."""
-        b = self.sceneRect()
-        img = QImage(
-            max(1, int(b.width() * scale)),
-            max(1, int(b.height() * scale)),
-            QImage.Format.Format_ARGB32_Premultiplied,
-        )
-        img.fill(QColor(style.BACKGROUND))
-        p = QPainter(img)
-        p.scale(scale, scale)
-        p.translate(-b.x(), -b.y())
-        pen = QPen(QColor(style.FRAME_BORDER), 1.0)
-        pen.setCosmetic(True)
-        p.setPen(pen)
-        p.setBrush(style.FRAME_FILL)
-        for f in self.layout.frames:
-            p.drawRect(QRectF(f.x, f.y, f.w, f.h))
-        edge = QColor(style.EDGE)
-        edge.setAlpha(150)
-        pen = QPen(edge, 1.0)
-        pen.setCosmetic(True)
-        p.setPen(pen)
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        if self.lazy:
-            p.drawPath(self.index.routes_path())  # one path made from arrays: 50,000 polylines in ~0.1 s
-        else:
-            for r in self.layout.routes:
-                if len(r.points) >= 2:
-                    p.drawPolyline(QPolygonF([QPointF(x, y) for x, y in r.points]))
-        p.setPen(Qt.PenStyle.NoPen)
-        by_color: dict[int, tuple[QColor, list[QRectF]]] = {}
-        for box, color in zip(self.layout.boxes, self._box_colors(), strict=True):
-            by_color.setdefault(color.rgba(), (color, []))[1].append(QRectF(box.x, box.y, box.w, box.h))
-        for color, rects in by_color.values():
-            p.setBrush(color)
-            p.drawRects(rects)
-        p.end()
-        return img
+        return draw_overview(self, scale)
+
+    def categories(self) -> list[str]:
+        """Each laid-out box's colour category (worked out once, when the overview is first drawn)."""
+        if self._categories is None:
+            self._categories = [category_of(b, self.graph) for b in self.layout.boxes]
+        return self._categories
+
+    def box_overlay(self, key: str) -> tuple[float | None, tuple[QColor, bool, int, list[QColor]] | None]:
+        """A box's heat share (0..1 of the hottest) and candidate mark (colour, faded, badge, swatches)."""
+        return self._heat.get(key), self._marks.get(key)
 
     def counts(self) -> dict[str, int]:
         """Laid-out boxes, drawn routes and frames (a lazy scene makes items for fewer)."""
