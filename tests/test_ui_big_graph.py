@@ -153,3 +153,34 @@ def test_a_lazy_scene_drops_far_items_but_keeps_the_selection(qtbot, tmp_path, m
         view.viewport().repaint()
         assert scene.made_counts()["boxes"] < 200 + 60
     assert node_key(10) in scene.selected_keys() and scene.boxes[node_key(10)].scene() is scene
+
+
+@pytest.mark.slow  # about 25 s: a scan, an Apply and a validation of 6,500 nodes
+def test_both_panes_expanded_whole_link_their_selections(qtbot, win, tmp_path):
+    path = write_big_model(tmp_path, N, "silu")
+    with qtbot.waitSignal(win.workbench.scanned, timeout=LOAD_MS):
+        win.open_file(path)
+    qtbot.waitUntil(lambda: not win.busy, timeout=LOAD_MS)
+    wb = win.workbench
+    wb.panel.accept_all()
+    with qtbot.waitSignal(wb.applied, timeout=LOAD_MS):
+        assert wb.apply()
+    with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
+        win.expand_all()
+    fused_graph = wb.session.fused.doc.graph
+    flat = lambda: not any(b.kind == "group" for b in wb.fused_pane.scene.layout.boxes)  # noqa: E731
+    qtbot.waitUntil(flat, timeout=LOAD_MS)  # the fused pane follows the expansion
+    fscene = wb.fused_pane.scene
+    assert win.scene.lazy and fscene.lazy  # 6,500 and 3,250 boxes, each with its edge
+    wb.fused_pane.view.viewport().repaint()
+    assert len(fscene.items()) < 1_000 and len(win.scene.items()) < 1_000
+
+    # a fused node far down, picked by key: its two original nodes are selected and brought into view
+    gelu = next(n for n in reversed(fused_graph.nodes) if n.op_type == "QuickGelu")
+    originals = wb.session.links.to_original[gelu.name]
+    fscene.select_keys([node_key(gelu.index)])
+    wanted = {node_key(wb.session.root.graph.node_by_name[o]) for o in originals}
+    assert len(wanted) == 2 and set(win.scene.selected_keys()) == wanted
+    win.view.viewport().repaint()
+    assert win.view.visible_scene_rect().intersects(win.scene.keys_rect(wanted))
+    assert all(win.scene.boxes[k].isSelected() for k in wanted)
