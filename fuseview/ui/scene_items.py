@@ -463,7 +463,6 @@ _OVERVIEW_MAX_SIDE = 16384
 # and at most this many pixels (64 MB): a lazy scene shows the picture wherever the view holds too many boxes
 # to paint one by one, not only below OVERVIEW_SCALE, and a 100-chain graph at 50 % zoom would be 94 M pixels
 _OVERVIEW_MAX_PIXELS = 1 << 24
-_MASTER = 1 << 10  # the cache key of the finest picture (no octave is that high)
 
 
 class OverviewItem(QGraphicsItem):
@@ -488,22 +487,20 @@ class OverviewItem(QGraphicsItem):
         octave = math.floor(math.log2(max(lod, 1e-6)))
         hit = self._cache.get(octave)
         if hit is None:
-            # One picture drawn at the finest scale it may have, the coarser octaves scaled down from it:
-            # drawing 50,000 boxes again at each octave of a zoom-out cost ~0.4 s a step
             w, h = self._bounds.width(), self._bounds.height()
-            finest = min(0.5, _OVERVIEW_MAX_SIDE / max(w, h),
-                         math.sqrt(_OVERVIEW_MAX_PIXELS / max(w * h, 1.0)))
-            master = self._cache.get(_MASTER)
-            if master is None:
-                master = self._cache[_MASTER] = (self.scene().draw_overview(finest), finest)
-            scale = 2.0 ** (octave + 1)
-            if scale >= finest:
-                hit = master
+            scale = min(2.0 ** (octave + 1), _OVERVIEW_MAX_SIDE / max(w, h),
+                        math.sqrt(_OVERVIEW_MAX_PIXELS / max(w * h, 1.0)))
+            # a coarser octave is the finest picture drawn so far, scaled down: drawing 50,000 boxes again
+            # at each octave of a zoom-out cost ~0.4 s a step
+            finer = [c for c in self._cache.values() if c[1] >= scale]
+            if not finer:
+                hit = (self.scene().draw_overview(scale), scale)
             else:
-                img, f = master[0], scale / finest
-                size = (max(1, round(img.width() * f)), max(1, round(img.height() * f)))
-                hit = (img.scaled(*size, Qt.AspectRatioMode.IgnoreAspectRatio,
-                                  Qt.TransformationMode.SmoothTransformation), scale)
+                img, s = min(finer, key=lambda c: c[1])
+                size = (max(1, round(img.width() * scale / s)), max(1, round(img.height() * scale / s)))
+                smooth = Qt.TransformationMode.SmoothTransformation
+                down = img.scaled(*size, Qt.AspectRatioMode.IgnoreAspectRatio, smooth) if s > scale else img
+                hit = (down, min(s, scale))
             self._cache[octave] = hit
         return hit
 
