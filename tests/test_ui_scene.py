@@ -224,3 +224,20 @@ def test_a_lazy_scene_draws_what_the_eager_one_draws(qapp, gpt2):
     assert pictures[0] == pictures[1]
     assert lazy.counts() == eager.counts() and lazy.marked_keys() == eager.marked_keys()
     assert _picture(lazy.whole(), 0.2) == _picture(eager, 0.2)
+
+
+def test_the_overview_reads_every_route_from_one_stream(qapp, gpt2):
+    # a lazy scene's overview draws its edges as one path read from arrays, the same points as the routes
+    from fuseview.graph.geometry import Layout, Route
+    from fuseview.ui.scene_index import SceneIndex
+    from fuseview.ui.scene_overview import _routes_path
+
+    routes = [Route("a", "b", "t", ((0, 0), (10, 5), (20, 30))), Route("a", "c", "u", ((100, 1), (50, 2))),
+              Route("x", "y", "z", ((1, 1),))]  # one point: not drawn
+    path = _routes_path(SceneIndex(Layout([], routes)))
+    got = [(e.type.value, e.x, e.y) for e in map(path.elementAt, range(path.elementCount()))]
+    assert got == [(0, 0, 0), (1, 10, 5), (1, 20, 30), (0, 100, 1), (1, 50, 2)]
+    assert _routes_path(SceneIndex(Layout([], routes[2:]))).isEmpty()
+    lay = layout_graph(gpt2.graph, None)
+    whole = _routes_path(SceneIndex(lay))
+    assert whole.elementCount() == sum(len(r.points) for r in lay.routes if len(r.points) >= 2)

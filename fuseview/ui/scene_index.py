@@ -67,13 +67,17 @@ class SceneIndex:
         return (float(self.box_x0[idx].min()), float(self.box_y0[idx].min()),
                 float(self.box_x1[idx].max()), float(self.box_y1[idx].max()))
 
-    def routes_path(self):
-        """Every drawn route as straight segments through its points, in one QPainterPath."""
-        from pyqtgraph import arrayToQPath  # a well-kept numpy -> path (0.3 s to import: only when asked)
-
-        connect = np.ones(len(self._xy), dtype=np.bool_)
-        connect[np.cumsum(self._counts) - 1] = False  # a route's last point starts no segment
-        return arrayToQPath(self._xy[:, 0], self._xy[:, 1], connect=connect, finiteCheck=False)
+    def routes_stream(self) -> bytes:
+        """Every drawn route as straight lines through its points, in QPainterPath's QDataStream form
+        (an int32 count; per point an int32 element type, 0 move to, 1 line to, and x, y as doubles; an
+        int32 fill rule; big-endian): Qt reads 50,000 routes from it in ~10 ms, built one by one ~0.5 s."""
+        n = len(self._xy)
+        points = np.empty(n, dtype=[("type", ">i4"), ("x", ">f8"), ("y", ">f8")])
+        points["type"] = 1
+        if n:
+            points["type"][np.concatenate(([0], np.cumsum(self._counts)[:-1]))] = 0  # each route starts anew
+        points["x"], points["y"] = self._xy[:, 0], self._xy[:, 1]
+        return np.array(n, ">i4").tobytes() + points.tobytes() + np.array(0, ">i4").tobytes()
 
     def routes_of(self, key: str) -> list[int]:
         """Indices of the drawn routes that start or end at this box key."""

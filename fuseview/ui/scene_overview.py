@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPolygonF
+from PySide6.QtCore import QByteArray, QDataStream, QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath, QPen, QPolygonF
 
 from fuseview.graph.geometry import Layout
 from fuseview.ui import style
@@ -51,6 +51,15 @@ def _box_colors(scene: GraphScene) -> list[QColor]:
     return colors
 
 
+def _routes_path(index: SceneIndex) -> QPainterPath:
+    """Every drawn route of a layout in one path, read from its stream form (SceneIndex.routes_stream)."""
+    path = QPainterPath()
+    data = QByteArray(index.routes_stream())  # held: the stream reads it in place
+    stream = QDataStream(data)
+    stream >> path
+    return path
+
+
 def draw_overview(scene: GraphScene, scale: float) -> QImage:
     """The whole graph at scale as an image: boxes as filled rectangles, edges as hairlines."""
     b = scene.sceneRect()
@@ -76,7 +85,7 @@ def draw_overview(scene: GraphScene, scale: float) -> QImage:
     p.setPen(pen)
     p.setBrush(Qt.BrushStyle.NoBrush)
     if scene.lazy:
-        p.drawPath(scene.index.routes_path())  # one path made from arrays: 50,000 polylines in ~0.1 s
+        p.drawPath(_routes_path(scene.index))
     else:
         for r in scene.layout.routes:
             if len(r.points) >= 2:
