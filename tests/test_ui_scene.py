@@ -6,11 +6,12 @@ import pytest
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter
 
-from fuseview.graph.geometry import group_key
+from fuseview.graph.geometry import group_key, node_key
 from fuseview.graph.layout import initial_expansion, layout_graph
 from fuseview.graph.loader import load_document
 from fuseview.ui import style
 from fuseview.ui.graph_scene import OVERVIEW_SCALE, BoxItem, GraphScene, short_shape
+from fuseview.ui.graph_view import GraphView
 from fuseview.ui.search import find_nodes, nodes_of_op
 from tests.conftest import GPT2_MODELS, ONNX_BACKEND_DATA
 
@@ -198,3 +199,45 @@ def test_sliced_build_ends_as_the_one_go_scene(qapp, gpt2):
         sliced.use_zoom(scale)
         whole.use_zoom(scale)
         assert _picture(sliced, 0.2) == _picture(whole, 0.2)
+
+
+def test_a_lazy_scene_draws_what_the_eager_one_draws(qapp, gpt2):
+    # a lazy scene makes items only where a view paints; overlays set by key before show on them, and an
+    # export (whole) is the eager scene's picture
+    lay = layout_graph(gpt2.graph, None)
+    gemms = [node_key(i) for i in nodes_of_op(gpt2.graph, "Gemm")]
+    eager, lazy = GraphScene(gpt2.graph, lay), GraphScene(gpt2.graph, lay, lazy=True)
+    pictures = []
+    for scene in (eager, lazy):
+        scene.set_highlight(gemms[::2])
+        scene.set_marks({gemms[1]: QColor("#d62728")})
+        scene.set_heatmap({gemms[3]: 1.0, gemms[5]: 0.5})
+        scene.set_focus(gemms[1:2])
+        scene.select_keys(gemms[:1])
+        view = GraphView()
+        view.resize(900, 700)
+        view.setScene(scene)
+        view.set_zoom(0.8)
+        view.centerOn(scene.keys_rect(gemms[:4]).center())
+        pictures.append(view.grab().toImage())
+    assert lazy.made_counts()["boxes"] < len(lay.boxes) // 10 == eager.made_counts()["boxes"] // 10
+    assert pictures[0] == pictures[1]
+    assert lazy.counts() == eager.counts() and lazy.marked_keys() == eager.marked_keys()
+    assert _picture(lazy.whole(), 0.2) == _picture(eager, 0.2)
+
+
+def test_the_overview_reads_every_route_from_one_stream(qapp, gpt2):
+    # a lazy scene's overview draws its edges as one path read from arrays, the same points as the routes
+    from fuseview.graph.geometry import Layout, Route
+    from fuseview.ui.scene_index import SceneIndex
+    from fuseview.ui.scene_overview import _routes_path
+
+    routes = [Route("a", "b", "t", ((0, 0), (10, 5), (20, 30))), Route("a", "c", "u", ((100, 1), (50, 2))),
+              Route("x", "y", "z", ((1, 1),))]  # one point: not drawn
+    path = _routes_path(SceneIndex(Layout([], routes)))
+    got = [(e.type.value, e.x, e.y) for e in map(path.elementAt, range(path.elementCount()))]
+    assert got == [(0, 0, 0), (1, 10, 5), (1, 20, 30), (0, 100, 1), (1, 50, 2)]
+    assert _routes_path(SceneIndex(Layout([], routes[2:]))).isEmpty()
+    lay = layout_graph(gpt2.graph, None)
+    whole = _routes_path(SceneIndex(lay))
+    assert whole.elementCount() == sum(len(r.points) for r in lay.routes if len(r.points) >= 2)

@@ -10,7 +10,7 @@ from fuseview.graph.document import GraphDocument, ModelDocument
 from fuseview.graph.geometry import Layout, group_key, node_key
 from fuseview.graph.groups import group_scopes
 from fuseview.graph.layout import layout_graph
-from fuseview.ui.graph_scene import GraphScene
+from fuseview.ui.graph_scene import GraphScene, is_big
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.legend import Legend
 
@@ -105,7 +105,7 @@ class FusedPane(QWidget):
         old = self.scene
         self.doc = doc
         self.layout_ = lay
-        scene = GraphScene(doc.graph, lay, self, paths=paths)
+        scene = GraphScene(doc.graph, lay, self, paths=paths, lazy=is_big(lay))
         scene.expand_requested.connect(self.expand_requested)
         scene.collapse_requested.connect(self.collapse_requested)
         self.scene = scene

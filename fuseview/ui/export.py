@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QGraphicsScene
 from fuseview.atomic import write_atomic as _write_atomic
 from fuseview.errors import FuseviewError
 from fuseview.ui import style
+from fuseview.ui.graph_scene import GraphScene
 
 MAX_PNG_SIDE = 16384
 MAX_PNG_PIXELS = 120_000_000  # ~480 MB of ARGB: past this a PNG is useless and the allocation risky
@@ -52,6 +53,8 @@ def write_atomic(path: Path, write) -> None:
 def render_scene(scene: QGraphicsScene, path: str | os.PathLike, scale: float = 1.0) -> dict:
     """Draw the whole scene into path (.svg or .png); returns {"width", "height", "scale"} of the image."""
     out = check_image_path(path)
+    if isinstance(scene, GraphScene):
+        scene = scene.whole()  # a lazy scene holds items only where the window looked
     source = scene.sceneRect()
     if out.suffix.lower() == ".png":
         w, h, s = png_size(source, scale)

@@ -75,6 +75,12 @@ class GraphView(QGraphicsView):
         super().setScene(scene)
         self._update_scroll_room()
 
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt API
+        scene = self.scene()
+        if isinstance(scene, GraphScene) and scene.lazy:
+            scene.show_area(self.visible_scene_rect())  # its items exist only where a view looks
+        super().paintEvent(event)
+
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
         self._update_scroll_room()

@@ -24,7 +24,7 @@ from fuseview.session.jobs import JobHandle
 from fuseview.session.panes import nodes_between
 from fuseview.ui import dialogs, style, trace_view
 from fuseview.ui.compare_view import keys_for_names
-from fuseview.ui.graph_scene import BoxItem, GraphScene, layout_rect, route_paths
+from fuseview.ui.graph_scene import BoxItem, GraphScene, is_big, layout_paths, layout_rect
 from fuseview.ui.graph_view import GraphView
 from fuseview.ui.inspector import Inspector
 from fuseview.ui.job_bar import JobBar
@@ -36,8 +36,6 @@ from fuseview.ui.workers import qt_job_service
 
 # Graphs with fewer visible nodes are re-laid out on the UI thread: faster than a thread round trip.
 SYNC_RELAYOUT_NODES = 1500
-# Layouts with more items are added to the scene a slice at a time, the event loop running in between.
-INCREMENTAL_ITEMS = 5000
 
 
 class MainWindow(QMainWindow):
@@ -54,7 +52,7 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else QSettings("fuseview", "fuseview")
         self.recent = RecentFiles(self.settings)
         self.session = Session(qt_job_service(self), expansion_mode)
-        self.session.layout_extras = route_paths  # built in the worker beside each layout
+        self.session.layout_extras = layout_paths  # built in the worker beside each layout
         self.session.events.pane.connect(self._draw_pane)
         self.layout_: Layout | None = None
         self.scene: GraphScene | None = None
@@ -259,9 +257,8 @@ class MainWindow(QMainWindow):
         op = self.search.ops.currentData() if old is not None else ""
         self.session.expanded = expanded
         self.layout_ = lay
-        big = len(lay.boxes) + len(lay.routes) + len(lay.frames) > INCREMENTAL_ITEMS
         state = self.session.panes[ORIGINAL]
-        scene = GraphScene(self.doc.graph, lay, self, paths=paths, incremental=big, state=state)
+        scene = GraphScene(self.doc.graph, lay, self, paths=paths, state=state, lazy=is_big(lay))
         scene.expand_requested.connect(self.expand_group)
         scene.collapse_requested.connect(self.collapse_group)
         scene.selectionChanged.connect(self._selection_changed)
@@ -506,7 +503,7 @@ class MainWindow(QMainWindow):
         graph = self.doc.graph
         keys: list[str] = []
         hidden = 0
-        groups = {tuple(it.box.scope): k for k, it in self.scene.boxes.items() if it.box.kind == "group"}
+        groups = {tuple(b.scope): b.key for b in self.scene.layout.boxes if b.kind == "group"}
         scopes = group_scopes(graph)
         for i in nodes_of_op(graph, op_type):
             k = node_key(i)

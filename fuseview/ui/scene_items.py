@@ -460,6 +460,9 @@ class RouteItem(QGraphicsPathItem):
 # graph would otherwise cost one Python paint call per box and edge on every frame.
 OVERVIEW_SCALE = 0.06
 _OVERVIEW_MAX_SIDE = 16384
+# and at most this many pixels (64 MB): a lazy scene shows the picture wherever the view holds too many boxes
+# to paint one by one, not only below OVERVIEW_SCALE, and a 100-chain graph at 50 % zoom would be 94 M pixels
+_OVERVIEW_MAX_PIXELS = 1 << 24
 
 
 class OverviewItem(QGraphicsItem):
@@ -484,10 +487,20 @@ class OverviewItem(QGraphicsItem):
         octave = math.floor(math.log2(max(lod, 1e-6)))
         hit = self._cache.get(octave)
         if hit is None:
-            scale = min(
-                2.0 ** (octave + 1), _OVERVIEW_MAX_SIDE / max(self._bounds.width(), self._bounds.height())
-            )
-            hit = (self.scene().draw_overview(scale), scale)
+            w, h = self._bounds.width(), self._bounds.height()
+            scale = min(2.0 ** (octave + 1), _OVERVIEW_MAX_SIDE / max(w, h),
+                        math.sqrt(_OVERVIEW_MAX_PIXELS / max(w * h, 1.0)))
+            # a coarser octave is the finest picture drawn so far, scaled down: drawing 50,000 boxes again
+            # at each octave of a zoom-out cost ~0.4 s a step
+            finer = [c for c in self._cache.values() if c[1] >= scale]
+            if not finer:
+                hit = (self.scene().draw_overview(scale), scale)
+            else:
+                img, s = min(finer, key=lambda c: c[1])
+                size = (max(1, round(img.width() * scale / s)), max(1, round(img.height() * scale / s)))
+                smooth = Qt.TransformationMode.SmoothTransformation
+                down = img.scaled(*size, Qt.AspectRatioMode.IgnoreAspectRatio, smooth) if s > scale else img
+                hit = (down, min(s, scale))
             self._cache[octave] = hit
         return hit
 
@@ -510,15 +523,12 @@ class OverviewItem(QGraphicsItem):
         # self.scene(), not a stored reference: an item holding its scene makes a cycle that Python's
         # garbage collector may break on any thread, destroying the scene under the UI thread's feet
         scene = self.scene()
-        marks = [(it, QColor(style.HIGHLIGHT)) for it in scene.highlighted_items()]
-        marks += [(it, QColor(FOCUS_COLOR)) for it in scene.focused_items()]
-        marks += [(it, QColor(style.SELECTION)) for it in scene.selectedItems() if isinstance(it, BoxItem)]
-        for it, color in marks:
+        for color, rects in scene.overlay_rects():
             pen = QPen(color, 3.0)
             pen.setCosmetic(True)
             painter.setPen(pen)
             painter.setBrush(color)
-            painter.drawRect(it.sceneBoundingRect())
+            painter.drawRects(rects)
 
 
 def short_shape(shape) -> str:

@@ -299,9 +299,9 @@ class Workbench(QObject):
         self.legend.set_rules([(r, d.colors[r], counts[r]) for r in d.rules], len(marks.swatches))
         for name, misses in d.misses_of_node.items():
             idx = self.session.root.graph.node_by_name.get(name)
-            item = scene.boxes.get(node_key(idx)) if idx is not None else None
-            if item is not None:
-                item.set_extra_tip("\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses))
+            if idx is not None:
+                tip = "\n".join(f"Near miss {m.rule}: {m.reason}" for m in misses)
+                scene.set_extra_tip(node_key(idx), tip)
         cid = self.panel.current_id()
         if cid:
             self.session.set_focus(ORIGINAL, self.candidate_keys(cid)[0])
