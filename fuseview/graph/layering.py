@@ -274,13 +274,13 @@ def _order_layers(g: _Layered, n_layers: int, ordering_sweeps: int) -> None:
 _SETTLED = 1e-4  # px: a placement round that moved no vertex further than this is not repeated
 
 
-def _place_x(g: _Layered, n_layers: int, node_gap: float, placement_passes: int) -> list[float]:
-    """Horizontal placement: each vertex pulled towards its neighbours, keeping order and gaps."""
-    layers, width, is_dummy, up, down = g.layers, g.width, g.is_dummy, g.up, g.down
+def _packed_x(g: _Layered, node_gap: float) -> tuple[list[float], list[list[float]]]:
+    """Each layer's vertices packed left to right at their gaps: (x of every vertex, each layer's gaps)."""
+    width, is_dummy = g.width, g.is_dummy
     cx = [0.0] * g.nv
     half_gap = node_gap * 0.5
     sep_cache: list[list[float]] = []
-    for lst in layers:
+    for lst in g.layers:
         seps = [0.0]
         x = 0.0
         prev = -1
@@ -292,6 +292,13 @@ def _place_x(g: _Layered, n_layers: int, node_gap: float, placement_passes: int)
             cx[v] = x
             prev = v
         sep_cache.append(seps)
+    return cx, sep_cache
+
+
+def _place_x(g: _Layered, n_layers: int, node_gap: float, placement_passes: int) -> list[float]:
+    """Horizontal placement: each vertex pulled towards its neighbours, keeping order and gaps."""
+    layers, is_dummy, up, down = g.layers, g.is_dummy, g.up, g.down
+    cx, sep_cache = _packed_x(g, node_gap)
     # long edges should run straight: dummies are stiff and pull hard on each other
     weight_v = [4.0 if d else 1.0 for d in is_dummy]
 
