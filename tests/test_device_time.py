@@ -95,16 +95,19 @@ def test_attribution_by_launch_time(traced):
     runs, nodes = dt.ort_spans(ort_events)
     records = dt.device_records(events, _adds)
     got = dt.attribute(dt.markers(events), runs, nodes, records)
-    # the same answer by a plain scan: which mapped node span holds each launch inside a marker
+    # the same answer by a plain scan: which mapped node span holds each launch inside a marker (the
+    # latest started where whole-µs spans overlap)
     offset = got["clock_offset_us"]
     marks = dt.markers(events)
     inside = [r for r in records if any(m0 <= r.launch <= m1 for m0, m1 in marks)]
     want: dict[str, float] = {}
     loose = 0.0
     for r in inside:
-        owner = [nm for nm, s, e, _ in nodes if s + offset <= r.launch < e + offset]
+        owner = sorted(((s, nm) for nm, s, e, _ in nodes if s + offset <= r.launch < e + offset),
+                       key=lambda t: t[0])
         if owner:
-            want[owner[0]] = want.get(owner[0], 0.0) + r.dur / RUNS
+            name = owner[-1][1]
+            want[name] = want.get(name, 0.0) + r.dur / RUNS
         else:
             loose += r.dur / RUNS
     assert got["node_device_us"] == pytest.approx(want)

@@ -52,6 +52,15 @@ def test_kernels_attributed_by_launch_time():
     assert got["unattributed_share"] == pytest.approx(2.0 / 13.0)
 
 
+def test_overlapping_and_nested_spans_give_the_launch_to_the_latest_started_span_that_holds_it():
+    # whole-µs spans: a's end passes b's start; c runs inside d, and d is still open after c ends
+    spans = [("a", 0.0, 11.0), ("b", 10.0, 20.0), ("d", 30.0, 50.0), ("c", 32.0, 35.0)]
+    kernels = [(10.5, 0.0, 1.0), (9.0, 0.0, 2.0), (33.0, 0.0, 4.0), (40.0, 0.0, 8.0), (55.0, 0.0, 16.0)]
+    got = attribute_kernels(spans, kernels)
+    assert got["node_device_us"] == {"b": 1.0, "a": 2.0, "c": 4.0, "d": 8.0}  # d at 40: not lost after c
+    assert got["unattributed_us"] == 16.0
+
+
 def test_cuda_sessions_for_the_output_check_turn_tf32_off():
     from fuseview.runtime.sessions import CPU, CUDA, cuda_providers
 

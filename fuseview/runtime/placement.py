@@ -7,6 +7,7 @@ the CPU with real onnxruntime profiles; on CUDA the same functions read the CUDA
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Any
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -62,14 +63,19 @@ def attribute_kernels(spans: list[tuple[str, float, float]],
 
     spans: (node name, host start µs, host end µs) on one clock; kernels: (launch µs, device start µs,
     device duration µs), the launch on the spans' clock. Returns per-node device µs, the unattributed
-    device µs and the GPU busy µs (the union of the kernels' device intervals).
+    device µs and the GPU busy µs (the union of the kernels' device intervals). Where spans overlap (whole
+    µs in onnxruntime's trace: one node's end can pass the next one's start), the latest started of the
+    spans holding the launch owns it.
     """
     order = sorted(spans, key=lambda s: s[1])
     starts = [s[1] for s in order]
+    reach = list(itertools.accumulate((s[2] for s in order), max))  # the furthest end of spans 0..i
     per: dict[str, float] = {}
     unattributed = 0.0
     for launch, _, dur in kernels:
         i = bisect.bisect_right(starts, launch) - 1
+        while i >= 0 and launch >= order[i][2] and reach[i] > launch:
+            i -= 1  # an earlier span still open at the launch (a span inside another)
         if i >= 0 and launch < order[i][2]:
             per[order[i][0]] = per.get(order[i][0], 0.0) + dur
         else:
