@@ -37,6 +37,7 @@ def test_the_decode_step_stays_inside_the_rotary_cache() -> None:
                     "past_sequence_length": 255, "kv_cache_dim": 16}
 
 
+@pytest.mark.slow  # a profile of two models in a child process: about 4 s
 def test_profile_the_builders_model_against_an_export_of_the_same_weights(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "-m", "fuseview", "profile", str(BUILDER), "--against", str(EXPORT),
