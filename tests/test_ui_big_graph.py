@@ -68,9 +68,10 @@ def test_a_big_unscoped_graph_opens_with_few_items_and_stays_usable(qtbot, win, 
     assert group_key(run) in win.scene.boxes and win.counts()["boxes"] == 9
 
 
-@pytest.mark.slow  # about 20 s: a scan, an Apply and a validation of 6,500 nodes
-def test_both_panes_of_a_big_unscoped_graph_have_the_same_runs(qtbot, win, tmp_path):
-    path = write_big_model(tmp_path, N, "silu")  # 3,250 Sigmoid·Mul pairs: as many quick_gelu candidates
+def _open_and_apply_all(qtbot, win, tmp_path):
+    """The 6,500-node model opened (3,250 Sigmoid·Mul pairs: as many quick_gelu candidates), every
+    candidate accepted and applied: the workbench."""
+    path = write_big_model(tmp_path, N, "silu")
     with qtbot.waitSignal(win.workbench.scanned, timeout=LOAD_MS):
         win.open_file(path)
     qtbot.waitUntil(lambda: not win.busy, timeout=LOAD_MS)
@@ -78,6 +79,12 @@ def test_both_panes_of_a_big_unscoped_graph_have_the_same_runs(qtbot, win, tmp_p
     wb.panel.accept_all()
     with qtbot.waitSignal(wb.applied, timeout=LOAD_MS):
         assert wb.apply()
+    return wb
+
+
+@pytest.mark.slow  # about 20 s: a scan, an Apply and a validation of 6,500 nodes
+def test_both_panes_of_a_big_unscoped_graph_have_the_same_runs(qtbot, win, tmp_path):
+    wb = _open_and_apply_all(qtbot, win, tmp_path)
     # 3,250 fused nodes, under the bound: they sit in the runs of the nodes they replaced, not flat
     runs = {k for k, it in win.scene.boxes.items() if it.box.kind == "group"}
     assert len(runs) == 7 and set(wb.fused_pane.scene.boxes) == runs | {"in:x", "out:y"}
@@ -157,14 +164,7 @@ def test_a_lazy_scene_drops_far_items_but_keeps_the_selection(qtbot, tmp_path, m
 
 @pytest.mark.slow  # about 25 s: a scan, an Apply and a validation of 6,500 nodes
 def test_both_panes_expanded_whole_link_their_selections(qtbot, win, tmp_path):
-    path = write_big_model(tmp_path, N, "silu")
-    with qtbot.waitSignal(win.workbench.scanned, timeout=LOAD_MS):
-        win.open_file(path)
-    qtbot.waitUntil(lambda: not win.busy, timeout=LOAD_MS)
-    wb = win.workbench
-    wb.panel.accept_all()
-    with qtbot.waitSignal(wb.applied, timeout=LOAD_MS):
-        assert wb.apply()
+    wb = _open_and_apply_all(qtbot, win, tmp_path)
     with qtbot.waitSignal(win.document_shown, timeout=LOAD_MS):
         win.expand_all()
     fused_graph = wb.session.fused.doc.graph
