@@ -248,14 +248,17 @@ def head_size_dims(model: onnx.ModelProto) -> dict[str, int]:
     slots = {(s.input, s.axis): s.key for s in dim_slots(model)}
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
     out: dict[str, int] = {}
-    widths = _ProjectionWidths(model)
+    widths: _ProjectionWidths | None = None  # made only for a model that needs it (resolve_dims runs often)
     for n in model.graph.node:
         past_at = _CACHE_READERS.get(n.op_type) if n.domain == "com.microsoft" else None
         if past_at is None:
             continue
         caches = [n.input[i] for i in past_at if i < len(n.input) and ranks.get(n.input[i]) == 4
                   and (n.input[i], 3) in slots]
-        size = _head_size(n, widths) if caches else None
+        if not caches:
+            continue
+        widths = widths or _ProjectionWidths(model)
+        size = _head_size(n, widths)
         if size:
             out.update({slots[(c, 3)]: size for c in caches})
     return out
