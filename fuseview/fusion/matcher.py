@@ -372,13 +372,48 @@ def match_at(index: GraphIndex, pattern: Pattern, tensor: str) -> SubMatch | Non
     return None if st is None else SubMatch(dict(st.nodes), dict(st.binds))
 
 
+def _judge(index: GraphIndex, rule: Rule, pattern: Pattern, st: _State) -> tuple[Match, str | None, bool]:
+    """The match of a state, why it is not valid (None when it is) and whether the rule excludes it."""
+    reason, outputs, exposed = _boundary(index, pattern, st)
+    m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
+    if rule.exclude is not None and rule.exclude(m):
+        return m, None, True
+    if reason is None and rule.check is not None:
+        reason = rule.check(m)  # one that raises is reported by the scan as the rule's failure
+    return m, reason, False
+
+
+def _shorter_form(
+    index: GraphIndex, rule: Rule, pi: int, pattern: Pattern, st: _State
+) -> tuple[onnx.NodeProto, ...]:
+    """The node that st, the largest state at an outer root (Pattern.nested), holds as the inner root, when
+    the rule's match there is proved to be st less its root: no earlier pattern of the rule takes that node's
+    op, and the state is valid (it is then the first state there, see _nested_roots). That match is a strict
+    subset of st's, dropped by the scan, which may skip the node. Else ()."""
+    root = next(iter(st.nodes))
+    nested = pattern.nested.get(root)
+    if nested is None:
+        return ()
+    inner_label, own_vars = nested
+    node = st.nodes.get(inner_label)
+    if node is None or any(node.op_type in q.root_ops for q in rule.compiled[:pi]):
+        return ()
+    nodes = {lb: n for lb, n in st.nodes.items() if lb != root}
+    sub = _State(nodes, st.used, {v: t for v, t in st.binds.items() if v not in own_vars})
+    try:
+        _m, reason, dropped = _judge(index, rule, pattern, sub)
+    except Exception:  # noqa: BLE001 - then the node is matched itself, and its failure reported there
+        return ()
+    return () if reason is not None or dropped else (node,)
+
+
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     producer_ops = None
     op = node.op_type
-    for pattern in rule.compiled:
+    for pi, pattern in enumerate(rule.compiled):
         if op not in pattern.root_ops:
             continue
         needs = pattern.need.get(op)
@@ -396,17 +431,16 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
         states = pm.match_root(node)
         if pattern.has_alternatives:
             states = iter(sorted(states, key=lambda s: -len(s.nodes)))
-        for st in states:
-            reason, outputs, exposed = _boundary(index, pattern, st)
-            m = Match(rule, index, dict(st.nodes), dict(st.binds), outputs, exposed, pattern.source)
-            if rule.exclude is not None and rule.exclude(m):
+        for k, st in enumerate(states):
+            m, reason, dropped = _judge(index, rule, pattern, st)
+            if dropped:
                 excluded = max(excluded, len(st.nodes))
                 continue
-            if reason is None and rule.check is not None:
-                reason = rule.check(m)  # one that raises is reported by the scan as the rule's failure
             if reason is None:
                 # Patterns come largest first, so this is the largest valid match (Transpose+MatMul+Mul
                 # rather than MatMul+Mul).
+                if k == 0 and pattern.nested:
+                    m.nested_roots = _shorter_form(index, rule, pi, pattern, st)
                 return m, None
             f = Failure(len(st.nodes) + 1, reason, list(st.nodes.values()))
             if best is None or f.depth >= best.depth:

@@ -245,6 +245,43 @@ def _smallest(term: PTerm, seen: set[int]) -> int:
     return 0
 
 
+def _var_names(terms: Iterable[PTerm]) -> list[str]:
+    """Names of the variables among terms (inside alternatives and optional inputs too)."""
+    out: list[str] = []
+    for t in terms:
+        if isinstance(t, PVar):
+            out.append(t.name)
+        elif isinstance(t, PAlt):
+            out += _var_names(t.alternatives)
+        elif isinstance(t, POpt):
+            out += _var_names([t.term])
+    return out
+
+
+def _nested_roots(roots: list[PNode], nodes: list[PNode]) -> dict[str, tuple[str, frozenset[str]]]:
+    """Outer root label -> (inner root label, the outer root's variables) for each root whose one node input
+    is another root, its other inputs variables of its own or constants, where no other root takes the inner
+    root's op types and both labels are unique: every match of the inner root at a node then is a match of
+    the outer one at its consumer less that consumer, in the same order (the matcher relies on it)."""
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    labels = [n.label for n in nodes]
+    for outer in roots if len(roots) > 1 else ():
+        subs = [t for t in outer.inputs if isinstance(t, POut)]
+        rest = [t for t in outer.inputs if not isinstance(t, POut)]
+        if len(subs) != 1 or subs[0].index != 0 or not all(type(t) in (PVar, PConst) for t in rest):
+            continue
+        inner = subs[0].node
+        if all(inner is not r for r in roots) or labels.count(inner.label) + labels.count(outer.label) != 2:
+            continue
+        if any(r is not inner and set(r.op_types) & set(inner.op_types) for r in roots):
+            continue
+        own = _var_names(rest)
+        elsewhere = _var_names(t for n in nodes if n is not outer for t in n.inputs)
+        if len(set(own)) == len(own) and not set(own) & set(elsewhere):
+            out[outer.label] = (inner.label, frozenset(own))
+    return out
+
+
 @dataclass
 class Pattern:
     """A compiled pattern: its root nodes (alternatives), all its nodes and the variable names."""
@@ -261,10 +298,14 @@ class Pattern:
     need: dict[str, list] = field(default_factory=dict, repr=False)  # matcher's first-level filter cache
 
     exposed_labels: frozenset[str] = frozenset()
+    # an Optional root (op.Optional(op.Add(scaled, beta), scaled)): the outer root's label -> the inner
+    # root's label and the outer root's own variables (see _nested_roots)
+    nested: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.root_ops = frozenset(t for r in self.roots for t in r.op_types)
         self.exposed_labels = frozenset(n.label for n in self.nodes if n.expose)
+        self.nested = _nested_roots(self.roots, self.nodes)
 
     @property
     def max_nodes(self) -> int:
@@ -302,6 +343,9 @@ class Match:
     exposed: dict[str, str] = field(default_factory=dict)  # label -> exposed tensor that is used outside
     pattern: str = ""
     payload: Any = None  # what a find() rule's replace needs (its own match object)
+    # nodes this match holds as its pattern's inner root where the match would be this one less its root
+    # (proved valid by the matcher): a strict subset of this one, so the scan need not match there
+    nested_roots: tuple[Any, ...] = ()
 
     @classmethod
     def custom(

@@ -120,18 +120,7 @@ def _scan_model(
         key = frozenset(rule.op_types)
         if key not in anchors:
             anchors[key] = _anchors(index, key)
-        for node in anchors[key]:
-            try:
-                match, failure = match_rule(index, rule, node)
-            except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
-                misses.append(NearMiss(rule.name, (index.name(node),), _rule_error(exc)))
-                continue
-            if match is not None:
-                c = make_candidate(index, match)
-                found.append((-rule.priority, index.position(node), c))
-            elif failure is not None:
-                names = tuple(index.name(n) for n in sorted(failure.nodes, key=index.position))
-                misses.append(NearMiss(rule.name, names, failure.reason))
+        _match_anchors(index, rule, anchors[key], found, misses)
     found.sort(key=lambda t: (t[0], t[1]))
     cands = []
     seen = set()
@@ -146,6 +135,43 @@ def _scan_model(
     result = ScanResult(cands, misses, index, list(dict.fromkeys(index.notes)), path)
     _scan_inner(result, rules, base_dir, functions)
     return result
+
+
+def _match_anchors(
+    index: GraphIndex,
+    rule: Rule,
+    nodes: list[onnx.NodeProto],
+    found: list[tuple[int, int, Candidate]],
+    misses: list[NearMiss],
+) -> None:
+    """Match a declarative rule at each anchor node; its candidates and near misses in graph order.
+
+    The anchors are matched last first: a valid match then names, before they come, the nodes where the
+    matcher proved the rule's match to be a strict subset of it (the Mul of a LayerNorm whose beta Add
+    matched: Match.nested_roots), which _drop_submatches would drop; they are skipped."""
+    results: list[Candidate | NearMiss | None] = [None] * len(nodes)
+    nested: set[int] = set()
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        if nested and id(node) in nested:
+            continue
+        try:
+            match, failure = match_rule(index, rule, node)
+        except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
+            results[i] = NearMiss(rule.name, (index.name(node),), _rule_error(exc))
+            continue
+        if match is not None:
+            results[i] = make_candidate(index, match)
+            nested.update(id(n) for n in match.nested_roots)
+        elif failure is not None:
+            names = tuple(index.name(n) for n in sorted(failure.nodes, key=index.position))
+            results[i] = NearMiss(rule.name, names, failure.reason)
+    prio = -rule.priority
+    for node, r in zip(nodes, results, strict=True):
+        if isinstance(r, Candidate):
+            found.append((prio, index.position(node), r))
+        elif r is not None:
+            misses.append(r)
 
 
 def _anchors(index: GraphIndex, op_types: Iterable[str]) -> list[onnx.NodeProto]:
