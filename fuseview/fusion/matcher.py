@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,7 +326,7 @@ def _first_level(pattern: Pattern, op_type: str) -> list[list[frozenset[str]]]:
     return cached
 
 
-def _may_match(need: list[frozenset[str]], producer_ops: list[str | None]) -> bool:
+def _may_match(need: list[frozenset[str]], producer_ops: Sequence[str | None]) -> bool:
     """True when each constrained input can be fed by a distinct producer of an allowed type."""
     if len(need) == 1:
         return not need[0].isdisjoint(producer_ops)
@@ -372,6 +372,32 @@ def match_at(index: GraphIndex, pattern: Pattern, tensor: str) -> SubMatch | Non
     return None if st is None else SubMatch(dict(st.nodes), dict(st.binds))
 
 
+def _passes(pattern: Pattern, op: str, producer_ops: tuple[str | None, ...]) -> bool:
+    """Whether a node of op type op whose inputs come from producer_ops passes the pattern's cheap filter."""
+    if op not in pattern.root_ops:
+        return False
+    needs = pattern.need.get(op)
+    if needs is None:
+        needs = _first_level(pattern, op)
+    if not needs:
+        return False
+    return not all(needs) or any(_may_match(need, producer_ops) for need in needs)
+
+
+def _patterns_at(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[int, ...]:
+    """The positions in rule.compiled of the patterns that may match at node: a function of the node's op
+    type and its producers' op types only, kept on the rule (each of some 10,000 calls a scan made the
+    same tests again)."""
+    key = (node.op_type, tuple(index.producer_ops(node)))
+    got = rule.prefilter.get(key)
+    if got is None:
+        if len(rule.prefilter) >= 4096:  # op-type combinations: few per model, bounded over many
+            rule.prefilter.clear()
+        got = tuple(pi for pi, p in enumerate(rule.compiled) if _passes(p, key[0], key[1]))
+        rule.prefilter[key] = got
+    return got
+
+
 def _judge(index: GraphIndex, rule: Rule, pattern: Pattern, st: _State) -> tuple[Match, str | None, bool]:
     """The match of a state, why it is not valid (None when it is) and whether the rule excludes it."""
     reason, outputs, exposed = _boundary(index, pattern, st)
@@ -411,21 +437,8 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
-    producer_ops = None
-    op = node.op_type
-    for pi, pattern in enumerate(rule.compiled):
-        if op not in pattern.root_ops:
-            continue
-        needs = pattern.need.get(op)
-        if needs is None:
-            needs = _first_level(pattern, op)
-        if not needs:
-            continue
-        if all(needs):
-            if producer_ops is None:
-                producer_ops = index.producer_ops(node)
-            if not any(_may_match(need, producer_ops) for need in needs):
-                continue
+    for pi in _patterns_at(index, rule, node):
+        pattern = rule.compiled[pi]
         pm = PatternMatcher(index, pattern)
         # With alternatives one pattern has matches of several sizes: the largest is tried first.
         states = pm.match_root(node)

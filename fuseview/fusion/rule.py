@@ -460,6 +460,8 @@ class Rule:
     # Larger fusions first: among conflicting candidates "first come first served" then prefers them.
     priority: int = 0
     compiled: list[Pattern] = field(default_factory=list, repr=False)
+    # (op type, input producers' op types) -> positions of the compiled patterns its filter lets through
+    prefilter: dict[tuple, tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         bad = [r for r in self.runs_on if r not in RUNS_ON]
