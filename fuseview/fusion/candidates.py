@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from itertools import chain
+from typing import cast
 
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.rule import Candidate, Match
@@ -21,14 +23,14 @@ def make_candidate(index: GraphIndex, m: Match) -> Candidate:
     names = [index.name(n) for n in nodes]
     keep = set(m.outputs)
     removed = [o for n in nodes for o in index.outputs(n) if o and o not in keep]
-    sizes = [index.nbytes(t) for t in removed]
-    saved = None if None in sizes else sum(s for s in sizes if s is not None)
-    traffic = None
-    if saved is not None:
-        reads: Counter[str] = Counter()
-        for n in nodes:  # one pass: a big match has hundreds of nodes
-            reads.update(index.inputs(n))
-        traffic = sum((s or 0) * (1 + reads[t]) for t, s in zip(removed, sizes, strict=True))
+    sizes = list(map(index.nbytes, removed))
+    saved = traffic = None
+    if None not in sizes:
+        known = cast(list[int], sizes)  # no None among them
+        saved = sum(known)
+        # one pass over every input (a big match has hundreds of nodes), counted in C
+        reads = Counter(chain.from_iterable(map(index.inputs, nodes)))
+        traffic = sum(s * (1 + reads[t]) for t, s in zip(removed, known, strict=True))
     r = m.rule
     return Candidate(
         candidate_id(r.name, names),
