@@ -461,7 +461,8 @@ class Rule:
     priority: int = 0
     compiled: list[Pattern] = field(default_factory=list, repr=False)
     # (op type, input producers' op types) -> positions of the compiled patterns its filter lets through
-    prefilter: dict[tuple, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    # (not an init field: a copy of the rule made with other patterns starts without it)
+    prefilter: dict[tuple, tuple[int, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         bad = [r for r in self.runs_on if r not in RUNS_ON]
