@@ -1,17 +1,23 @@
-"""An Optional root's shorter form (the Mul of a LayerNorm whose beta Add matched) is skipped by the scan
-only where the matcher proved its match a strict subset of the longer one: the results stay the same."""
+"""What the scan skips changes nothing: an Optional root's shorter form (the Mul of a LayerNorm whose beta
+Add matched) only where the matcher proved its match a strict subset of the longer one, and a pattern at a
+node only where it provably fails with at most two nodes matched."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.matcher import match_rule
+from fuseview.fusion.matcher import PatternMatcher, _fails_shallow, match_rule
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
-from fuseview.fusion.rules import rule_by_name
+from fuseview.fusion.rules import catalogue, rule_by_name
 from fuseview.fusion.scan import scan_model
+
+from .conftest import ASSET_MODELS
 
 
 def _model(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -106,3 +112,32 @@ def test_a_larger_state_that_failed_keeps_the_shorter_form() -> None:
     assert long is not None and long.nested_roots == ()
     result = scan_model(model, rules=[rule])
     assert any(m.nodes == ("transpose", "matmul") for m in result.near_misses)
+
+
+SHALLOW_MODELS = [
+    ASSET_MODELS / "llama_2l_ts17.onnx",
+    ASSET_MODELS / "mlp_gelu_erf_ts17.onnx",
+    ASSET_MODELS / "bert_2l_ts13.onnx",
+    Path(__file__).parent / "data" / "gpt2" / "gpt2_2l_ts17.onnx",
+]
+
+
+@pytest.mark.parametrize("path", SHALLOW_MODELS, ids=lambda p: p.name)
+def test_a_pattern_skipped_as_failing_shallow_matches_nothing_there(path: Path) -> None:
+    """Where _fails_shallow skips a pattern, the matcher itself finds no state and fails with at most two
+    nodes matched (never a near miss): at every node of real exports, for every declarative pattern."""
+    model = onnx.load(str(path))
+    index = GraphIndex(model)
+    skipped = 0
+    for rule in catalogue():
+        for pattern in rule.compiled:
+            if pattern.min_nodes < 2:
+                continue
+            for node in model.graph.node:
+                if node.op_type not in pattern.root_ops or not _fails_shallow(index, pattern, node):
+                    continue
+                skipped += 1
+                pm = PatternMatcher(index, pattern)
+                assert next(pm.match_root(node), None) is None, (rule.name, node.name)
+                assert pm.failure is None or pm.failure.depth < 3, (rule.name, node.name, pm.failure)
+    assert skipped > 0

@@ -339,6 +339,77 @@ def _may_match(need: list[frozenset[str]], producer_ops: Sequence[str | None]) -
     return True
 
 
+def _orders(pn: PNode, node: onnx.NodeProto) -> list[list[PTerm]]:
+    """The operand orders the matcher tries for pn at node (both for a commutative pair)."""
+    terms = pn.inputs
+    if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
+        return [terms, [terms[1], terms[0]]]
+    return [terms]
+
+
+def _first_nodes(terms: list[PTerm]) -> tuple[int, list[POut]] | None:
+    """Where the matcher first leaves the variables and constants it takes in place: the slot and the node
+    outputs that may fill it (a node output or alternatives of them); None when it is something else."""
+    for i, t in enumerate(terms):
+        if type(t) is PVar or type(t) is PConst:
+            continue
+        if type(t) is POut:
+            return i, [t]
+        if type(t) is PAlt and all(type(a) is POut for a in t.alternatives):
+            return i, [a for a in t.alternatives if type(a) is POut]
+        return None
+    return None
+
+
+def _fed_by(index: GraphIndex, outs: list[POut], tensor: str, taken: tuple[str, ...]) -> list[POut] | None:
+    """Those of outs whose node could compute tensor (the producer's op type and output fit); None when one
+    of them is a label matched already (the matcher then compares outputs instead)."""
+    if any(o.node.label in taken for o in outs):
+        return None
+    prod = index.producer.get(tensor)
+    if prod is None:
+        return []
+    node, k = prod
+    return [o for o in outs if o.index == k and node.op_type in o.node.op_types]
+
+
+def _fails_shallow(index: GraphIndex, pattern: Pattern, node: onnx.NodeProto) -> bool:
+    """True when the pattern provably matches nothing at node and fails with at most two nodes matched: in
+    every root and operand order, the first node input either has no producer that fits, or one whose own
+    first node input has none. Such a failure is never a near miss (min_nodes >= 2), so skipping the
+    backtracking there changes nothing. Cheaper than the matcher's failing there (generators, states)."""
+    inputs = index.inputs(node)
+    for root in pattern.roots:
+        if node.op_type not in root.op_types:
+            continue
+        for order in _orders(root, node):
+            first = _first_nodes(order)
+            if first is None:
+                return False
+            tensor = inputs[first[0]] if first[0] < len(inputs) else ""
+            fed = _fed_by(index, first[1], tensor, (root.label,))
+            if fed is None:
+                return False
+            if fed:
+                child = index.producer[tensor][0]
+                if not all(_child_fails(index, out.node, child, root.label) for out in fed):
+                    return False
+    return True
+
+
+def _child_fails(index: GraphIndex, pn: PNode, node: onnx.NodeProto, root_label: str) -> bool:
+    """True when pn fitted at node (the root's first node input) matches no further node in any order."""
+    inputs = index.inputs(node)
+    for order in _orders(pn, node):
+        first = _first_nodes(order)
+        if first is None:
+            return False
+        tensor = inputs[first[0]] if first[0] < len(inputs) else ""
+        if _fed_by(index, first[1], tensor, (root_label, pn.label)) != []:
+            return False
+    return True
+
+
 @dataclass
 class SubMatch:
     """A pattern matched inside an imperative rule: its nodes by label and the tensors its variables bound."""
@@ -439,6 +510,8 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     for pi in _patterns_at(index, rule, node):
         pattern = rule.compiled[pi]
+        if pattern.min_nodes >= 2 and _fails_shallow(index, pattern, node):
+            continue
         pm = PatternMatcher(index, pattern)
         # With alternatives one pattern has matches of several sizes: the largest is tried first.
         states = pm.match_root(node)
