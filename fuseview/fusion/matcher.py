@@ -339,10 +339,11 @@ def _may_match(need: list[frozenset[str]], producer_ops: Sequence[str | None]) -
     return True
 
 
-def _orders(pn: PNode, node: onnx.NodeProto) -> list[list[PTerm]]:
-    """The operand orders the matcher tries for pn at node (both for a commutative pair)."""
+def _orders(pn: PNode, commutes: bool) -> list[list[PTerm]]:
+    """The operand orders the matcher tries for pn at a node (both for a pair when commutes: the graph
+    node's op type is in COMMUTATIVE)."""
     terms = pn.inputs
-    if len(terms) == 2 and (pn.commutative or node.op_type in COMMUTATIVE):
+    if len(terms) == 2 and (pn.commutative or commutes):
         return [terms, [terms[1], terms[0]]]
     return [terms]
 
@@ -361,52 +362,71 @@ def _first_nodes(terms: list[PTerm]) -> tuple[int, list[POut]] | None:
     return None
 
 
-def _fed_by(index: GraphIndex, outs: list[POut], tensor: str, taken: tuple[str, ...]) -> list[POut] | None:
-    """Those of outs whose node could compute tensor (the producer's op type and output fit); None when one
-    of them is a label matched already (the matcher then compares outputs instead)."""
-    if any(o.node.label in taken for o in outs):
-        return None
-    prod = index.producer.get(tensor)
-    if prod is None:
-        return []
-    node, k = prod
-    return [o for o in outs if o.index == k and node.op_type in o.node.op_types]
+def _child_probe(child: PNode, root_label: str) -> dict[bool, list] | None:
+    """For a root's first node input: per commutativity of the graph node, its operand orders as (slot,
+    ((output index, op types), ...)) of its own first node input; None when a path is beyond the proof."""
+    variants: dict[bool, list] = {}
+    for commutes in (False, True):
+        orders = []
+        for terms in _orders(child, commutes):
+            first = _first_nodes(terms)
+            if first is None or any(o.node.label in (root_label, child.label) for o in first[1]):
+                return None  # a label matched already is compared, not fitted: not what the proof covers
+            orders.append((first[0], tuple((o.index, frozenset(o.node.op_types)) for o in first[1])))
+        variants[commutes] = orders
+    return variants
+
+
+def _shallow_probes(pattern: Pattern, op: str) -> list | None:
+    """What _fails_shallow tests at a node of op type op, made once per pattern: per root, per operand
+    order, (slot, fits) with each fit (output index, op types, _child_probe). None when unprovable."""
+    probes = []
+    for root in pattern.roots:
+        if op not in root.op_types:
+            continue
+        orders = []
+        for terms in _orders(root, op in COMMUTATIVE):
+            first = _first_nodes(terms)
+            if first is None or any(o.node.label == root.label for o in first[1]):
+                return None
+            fits = [(o.index, frozenset(o.node.op_types), _child_probe(o.node, root.label)) for o in first[1]]
+            orders.append((first[0], fits))
+        probes.append(orders)
+    return probes
 
 
 def _fails_shallow(index: GraphIndex, pattern: Pattern, node: onnx.NodeProto) -> bool:
     """True when the pattern provably matches nothing at node and fails with at most two nodes matched: in
-    every root and operand order, the first node input either has no producer that fits, or one whose own
-    first node input has none. Such a failure is never a near miss (min_nodes >= 2), so skipping the
-    backtracking there changes nothing. Cheaper than the matcher's failing there (generators, states)."""
+    every root and operand order, the first node input (after the variables and constants the matcher takes
+    in place) has no producer that fits, or one whose own first node input has none. Such a failure is
+    never a near miss (min_nodes >= 2), so skipping the backtracking there changes nothing."""
+    op = node.op_type
+    if op in pattern.shallow:
+        probes = pattern.shallow[op]
+    else:
+        probes = pattern.shallow[op] = _shallow_probes(pattern, op)
+    if probes is None:
+        return False
+    producer = index.producer
     inputs = index.inputs(node)
-    for root in pattern.roots:
-        if node.op_type not in root.op_types:
-            continue
-        for order in _orders(root, node):
-            first = _first_nodes(order)
-            if first is None:
-                return False
-            tensor = inputs[first[0]] if first[0] < len(inputs) else ""
-            fed = _fed_by(index, first[1], tensor, (root.label,))
-            if fed is None:
-                return False
-            if fed:
-                child = index.producer[tensor][0]
-                if not all(_child_fails(index, out.node, child, root.label) for out in fed):
+    for orders in probes:
+        for slot, fits in orders:
+            prod = producer.get(inputs[slot]) if slot < len(inputs) else None
+            if prod is None:
+                continue
+            child, k = prod
+            for out_index, ops, variants in fits:
+                if k != out_index or child.op_type not in ops:
+                    continue
+                if variants is None:
                     return False
-    return True
-
-
-def _child_fails(index: GraphIndex, pn: PNode, node: onnx.NodeProto, root_label: str) -> bool:
-    """True when pn fitted at node (the root's first node input) matches no further node in any order."""
-    inputs = index.inputs(node)
-    for order in _orders(pn, node):
-        first = _first_nodes(order)
-        if first is None:
-            return False
-        tensor = inputs[first[0]] if first[0] < len(inputs) else ""
-        if _fed_by(index, first[1], tensor, (root_label, pn.label)) != []:
-            return False
+                below = index.inputs(child)
+                for slot2, fits2 in variants[child.op_type in COMMUTATIVE]:
+                    p2 = producer.get(below[slot2]) if slot2 < len(below) else None
+                    if p2 is not None:
+                        for i, o in fits2:
+                            if p2[1] == i and p2[0].op_type in o:
+                                return False
     return True
 
 

@@ -296,6 +296,7 @@ class Pattern:
     has_alternatives: bool = False
     root_ops: frozenset[str] = frozenset()
     need: dict[str, list] = field(default_factory=dict, repr=False)  # matcher's first-level filter cache
+    shallow: dict[str, Any] = field(default_factory=dict, repr=False)  # matcher's _fails_shallow probes
 
     exposed_labels: frozenset[str] = frozenset()
     # an Optional root (op.Optional(op.Add(scaled, beta), scaled)): the outer root's label -> the inner
