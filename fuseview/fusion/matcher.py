@@ -475,7 +475,7 @@ def _passes(pattern: Pattern, op: str, producer_ops: tuple[str | None, ...]) -> 
     return not all(needs) or any(_may_match(need, producer_ops) for need in needs)
 
 
-def _patterns_at(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[int, ...]:
+def patterns_at(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[int, ...]:
     """The positions in rule.compiled of the patterns that may match at node: a function of the node's op
     type and its producers' op types only, kept on the rule (each of some 10,000 calls a scan made the
     same tests again)."""
@@ -526,9 +526,17 @@ def _shorter_form(
 
 def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Match | None, Failure | None]:
     """The first valid match of any of the rule's patterns rooted at ``node``, else the deepest failure."""
+    return match_patterns(index, rule, node, patterns_at(index, rule, node))
+
+
+def match_patterns(
+    index: GraphIndex, rule: Rule, node: onnx.NodeProto, pis: tuple[int, ...]
+) -> tuple[Match | None, Failure | None]:
+    """match_rule over the patterns at these positions of rule.compiled (patterns_at: those whose filter
+    lets the node through; the scan asks it first, and skips the many nodes with none)."""
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
-    for pi in _patterns_at(index, rule, node):
+    for pi in pis:
         pattern = rule.compiled[pi]
         if pattern.min_nodes >= 2 and _fails_shallow(index, pattern, node):
             continue

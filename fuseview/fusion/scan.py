@@ -15,7 +15,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion import kernels
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.matcher import match_rule
+from fuseview.fusion.matcher import match_patterns, patterns_at
 from fuseview.fusion.rule import Candidate, Match, Miss, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.fusion.subgraphs import InnerModel, inner_models
@@ -156,7 +156,10 @@ def _match_anchors(
         if nested and id(node) in nested:
             continue
         try:
-            match, failure = match_rule(index, rule, node)
+            pis = patterns_at(index, rule, node)
+            if not pis:
+                continue
+            match, failure = match_patterns(index, rule, node, pis)
         except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
             results[i] = NearMiss(rule.name, (index.name(node),), _rule_error(exc))
             continue
