@@ -259,10 +259,11 @@ def _drop_submatches(cands: list[Candidate]) -> list[Candidate]:
             by_node.setdefault(n, []).append(c)
     keep = []
     for c in cands:
-        mine = set(c.nodes)
         others = {id(o): o for o in by_node[c.nodes[0]] if o is not c and o.rule == c.rule}
-        if any(mine < set(o.nodes) for o in others.values()):
-            continue
+        if others:  # most candidates share their first node with no other candidate of their rule
+            mine = set(c.nodes)
+            if any(mine < set(o.nodes) for o in others.values()):
+                continue
         keep.append(c)
     return keep
 
