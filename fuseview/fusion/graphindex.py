@@ -314,7 +314,7 @@ class GraphIndex:
             if v[0] is not None and all(isinstance(d, int) for d in v[0])
         }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
-        seeded, small = constant_seeds(mg)
+        seeded, small = constant_seeds(mg, self.table, weightless=True)  # mg: inference's weightless copy
         self._seeds = small
         inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known, self.table)  # mg: a copy of this graph's nodes
