@@ -298,29 +298,38 @@ class GraphIndex:
             self.typed_graph = inference.model.graph
         self.notes.extend(inference.notes)
         self._static = inference.shapes
+        known: dict[str, list[int]] = {}  # the concrete shapes, for propagation
+        # values of one type share their dims (inference.py): each distinct dims substituted once
+        done: dict[int, tuple[list | None, bool]] = {}
         for name, (dims, elem) in inference.shapes.items():
-            self._shapes[name] = (substitute(dims, used), elem)
+            got = done.get(id(dims))
+            if got is None:
+                sub = substitute(dims, used)
+                got = done[id(dims)] = (sub, sub is not None and all(isinstance(d, int) for d in sub))
+            sub = None if got[0] is None else got[0][:]  # a list per tensor: shape() hands it out
+            self._shapes[name] = (sub, elem)
+            if got[1]:
+                known[name] = sub  # type: ignore[assignment]
         for t in self.graph.initializer:
-            self._shapes.setdefault(t.name, (t.dims[:], t.data_type))
-        self._propagate(inference.model.graph)
+            if t.name not in self._shapes:
+                init_dims = t.dims[:]
+                self._shapes[t.name] = (init_dims, t.data_type)
+                known[t.name] = init_dims
+        self._propagate(inference.model.graph, known)
 
-    def _propagate(self, mg: onnx.GraphProto) -> None:
-        """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
+    def _propagate(self, mg: onnx.GraphProto, known: dict[str, list[int]]) -> None:
+        """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py); known:
+        the concrete ones."""
         from fuseview.graph.shapes import constant_seeds, propagate
 
-        known = {
-            k: v[0]
-            for k, v in self._shapes.items()
-            if v[0] is not None and all(isinstance(d, int) for d in v[0])
-        }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
         seeded, small = constant_seeds(mg, self.table, weightless=True)  # mg: inference's weightless copy
         self._seeds = small
         inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known, self.table)  # mg: a copy of this graph's nodes
         for name, s in shapes.items():
-            old = self._shapes.get(name)
-            if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
+            if name not in known:  # onnx left it unknown or symbolic
+                old = self._shapes.get(name)
                 self._shapes[name] = (s, old[1] if old else 0)
 
     def static_dim(self, tensor: str, i: int) -> int | None:
