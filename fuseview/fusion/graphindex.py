@@ -18,7 +18,6 @@ from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.graph.shapes import attribute_value, raw_array
 from fuseview.graph.table import NodeTable
-from fuseview.naming import unique_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # A body's outer reads by its bytes' digest: every inner graph is scanned as its own model (a copy), so
@@ -96,7 +95,7 @@ class GraphIndex:
         self.table = t
         self.nodes: list[onnx.NodeProto] = t.nodes
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
-        self._names = unique_names(t.names, t.op_types)
+        self._names = t.unique_names()
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 import onnx
@@ -20,7 +21,6 @@ from fuseview.graph.scopes import node_scope
 from fuseview.graph.shapes import attribute_value
 from fuseview.graph.table import NodeTable
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
-from fuseview.naming import unique_names
 from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
@@ -126,18 +126,8 @@ def check_structure(model: onnx.ModelProto, where: str = "model", table: NodeTab
 def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | None = None) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
     t = table or NodeTable.of(g)
-    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
-    for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
-        for text in (name, op_type, domain, *ins, *outs):
-            if not isinstance(text, str):
-                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for attr_name, kind, subs in attrs:
-            if not isinstance(attr_name, str):
-                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
-            if kind == onnx.AttributeProto.UNDEFINED:
-                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
-            for sub in subs:
-                _check_names_and_dims(sub, where)
+    if not _plain_nodes(t):  # something to refuse or a body to walk: node by node, the first one said
+        _check_node_names(t, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
             raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
@@ -153,6 +143,36 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | Non
         if not isinstance(t.name, str):
             raise FuseviewError(f"{where}: an initializer name is not valid UTF-8 ({t.name[:40]!r})")
         _check_tensor_data(t, where)
+
+
+def _plain_nodes(t: NodeTable) -> bool:
+    """Every name, op type, domain, input and output a str (a join refuses the bytes protobuf gives for one
+    that is not UTF-8, at C speed), and every attribute named by a str, typed and holding no graph."""
+    try:
+        for column in (t.names, t.op_types, t.domains):
+            "".join(column)
+        "".join(chain.from_iterable(t.inputs))
+        "".join(chain.from_iterable(t.outputs))
+    except TypeError:
+        return False
+    undefined = onnx.AttributeProto.UNDEFINED
+    return all(type(name) is str and kind != undefined and not subs
+               for attrs in t.attribute_rows() for name, kind, subs in attrs)
+
+
+def _check_node_names(t: NodeTable, where: str) -> None:
+    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
+    for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
+        for text in (name, op_type, domain, *ins, *outs):
+            if not isinstance(text, str):
+                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
+        for attr_name, kind, subs in attrs:
+            if not isinstance(attr_name, str):
+                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
+            if kind == onnx.AttributeProto.UNDEFINED:
+                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
+            for sub in subs:
+                _check_names_and_dims(sub, where)
 
 
 # The typed field that holds each element type's values when raw_data is not used (onnx.proto).
@@ -212,8 +232,9 @@ def _check_graph(
     deep: bool = True,
 ) -> tuple[list[str], dict[str, int], dict[str, list[int]]]:
     """Node names, producer and consumers of one graph (and, deep, its subgraphs checked too) after
-    refusing what makes it no graph at all."""
-    names = unique_names(table.names, table.op_types)
+    refusing what makes it no graph at all. Consumers only when not deep (the document's graphs): the
+    deep check of a file reads none."""
+    names = table.unique_names()
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
     reads = table.inputs
@@ -229,9 +250,10 @@ def _check_graph(
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        for inp in ins:
-            if inp:
-                consumers.setdefault(inp, []).append(i)
+        if not deep:
+            for inp in ins:
+                if inp:
+                    consumers.setdefault(inp, []).append(i)
     defined = set(producer) | set(inputs) | init_names
     in_order = True  # every input made by an earlier node: no cycle, the sort below is not needed
     for i, ins in enumerate(reads):
