@@ -102,24 +102,7 @@ class GraphIndex:
         self._inputs: dict[int, list[str]] = {}
         self._outputs: dict[int, list[str]] = {}
         self._attrs: dict[int, dict[str, Any]] = {}
-        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
-        for n, op, domain, ins, outs, attrs in rows:
-            self.by_op[op].append(n)
-            self._outputs[id(n)] = outs
-            for i, o in enumerate(outs):
-                if o:
-                    self.producer[o] = (n, i)
-            seen = set()
-            bodies = _has_subgraph(op, domain, attrs)
-            for i in ins + sorted(subgraph_inputs(n) if bodies else ()):
-                if i and i not in seen:
-                    seen.add(i)
-                    self.consumers[i].append(n)
-            if ins and not ins[-1]:
-                ins = ins[:]  # the table's list stays as the proto has it
-                while ins and not ins[-1]:
-                    ins.pop()
-            self._inputs[id(n)] = ins
+        self._link(t)
         self.graph_outputs = {o.name for o in self.graph.output}
         self.graph_inputs = {i.name for i in self.graph.input}
         self.initializers = {t.name: t for t in self.graph.initializer}
@@ -136,6 +119,29 @@ class GraphIndex:
         self._dims = dict(dims or {})
         if infer:
             self._infer_shapes()
+
+    def _link(self, t: NodeTable) -> None:
+        """Producers, consumers (each reading node once, in its inputs' order, then its bodies' outer reads
+        sorted), nodes by op, and each node's inputs and outputs, from the table's columns."""
+        by_op, producer, consumers = self.by_op, self.producer, self.consumers
+        inputs_of, outputs_of = self._inputs, self._outputs
+        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
+        for n, op, domain, ins, outs, attrs in rows:
+            key = id(n)
+            by_op[op].append(n)
+            outputs_of[key] = outs
+            for i, o in enumerate(outs):
+                if o:
+                    producer[o] = (n, i)
+            reads = ins + sorted(subgraph_inputs(n)) if _has_subgraph(op, domain, attrs) else ins
+            for i in reads if len(reads) < 2 else dict.fromkeys(reads):  # a name read twice: one consumer
+                if i:
+                    consumers[i].append(n)
+            if ins and not ins[-1]:
+                ins = ins[:]  # the table's list stays as the proto has it
+                while ins and not ins[-1]:
+                    ins.pop()
+            inputs_of[key] = ins
 
     # --------------------------------------------------------------------------------------- structure
     def position(self, node: onnx.NodeProto) -> int:
