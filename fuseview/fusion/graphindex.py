@@ -298,7 +298,7 @@ class GraphIndex:
         used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
         for key in used:
             self._dim_value(key, used)
-        inference = shared_inference(self.model, self.typed_graph)
+        inference = shared_inference(self.model, self.typed_graph, self.table)
         if self.typed_graph is None:
             self.typed_graph = inference.model.graph
         self.notes.extend(inference.notes)
