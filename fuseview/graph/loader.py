@@ -188,19 +188,20 @@ _TYPED_FIELD: dict[int, str] = {
 
 def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
     """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
-    if any(d < 0 for d in t.dims[:]):
+    dims = t.dims[:]
+    if any(d < 0 for d in dims):
         raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
-    if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
-        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
-    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+    data_type = t.data_type
+    if data_type not in _DATA_TYPES or data_type == onnx.TensorProto.UNDEFINED:
+        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({data_type})")
+    if t.data_location == onnx.TensorProto.EXTERNAL or data_type == onnx.TensorProto.STRING:
         return
     count = 1
-    for d in t.dims[:]:
+    for d in dims:
         count *= d
     if t.HasField("raw_data"):
-        try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        except (KeyError, ValueError, TypeError):
+        itemsize = _itemsize(data_type)
+        if itemsize is None:
             return
         if itemsize and t.data_type not in _SUB_BYTE and len(t.raw_data) != count * itemsize:
             raise FuseviewError(
@@ -215,6 +216,18 @@ def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
             raise FuseviewError(
                 f"{where}: initializer {t.name!r} holds {n} values, but shape {list(t.dims)} needs {count}"
             )
+
+
+_DATA_TYPES = frozenset(onnx.TensorProto.DataType.values())  # the enum's list is made anew per call
+
+
+@functools.lru_cache(maxsize=64)
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of an element type (None: one numpy has no dtype for)."""
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 _SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
