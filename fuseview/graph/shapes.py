@@ -141,7 +141,7 @@ class _Prop:
         self.s = shapes
         self.v = values
         self._row: list[onnx.AttributeProto] = []  # the attributes of the node being run
-        self._memo: dict[tuple, list[tuple[Shape | None, np.ndarray | None]]] = {}
+        self._memo: dict[tuple, tuple[list[tuple[Shape | None, np.ndarray | None]], list[int | None]]] = {}
         self._tokens: dict[str, int] = {}  # a tensor's content number, given when a node first reads it
         self._contents: dict[tuple, int] = {}
 
@@ -177,7 +177,7 @@ class _Prop:
                    tuple([self._token(i) for i in ins]))
             hit = self._memo.get(key)
             if hit is not None:
-                self._apply(outs, hit)
+                self._apply(outs, *hit)
                 return
         self._row = attrs
         shp = [self.s.get(i) if i else None for i in ins]
@@ -188,9 +188,10 @@ class _Prop:
             if shp and shp[0] is not None:
                 _contrib_shapes(n, shp, out)
         stored = _stored(out, outv)
+        tokens: list[int | None] = [None] * len(outs)  # the outputs' content numbers, shared by the hits
         if key is not None:
-            self._memo[key] = stored
-        self._apply(outs, stored)
+            self._memo[key] = (stored, tokens)
+        self._apply(outs, stored, tokens)
 
     def _token(self, name: str) -> int:
         """A number per distinct (shape, small value) of a tensor read (-1: an absent optional input)."""
@@ -198,21 +199,30 @@ class _Prop:
         if got is None:
             if not name:
                 return -1
-            shape, value = self.s.get(name), self.v.get(name)
-            content = (None if shape is None else tuple(shape),
-                       None if value is None else (value.dtype.str, value.shape, value.tobytes()))
-            got = self._tokens[name] = self._contents.setdefault(content, len(self._contents))
+            got = self._tokens[name] = self._content(self.s.get(name), self.v.get(name))
         return got
 
-    def _apply(self, outs: list[str], stored: list[tuple[Shape | None, np.ndarray | None]]) -> None:
-        for o, (dims, v) in zip(outs, stored, strict=False):
+    def _content(self, shape: Shape | None, value: np.ndarray | None) -> int:
+        content = (None if shape is None else tuple(shape),
+                   None if value is None else (value.dtype.str, value.shape, value.tobytes()))
+        return self._contents.setdefault(content, len(self._contents))
+
+    def _apply(self, outs: list[str], stored: list[tuple[Shape | None, np.ndarray | None]],
+               tokens: list[int | None]) -> None:
+        for k, (o, (dims, v)) in enumerate(zip(outs, stored, strict=False)):
             if not o:
                 continue
             if dims is not None:
                 self.s[o] = dims[:]  # a list per tensor: the caller gets the shapes to keep
             if v is not None:
                 self.v[o] = v
-            self._tokens.pop(o, None)  # read before it was made (a graph out of order): read again
+            if dims is None or (v is None and o in self.v):  # onnx's shape may fill it: numbered when read
+                self._tokens.pop(o, None)  # (read before it was made, in a graph out of order: read again)
+                continue
+            token = tokens[k]
+            if token is None:
+                token = tokens[k] = self._content(dims, v)
+            self._tokens[o] = token
 
     def fill(self, outs: list[str], known: dict[str, Shape]) -> None:
         """Outputs this run left without a shape take onnx's, when it has one."""
