@@ -7,23 +7,26 @@ import os
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 from google.protobuf.message import DecodeError
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims, unknown_shape
-from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
+from fuseview.graph.cycles import check_acyclic
 from fuseview.graph.external_data import check_external_data
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily, record_folder
-from fuseview.graph.scopes import node_scope
 from fuseview.graph.shapes import attribute_value
 from fuseview.graph.table import NodeTable
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
 from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
+
+if TYPE_CHECKING:  # the document side (dataclasses, dim naming) is imported when a document is built:
+    # reading and checking a file (the scan's way) needs none of it
+    from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 
 
 def load_document(
@@ -282,7 +285,7 @@ def _check_graph(
         if o not in defined and o not in outer:
             raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
     if not in_order:
-        _check_acyclic(table.nodes, producer, names, where)
+        check_acyclic(table.nodes, producer, names, where)
     inner = frozenset(defined | outer)
     for attrs in table.attribute_rows() if deep else ():
         for _name, _kind, subs in attrs:
@@ -326,6 +329,8 @@ def document_from_model(
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
     report("done", 1.0)
+    from fuseview.graph.document import ModelDocument
+
     doc = ModelDocument(
         path=path,
         model=model,
@@ -395,6 +400,8 @@ def _build_graph(
     declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
     types_from: GraphDocument | None = None, inner_dims: bool = True,
 ) -> GraphDocument:
+    from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims, unknown_shape
+
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         types[vi.name] = _type_info(vi.type)
@@ -445,6 +452,9 @@ def _assemble(
     known_domains: set[str],
     outer: frozenset[str],
 ) -> GraphDocument:
+    from fuseview.graph.document import GraphDocument, Node
+    from fuseview.graph.scopes import node_scope
+
     names, producer, consumers = _check_graph(
         NodeTable(protos), inputs, outputs, init_names, where, known_domains, outer, deep=False
     )
@@ -518,6 +528,8 @@ def _tensors(
     producer: dict[str, int], consumers: dict[str, list[int]],
 ) -> dict[str, Tensor]:
     """Every tensor the graph names, with its kind, dtype, shape, producer and consumers."""
+    from fuseview.graph.document import Tensor
+
     defined = set(producer) | set(inputs) | init_names
     input_set, output_set = set(inputs), set(outputs)
     tensors: dict[str, Tensor] = {}
@@ -542,6 +554,8 @@ def _tensors(
 
 def _edges(protos: list[onnx.NodeProto], producer: dict[str, int], folded_into: dict[int, int]) -> list[Edge]:
     """The edges between nodes, leaving out the constants folded into their one user."""
+    from fuseview.graph.document import Edge
+
     edges: list[Edge] = []
     for dst, n in enumerate(protos):
         if dst in folded_into:
@@ -551,42 +565,3 @@ def _edges(protos: list[onnx.NodeProto], producer: dict[str, int], folded_into: 
             if src is not None and src not in folded_into:
                 edges.append(Edge(src, dst, inp))
     return edges
-
-
-def _check_acyclic(
-    protos: list[onnx.NodeProto], producer: dict[str, int], names: list[str], where: str
-) -> None:
-    # ONNX requires topological order, but files in the wild are not always sorted: check for a cycle.
-    n = len(protos)
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for i, node in enumerate(protos):
-        for inp in node.input[:]:
-            src = producer.get(inp) if inp else None
-            if src is not None:
-                succ[src].append(i)
-                indeg[i] += 1
-    ready = [i for i in range(n) if indeg[i] == 0]
-    seen = 0
-    while ready:
-        i = ready.pop()
-        seen += 1
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                ready.append(j)
-    if seen < n:
-        raise FuseviewError(f"{where}: the graph has a cycle: {_cycle_text(succ, indeg, names)}")
-
-
-def _cycle_text(succ: list[list[int]], indeg: list[int], names: list[str], most: int = 8) -> str:
-    """One cycle among the nodes a topological sort could not place, named in order (A -> B -> A)."""
-    import networkx as nx  # only on this error path
-
-    left = [i for i, d in enumerate(indeg) if d > 0]
-    g = nx.DiGraph((i, j) for i in left for j in succ[i] if indeg[j] > 0)
-    cycle = [u for u, _v in nx.find_cycle(g)]
-    shown = [repr(names[i]) for i in cycle[:most]]
-    if len(cycle) > most:
-        shown.append(f"... ({len(cycle) - most} more)")
-    return " -> ".join([*shown, repr(names[cycle[0]])])
