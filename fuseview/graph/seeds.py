@@ -62,25 +62,26 @@ def constant_seeds(
 
     for t in graph.initializer:
         read(t.name, t)
-    for n in _constant_nodes(graph, table):  # propagate skips them, so their values go in as constants
-        if not n.output or not n.attribute:
-            continue
-        a = n.attribute[0]
+    for out, a in _constants(graph, table):  # propagate skips them, so their values go in as constants
         if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-            read(n.output[0], a.t)
+            read(out, a.t)
         elif a.name in ("value_int", "value_ints", "value_float", "value_floats"):
             value = np.array(onnx.helper.get_attribute_value(a))
-            shapes[n.output[0]] = list(value.shape)
+            shapes[out] = list(value.shape)
             if a.name.startswith("value_int"):
-                values[n.output[0]] = value.astype(np.int64)
+                values[out] = value.astype(np.int64)
     return shapes, values
 
 
-def _constant_nodes(graph: onnx.GraphProto, table: NodeTable | None) -> list[onnx.NodeProto]:
+def _constants(graph: onnx.GraphProto, table: NodeTable | None) -> list[tuple[str, onnx.AttributeProto]]:
+    """Each Constant node's first output and first attribute (graph's own), for those that have both."""
     if table is None or len(table) != len(graph.node):
-        return [n for n in graph.node if n.op_type == "Constant"]
-    nodes = graph.node
-    return [nodes[i] for i, op in enumerate(table.op_types) if op == "Constant"]
+        return [(n.output[0], n.attribute[0]) for n in graph.node
+                if n.op_type == "Constant" and n.output and n.attribute]
+    nodes = graph.node  # the table's columns say which nodes, and their outputs
+    return [(outs[0], nodes[i].attribute[0]) for i, (op, outs, attrs)
+            in enumerate(zip(table.op_types, table.outputs, table.attributes, strict=True))
+            if op == "Constant" and outs and attrs]
 
 
 def _seed(t: onnx.TensorProto) -> tuple[Shape, np.ndarray | None]:
