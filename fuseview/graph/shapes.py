@@ -557,8 +557,6 @@ def propagate(
         shapes[name] = list(v.shape)
         if v.size <= _MAX_VALUE and v.dtype.kind in "iub":
             values[name] = v
-    for name, s in known.items():
-        shapes.setdefault(name, s) if name in input_shapes else None
     prop = _Prop(shapes, values)
     nodes = graph.node[:]
     t = table if table is not None and len(table) == len(nodes) else NodeTable(nodes)
