@@ -248,6 +248,8 @@ def head_size_dims(model: onnx.ModelProto) -> dict[str, int]:
     slots = {(s.input, s.axis): s.key for s in dim_slots(model)}
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in model.graph.input}
     out: dict[str, int] = {}
+    if not any(axis == 3 and ranks.get(name) == 4 for name, axis in slots):
+        return out  # no input a cache could be: the nodes need no walk (most models; resolve_dims runs often)
     widths: _ProjectionWidths | None = None  # made only for a model that needs it (resolve_dims runs often)
     for n in model.graph.node:
         past_at = _CACHE_READERS.get(n.op_type) if n.domain == "com.microsoft" else None

@@ -9,6 +9,8 @@ from fuseview.textsafe import escape_controls
 
 def text_width(cell: str) -> int:
     """Characters a cell takes once printed (control characters print as escapes)."""
+    if cell.isprintable():  # no control character (each is unprintable): a scan's table has ~16,000 cells
+        return len(cell)
     return len(escape_controls(cell, keep=""))
 
 
@@ -22,12 +24,13 @@ def table_lines(
     if not body:
         return []
     ncols = max(len(r) for r in body)
-    widths = [max((text_width(r[i]) for r in body if i < len(r)), default=0) for i in range(ncols)]
+    cell_widths = [[text_width(c) for c in r] for r in body]  # measured once, for the widths and the pads
+    widths = [max((w[i] for w in cell_widths if i < len(w)), default=0) for i in range(ncols)]
     lines = []
-    for r in body:
+    for r, rw in zip(body, cell_widths, strict=True):
         cells = []
         for i, cell in enumerate(r):
-            pad = " " * (widths[i] - text_width(cell))
+            pad = " " * (widths[i] - rw[i])
             last = i == len(r) - 1
             if i < len(align) and align[i] == "r":
                 cells.append(pad + cell)

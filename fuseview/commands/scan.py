@@ -110,8 +110,9 @@ def _run(args: argparse.Namespace) -> int:
               f" {args.profile}")
         print("traffic    the memory traffic fusing removes, at the profile's measured bandwidth; memory or"
               " compute: where most of its nodes' time is (compute-bound: removing traffic wins little)")
-    for line in table_lines(*_candidate_rows(cands, costs, ort_cmp)):
-        print(line)
+    lines = table_lines(*_candidate_rows(cands, costs, ort_cmp))
+    if lines:  # one write: a scan's table has a line per candidate (870 on a 48-layer GPT-2)
+        print("\n".join(lines))
     _print_summary(args, result, ort_cmp)
     return 0
 

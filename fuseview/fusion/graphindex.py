@@ -18,7 +18,6 @@ from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
 from fuseview.graph.shapes import attribute_value, raw_array
 from fuseview.graph.table import NodeTable
-from fuseview.naming import unique_names
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # A body's outer reads by its bytes' digest: every inner graph is scanned as its own model (a copy), so
@@ -96,31 +95,14 @@ class GraphIndex:
         self.table = t
         self.nodes: list[onnx.NodeProto] = t.nodes
         self._pos = {id(n): i for i, n in enumerate(self.nodes)}
-        self._names = unique_names(t.names, t.op_types)
+        self._names = t.unique_names()
         self.producer: dict[str, tuple[onnx.NodeProto, int]] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.by_op: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self._inputs: dict[int, list[str]] = {}
         self._outputs: dict[int, list[str]] = {}
         self._attrs: dict[int, dict[str, Any]] = {}
-        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
-        for n, op, domain, ins, outs, attrs in rows:
-            self.by_op[op].append(n)
-            self._outputs[id(n)] = outs
-            for i, o in enumerate(outs):
-                if o:
-                    self.producer[o] = (n, i)
-            seen = set()
-            bodies = _has_subgraph(op, domain, attrs)
-            for i in ins + sorted(subgraph_inputs(n) if bodies else ()):
-                if i and i not in seen:
-                    seen.add(i)
-                    self.consumers[i].append(n)
-            if ins and not ins[-1]:
-                ins = ins[:]  # the table's list stays as the proto has it
-                while ins and not ins[-1]:
-                    ins.pop()
-            self._inputs[id(n)] = ins
+        self._link(t)
         self.graph_outputs = {o.name for o in self.graph.output}
         self.graph_inputs = {i.name for i in self.graph.input}
         self.initializers = {t.name: t for t in self.graph.initializer}
@@ -137,6 +119,29 @@ class GraphIndex:
         self._dims = dict(dims or {})
         if infer:
             self._infer_shapes()
+
+    def _link(self, t: NodeTable) -> None:
+        """Producers, consumers (each reading node once, in its inputs' order, then its bodies' outer reads
+        sorted), nodes by op, and each node's inputs and outputs, from the table's columns."""
+        by_op, producer, consumers = self.by_op, self.producer, self.consumers
+        inputs_of, outputs_of = self._inputs, self._outputs
+        rows = zip(self.nodes, t.op_types, t.domains, t.inputs, t.outputs, t.attributes, strict=True)
+        for n, op, domain, ins, outs, attrs in rows:
+            key = id(n)
+            by_op[op].append(n)
+            outputs_of[key] = outs
+            for i, o in enumerate(outs):
+                if o:
+                    producer[o] = (n, i)
+            reads = ins + sorted(subgraph_inputs(n)) if _has_subgraph(op, domain, attrs) else ins
+            for i in reads if len(reads) < 2 else dict.fromkeys(reads):  # a name read twice: one consumer
+                if i:
+                    consumers[i].append(n)
+            if ins and not ins[-1]:
+                ins = ins[:]  # the table's list stays as the proto has it
+                while ins and not ins[-1]:
+                    ins.pop()
+            inputs_of[key] = ins
 
     # --------------------------------------------------------------------------------------- structure
     def position(self, node: onnx.NodeProto) -> int:
@@ -293,34 +298,43 @@ class GraphIndex:
         used = resolve_dims(self.model, self._dims)  # an unknown --dim name is an error here too
         for key in used:
             self._dim_value(key, used)
-        inference = shared_inference(self.model, self.typed_graph)
+        inference = shared_inference(self.model, self.typed_graph, self.table)
         if self.typed_graph is None:
             self.typed_graph = inference.model.graph
         self.notes.extend(inference.notes)
         self._static = inference.shapes
+        known: dict[str, list[int]] = {}  # the concrete shapes, for propagation
+        # values of one type share their dims (inference.py): each distinct dims substituted once
+        done: dict[int, tuple[list | None, bool]] = {}
         for name, (dims, elem) in inference.shapes.items():
-            self._shapes[name] = (substitute(dims, used), elem)
+            got = done.get(id(dims))
+            if got is None:
+                sub = substitute(dims, used)
+                got = done[id(dims)] = (sub, sub is not None and all(isinstance(d, int) for d in sub))
+            sub = None if got[0] is None else got[0][:]  # a list per tensor: shape() hands it out
+            self._shapes[name] = (sub, elem)
+            if got[1]:
+                known[name] = sub  # type: ignore[assignment]
         for t in self.graph.initializer:
-            self._shapes.setdefault(t.name, (t.dims[:], t.data_type))
-        self._propagate(inference.model.graph)
+            if t.name not in self._shapes:
+                init_dims = t.dims[:]
+                self._shapes[t.name] = (init_dims, t.data_type)
+                known[t.name] = init_dims
+        self._propagate(inference.model.graph, known)
 
-    def _propagate(self, mg: onnx.GraphProto) -> None:
-        """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py)."""
+    def _propagate(self, mg: onnx.GraphProto, known: dict[str, list[int]]) -> None:
+        """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py); known:
+        the concrete ones."""
         from fuseview.graph.shapes import constant_seeds, propagate
 
-        known = {
-            k: v[0]
-            for k, v in self._shapes.items()
-            if v[0] is not None and all(isinstance(d, int) for d in v[0])
-        }
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
-        seeded, small = constant_seeds(mg)
+        seeded, small = constant_seeds(mg, self.table, weightless=True)  # mg: inference's weightless copy
         self._seeds = small
         inputs.update(seeded)
         shapes = propagate(mg, inputs, small, known, self.table)  # mg: a copy of this graph's nodes
         for name, s in shapes.items():
-            old = self._shapes.get(name)
-            if old is None or old[0] is None or not all(isinstance(d, int) for d in old[0]):
+            if name not in known:  # onnx left it unknown or symbolic
+                old = self._shapes.get(name)
                 self._shapes[name] = (s, old[1] if old else 0)
 
     def static_dim(self, tensor: str, i: int) -> int | None:

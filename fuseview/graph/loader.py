@@ -5,25 +5,28 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 from google.protobuf.message import DecodeError
 
 from fuseview.errors import FuseviewError
-from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims, unknown_shape
-from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
+from fuseview.graph.cycles import check_acyclic
 from fuseview.graph.external_data import check_external_data
 from fuseview.graph.inference import shared_inference
 from fuseview.graph.lazy_weights import LAZY_FILE_BYTES, read_lazily, record_folder
-from fuseview.graph.scopes import node_scope
 from fuseview.graph.shapes import attribute_value
 from fuseview.graph.table import NodeTable
 from fuseview.graph.wire import decode_error_text, pytorch_file_text
-from fuseview.naming import unique_names
 from fuseview.progress import Progress
 from fuseview.safe_io import check_regular, read_bytes
 from fuseview.textsafe import note_model_names, noting_model_names
+
+if TYPE_CHECKING:  # the document side (dataclasses, dim naming) is imported when a document is built:
+    # reading and checking a file (the scan's way) needs none of it
+    from fuseview.graph.document import Dim, Edge, GraphDocument, ModelDocument, Node, Tensor
 
 
 def load_document(
@@ -126,18 +129,8 @@ def check_structure(model: onnx.ModelProto, where: str = "model", table: NodeTab
 def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | None = None) -> None:
     # protobuf hands back bytes for a string field that is not UTF-8; every later step expects str
     t = table or NodeTable.of(g)
-    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
-    for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
-        for text in (name, op_type, domain, *ins, *outs):
-            if not isinstance(text, str):
-                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
-        for attr_name, kind, subs in attrs:
-            if not isinstance(attr_name, str):
-                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
-            if kind == onnx.AttributeProto.UNDEFINED:
-                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
-            for sub in subs:
-                _check_names_and_dims(sub, where)
+    if not _plain_nodes(t):  # something to refuse or a body to walk: node by node, the first one said
+        _check_node_names(t, where)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if not isinstance(vi.name, str):
             raise FuseviewError(f"{where}: a tensor name is not valid UTF-8 ({vi.name[:40]!r})")
@@ -155,6 +148,36 @@ def _check_names_and_dims(g: onnx.GraphProto, where: str, table: NodeTable | Non
         _check_tensor_data(t, where)
 
 
+def _plain_nodes(t: NodeTable) -> bool:
+    """Every name, op type, domain, input and output a str (a join refuses the bytes protobuf gives for one
+    that is not UTF-8, at C speed), and every attribute named by a str, typed and holding no graph."""
+    try:
+        for column in (t.names, t.op_types, t.domains):
+            "".join(column)
+        "".join(chain.from_iterable(t.inputs))
+        "".join(chain.from_iterable(t.outputs))
+    except TypeError:
+        return False
+    undefined = onnx.AttributeProto.UNDEFINED
+    return all(type(name) is str and kind != undefined and not subs
+               for attrs in t.attribute_rows() for name, kind, subs in attrs)
+
+
+def _check_node_names(t: NodeTable, where: str) -> None:
+    rows = zip(t.names, t.op_types, t.domains, t.inputs, t.outputs, t.attribute_rows(), strict=True)
+    for i, (name, op_type, domain, ins, outs, attrs) in enumerate(rows):
+        for text in (name, op_type, domain, *ins, *outs):
+            if not isinstance(text, str):
+                raise FuseviewError(f"{where}: node {i} has a name that is not valid UTF-8 ({text[:40]!r})")
+        for attr_name, kind, subs in attrs:
+            if not isinstance(attr_name, str):
+                raise FuseviewError(f"{where}: node {i} has an attribute name that is not valid UTF-8")
+            if kind == onnx.AttributeProto.UNDEFINED:
+                raise FuseviewError(f"{where}: attribute {attr_name!r} of node {i} ({op_type}) has no type")
+            for sub in subs:
+                _check_names_and_dims(sub, where)
+
+
 # The typed field that holds each element type's values when raw_data is not used (onnx.proto).
 _TYPED_FIELD: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.DOUBLE: "double_data",
@@ -168,19 +191,20 @@ _TYPED_FIELD: dict[int, str] = {
 
 def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
     """Refuse a weight whose stored data cannot be its declared type and shape (every reader would fail)."""
-    if any(d < 0 for d in t.dims[:]):
+    dims = t.dims[:]
+    if any(d < 0 for d in dims):
         raise FuseviewError(f"{where}: initializer {t.name!r} has a negative dim")
-    if t.data_type not in onnx.TensorProto.DataType.values() or t.data_type == onnx.TensorProto.UNDEFINED:
-        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({t.data_type})")
-    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+    data_type = t.data_type
+    if data_type not in _DATA_TYPES or data_type == onnx.TensorProto.UNDEFINED:
+        raise FuseviewError(f"{where}: initializer {t.name!r} has no valid element type ({data_type})")
+    if t.data_location == onnx.TensorProto.EXTERNAL or data_type == onnx.TensorProto.STRING:
         return
     count = 1
-    for d in t.dims[:]:
+    for d in dims:
         count *= d
     if t.HasField("raw_data"):
-        try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        except (KeyError, ValueError, TypeError):
+        itemsize = _itemsize(data_type)
+        if itemsize is None:
             return
         if itemsize and t.data_type not in _SUB_BYTE and len(t.raw_data) != count * itemsize:
             raise FuseviewError(
@@ -195,6 +219,18 @@ def _check_tensor_data(t: onnx.TensorProto, where: str) -> None:
             raise FuseviewError(
                 f"{where}: initializer {t.name!r} holds {n} values, but shape {list(t.dims)} needs {count}"
             )
+
+
+_DATA_TYPES = frozenset(onnx.TensorProto.DataType.values())  # the enum's list is made anew per call
+
+
+@functools.lru_cache(maxsize=64)
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of an element type (None: one numpy has no dtype for)."""
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 _SUB_BYTE = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
@@ -212,8 +248,9 @@ def _check_graph(
     deep: bool = True,
 ) -> tuple[list[str], dict[str, int], dict[str, list[int]]]:
     """Node names, producer and consumers of one graph (and, deep, its subgraphs checked too) after
-    refusing what makes it no graph at all."""
-    names = unique_names(table.names, table.op_types)
+    refusing what makes it no graph at all. Consumers only when not deep (the document's graphs): the
+    deep check of a file reads none."""
+    names = table.unique_names()
     producer: dict[str, int] = {}
     consumers: dict[str, list[int]] = {}
     reads = table.inputs
@@ -229,9 +266,10 @@ def _check_graph(
                 if o in producer:
                     raise FuseviewError(f"{where}: tensor {o!r} is produced by two nodes")
                 producer[o] = i
-        for inp in ins:
-            if inp:
-                consumers.setdefault(inp, []).append(i)
+        if not deep:
+            for inp in ins:
+                if inp:
+                    consumers.setdefault(inp, []).append(i)
     defined = set(producer) | set(inputs) | init_names
     in_order = True  # every input made by an earlier node: no cycle, the sort below is not needed
     for i, ins in enumerate(reads):
@@ -247,7 +285,7 @@ def _check_graph(
         if o not in defined and o not in outer:
             raise FuseviewError(f"{where}: graph output {o!r} is produced by no node")
     if not in_order:
-        _check_acyclic(table.nodes, producer, names, where)
+        check_acyclic(table.nodes, producer, names, where)
     inner = frozenset(defined | outer)
     for attrs in table.attribute_rows() if deep else ():
         for _name, _kind, subs in attrs:
@@ -291,6 +329,8 @@ def document_from_model(
     for f in model.functions:
         functions[f"{f.domain}:{f.name}"] = _build_function(f, where, known_domains)
     report("done", 1.0)
+    from fuseview.graph.document import ModelDocument
+
     doc = ModelDocument(
         path=path,
         model=model,
@@ -360,6 +400,8 @@ def _build_graph(
     declared: dict[str, tuple[str | None, tuple[Dim, ...] | None]] | None = None,
     types_from: GraphDocument | None = None, inner_dims: bool = True,
 ) -> GraphDocument:
+    from fuseview.graph.dim_names import borrow_types, carry_dtypes, name_dims, unknown_shape
+
     types: dict[str, tuple[str | None, tuple[Dim, ...] | None]] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         types[vi.name] = _type_info(vi.type)
@@ -410,6 +452,9 @@ def _assemble(
     known_domains: set[str],
     outer: frozenset[str],
 ) -> GraphDocument:
+    from fuseview.graph.document import GraphDocument, Node
+    from fuseview.graph.scopes import node_scope
+
     names, producer, consumers = _check_graph(
         NodeTable(protos), inputs, outputs, init_names, where, known_domains, outer, deep=False
     )
@@ -483,6 +528,8 @@ def _tensors(
     producer: dict[str, int], consumers: dict[str, list[int]],
 ) -> dict[str, Tensor]:
     """Every tensor the graph names, with its kind, dtype, shape, producer and consumers."""
+    from fuseview.graph.document import Tensor
+
     defined = set(producer) | set(inputs) | init_names
     input_set, output_set = set(inputs), set(outputs)
     tensors: dict[str, Tensor] = {}
@@ -507,6 +554,8 @@ def _tensors(
 
 def _edges(protos: list[onnx.NodeProto], producer: dict[str, int], folded_into: dict[int, int]) -> list[Edge]:
     """The edges between nodes, leaving out the constants folded into their one user."""
+    from fuseview.graph.document import Edge
+
     edges: list[Edge] = []
     for dst, n in enumerate(protos):
         if dst in folded_into:
@@ -516,42 +565,3 @@ def _edges(protos: list[onnx.NodeProto], producer: dict[str, int], folded_into: 
             if src is not None and src not in folded_into:
                 edges.append(Edge(src, dst, inp))
     return edges
-
-
-def _check_acyclic(
-    protos: list[onnx.NodeProto], producer: dict[str, int], names: list[str], where: str
-) -> None:
-    # ONNX requires topological order, but files in the wild are not always sorted: check for a cycle.
-    n = len(protos)
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for i, node in enumerate(protos):
-        for inp in node.input[:]:
-            src = producer.get(inp) if inp else None
-            if src is not None:
-                succ[src].append(i)
-                indeg[i] += 1
-    ready = [i for i in range(n) if indeg[i] == 0]
-    seen = 0
-    while ready:
-        i = ready.pop()
-        seen += 1
-        for j in succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                ready.append(j)
-    if seen < n:
-        raise FuseviewError(f"{where}: the graph has a cycle: {_cycle_text(succ, indeg, names)}")
-
-
-def _cycle_text(succ: list[list[int]], indeg: list[int], names: list[str], most: int = 8) -> str:
-    """One cycle among the nodes a topological sort could not place, named in order (A -> B -> A)."""
-    import networkx as nx  # only on this error path
-
-    left = [i for i, d in enumerate(indeg) if d > 0]
-    g = nx.DiGraph((i, j) for i in left for j in succ[i] if indeg[j] > 0)
-    cycle = [u for u, _v in nx.find_cycle(g)]
-    shown = [repr(names[i]) for i in cycle[:most]]
-    if len(cycle) > most:
-        shown.append(f"... ({len(cycle) - most} more)")
-    return " -> ".join([*shown, repr(names[cycle[0]])])

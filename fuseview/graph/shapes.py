@@ -9,13 +9,15 @@ tens of milliseconds; whatever it does not know falls back to onnx's inference.
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import numpy as np
 import onnx
 
+from fuseview.graph.seeds import MAX_VALUE as _MAX_VALUE
+from fuseview.graph.seeds import constant_seeds, raw_array  # noqa: F401 - callers import them from here
 from fuseview.graph.table import NodeTable
+from fuseview.graph.unify import Dim, Unifier, same_shape  # noqa: F401 - callers import them from here
 
 Shape = list[int]
 
@@ -98,7 +100,6 @@ _BINARY = {
     "Sum",
     "Mean",
 }
-_MAX_VALUE = 64  # track values of small int tensors only (shape arithmetic)
 
 
 _LIST_FIELDS = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints",
@@ -121,16 +122,6 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def _axes(n: onnx.NodeProto, ins: list[str], vals: list) -> tuple[Any, bool]:
-    """(axes, unknown): the attribute's axes, else the axes input's value (unknown when not a constant)."""
-    axes = _attr(n, "axes")
-    if axes is None and len(ins) > 1 and ins[1]:
-        if vals[1] is None:
-            return None, True
-        axes = [int(a) for a in np.ravel(vals[1])]
-    return axes, False
-
-
 def _known(value: np.ndarray | None) -> np.ndarray:
     """A value the caller checked is known (the checks are in the branch's condition)."""
     if value is None:
@@ -149,21 +140,96 @@ class _Prop:
     def __init__(self, shapes: dict[str, Shape], values: dict[str, np.ndarray]) -> None:
         self.s = shapes
         self.v = values
+        self._row: list[onnx.AttributeProto] = []  # the attributes of the node being run
+        self._memo: dict[tuple, tuple[list[tuple[Shape | None, np.ndarray | None]], list[int | None]]] = {}
+        self._tokens: dict[str, int] = {}  # a tensor's content number, given when a node first reads it
+        self._contents: dict[tuple, int] = {}
+
+    def _a(self, name: str, default: Any = None) -> Any:
+        """An attribute of the node being run, from its table row (read once per graph, not per node run)."""
+        for a in self._row:
+            if a.name == name:
+                return attribute_value(a)
+        return default
+
+    def _axes(self, ins: list[str], vals: list) -> tuple[Any, bool]:
+        """(axes, unknown): the attribute's axes, else the axes input's value (unknown when not constant)."""
+        axes = self._a("axes")
+        if axes is None and len(ins) > 1 and ins[1]:
+            if vals[1] is None:
+                return None, True
+            axes = [int(a) for a in np.ravel(vals[1])]
+        return axes, False
 
     def value(self, name: str) -> np.ndarray | None:
         return self.v.get(name)
 
-    def run(self, n: onnx.NodeProto, op: str, ins: list[str], outs: list[str]) -> None:
-        """Shapes and small values of n's outputs (op, ins, outs: its fields, read once by the caller)."""
+    def run(self, n: onnx.NodeProto, op: str, ins: list[str], outs: list[str],
+            attrs: list[onnx.AttributeProto]) -> None:
+        """Shapes and small values of n's outputs (op, ins, outs, attrs: its fields, read once by the
+        caller; a tensor attribute is read from n)."""
+        part = _PART_OF_OP.get(op)
+        key = None
+        if part is not None:
+            # a model's layers repeat the same shape arithmetic on the same shapes and values: an op of the
+            # table is a function of its attributes and its inputs' presence, shapes and small values
+            key = (op, len(outs), tuple([a.SerializeToString() for a in attrs]) if attrs else (),
+                   tuple([self._token(i) for i in ins]))
+            hit = self._memo.get(key)
+            if hit is not None:
+                self._apply(outs, *hit)
+                return
+        self._row = attrs
         shp = [self.s.get(i) if i else None for i in ins]
         vals = [self.v.get(i) if i else None for i in ins]
         out: list[Shape | None] = [None] * len(outs)
         outv: list[np.ndarray | None] = [None] * len(outs)
-        part = _PART_OF_OP.get(op)
         if part is None or not part(self, n, op, ins, shp, vals, out, outv):
             if shp and shp[0] is not None:
                 _contrib_shapes(n, shp, out)
-        self._store(outs, out, outv)
+        stored = _stored(out, outv)
+        tokens: list[int | None] = [None] * len(outs)  # the outputs' content numbers, shared by the hits
+        if key is not None:
+            self._memo[key] = (stored, tokens)
+        self._apply(outs, stored, tokens)
+
+    def _token(self, name: str) -> int:
+        """A number per distinct (shape, small value) of a tensor read (-1: an absent optional input)."""
+        got = self._tokens.get(name)
+        if got is None:
+            if not name:
+                return -1
+            got = self._tokens[name] = self._content(self.s.get(name), self.v.get(name))
+        return got
+
+    def _content(self, shape: Shape | None, value: np.ndarray | None) -> int:
+        content = (None if shape is None else tuple(shape),
+                   None if value is None else (value.dtype.str, value.shape, value.tobytes()))
+        return self._contents.setdefault(content, len(self._contents))
+
+    def _apply(self, outs: list[str], stored: list[tuple[Shape | None, np.ndarray | None]],
+               tokens: list[int | None]) -> None:
+        for k, (o, (dims, v)) in enumerate(zip(outs, stored, strict=False)):
+            if not o:
+                continue
+            if dims is not None:
+                self.s[o] = dims[:]  # a list per tensor: the caller gets the shapes to keep
+            if v is not None:
+                self.v[o] = v
+            if dims is None or (v is None and o in self.v):  # onnx's shape may fill it: numbered when read
+                self._tokens.pop(o, None)  # (read before it was made, in a graph out of order: read again)
+                continue
+            token = tokens[k]
+            if token is None:
+                token = tokens[k] = self._content(dims, v)
+            self._tokens[o] = token
+
+    def fill(self, outs: list[str], known: dict[str, Shape]) -> None:
+        """Outputs this run left without a shape take onnx's, when it has one."""
+        for o in outs:
+            if o and o not in self.s and o in known:
+                self.s[o] = known[o]
+                self._tokens.pop(o, None)
 
     def _elementwise(self, n: onnx.NodeProto, op: str, ins: list[str], shp: list, vals: list, out: list,
                      outv: list) -> bool:
@@ -171,7 +237,7 @@ class _Prop:
         if op in _UNARY and shp and shp[0] is not None:
             out[0] = shp[0]
             if op == "Cast" and vals[0] is not None:
-                outv[0] = vals[0].astype(onnx.helper.tensor_dtype_to_np_dtype(_attr(n, "to")))
+                outv[0] = vals[0].astype(onnx.helper.tensor_dtype_to_np_dtype(self._a("to")))
             elif op == "Identity" and vals[0] is not None:
                 outv[0] = vals[0]
             return True
@@ -182,7 +248,7 @@ class _Prop:
                 outv[0] = _eval_binary(op, operands)
             return True
         if op == "Shape" and shp[0] is not None:
-            start, end = _attr(n, "start", 0), _attr(n, "end", None)
+            start, end = self._a("start", 0), self._a("end", None)
             dims = shp[0][start:end] if end is not None else shp[0][start:]
             outv[0] = np.array(dims, dtype=np.int64)
             out[0] = [len(dims)]
@@ -192,7 +258,7 @@ class _Prop:
             out[0] = []
             return True
         if op == "Gather" and shp[0] is not None and shp[1] is not None:
-            axis = _attr(n, "axis", 0) % max(1, len(shp[0]))
+            axis = self._a("axis", 0) % max(1, len(shp[0]))
             out[0] = shp[0][:axis] + shp[1] + shp[0][axis + 1 :]
             if vals[0] is not None and vals[1] is not None:
                 outv[0] = np.take(vals[0], vals[1], axis=axis)
@@ -201,7 +267,7 @@ class _Prop:
             out[0] = list(shp[1])
             return True
         if op == "GatherND" and shp[0] is not None and shp[1] is not None and shp[1]:
-            b = _attr(n, "batch_dims", 0)
+            b = self._a("batch_dims", 0)
             out[0] = list(shp[1][:-1]) + list(shp[0][b + shp[1][-1] :])
             return True
         return False
@@ -210,7 +276,7 @@ class _Prop:
                    outv: list) -> bool:
         """Unsqueeze, Squeeze, Concat, Reshape, Flatten and Transpose. True when one applied."""
         if op in ("Unsqueeze", "Squeeze") and shp[0] is not None:
-            axes, unknown = _axes(n, ins, vals)
+            axes, unknown = self._axes(ins, vals)
             if unknown:
                 return True
             s = list(shp[0])
@@ -230,7 +296,7 @@ class _Prop:
             return True
         if op == "Concat" and shp and all(x is not None for x in shp):
             shapes = [x for x in shp if x is not None]
-            axis = _attr(n, "axis", 0) % max(1, len(shapes[0]))
+            axis = self._a("axis", 0) % max(1, len(shapes[0]))
             s = list(shapes[0])
             s[axis] = sum(x[axis] for x in shapes)
             out[0] = s
@@ -240,7 +306,7 @@ class _Prop:
             return True
         if op == "Reshape" and shp[0] is not None and vals[1] is not None:
             target = [int(d) for d in np.ravel(vals[1])]
-            allowzero = _attr(n, "allowzero", 0)
+            allowzero = self._a("allowzero", 0)
             s = [shp[0][i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
             if s.count(-1) == 1:
                 known = math.prod(int(d) for d in s if d != -1)
@@ -251,11 +317,11 @@ class _Prop:
                 outv[0] = np.reshape(vals[0], s)
             return True
         if op == "Flatten" and shp[0] is not None:
-            axis = _attr(n, "axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
+            axis = self._a("axis", 1) % (len(shp[0]) + 1) if shp[0] else 0
             out[0] = [math.prod(int(d) for d in shp[0][:axis]), math.prod(int(d) for d in shp[0][axis:])]
             return True
         if op == "Transpose" and shp[0] is not None:
-            perm = _attr(n, "perm") or list(range(len(shp[0])))[::-1]
+            perm = self._a("perm") or list(range(len(shp[0])))[::-1]
             out[0] = [shp[0][p] for p in perm]
             return True
         return False
@@ -266,9 +332,9 @@ class _Prop:
         if op in ("MatMul", "FusedMatMul") and shp[0] is not None and shp[1] is not None:
             a, b = list(shp[0]), list(shp[1])
             if op == "FusedMatMul":
-                if _attr(n, "transA", 0) and len(a) >= 2:
+                if self._a("transA", 0) and len(a) >= 2:
                     a[-2], a[-1] = a[-1], a[-2]
-                if _attr(n, "transB", 0) and len(b) >= 2:
+                if self._a("transB", 0) and len(b) >= 2:
                     b[-2], b[-1] = b[-1], b[-2]
             if len(a) >= 2 and len(b) >= 2:
                 batch = _bcast([a[:-2], b[:-2]])
@@ -279,20 +345,20 @@ class _Prop:
                 out[0] = a[:-1]
             return True
         if op == "Gemm" and shp[0] is not None and shp[1] is not None:
-            m = shp[0][1] if _attr(n, "transA", 0) else shp[0][0]
-            k = shp[1][0] if _attr(n, "transB", 0) else shp[1][1]
+            m = shp[0][1] if self._a("transA", 0) else shp[0][0]
+            k = shp[1][0] if self._a("transB", 0) else shp[1][1]
             out[0] = [m, k]
             return True
         if (
             op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
             and shp[0] is not None
         ):
-            axes, unknown = _axes(n, ins, vals)
+            axes, unknown = self._axes(ins, vals)
             if unknown:
                 return True
             r = len(shp[0])
             red = set(range(r)) if not axes else {a % r for a in axes}
-            keep = _attr(n, "keepdims", 1)
+            keep = self._a("keepdims", 1)
             out[0] = (
                 [1 if i in red else d for i, d in enumerate(shp[0])]
                 if keep
@@ -300,8 +366,8 @@ class _Prop:
             )
             return True
         if op == "Split" and shp[0] is not None:
-            axis = _attr(n, "axis", 0) % len(shp[0])
-            split = _attr(n, "split")
+            axis = self._a("axis", 0) % len(shp[0])
+            split = self._a("split")
             if split is None and len(ins) > 1 and ins[1]:
                 split = None if vals[1] is None else [int(x) for x in np.ravel(vals[1])]
             if split is None:
@@ -339,7 +405,7 @@ class _Prop:
             if op == "ConstantOfShape":
                 dims = [int(d) for d in np.ravel(_known(vals[0]))]
                 out[0] = dims
-                t = _attr(n, "value")
+                t = _attr(n, "value")  # the copy's (stripped) tensor, as before
                 if int(np.prod(dims)) <= _MAX_VALUE:
                     fill = onnx.numpy_helper.to_array(t) if t is not None else np.zeros(1, np.float32)
                     outv[0] = np.full(dims, np.ravel(fill)[0], dtype=fill.dtype)
@@ -362,19 +428,24 @@ class _Prop:
             return True
         return False
 
-    def _store(self, outs: list[str], out: list, outv: list) -> None:
-        for o, s, v in zip(outs, out, outv, strict=False):
-            if not o:
-                continue
-            if s is not None:
-                try:
-                    dims = [int(d) for d in s]
-                except (TypeError, ValueError):
-                    dims = None
-                if dims is not None and min(dims, default=0) >= 0:
-                    self.s[o] = dims
-            if v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub":
-                self.v[o] = v
+
+
+def _stored(out: list, outv: list) -> list[tuple[Shape | None, np.ndarray | None]]:
+    """Per output: the dims to store (non-negative ints, else None) and the value to keep (a small integer
+    or boolean one, else None)."""
+    stored: list[tuple[Shape | None, np.ndarray | None]] = []
+    for s, v in zip(out, outv, strict=True):
+        dims = None
+        if s is not None:
+            try:
+                dims = [int(d) for d in s]
+            except (TypeError, ValueError):
+                dims = None
+            if dims is not None and min(dims, default=0) < 0:
+                dims = None
+        keep = v is not None and v.size <= _MAX_VALUE and v.dtype.kind in "iub"
+        stored.append((dims, v if keep else None))
+    return stored
 
 
 # the one _Prop method that models each op (the ops of the four are disjoint: a node goes straight to its own)
@@ -471,56 +542,6 @@ def _eval_binary(op: str, vs: list[np.ndarray]) -> np.ndarray | None:
     return None
 
 
-# numpy dtypes of the element types read straight from raw_data (little-endian, as onnx stores them)
-_RAW: dict[int, type] = {
-    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
-}
-
-
-def raw_array(t: onnx.TensorProto) -> np.ndarray:
-    """numpy_helper.to_array, with the common inline raw_data case read directly (the same array, read-only,
-    without its per-call overhead: a scan reads thousands of small shape constants)."""
-    dtype = _RAW.get(t.data_type)
-    if dtype is None or not t.HasField("raw_data") or sys.byteorder != "little" or t.HasField("segment"):
-        from onnx import numpy_helper
-
-        return numpy_helper.to_array(t)
-    return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims[:])
-
-
-def constant_seeds(graph: onnx.GraphProto) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
-    """The one seeding of propagate (the graph index's, the roofline's, the dim names'): the shapes of the
-    graph's initializers and Constant outputs, and the values of those short enough to be shape arithmetic
-    (integers of at most _MAX_VALUE elements whose data the proto holds)."""
-    shapes: dict[str, Shape] = {}
-    values: dict[str, np.ndarray] = {}
-
-    def read(name: str, t: onnx.TensorProto) -> None:
-        shapes[name] = t.dims[:]
-        small = t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(
-            shapes[name]) <= _MAX_VALUE and t.data_location != onnx.TensorProto.EXTERNAL
-        try:
-            if small:
-                values[name] = raw_array(t)
-        except Exception:  # noqa: BLE001 - a constant whose data the weightless copy dropped stays unknown
-            pass
-
-    for t in graph.initializer:
-        read(t.name, t)
-    for n in graph.node:  # Constant nodes: propagate skips them, so their values go in as constants
-        if n.op_type != "Constant" or not n.output or not n.attribute:
-            continue
-        a = n.attribute[0]
-        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-            read(n.output[0], a.t)
-        elif a.name in ("value_int", "value_ints", "value_float", "value_floats"):
-            value = np.array(onnx.helper.get_attribute_value(a))
-            shapes[n.output[0]] = list(value.shape)
-            if a.name.startswith("value_int"):
-                values[n.output[0]] = value.astype(np.int64)
-    return shapes, values
-
-
 def propagate(
     graph: onnx.GraphProto,
     input_shapes: dict[str, Shape],
@@ -536,63 +557,15 @@ def propagate(
         shapes[name] = list(v.shape)
         if v.size <= _MAX_VALUE and v.dtype.kind in "iub":
             values[name] = v
-    for name, s in known.items():
-        shapes.setdefault(name, s) if name in input_shapes else None
     prop = _Prop(shapes, values)
     nodes = graph.node[:]
     t = table if table is not None and len(table) == len(nodes) else NodeTable(nodes)
-    for n, op, ins, outs in zip(nodes, t.op_types, t.inputs, t.outputs, strict=True):
+    for n, op, ins, outs, attrs in zip(nodes, t.op_types, t.inputs, t.outputs, t.attributes, strict=True):
         if op == "Constant":
             continue
         try:
-            prop.run(n, op, ins, outs)
+            prop.run(n, op, ins, outs, attrs)
         except Exception:  # noqa: BLE001 - an op we model wrongly must not break the scan
             pass
-        for o in outs:
-            if o and o not in shapes and o in known:
-                shapes[o] = known[o]
+        prop.fill(outs, known)
     return shapes
-
-
-Dim = int | str | None  # a number, a symbol (dim_param or onnx's unk__N), or unknown
-
-
-class Unifier:
-    """Binds symbolic dims while comparing shapes: a symbol equals one value (number or symbol) throughout.
-
-    Unknown (None) matches anything and binds nothing, so a dim a rule does not need never blocks it.
-    """
-
-    def __init__(self) -> None:
-        self.bound: dict[str, Dim] = {}
-
-    def _resolve(self, d: Dim) -> Dim:
-        seen = 0
-        while isinstance(d, str) and d in self.bound and seen < 64:
-            d = self.bound[d]
-            seen += 1
-        return d
-
-    def dim(self, a: Dim, b: Dim) -> bool:
-        """Unify two dims; False only when they are provably different numbers (or bound so)."""
-        a, b = self._resolve(a), self._resolve(b)
-        if a is None or b is None or a == b:
-            return True
-        if isinstance(a, str):
-            self.bound[a] = b
-            return True
-        if isinstance(b, str):
-            self.bound[b] = a
-            return True
-        return False
-
-    def shape(self, a: list | None, b: list | None) -> bool:
-        """Unify two shapes of the same rank dim by dim (unknown rank matches)."""
-        if a is None or b is None:
-            return True
-        return len(a) == len(b) and all(self.dim(x, y) for x, y in zip(a, b, strict=True))
-
-
-def same_shape(a: list | None, b: list | None) -> bool:
-    """True unless two shapes provably differ (symbols unify consistently, unknown matches)."""
-    return Unifier().shape(a, b)

@@ -12,12 +12,15 @@ from collections.abc import Sequence
 
 import onnx
 
+from fuseview.naming import unique_names
+
 
 class NodeTable:
     """The nodes of one graph and, per node in graph order: name, op type, domain, inputs, outputs and
     attributes (the AttributeProto objects)."""
 
-    __slots__ = ("nodes", "names", "op_types", "domains", "inputs", "outputs", "attributes", "_attr_rows")
+    __slots__ = ("nodes", "names", "op_types", "domains", "inputs", "outputs", "attributes", "_attr_rows",
+                 "_unique")
 
     def __init__(self, nodes: Sequence[onnx.NodeProto]) -> None:
         self.nodes: list[onnx.NodeProto] = list(nodes)
@@ -30,6 +33,13 @@ class NodeTable:
         self.outputs: list[list[str]] = [n.output[:] for n in ns]
         self.attributes: list[list[onnx.AttributeProto]] = [n.attribute[:] for n in ns]
         self._attr_rows: list[list[tuple[str, int, list[onnx.GraphProto]]]] | None = None
+        self._unique: list[str] | None = None
+
+    def unique_names(self) -> list[str]:
+        """naming.unique_names of the nodes, made once (the load check and the scan index both use them)."""
+        if self._unique is None:
+            self._unique = unique_names(self.names, self.op_types)
+        return self._unique
 
     def attribute_rows(self) -> list[list[tuple[str, int, list[onnx.GraphProto]]]]:
         """Per node, per attribute: its name, type and the graphs it holds (`g` for a GRAPH, else `graphs`,
