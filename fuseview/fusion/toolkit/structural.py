@@ -123,18 +123,23 @@ class Structure:
         """Add to core the extra nodes (shape computations) whose outputs only the match reads."""
         ix = self.ix
         matched = {id(n) for n in core}
+        # readers come after their producers in graph order: latest first, one pass takes in a whole chain
+        # (a next pass looks only at the nodes left out, for graphs whose nodes are not in that order)
+        pending = sorted((self.by_id[nid] for nid in extra_ids if nid not in matched), key=ix.position,
+                         reverse=True)
         changed = True
-        while changed:
+        while changed and pending:
             changed = False
-            for nid in extra_ids:
-                if nid in matched:
-                    continue
-                n = self.by_id[nid]
+            rest = []
+            for n in pending:
                 if all(o not in ix.graph_outputs and ix.consumers.get(o) and
                        all(id(c) in matched for c in ix.consumers[o]) for o in ix.outputs(n) if o):
-                    matched.add(nid)
+                    matched.add(id(n))
                     core.append(n)
                     changed = True
+                else:
+                    rest.append(n)
+            pending = rest
         return matched
 
     def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
