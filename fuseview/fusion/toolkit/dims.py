@@ -46,6 +46,8 @@ class SymbolicDims:
         # times over, and the walks read a node's inputs once per dim asked)
         table = index.table
         self._ins: dict[int, list[str]] = dict(zip(map(id, table.nodes), table.inputs, strict=True))
+        self._producers: dict[str, tuple[onnx.NodeProto, int]] = index.producer
+        self._inits: dict[str, onnx.TensorProto] = index.initializers
         self._input_ranks: dict[str, int] = {}
         for vi in list(index.graph.input):
             if vi.type.tensor_type.HasField("shape"):
@@ -59,13 +61,14 @@ class SymbolicDims:
 
     def producer(self, t: str) -> onnx.NodeProto | None:
         """The node producing t (None for inputs and initializers)."""
-        p = self.ix.producer.get(t)
+        p = self._producers.get(t)
         return None if p is None else p[0]
 
     def rank(self, t: str, depth: int = 0) -> int | None:
         """Rank of a tensor: inferred, else derived from its producer."""
-        if t in self._ranks:
-            return self._ranks[t]
+        got = self._ranks.get(t, -1)
+        if got != -1:
+            return got
         self._ranks[t] = None
         r = self._rank(t, depth)
         self._ranks[t] = r
@@ -144,10 +147,11 @@ class SymbolicDims:
     def dim(self, t: str, i: int, depth: int = 0) -> Dim:
         """Canonical token for dim i of tensor t (structural, never from substituted batch/seq values)."""
         key = (t, i)
-        if key in self._memo:
-            return self._memo[key]
+        val = self._memo.get(key)  # never None: a dim with no derivation is its own token
+        if val is not None:
+            return val
         self._memo[key] = ("dim", t, i)  # cycle / depth guard
-        val = self._dim(t, i, depth)
+        val = self._dim(key, depth)
         if val is None:  # no structural derivation: a size onnx inferred as fixed is one all the same
             val = self.ix.static_dim(t, i)
         if val is None:
@@ -155,37 +159,42 @@ class SymbolicDims:
         self._memo[key] = val
         return val
 
-    def _dim(self, t: str, i: int, depth: int) -> Dim:
+    def _dim(self, key: tuple[str, int], depth: int) -> Dim:
         if depth > 400:
             return None
-        if (t, i) in self._params:
-            return self._params[(t, i)]
-        if t in self.ix.initializers:
-            dims = self.ix.initializers[t].dims
+        t, i = key
+        param = self._params.get(key)
+        if param is not None:
+            return param
+        init = self._inits.get(t)
+        if init is not None:
+            dims = init.dims
             return int(dims[i]) if 0 <= i < len(dims) else None
-        n = self.producer(t)
-        if n is None:
+        p = self._producers.get(t)
+        if p is None:
             return None
+        n = p[0]
         op = n.op_type
         d = depth + 1
         if op in UNARY_SAME:
             return self.dim(self._ins[id(n)][0], i, d)
         r = self.rank(t)
         if op in BINARY:
-            xs = [x for x in self.ix.inputs(n) if x]
             if r is None:
                 return None
-            toks = []
-            for x in xs:
+            non1 = []  # the inputs' dims that are not 1 (a broadcast 1, or an axis the input lacks)
+            for x in self._ins[id(n)]:
+                if not x:
+                    continue
                 rx = self.rank(x)
                 if rx is None:
                     return None
                 j = i - (r - rx)
-                toks.append(1 if j < 0 else self.dim(x, j, d))
-            non1 = [tok for tok in toks if tok != 1]
+                if j >= 0 and (tok := self.dim(x, j, d)) != 1:
+                    non1.append(tok)
             if not non1:
                 return 1
-            if all(tok == non1[0] for tok in non1):
+            if non1.count(non1[0]) == len(non1):
                 return non1[0]
             return self._unify(non1)
         return self._dim_more(n, op, t, i, r, d)
@@ -439,7 +448,7 @@ class SymbolicDims:
         if c is not None:
             if c.dtype.kind not in "iu" or c.ndim > 1:
                 return None
-            return [int(x) for x in np.ravel(c)]
+            return c.ravel().tolist()  # Python ints
         n = self.producer(t)
         if n is None or depth > 50:
             return None
@@ -461,16 +470,18 @@ class SymbolicDims:
             ind = self.const(ins[1])
             if ind is None:
                 return None
+            picks = [int(j) for j in ind.ravel().tolist()]
             p = self.producer(ins[0])
             if p is not None and p.op_type == "Shape" and int(self.ix.attr(p, "start", 0)) == 0 \
-                    and all(int(j) >= 0 for j in np.ravel(ind)):
+                    and all(j >= 0 for j in picks):
                 visited.add(id(p))
-                return [("dim", self._ins[id(p)][0], int(j)) for j in np.ravel(ind)]
+                of = self._ins[id(p)][0]
+                return [("dim", of, j) for j in picks]
             data = self.vec(ins[0], visited, d)
             if data is None:
                 return None
             try:
-                return [data[int(j)] for j in np.ravel(ind)]
+                return [data[j] for j in picks]
             except IndexError:
                 return None
         if op in ("Unsqueeze", "Squeeze", "Identity", "Flatten") or (op == "Reshape" and self._flat(n)):
