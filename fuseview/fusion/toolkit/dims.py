@@ -99,7 +99,7 @@ class SymbolicDims:
         if op == "Gemm":
             return 2
         if op == "Reshape":
-            v = self.vec(ins[1], set())
+            v = self._vec_walk(ins[1])[0]
             return None if v is None else len(v)
         if op == "Gather":
             rd, ri = self.rank(ins[0], d), self.rank(ins[1], d)
@@ -112,7 +112,7 @@ class SymbolicDims:
 
     def vec_len(self, t: str, depth: int = 0) -> int | None:
         """Length of a 1-D shape vector even when its values are not known."""
-        v = self.vec(t, set())
+        v = self._vec_walk(t)[0]
         if v is not None:
             return len(v)
         n = self.producer(t)
@@ -279,7 +279,7 @@ class SymbolicDims:
     def _reshape_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
         """Dim i of a Reshape's output: its target's element i (0 copies the input's, -1 what is left)."""
         ins = self._ins[id(n)]
-        vec = self.vec(ins[1], set())
+        vec = self._vec_walk(ins[1])[0]
         if vec is None or i >= len(vec):
             return None
         e = vec[i]
@@ -393,7 +393,7 @@ class SymbolicDims:
     def _expand_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
         """Dim i of Expand(x, shape): broadcast of x's dim and the shape element (-1/1 keep x's dim)."""
         ins = self._ins[id(n)]
-        vec = self.vec(ins[1], set())
+        vec = self._vec_walk(ins[1])[0]
         rx = self.rank(ins[0])
         if vec is None or rx is None:
             return None
@@ -435,13 +435,19 @@ class SymbolicDims:
             return self._vec(t, visited, depth)
         # rules read the same shape vectors again and again (each Reshape's target, per rule): a walk from
         # the top is the same whoever asks, so its elements and the nodes it walked are kept
+        hit = self._vec_walk(t)
+        visited.update(hit[1])
+        return None if hit[0] is None else list(hit[0])
+
+    def _vec_walk(self, t: str) -> tuple[list[Dim] | None, frozenset[int]]:
+        """vec(t) from the top and the nodes it walked, kept (the dims engine reads the list, never changes
+        it, and needs no walked nodes: it reads this without a copy)."""
         hit = self._vecs.get(t)
         if hit is None:
             walked: set[int] = set()
             hit = (self._vec(t, walked, 0), frozenset(walked))
             self._vecs[t] = hit
-        visited.update(hit[1])
-        return None if hit[0] is None else list(hit[0])
+        return hit
 
     def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
         c = self.const(t)

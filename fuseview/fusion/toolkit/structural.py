@@ -108,7 +108,7 @@ class Structure:
     def __init__(self, ix: Any, dims: SymbolicDims | None = None) -> None:
         self.ix = ix
         self.d = dims if dims is not None else SymbolicDims(ix)
-        self.by_id = {id(n): n for n in ix.nodes}
+        self.by_id = dict(zip(map(id, ix.nodes), ix.nodes, strict=True))
 
     def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
         """The ONNX-domain producer of t when its op is one of ops, else None."""
