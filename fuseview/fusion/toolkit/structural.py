@@ -91,15 +91,20 @@ def single_reader(ix: Any, t: str) -> onnx.NodeProto | None:
 
 def shape_inputs_walk(m: Structure, t: str, out: set[int], depth: int = 0) -> None:
     """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
-    n = m.d.producer(t)
-    if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
-        return  # Constant nodes are not work: apply drops the ones left unread
-    out.add(id(n))
-    if n.op_type == "Shape":
-        return
-    for i in m.ix.inputs(n):
-        if i:
-            shape_inputs_walk(m, i, out, depth + 1)
+    producer, inputs = m.d.producer, m.ix.inputs  # read once: the walk visits some ten tensors per target
+
+    def walk(t: str, depth: int) -> None:
+        n = producer(t)
+        if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
+            return  # Constant nodes are not work: apply drops the ones left unread
+        out.add(id(n))
+        if n.op_type == "Shape":
+            return
+        for i in inputs(n):
+            if i:
+                walk(i, depth + 1)
+
+    walk(t, depth)
 
 
 class Structure:
@@ -132,8 +137,7 @@ class Structure:
             changed = False
             rest = []
             for n in pending:
-                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
-                       all(id(c) in matched for c in ix.consumers[o]) for o in ix.outputs(n) if o):
+                if self._read_only_by(n, matched):
                     matched.add(id(n))
                     core.append(n)
                     changed = True
@@ -142,18 +146,33 @@ class Structure:
             pending = rest
         return matched
 
+    def _read_only_by(self, n: onnx.NodeProto, matched: set[int]) -> bool:
+        """Whether every output of n is read, by matched nodes only, and none is a graph output."""
+        outputs, consumers = self.ix.graph_outputs, self.ix.consumers
+        for o in self.ix.outputs(n):
+            if not o:
+                continue
+            users = consumers.get(o)
+            if o in outputs or not users:
+                return False
+            for c in users:
+                if id(c) not in matched:
+                    return False
+        return True
+
     def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
         """Raise Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
         ix = self.ix
+        outputs, consumers, graph_outputs = ix.outputs, ix.consumers, ix.graph_outputs
         for n in core:
-            for o in ix.outputs(n):
+            for o in outputs(n):
                 if not o or o in keep:
                     continue
-                if o in ix.graph_outputs:
+                if o in graph_outputs:
                     raise Miss(f"intermediate {o} is a graph output")
-                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
-                if outside:
-                    raise Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+                for c in consumers.get(o, ()):
+                    if id(c) not in matched:
+                        raise Miss(f"intermediate {o} is also used by {ix.name(c)} outside the match")
 
     def scale_mul(self, t: str, core: list) -> tuple[str, float]:
         """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
