@@ -350,7 +350,7 @@ class SymbolicDims:
             else:
                 return None
         free = [x for x in have if not isinstance(x, int)]
-        rest = int(np.prod([x for x in have if isinstance(x, int)], dtype=np.int64))
+        rest = math.prod([x for x in have if isinstance(x, int)])  # sizes: far below 2**63
         if not free:
             return rest // known if rest % known == 0 else None
         if len(free) != 1:
