@@ -183,14 +183,22 @@ class SymbolicDims:
             if r is None:
                 return None
             non1 = []  # the inputs' dims that are not 1 (a broadcast 1, or an axis the input lacks)
+            ranks, memo = self._ranks, self._memo  # their memos read here: most inputs' are known
             for x in self._ins[id(n)]:
                 if not x:
                     continue
-                rx = self.rank(x)
+                rx = ranks.get(x, -1)
+                if rx == -1:
+                    rx = self.rank(x)
                 if rx is None:
                     return None
                 j = i - (r - rx)
-                if j >= 0 and (tok := self.dim(x, j, d)) != 1:
+                if j < 0:
+                    continue
+                tok = memo.get((x, j))
+                if tok is None:
+                    tok = self.dim(x, j, d)
+                if tok != 1:
                     non1.append(tok)
             if not non1:
                 return 1
@@ -483,7 +491,7 @@ class SymbolicDims:
                 visited.add(id(p))
                 of = self._ins[id(p)][0]
                 return [("dim", of, j) for j in picks]
-            data = self.vec(ins[0], visited, d)
+            data = self._vec(ins[0], visited, d)
             if data is None:
                 return None
             try:
@@ -491,19 +499,19 @@ class SymbolicDims:
             except IndexError:
                 return None
         if op in ("Unsqueeze", "Squeeze", "Identity", "Flatten") or (op == "Reshape" and self._flat(n)):
-            return self.vec(ins[0], visited, d)
+            return self._vec(ins[0], visited, d)
         if op == "Cast" and self.ix.attr(n, "to") in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
-            return self.vec(ins[0], visited, d)
+            return self._vec(ins[0], visited, d)
         if op == "Concat":
             out: list[Dim] = []
             for x in ins:
-                v = self.vec(x, visited, d)
+                v = self._vec(x, visited, d)
                 if v is None:
                     return None
                 out.extend(v)
             return out
         if op == "Slice" and len(ins) >= 3:
-            data = self.vec(ins[0], visited, d)
+            data = self._vec(ins[0], visited, d)
             cs = [self.const(x) if x else None for x in ins[1:5]]
             if data is None or cs[0] is None or cs[1] is None or cs[0].size != 1 or cs[1].size != 1:
                 return None
@@ -515,7 +523,7 @@ class SymbolicDims:
         if op == "Where":
             return self._where_vec(n, visited, d)
         if op in ("Mul", "Add", "Sub", "Div") and len(ins) == 2:
-            a, b = self.vec(ins[0], visited, d), self.vec(ins[1], visited, d)
+            a, b = self._vec(ins[0], visited, d), self._vec(ins[1], visited, d)
             if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
                 return None
             size = max(len(a), len(b))
@@ -539,7 +547,7 @@ class SymbolicDims:
         other = eq.input[1] if eq.input[0] == v else eq.input[0]
         if self._fill_value(other) != -1:
             return None
-        vec = self.vec(v, visited, depth)
+        vec = self._vec(v, visited, depth)
         if vec is None or any(isinstance(e, int) and e < 0 for e in vec):
             return None
         return vec
