@@ -91,20 +91,21 @@ def single_reader(ix: Any, t: str) -> onnx.NodeProto | None:
 
 def shape_inputs_walk(m: Structure, t: str, out: set[int], depth: int = 0) -> None:
     """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
-    producer, inputs = m.d.producer, m.ix.inputs  # read once: the walk visits some ten tensors per target
+    _walk_shape_inputs(m.d.producer, m.ix.inputs, t, out, depth)  # looked up once, not per tensor walked
 
-    def walk(t: str, depth: int) -> None:
-        n = producer(t)
-        if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
-            return  # Constant nodes are not work: apply drops the ones left unread
-        out.add(id(n))
-        if n.op_type == "Shape":
-            return
-        for i in inputs(n):
-            if i:
-                walk(i, depth + 1)
 
-    walk(t, depth)
+def _walk_shape_inputs(producer: Callable[[str], onnx.NodeProto | None],
+                       inputs: Callable[[onnx.NodeProto], list[str]],
+                       t: str, out: set[int], depth: int) -> None:
+    n = producer(t)
+    if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
+        return  # Constant nodes are not work: apply drops the ones left unread
+    out.add(id(n))
+    if n.op_type == "Shape":
+        return
+    for i in inputs(n):
+        if i:
+            _walk_shape_inputs(producer, inputs, i, out, depth + 1)
 
 
 class Structure:
