@@ -94,6 +94,8 @@ def _bias_reads_cache(s: Structure, c: SdpaCore) -> bool:
     key's length): the fused op cannot write a present tensor its own input reads, so the Concats stay
     and the op takes the concatenated key and value."""
     cats = {x for x in (c.k_bnsh, c.v) if x and s.prod(x, "Concat") is not None}
+    if not cats:
+        return False  # no cache Concat to reach: the walk back from the mask (up to 400 tensors) is moot
     seen: set[str] = set()
     todo = [t for t in (c.bias, *(c.bias_terms or ())) if t]
     while todo and len(seen) < 400:

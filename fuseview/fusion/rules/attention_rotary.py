@@ -155,8 +155,9 @@ def _cone(s: Structure, outputs: list[str], values: bool = False) -> tuple[list[
             continue
         seen.add(id(n))
         if not (values and n.op_type == "Shape"):
-            stack.extend(i for i in n.input if i)
-    return [n for n in s.ix.nodes if id(n) in seen], inputs
+            stack.extend(i for i in s.ix.inputs(n) if i)
+    # graph order: the cone's own nodes sorted by position (not a pass over every node of the graph)
+    return sorted((s.by_id[i] for i in seen), key=s.ix.position), inputs
 
 
 def probe_feeds(model: onnx.ModelProto, inputs: set[str], past: int, new: int) -> dict[str, np.ndarray]:

@@ -65,6 +65,8 @@ def _find(ctx: ScanContext) -> Iterator[Match | NearMiss]:
     for n, op, domain, all_ins, outs in zip(t.nodes, t.op_types, t.domains, t.inputs, t.outputs, strict=True):
         if op == "Constant" or domain not in ("", "ai.onnx") or op not in FOLDABLE:
             continue
+        if not all_ins or (all_ins[0] and all_ins[0] not in const):
+            continue  # most nodes: the first input is computed (checked before any list is made)
         ins = [i for i in all_ins if i]
         if ins and all(i in const for i in ins):
             const.update(o for o in outs if o)

@@ -42,7 +42,16 @@ class SymbolicDims:
         self._params: dict[tuple[str, int], Dim] = {}
         self._ranks: dict[str, int | None] = {}
         self._vecs: dict[str, tuple[list[Dim] | None, frozenset[int]]] = {}
+        # each node's inputs as the index's table read them (a upb field read costs a dict lookup's several
+        # times over, and the walks read a node's inputs once per dim asked)
+        table = index.table
+        self._ins: dict[int, list[str]] = dict(zip(map(id, table.nodes), table.inputs, strict=True))
+        self._producers: dict[str, tuple[onnx.NodeProto, int]] = index.producer
+        self._inits: dict[str, onnx.TensorProto] = index.initializers
+        self._input_ranks: dict[str, int] = {}
         for vi in list(index.graph.input):
+            if vi.type.tensor_type.HasField("shape"):
+                self._input_ranks.setdefault(vi.name, len(vi.type.tensor_type.shape.dim))
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 for i, d in enumerate(vi.type.tensor_type.shape.dim):
                     if d.HasField("dim_value"):
@@ -52,13 +61,14 @@ class SymbolicDims:
 
     def producer(self, t: str) -> onnx.NodeProto | None:
         """The node producing t (None for inputs and initializers)."""
-        p = self.ix.producer.get(t)
+        p = self._producers.get(t)
         return None if p is None else p[0]
 
     def rank(self, t: str, depth: int = 0) -> int | None:
         """Rank of a tensor: inferred, else derived from its producer."""
-        if t in self._ranks:
-            return self._ranks[t]
+        got = self._ranks.get(t, -1)
+        if got != -1:
+            return got
         self._ranks[t] = None
         r = self._rank(t, depth)
         self._ranks[t] = r
@@ -70,19 +80,18 @@ class SymbolicDims:
             return len(s)
         if t in self.ix.initializers:
             return len(self.ix.initializers[t].dims)
-        for vi in self.ix.graph.input:
-            if vi.name == t and vi.type.tensor_type.HasField("shape"):
-                return len(vi.type.tensor_type.shape.dim)
+        if t in self._input_ranks:
+            return self._input_ranks[t]
         n = self.producer(t)
         if n is None or depth > 400:
             return None
-        op, d = n.op_type, depth + 1
+        op, d, ins = n.op_type, depth + 1, self._ins[id(n)]
         if op in UNARY_SAME or op == "Split" or (op in ("ReduceMean", "ReduceSum")
                                                    and self.ix.attr(n, "keepdims", 1)):
-            return self.rank(n.input[0], d)
+            return self.rank(ins[0], d)
         if op == "Transpose":
             perm = self.ix.attr(n, "perm")
-            return len(perm) if perm is not None else self.rank(n.input[0], d)
+            return len(perm) if perm is not None else self.rank(ins[0], d)
         if op in BINARY or op in ("MatMul", "FusedMatMul"):
             rs = [self.rank(x, d) for x in self.ix.inputs(n) if x]
             known = [r for r in rs if r is not None]
@@ -90,37 +99,38 @@ class SymbolicDims:
         if op == "Gemm":
             return 2
         if op == "Reshape":
-            v = self.vec(n.input[1], set())
+            v = self._vec_walk(ins[1])[0]
             return None if v is None else len(v)
         if op == "Gather":
-            rd, ri = self.rank(n.input[0], d), self.rank(n.input[1], d)
+            rd, ri = self.rank(ins[0], d), self.rank(ins[1], d)
             return None if rd is None or ri is None else rd - 1 + ri
         if op == "Expand":
-            n_shape = self.vec_len(n.input[1])
-            ri = self.rank(n.input[0], d)
+            n_shape = self.vec_len(ins[1])
+            ri = self.rank(ins[0], d)
             return None if n_shape is None or ri is None else max(n_shape, ri)
         return None
 
     def vec_len(self, t: str, depth: int = 0) -> int | None:
         """Length of a 1-D shape vector even when its values are not known."""
-        v = self.vec(t, set())
+        v = self._vec_walk(t)[0]
         if v is not None:
             return len(v)
         n = self.producer(t)
         if n is None or depth > 30:
             return None
+        ins = self._ins[id(n)]
         if n.op_type in ("Where", "Add", "Mul", "Max", "Min"):
-            ls = [self.vec_len(x, depth + 1) for x in n.input[1:] if x] if n.op_type == "Where" else \
+            ls = [self.vec_len(x, depth + 1) for x in ins[1:] if x] if n.op_type == "Where" else \
                 [self.vec_len(x, depth + 1) for x in self.ix.inputs(n) if x]
             known = [x for x in ls if x is not None and x != 1]
             return known[0] if known and all(k == known[0] for k in known) else None
         if n.op_type in ("Cast", "Identity", "Abs", "Neg") or (n.op_type == "Reshape" and self._flat(n)):
-            return self.vec_len(n.input[0], depth + 1)
+            return self.vec_len(ins[0], depth + 1)
         if n.op_type == "ConstantOfShape":
-            c = self.const(n.input[0])
+            c = self.const(ins[0])
             return int(np.ravel(c)[0]) if c is not None and c.size == 1 else None
         if n.op_type == "Shape":
-            r = self.rank(n.input[0])
+            r = self.rank(ins[0])
             if r is None:
                 return None
             start = int(self.ix.attr(n, "start", 0))
@@ -137,10 +147,11 @@ class SymbolicDims:
     def dim(self, t: str, i: int, depth: int = 0) -> Dim:
         """Canonical token for dim i of tensor t (structural, never from substituted batch/seq values)."""
         key = (t, i)
-        if key in self._memo:
-            return self._memo[key]
+        val = self._memo.get(key)  # never None: a dim with no derivation is its own token
+        if val is not None:
+            return val
         self._memo[key] = ("dim", t, i)  # cycle / depth guard
-        val = self._dim(t, i, depth)
+        val = self._dim(key, depth)
         if val is None:  # no structural derivation: a size onnx inferred as fixed is one all the same
             val = self.ix.static_dim(t, i)
         if val is None:
@@ -148,37 +159,50 @@ class SymbolicDims:
         self._memo[key] = val
         return val
 
-    def _dim(self, t: str, i: int, depth: int) -> Dim:
+    def _dim(self, key: tuple[str, int], depth: int) -> Dim:
         if depth > 400:
             return None
-        if (t, i) in self._params:
-            return self._params[(t, i)]
-        if t in self.ix.initializers:
-            dims = self.ix.initializers[t].dims
+        t, i = key
+        param = self._params.get(key)
+        if param is not None:
+            return param
+        init = self._inits.get(t)
+        if init is not None:
+            dims = init.dims
             return int(dims[i]) if 0 <= i < len(dims) else None
-        n = self.producer(t)
-        if n is None:
+        p = self._producers.get(t)
+        if p is None:
             return None
+        n = p[0]
         op = n.op_type
         d = depth + 1
         if op in UNARY_SAME:
-            return self.dim(n.input[0], i, d)
+            return self.dim(self._ins[id(n)][0], i, d)
         r = self.rank(t)
         if op in BINARY:
-            ins = [x for x in self.ix.inputs(n) if x]
             if r is None:
                 return None
-            toks = []
-            for x in ins:
-                rx = self.rank(x)
+            non1 = []  # the inputs' dims that are not 1 (a broadcast 1, or an axis the input lacks)
+            ranks, memo = self._ranks, self._memo  # their memos read here: most inputs' are known
+            for x in self._ins[id(n)]:
+                if not x:
+                    continue
+                rx = ranks.get(x, -1)
+                if rx == -1:
+                    rx = self.rank(x)
                 if rx is None:
                     return None
                 j = i - (r - rx)
-                toks.append(1 if j < 0 else self.dim(x, j, d))
-            non1 = [tok for tok in toks if tok != 1]
+                if j < 0:
+                    continue
+                tok = memo.get((x, j))
+                if tok is None:
+                    tok = self.dim(x, j, d)
+                if tok != 1:
+                    non1.append(tok)
             if not non1:
                 return 1
-            if all(tok == non1[0] for tok in non1):
+            if non1.count(non1[0]) == len(non1):
                 return non1[0]
             return self._unify(non1)
         return self._dim_more(n, op, t, i, r, d)
@@ -207,11 +231,12 @@ class SymbolicDims:
 
     def _dim_more(self, n: onnx.NodeProto, op: str, t: str, i: int, r: int | None, d: int) -> Dim:
         """_dim for the ops after the elementwise ones (split out to keep each function readable)."""
+        ins = self._ins[id(n)]
         if op == "Transpose":
             perm = self.ix.attr(n, "perm")
-            return None if perm is None or i >= len(perm) else self.dim(n.input[0], int(perm[i]), d)
+            return None if perm is None or i >= len(perm) else self.dim(ins[0], int(perm[i]), d)
         if op in ("MatMul", "FusedMatMul") and r is not None:
-            a, b = n.input[0], n.input[1]
+            a, b = ins[0], ins[1]
             ra, rb = self.rank(a), self.rank(b)
             if ra is None or rb is None or ra < 2 or rb < 2:
                 return None
@@ -224,29 +249,29 @@ class SymbolicDims:
             return None
         if op == "Gemm" and i in (0, 1):
             if i == 0:
-                return self.dim(n.input[0], 1 if self.ix.attr(n, "transA", 0) else 0, d)
-            return self.dim(n.input[1], 0 if self.ix.attr(n, "transB", 0) else 1, d)
+                return self.dim(ins[0], 1 if self.ix.attr(n, "transA", 0) else 0, d)
+            return self.dim(ins[1], 0 if self.ix.attr(n, "transB", 0) else 1, d)
         if op == "Reshape":
             return self._reshape_dim(n, i, d)
         if op == "Unsqueeze" and r is not None:
             axes = self.ix.attr(n, "axes")
-            if axes is None and len(n.input) > 1 and n.input[1]:
-                c = self.const(n.input[1])
+            if axes is None and len(ins) > 1 and ins[1]:
+                c = self.const(ins[1])
                 axes = None if c is None else np.ravel(c).tolist()
             if axes is None:
                 return None
             axes_l = sorted(int(a) % r for a in axes)
-            return 1 if i in axes_l else self.dim(n.input[0], i - sum(a < i for a in axes_l), d)
+            return 1 if i in axes_l else self.dim(ins[0], i - sum(a < i for a in axes_l), d)
         if op == "Split":
             return self._split_dim(n, t, i, d)
         if op == "Gather":
             axis = int(self.ix.attr(n, "axis", 0))
-            ri = self.rank(n.input[1])
+            ri = self.rank(ins[1])
             if axis == 0 and ri is not None:
-                return self.dim(n.input[1], i, d) if i < ri else self.dim(n.input[0], i - ri + 1, d)
+                return self.dim(ins[1], i, d) if i < ri else self.dim(ins[0], i - ri + 1, d)
             return None
         if op == "GatherElements":
-            return self.dim(n.input[1], i, d)
+            return self.dim(ins[1], i, d)
         if op == "Slice":
             return self._slice_dim(n, i, d)
         if op == "Expand" and r is not None:
@@ -254,14 +279,15 @@ class SymbolicDims:
         if op == "ReduceMean" or op == "ReduceSum":
             if not self.ix.attr(n, "keepdims", 1):
                 return None
-            return self.dim(n.input[0], i, d) if r is not None and self._reduce_keeps(n, i, r) else None
+            return self.dim(ins[0], i, d) if r is not None and self._reduce_keeps(n, i, r) else None
         if op == "Concat" and r is not None:
             return self._concat_dim(n, i, r, d)
         return None
 
     def _reshape_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
         """Dim i of a Reshape's output: its target's element i (0 copies the input's, -1 what is left)."""
-        vec = self.vec(n.input[1], set())
+        ins = self._ins[id(n)]
+        vec = self._vec_walk(ins[1])[0]
         if vec is None or i >= len(vec):
             return None
         e = vec[i]
@@ -269,25 +295,26 @@ class SymbolicDims:
             if e > 0:
                 return e
             if e == 0 and not self.ix.attr(n, "allowzero", 0):
-                return self.dim(n.input[0], i, d)
+                return self.dim(ins[0], i, d)
             return self._reshape_free(n, vec, i, d) if e == -1 else None
         return None if e is None else self.canon(e, d)
 
     def _split_dim(self, n: onnx.NodeProto, t: str, i: int, d: int) -> Dim:
         """Dim i of the Split output t: the input's, or along the axis its part's size (given or equal)."""
-        rin = self.rank(n.input[0])
+        ins = self._ins[id(n)]
+        rin = self.rank(ins[0])
         if rin is None:
             return None
         axis = int(self.ix.attr(n, "axis", 0)) % rin
         if i != axis:
-            return self.dim(n.input[0], i, d)
+            return self.dim(ins[0], i, d)
         k = self.ix.outputs(n).index(t)
-        sizes = self.const(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+        sizes = self.const(ins[1]) if len(ins) > 1 and ins[1] else None
         if sizes is None:
             sizes = self.ix.attr(n, "split")
         if sizes is not None:
             return int(np.ravel(sizes)[k])
-        total = self.dim(n.input[0], axis, d)
+        total = self.dim(ins[0], axis, d)
         n_out = len(n.output)
         if isinstance(total, int) and total % n_out == 0:
             return total // n_out
@@ -295,9 +322,10 @@ class SymbolicDims:
 
     def _concat_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
         """Dim i of a Concat's output: the first input's, or along the axis the sum of the parts."""
+        ins = self._ins[id(n)]
         axis = int(self.ix.attr(n, "axis", 0)) % r
         if i != axis:
-            return self.dim(n.input[0], i, d)
+            return self.dim(ins[0], i, d)
         parts = [self.dim(x, i, d) for x in self.ix.inputs(n) if x]
         total = parts[0]
         for p in parts[1:]:  # the sum of the parts (KV cache: past + new)
@@ -308,28 +336,29 @@ class SymbolicDims:
     def _reshape_free(self, n: onnx.NodeProto, vec: list[Dim], i: int, d: int) -> Dim:
         """The -1 element of a Reshape target: what the element count leaves once the other elements are
         cancelled against the input's dims (the same symbolic dims, then the products of the numbers)."""
-        rin = self.rank(n.input[0])
+        ins = self._ins[id(n)]
+        rin = self.rank(ins[0])
         if rin is None or vec.count(-1) != 1:
             return None
         allow0 = not self.ix.attr(n, "allowzero", 0)
-        ins = [self.dim(n.input[0], j, d) for j in range(rin)]
-        if any(x is None for x in ins):
+        have = [self.dim(ins[0], j, d) for j in range(rin)]
+        if any(x is None for x in have):
             return None
         known = 1
         for j, e in enumerate(vec):
             if j == i:
                 continue
-            e = self.dim(n.input[0], j, d) if e == 0 and allow0 else self.canon(e, d)
+            e = self.dim(ins[0], j, d) if e == 0 and allow0 else self.canon(e, d)
             if isinstance(e, int):
                 if e <= 0:
                     return None
                 known *= e
-            elif e is not None and e in ins:  # [B, -1, H, D] of [B, S, H*D]: B cancels B
-                ins.remove(e)
+            elif e is not None and e in have:  # [B, -1, H, D] of [B, S, H*D]: B cancels B
+                have.remove(e)
             else:
                 return None
-        free = [x for x in ins if not isinstance(x, int)]
-        rest = int(np.prod([x for x in ins if isinstance(x, int)], dtype=np.int64))
+        free = [x for x in have if not isinstance(x, int)]
+        rest = math.prod([x for x in have if isinstance(x, int)])  # sizes: far below 2**63
         if not free:
             return rest // known if rest % known == 0 else None
         if len(free) != 1:
@@ -338,18 +367,19 @@ class SymbolicDims:
 
     def _slice_dim(self, n: onnx.NodeProto, i: int, d: int) -> Dim:
         """Dim i of a Slice: the input's dim when axis i is not sliced or is sliced whole."""
-        r = self.rank(n.input[0])
+        ins = self._ins[id(n)]
+        r = self.rank(ins[0])
         if r is None:
             return None
-        starts = self.const(n.input[1])
-        ends = self.const(n.input[2])
-        axes = self.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
-        steps = self.const(n.input[4]) if len(n.input) > 4 and n.input[4] else None
-        if starts is None or (axes is None and len(n.input) > 3 and n.input[3]):
+        starts = self.const(ins[1])
+        ends = self.const(ins[2])
+        axes = self.const(ins[3]) if len(ins) > 3 and ins[3] else None
+        steps = self.const(ins[4]) if len(ins) > 4 and ins[4] else None
+        if starts is None or (axes is None and len(ins) > 3 and ins[3]):
             return None
         axes_l = [int(a) % r for a in np.ravel(axes)] if axes is not None else list(range(np.size(starts)))
         if i not in axes_l:
-            return self.dim(n.input[0], i, d)
+            return self.dim(ins[0], i, d)
         k = axes_l.index(i)
         whole = (
             int(np.ravel(starts)[k]) == 0
@@ -358,8 +388,8 @@ class SymbolicDims:
             and (steps is None or int(np.ravel(steps)[k]) == 1)
         )
         if whole:
-            return self.dim(n.input[0], i, d)
-        size = self.dim(n.input[0], i, d)
+            return self.dim(ins[0], i, d)
+        size = self.dim(ins[0], i, d)
         if not isinstance(size, int) or ends is None:
             return None
         # a known size sliced by constants (a packed QKV projection split on its last axis: Phi-3)
@@ -370,14 +400,15 @@ class SymbolicDims:
 
     def _expand_dim(self, n: onnx.NodeProto, i: int, r: int, d: int) -> Dim:
         """Dim i of Expand(x, shape): broadcast of x's dim and the shape element (-1/1 keep x's dim)."""
-        vec = self.vec(n.input[1], set())
-        rx = self.rank(n.input[0])
+        ins = self._ins[id(n)]
+        vec = self._vec_walk(ins[1])[0]
+        rx = self.rank(ins[0])
         if vec is None or rx is None:
             return None
         j = i - (r - len(vec))
         e = vec[j] if 0 <= j < len(vec) else 1
         jx = i - (r - rx)
-        xd = self.dim(n.input[0], jx, d) if jx >= 0 else 1
+        xd = self.dim(ins[0], jx, d) if jx >= 0 else 1
         e = self.canon(e, d) if isinstance(e, tuple) else e
         if e in (1, -1):
             return xd
@@ -386,9 +417,10 @@ class SymbolicDims:
         return xd if e == xd else None
 
     def _reduce_keeps(self, n: onnx.NodeProto, i: int, r: int) -> bool:
+        ins = self._ins[id(n)]
         axes = self.ix.attr(n, "axes")
-        if axes is None and len(n.input) > 1 and n.input[1]:
-            v = self.const(n.input[1])
+        if axes is None and len(ins) > 1 and ins[1]:
+            v = self.const(ins[1])
             axes = None if v is None else list(np.ravel(v))
         if axes is None:
             return False
@@ -411,67 +443,76 @@ class SymbolicDims:
             return self._vec(t, visited, depth)
         # rules read the same shape vectors again and again (each Reshape's target, per rule): a walk from
         # the top is the same whoever asks, so its elements and the nodes it walked are kept
+        hit = self._vec_walk(t)
+        visited.update(hit[1])
+        return None if hit[0] is None else list(hit[0])
+
+    def _vec_walk(self, t: str) -> tuple[list[Dim] | None, frozenset[int]]:
+        """vec(t) from the top and the nodes it walked, kept (the dims engine reads the list, never changes
+        it, and needs no walked nodes: it reads this without a copy)."""
         hit = self._vecs.get(t)
         if hit is None:
             walked: set[int] = set()
             hit = (self._vec(t, walked, 0), frozenset(walked))
             self._vecs[t] = hit
-        visited.update(hit[1])
-        return None if hit[0] is None else list(hit[0])
+        return hit
 
     def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
         c = self.const(t)
         if c is not None:
             if c.dtype.kind not in "iu" or c.ndim > 1:
                 return None
-            return [int(x) for x in np.ravel(c)]
+            return c.ravel().tolist()  # Python ints
         n = self.producer(t)
         if n is None or depth > 50:
             return None
+        ins = self._ins[id(n)]
         visited.add(id(n))
         op = n.op_type
         d = depth + 1
         if op == "Shape":
-            r = self.rank(n.input[0])
+            r = self.rank(ins[0])
             if r is None:
                 return None
             start = int(self.ix.attr(n, "start", 0))
             end = self.ix.attr(n, "end", None)
             idx = list(range(r))[start: None if end is None else int(end)]
-            return [("dim", n.input[0], j) for j in idx]
+            return [("dim", ins[0], j) for j in idx]
         if op == "Gather":
             if int(self.ix.attr(n, "axis", 0)) != 0:
                 return None
-            ind = self.const(n.input[1])
+            ind = self.const(ins[1])
             if ind is None:
                 return None
-            p = self.producer(n.input[0])
+            picks = [int(j) for j in ind.ravel().tolist()]
+            p = self.producer(ins[0])
             if p is not None and p.op_type == "Shape" and int(self.ix.attr(p, "start", 0)) == 0 \
-                    and all(int(j) >= 0 for j in np.ravel(ind)):
+                    and all(j >= 0 for j in picks):
                 visited.add(id(p))
-                return [("dim", p.input[0], int(j)) for j in np.ravel(ind)]
-            data = self.vec(n.input[0], visited, d)
+                of = self._ins[id(p)][0]
+                return [("dim", of, j) for j in picks]
+            data = self._vec(ins[0], visited, d)
             if data is None:
                 return None
             try:
-                return [data[int(j)] for j in np.ravel(ind)]
+                return [data[j] for j in picks]
             except IndexError:
                 return None
         if op in ("Unsqueeze", "Squeeze", "Identity", "Flatten") or (op == "Reshape" and self._flat(n)):
-            return self.vec(n.input[0], visited, d)
+            return self._vec(ins[0], visited, d)
         if op == "Cast" and self.ix.attr(n, "to") in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
-            return self.vec(n.input[0], visited, d)
+            return self._vec(ins[0], visited, d)
         if op == "Concat":
             out: list[Dim] = []
-            for x in n.input[:]:
-                v = self.vec(x, visited, d)
+            for x in ins:
+                v = self._vec(x, visited, d)
                 if v is None:
                     return None
                 out.extend(v)
             return out
-        if op == "Slice" and len(n.input) >= 3:
-            data = self.vec(n.input[0], visited, d)
-            cs = [self.const(x) if x else None for x in list(n.input[1:5])]
+        if op == "Slice" and len(ins) >= 3:
+            data = self._vec(ins[0], visited, d)
+            cs = [self.const(x) if x else None for x in ins[1:5]]
             if data is None or cs[0] is None or cs[1] is None or cs[0].size != 1 or cs[1].size != 1:
                 return None
             if len(cs) > 2 and cs[2] is not None and int(np.ravel(cs[2])[0]) not in (0, -1):
@@ -481,8 +522,8 @@ class SymbolicDims:
             return data[slice(start, min(end, 2**62), step)]
         if op == "Where":
             return self._where_vec(n, visited, d)
-        if op in ("Mul", "Add", "Sub", "Div") and len(n.input) == 2:
-            a, b = self.vec(n.input[0], visited, d), self.vec(n.input[1], visited, d)
+        if op in ("Mul", "Add", "Sub", "Div") and len(ins) == 2:
+            a, b = self._vec(ins[0], visited, d), self._vec(ins[1], visited, d)
             if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
                 return None
             size = max(len(a), len(b))
@@ -498,14 +539,15 @@ class SymbolicDims:
     def _where_vec(self, n: onnx.NodeProto, visited: set[int], depth: int) -> list[Dim] | None:
         """Where(Equal(v, -1), ones, v), torch's expand(-1) handling: v itself when no element of v can
         be -1 (every element a dim or a non-negative number)."""
-        eq = self.producer(n.input[0])
-        v = n.input[2]
+        ins = self._ins[id(n)]
+        eq = self.producer(ins[0])
+        v = ins[2]
         if eq is None or eq.op_type != "Equal" or v not in eq.input:
             return None
         other = eq.input[1] if eq.input[0] == v else eq.input[0]
         if self._fill_value(other) != -1:
             return None
-        vec = self.vec(v, visited, depth)
+        vec = self._vec(v, visited, depth)
         if vec is None or any(isinstance(e, int) and e < 0 for e in vec):
             return None
         return vec
@@ -522,13 +564,15 @@ class SymbolicDims:
         if n.op_type == "ConstantOfShape":
             value = self.ix.attr(n, "value")
             return 0.0 if value is None else float(np.ravel(numpy_helper.to_array(value))[0])
-        if n.op_type == "Mul" and len(n.input) == 2:
-            a, b = self._fill_value(n.input[0]), self._fill_value(n.input[1])
+        ins = self._ins[id(n)]
+        if n.op_type == "Mul" and len(ins) == 2:
+            a, b = self._fill_value(ins[0]), self._fill_value(ins[1])
             return None if a is None or b is None else a * b
         return None
 
     def _flat(self, n: onnx.NodeProto) -> bool:
-        c = self.const(n.input[1])
+        ins = self._ins[id(n)]
+        c = self.const(ins[1])
         return c is not None and np.ravel(c).tolist() in ([-1], [1]) and c.size == 1
 
     def same(self, a: Dim, b: Dim) -> bool:

@@ -91,15 +91,21 @@ def single_reader(ix: Any, t: str) -> onnx.NodeProto | None:
 
 def shape_inputs_walk(m: Structure, t: str, out: set[int], depth: int = 0) -> None:
     """Ids of the nodes computing a shape tensor, stopping at Shape nodes (never into the data path)."""
-    n = m.d.producer(t)
+    _walk_shape_inputs(m.d.producer, m.ix.inputs, t, out, depth)  # looked up once, not per tensor walked
+
+
+def _walk_shape_inputs(producer: Callable[[str], onnx.NodeProto | None],
+                       inputs: Callable[[onnx.NodeProto], list[str]],
+                       t: str, out: set[int], depth: int) -> None:
+    n = producer(t)
     if n is None or depth > 30 or id(n) in out or n.op_type == "Constant":
         return  # Constant nodes are not work: apply drops the ones left unread
     out.add(id(n))
     if n.op_type == "Shape":
         return
-    for i in m.ix.inputs(n):
+    for i in inputs(n):
         if i:
-            shape_inputs_walk(m, i, out, depth + 1)
+            _walk_shape_inputs(producer, inputs, i, out, depth + 1)
 
 
 class Structure:
@@ -108,7 +114,7 @@ class Structure:
     def __init__(self, ix: Any, dims: SymbolicDims | None = None) -> None:
         self.ix = ix
         self.d = dims if dims is not None else SymbolicDims(ix)
-        self.by_id = {id(n): n for n in ix.nodes}
+        self.by_id = dict(zip(map(id, ix.nodes), ix.nodes, strict=True))
 
     def prod(self, t: str, *ops: str) -> onnx.NodeProto | None:
         """The ONNX-domain producer of t when its op is one of ops, else None."""
@@ -123,32 +129,51 @@ class Structure:
         """Add to core the extra nodes (shape computations) whose outputs only the match reads."""
         ix = self.ix
         matched = {id(n) for n in core}
+        # readers come after their producers in graph order: latest first, one pass takes in a whole chain
+        # (a next pass looks only at the nodes left out, for graphs whose nodes are not in that order)
+        pending = sorted((self.by_id[nid] for nid in extra_ids if nid not in matched), key=ix.position,
+                         reverse=True)
         changed = True
-        while changed:
+        while changed and pending:
             changed = False
-            for nid in extra_ids:
-                if nid in matched:
-                    continue
-                n = self.by_id[nid]
-                if all(o not in ix.graph_outputs and ix.consumers.get(o) and
-                       all(id(c) in matched for c in ix.consumers[o]) for o in ix.outputs(n) if o):
-                    matched.add(nid)
+            rest = []
+            for n in pending:
+                if self._read_only_by(n, matched):
+                    matched.add(id(n))
                     core.append(n)
                     changed = True
+                else:
+                    rest.append(n)
+            pending = rest
         return matched
+
+    def _read_only_by(self, n: onnx.NodeProto, matched: set[int]) -> bool:
+        """Whether every output of n is read, by matched nodes only, and none is a graph output."""
+        outputs, consumers = self.ix.graph_outputs, self.ix.consumers
+        for o in self.ix.outputs(n):
+            if not o:
+                continue
+            users = consumers.get(o)
+            if o in outputs or not users:
+                return False
+            for c in users:
+                if id(c) not in matched:
+                    return False
+        return True
 
     def check_contained(self, core: list[onnx.NodeProto], matched: set[int], keep: set[str]) -> None:
         """Raise Miss when an intermediate of the match (not in keep) is a graph output or read outside."""
         ix = self.ix
+        outputs, consumers, graph_outputs = ix.outputs, ix.consumers, ix.graph_outputs
         for n in core:
-            for o in ix.outputs(n):
+            for o in outputs(n):
                 if not o or o in keep:
                     continue
-                if o in ix.graph_outputs:
+                if o in graph_outputs:
                     raise Miss(f"intermediate {o} is a graph output")
-                outside = [c for c in ix.consumers.get(o, ()) if id(c) not in matched]
-                if outside:
-                    raise Miss(f"intermediate {o} is also used by {ix.name(outside[0])} outside the match")
+                for c in consumers.get(o, ()):
+                    if id(c) not in matched:
+                        raise Miss(f"intermediate {o} is also used by {ix.name(c)} outside the match")
 
     def scale_mul(self, t: str, core: list) -> tuple[str, float]:
         """Strip an optional Mul/Div by a scalar constant; returns (input tensor, factor)."""
