@@ -479,7 +479,11 @@ def patterns_at(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[in
     """The positions in rule.compiled of the patterns that may match at node: a function of the node's op
     type and its producers' op types only, kept on the rule (each of some 10,000 calls a scan made the
     same tests again)."""
-    key = (node.op_type, tuple(index.producer_ops(node)))
+    return patterns_for(rule, (node.op_type, tuple(index.producer_ops(node))))
+
+
+def patterns_for(rule: Rule, key: tuple[str, tuple[str | None, ...]]) -> tuple[int, ...]:
+    """patterns_at for the nodes of one kind: key is (op type, its producers' op types)."""
     got = rule.prefilter.get(key)
     if got is None:
         if len(rule.prefilter) >= 4096:  # op-type combinations: few per model, bounded over many

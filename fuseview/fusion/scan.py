@@ -15,7 +15,7 @@ from fuseview.errors import FuseviewError
 from fuseview.fusion import kernels
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
-from fuseview.fusion.matcher import match_patterns, patterns_at
+from fuseview.fusion.matcher import match_patterns, patterns_for
 from fuseview.fusion.rule import Candidate, Match, Miss, NearMiss, Rule
 from fuseview.fusion.rules import catalogue
 from fuseview.fusion.subgraphs import InnerModel, inner_models
@@ -103,7 +103,7 @@ def _scan_model(
     wanted = {id(r) for r in rules}
     found: list[tuple[int, int, Candidate]] = []
     misses: list[NearMiss] = []
-    anchors: dict[frozenset[str], list[onnx.NodeProto]] = {}  # rules share op types (Add, Mul): sorted once
+    anchors: dict[frozenset[str], _Anchors] = {}  # rules share op types (Add, Mul): sorted and keyed once
     for rule in run_order(rules):
         if rule.find is not None:
             matches = _find_guarded(ctx, rule.name, rule.find)
@@ -120,7 +120,7 @@ def _scan_model(
         key = frozenset(rule.op_types)
         if key not in anchors:
             anchors[key] = _anchors(index, key)
-        _match_anchors(index, rule, anchors[key], found, misses)
+        _match_anchors(index, rule, *anchors[key], found, misses)
     found.sort(key=lambda t: (t[0], t[1]))
     cands = []
     seen = set()
@@ -141,6 +141,8 @@ def _match_anchors(
     index: GraphIndex,
     rule: Rule,
     nodes: list[onnx.NodeProto],
+    kinds: list[int],
+    keys: list[tuple[str, tuple[str | None, ...]]],
     found: list[tuple[int, int, Candidate]],
     misses: list[NearMiss],
 ) -> None:
@@ -148,15 +150,19 @@ def _match_anchors(
 
     The anchors are matched last first: a valid match then names, before they come, the nodes where the
     matcher proved the rule's match to be a strict subset of it (the Mul of a LayerNorm whose beta Add
-    matched: Match.nested_roots), which _drop_submatches would drop; they are skipped."""
+    matched: Match.nested_roots), which _drop_submatches would drop; they are skipped. Which patterns may
+    match depends on a node's kind only (kinds[i] indexes keys): asked once per kind."""
     results: list[Candidate | NearMiss | None] = [None] * len(nodes)
     nested: set[int] = set()
+    by_kind: list[tuple[int, ...] | None] = [None] * len(keys)
     for i in range(len(nodes) - 1, -1, -1):
         node = nodes[i]
         if nested and id(node) in nested:
             continue
         try:
-            pis = patterns_at(index, rule, node)
+            pis = by_kind[kinds[i]]
+            if pis is None:
+                pis = by_kind[kinds[i]] = patterns_for(rule, keys[kinds[i]])
             if not pis:
                 continue
             match, failure = match_patterns(index, rule, node, pis)
@@ -177,12 +183,21 @@ def _match_anchors(
             misses.append(r)
 
 
-def _anchors(index: GraphIndex, op_types: Iterable[str]) -> list[onnx.NodeProto]:
-    """The nodes of these op types in graph order (one op type: its list as the index keeps it, in order)."""
+_Key = tuple[str, tuple[str | None, ...]]
+_Anchors = tuple[list[onnx.NodeProto], list[int], list[_Key]]
+
+
+def _anchors(index: GraphIndex, op_types: Iterable[str]) -> _Anchors:
+    """The nodes of these op types in graph order (one op type: its list as the index keeps it, in order),
+    the kind of each (an index into the kinds) and the kinds: (op type, its producers' op types)."""
     lists = [index.by_op[op] for op in dict.fromkeys(op_types) if op in index.by_op]
     if len(lists) == 1:
-        return lists[0]
-    return sorted((n for nodes in lists for n in nodes), key=index.position)
+        nodes = lists[0]
+    else:
+        nodes = sorted((n for nodes in lists for n in nodes), key=index.position)
+    ids: dict[_Key, int] = {}
+    kinds = [ids.setdefault((n.op_type, tuple(index.producer_ops(n))), len(ids)) for n in nodes]
+    return nodes, kinds, list(ids)
 
 
 def run_order(rules: Sequence[Rule]) -> list[Rule]:
