@@ -141,3 +141,35 @@ def test_a_pattern_skipped_as_failing_shallow_matches_nothing_there(path: Path) 
                 assert next(pm.match_root(node), None) is None, (rule.name, node.name)
                 assert pm.failure is None or pm.failure.depth < 3, (rule.name, node.name, pm.failure)
     assert skipped > 0
+
+
+@pytest.mark.parametrize("path", SHALLOW_MODELS, ids=lambda p: p.name)
+def test_a_pattern_fruitless_in_a_graph_matches_and_nears_nothing_there(path: Path) -> None:
+    """Where Pattern.fruitless lets the scan skip a pattern (an op type it needs is absent from the graph),
+    the matcher itself finds no state and never fails deep enough for a near miss, at any node."""
+    model = onnx.load(str(path))
+    index = GraphIndex(model)
+    skipped = 0
+    for rule in catalogue():
+        for pattern in rule.compiled:
+            if not pattern.fruitless(index.by_op):
+                continue
+            for node in model.graph.node:
+                if node.op_type not in pattern.root_ops:
+                    continue
+                skipped += 1
+                pm = PatternMatcher(index, pattern)
+                assert next(pm.match_root(node), None) is None, (rule.name, node.name)
+                depth = pm.failure.depth if pm.failure else 0
+                assert depth < pattern.near_miss_depth, (rule.name, node.name, pm.failure)
+    assert skipped > 0
+
+
+def test_fruitless_needs_the_absent_op_and_a_shallow_bound() -> None:
+    """gelu_erf needs an Erf: fruitless without one, not with one; matmul_integer_to_float without its
+    MatMulInteger may still fail four nodes deep (a near miss), so it is not fruitless."""
+    (gelu,) = rule_by_name("gelu_erf").compiled
+    assert gelu.fruitless({"Mul", "Add", "Div", "Sqrt"})
+    assert not gelu.fruitless({"Mul", "Add", "Div", "Sqrt", "Erf"})
+    (int_mm,) = rule_by_name("matmul_integer_to_float").compiled
+    assert not int_mm.fruitless({"Mul", "Add", "Cast"})

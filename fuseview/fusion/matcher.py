@@ -564,8 +564,7 @@ def match_patterns(
             if best is None or f.depth >= best.depth:
                 best = f
         pf = pm.failure
-        n = pattern.min_nodes
-        if pf is not None and pf.depth >= (max(3, n - 1) if n >= 4 else n + 1):
+        if pf is not None and pf.depth >= pattern.near_miss_depth:
             if best is None or pf.depth > best.depth:
                 best = pf
     # An excluded match silences near misses, except a larger match that failed its check.

@@ -155,6 +155,10 @@ def _match_anchors(
     results: list[Candidate | NearMiss | None] = [None] * len(nodes)
     nested: set[int] = set()
     by_kind: list[tuple[int, ...] | None] = [None] * len(keys)
+    # patterns needing an op type this graph lacks, that could not even fail deep enough for a near miss
+    dead = {pi for pi, p in enumerate(rule.compiled) if p.fruitless(index.by_op)}
+    if len(dead) == len(rule.compiled):
+        return
     for i in range(len(nodes) - 1, -1, -1):
         node = nodes[i]
         if nested and id(node) in nested:
@@ -162,7 +166,8 @@ def _match_anchors(
         try:
             pis = by_kind[kinds[i]]
             if pis is None:
-                pis = by_kind[kinds[i]] = patterns_for(rule, keys[kinds[i]])
+                pis = patterns_for(rule, keys[kinds[i]])
+                pis = by_kind[kinds[i]] = tuple(pi for pi in pis if pi not in dead) if dead else pis
             if not pis:
                 continue
             match, failure = match_patterns(index, rule, node, pis)
