@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from fuseview.fusion.bounds import fruitless, largest
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import PatternMatcher, _fails_shallow, match_rule
 from fuseview.fusion.rule import MS_DOMAIN, Replacement, Rule
@@ -145,14 +146,14 @@ def test_a_pattern_skipped_as_failing_shallow_matches_nothing_there(path: Path) 
 
 @pytest.mark.parametrize("path", SHALLOW_MODELS, ids=lambda p: p.name)
 def test_a_pattern_fruitless_in_a_graph_matches_and_nears_nothing_there(path: Path) -> None:
-    """Where Pattern.fruitless lets the scan skip a pattern (an op type it needs is absent from the graph),
+    """Where bounds.fruitless lets the scan skip a pattern (an op type it needs is absent from the graph),
     the matcher itself finds no state and never fails deep enough for a near miss, at any node."""
     model = onnx.load(str(path))
     index = GraphIndex(model)
     skipped = 0
     for rule in catalogue():
         for pattern in rule.compiled:
-            if not pattern.fruitless(index.by_op):
+            if not fruitless(pattern, index.by_op):
                 continue
             for node in model.graph.node:
                 if node.op_type not in pattern.root_ops:
@@ -169,7 +170,19 @@ def test_fruitless_needs_the_absent_op_and_a_shallow_bound() -> None:
     """gelu_erf needs an Erf: fruitless without one, not with one; matmul_integer_to_float without its
     MatMulInteger may still fail four nodes deep (a near miss), so it is not fruitless."""
     (gelu,) = rule_by_name("gelu_erf").compiled
-    assert gelu.fruitless({"Mul", "Add", "Div", "Sqrt"})
-    assert not gelu.fruitless({"Mul", "Add", "Div", "Sqrt", "Erf"})
+    assert fruitless(gelu, {"Mul", "Add", "Div", "Sqrt"})
+    assert not fruitless(gelu, {"Mul", "Add", "Div", "Sqrt", "Erf"})
     (int_mm,) = rule_by_name("matmul_integer_to_float").compiled
-    assert not int_mm.fruitless({"Mul", "Add", "Cast"})
+    assert not fruitless(int_mm, {"Mul", "Add", "Cast"})
+
+
+def test_largest_leaves_out_alternatives_through_an_absent_op() -> None:
+    """A LayerNorm's 1/std as Mul(d, Reciprocal(std)) holds one node more than Div(d, std): the bound says
+    so, and drops it in a graph with no Reciprocal, where the Div form is then the largest."""
+    (ln,) = rule_by_name("layer_norm").compiled
+    assert largest(ln, frozenset()) == {"shift": 10, "scale": 9}
+    assert largest(ln, frozenset({"Reciprocal"})) == {"shift": 9, "scale": 8}
+    model = _layer_norm()
+    index = GraphIndex(model)
+    states = list(PatternMatcher(index, ln).match_root(_node(model, "shift")))
+    assert max(len(s.nodes) for s in states) == 9 == largest(ln, frozenset({"Reciprocal"}))["shift"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from fuseview.fusion.bounds import largest
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.rule import (
     COMMUTATIVE,
@@ -533,11 +534,32 @@ def match_rule(index: GraphIndex, rule: Rule, node: onnx.NodeProto) -> tuple[Mat
     return match_patterns(index, rule, node, patterns_at(index, rule, node))
 
 
+def _size(st: _State) -> int:
+    return -len(st.nodes)
+
+
+def _largest_first(states: Iterator[_State], pattern: Pattern, absent: frozenset[str]) -> Iterator[_State]:
+    """The states largest first, in their order within a size (a stable sort). When the first is as large as
+    a match at its root may be in this graph (bounds.largest), it comes before the rest are made: they are
+    only when it is not taken."""
+    first = next(states, None)
+    if first is None:
+        return
+    top = largest(pattern, absent).get(next(iter(first.nodes)))
+    if top is not None and len(first.nodes) >= top:
+        yield first
+        yield from sorted(states, key=_size)
+    else:
+        yield from sorted([first, *states], key=_size)
+
+
 def match_patterns(
-    index: GraphIndex, rule: Rule, node: onnx.NodeProto, pis: tuple[int, ...]
+    index: GraphIndex, rule: Rule, node: onnx.NodeProto, pis: tuple[int, ...],
+    absent: frozenset[str] = frozenset(),
 ) -> tuple[Match | None, Failure | None]:
     """match_rule over the patterns at these positions of rule.compiled (patterns_at: those whose filter
-    lets the node through; the scan asks it first, and skips the many nodes with none)."""
+    lets the node through; the scan asks it first, and skips the many nodes with none). absent: op types
+    the graph lacks (bounds a match's size: bounds.largest)."""
     best: Failure | None = None
     excluded = -1  # size of the largest match dropped by the rule's exclude (-1: none)
     for pi in pis:
@@ -548,7 +570,7 @@ def match_patterns(
         # With alternatives one pattern has matches of several sizes: the largest is tried first.
         states = pm.match_root(node)
         if pattern.has_alternatives:
-            states = iter(sorted(states, key=lambda s: -len(s.nodes)))
+            states = _largest_first(states, pattern, absent)
         for k, st in enumerate(states):
             m, reason, dropped = _judge(index, rule, pattern, st)
             if dropped:

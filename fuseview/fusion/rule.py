@@ -70,7 +70,7 @@ raises :class:`Miss` gives its message as the near miss's reason.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,23 +245,6 @@ def _smallest(term: PTerm, seen: set[int]) -> int:
     return 0
 
 
-def _reach(term: PTerm, absent: frozenset[str], seen: dict[int, PNode]) -> None:
-    """Add to seen the pattern nodes below term a match may reach without one whose op types are all absent
-    (such a node never fits, nor is anything below it tried)."""
-    if isinstance(term, PAlt):
-        for a in term.alternatives:
-            _reach(a, absent, seen)
-    elif isinstance(term, POpt):
-        _reach(term.term, absent, seen)
-    elif isinstance(term, POut):
-        node = term.node
-        if id(node) in seen or absent.issuperset(node.op_types):
-            return
-        seen[id(node)] = node
-        for t in node.inputs:
-            _reach(t, absent, seen)
-
-
 def _var_names(terms: Iterable[PTerm]) -> list[str]:
     """Names of the variables among terms (inside alternatives and optional inputs too)."""
     out: list[str] = []
@@ -320,8 +303,9 @@ class Pattern:
     # root's label and the outer root's own variables (see _nested_roots)
     nested: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict, repr=False)
 
-    # op types of absent from a graph -> whether the pattern is fruitless there (see fruitless)
+    # memos of fuseview.fusion.bounds, per set of op types absent from a graph
     barren: dict[frozenset[str], bool] = field(default_factory=dict, repr=False)
+    sizes: dict[frozenset[str], dict[str, int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.root_ops = frozenset(t for r in self.roots for t in r.op_types)
@@ -334,25 +318,6 @@ class Pattern:
         end: at its check; a long one may miss by one node)."""
         n = self.min_nodes
         return max(3, n - 1) if n >= 4 else n + 1
-
-    def fruitless(self, present: Container[str]) -> bool:
-        """True when, in a graph whose op types are ``present``, the pattern can neither match nor fail deep
-        enough for a near miss: the nodes it may reach without an op type the graph lacks are fewer than a
-        match holds, and their labels (a failure's depth, plus 0.5 for a wrong constant) too few."""
-        absent = frozenset(op for n in self.nodes for op in n.op_types if op not in present)
-        if not absent:
-            return False
-        got = self.barren.get(absent)
-        if got is None:
-            got = True
-            for root in self.roots:
-                seen: dict[int, PNode] = {}
-                _reach(POut(root), absent, seen)
-                labels = {n.label for n in seen.values()}
-                if len(seen) >= self.min_nodes or len(labels) + 0.5 >= self.near_miss_depth:
-                    got = False
-            self.barren[absent] = got
-        return got
 
     @property
     def max_nodes(self) -> int:

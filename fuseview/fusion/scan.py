@@ -13,6 +13,7 @@ import onnx
 from fuseview import collector
 from fuseview.errors import FuseviewError
 from fuseview.fusion import kernels
+from fuseview.fusion.bounds import fruitless
 from fuseview.fusion.candidates import candidate_id, link_conflicts, make_candidate
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.matcher import match_patterns, patterns_for
@@ -156,9 +157,10 @@ def _match_anchors(
     nested: set[int] = set()
     by_kind: list[tuple[int, ...] | None] = [None] * len(keys)
     # patterns needing an op type this graph lacks, that could not even fail deep enough for a near miss
-    dead = {pi for pi, p in enumerate(rule.compiled) if p.fruitless(index.by_op)}
+    dead = {pi for pi, p in enumerate(rule.compiled) if fruitless(p, index.by_op)}
     if len(dead) == len(rule.compiled):
         return
+    absent = frozenset(o for p in rule.compiled for n in p.nodes for o in n.op_types if o not in index.by_op)
     for i in range(len(nodes) - 1, -1, -1):
         node = nodes[i]
         if nested and id(node) in nested:
@@ -170,7 +172,7 @@ def _match_anchors(
                 pis = by_kind[kinds[i]] = tuple(pi for pi in pis if pi not in dead) if dead else pis
             if not pis:
                 continue
-            match, failure = match_patterns(index, rule, node, pis)
+            match, failure = match_patterns(index, rule, node, pis, absent)
         except Exception as exc:  # noqa: BLE001 - a rule's bug on an odd graph is a near miss, not a crash
             results[i] = NearMiss(rule.name, (index.name(node),), _rule_error(exc))
             continue
