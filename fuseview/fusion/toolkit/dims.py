@@ -180,14 +180,20 @@ class SymbolicDims:
         n = p[0]
         op = n.op_type
         d = depth + 1
+        memo = self._memo
         if op in UNARY_SAME:
-            return self.dim(self._ins[id(n)][0], i, d)
-        r = self.rank(t)
+            x = self._ins[id(n)][0]
+            tok = memo.get((x, i))
+            return tok if tok is not None else self.dim(x, i, d)
+        ranks = self._ranks
+        r = ranks.get(t, -1)
+        if r == -1:
+            r = self.rank(t)
         if op in BINARY:
             if r is None:
                 return None
             non1 = []  # the inputs' dims that are not 1 (a broadcast 1, or an axis the input lacks)
-            ranks, memo = self._ranks, self._memo  # their memos read here: most inputs' are known
+            # their memos read here: most inputs' are known
             for x in self._ins[id(n)]:
                 if not x:
                     continue
@@ -466,8 +472,7 @@ class SymbolicDims:
     def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
         n = self.producer(t)
         op = None if n is None else n.op_type
-        # only an initializer or these ops' outputs can be constant (GraphIndex.is_const): the walk never
-        # asks the index of the Shape/Gather/Concat outputs it goes through
+        # only these can be constant (GraphIndex.is_const): never ask of the Shape/Gather/... outputs walked
         if n is None or op in _CONST_OPS or t in self._inits:
             c = self.const(t)
             if c is not None:
