@@ -202,12 +202,12 @@ def constant_target(m: Any, reshape: onnx.NodeProto, walked: set[int]) -> list[i
             target.append(0)
         elif allow0 and rank is not None and j < rank and m.d.same(ce, ("dim", data, j)):
             target.append(0)
-        elif ce == -1 or not isinstance(ce, int):
-            free += 1
+        elif (ce == -1 or not isinstance(ce, int)) and not free:
+            free = 1
             target.append(-1)
         else:
-            return None
-    return target if free <= 1 else None
+            return None  # a negative size, or a second free element: no element after it can help
+    return target
 
 
 def _find_shape_chains(ctx: ScanContext) -> Iterator[Match]:

@@ -25,6 +25,9 @@ UNARY_SAME = {"Cast", "Identity", "Relu", "Tanh", "Erf", "Sqrt", "Softmax", "Lay
 BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Where", "And", "Or", "Xor", "Equal", "Less",
           "Greater", "LessOrEqual", "GreaterOrEqual"}
 
+# the producers whose output GraphIndex.is_const may call constant (every other computed tensor is not)
+_CONST_OPS = frozenset({"Constant", "Identity", "ConstantOfShape"})
+
 Dim = Any  # int, ("param", name), ("dim", tensor, i) or None
 
 
@@ -42,6 +45,7 @@ class SymbolicDims:
         self._params: dict[tuple[str, int], Dim] = {}
         self._ranks: dict[str, int | None] = {}
         self._vecs: dict[str, tuple[list[Dim] | None, frozenset[int]]] = {}
+        self._reduced: dict[tuple[int, int], frozenset[int] | None] = {}
         # each node's inputs as the index's table read them (a upb field read costs a dict lookup's several
         # times over, and the walks read a node's inputs once per dim asked)
         table = index.table
@@ -176,14 +180,20 @@ class SymbolicDims:
         n = p[0]
         op = n.op_type
         d = depth + 1
+        memo = self._memo
         if op in UNARY_SAME:
-            return self.dim(self._ins[id(n)][0], i, d)
-        r = self.rank(t)
+            x = self._ins[id(n)][0]
+            tok = memo.get((x, i))
+            return tok if tok is not None else self.dim(x, i, d)
+        ranks = self._ranks
+        r = ranks.get(t, -1)
+        if r == -1:
+            r = self.rank(t)
         if op in BINARY:
             if r is None:
                 return None
             non1 = []  # the inputs' dims that are not 1 (a broadcast 1, or an axis the input lacks)
-            ranks, memo = self._ranks, self._memo  # their memos read here: most inputs' are known
+            # their memos read here: most inputs' are known
             for x in self._ins[id(n)]:
                 if not x:
                     continue
@@ -417,14 +427,16 @@ class SymbolicDims:
         return xd if e == xd else None
 
     def _reduce_keeps(self, n: onnx.NodeProto, i: int, r: int) -> bool:
-        ins = self._ins[id(n)]
-        axes = self.ix.attr(n, "axes")
-        if axes is None and len(ins) > 1 and ins[1]:
-            v = self.const(ins[1])
-            axes = None if v is None else list(np.ravel(v))
-        if axes is None:
-            return False
-        return i not in {int(a) % r for a in axes}
+        key = (id(n), r)
+        reduced = self._reduced.get(key, ())  # the node's reduced axes, read once for all its dims
+        if reduced == ():
+            ins = self._ins[id(n)]
+            axes = self.ix.attr(n, "axes")
+            if axes is None and len(ins) > 1 and ins[1]:
+                v = self.const(ins[1])
+                axes = None if v is None else list(np.ravel(v))
+            reduced = self._reduced[key] = None if axes is None else frozenset(int(a) % r for a in axes)
+        return reduced is not None and i not in reduced
 
     def canon(self, e: Dim, depth: int = 0) -> Dim:
         """Canonical form of a vector element."""
@@ -458,17 +470,19 @@ class SymbolicDims:
         return hit
 
     def _vec(self, t: str, visited: set[int], depth: int) -> list[Dim] | None:
-        c = self.const(t)
-        if c is not None:
-            if c.dtype.kind not in "iu" or c.ndim > 1:
-                return None
-            return c.ravel().tolist()  # Python ints
         n = self.producer(t)
+        op = None if n is None else n.op_type
+        # only these can be constant (GraphIndex.is_const): never ask of the Shape/Gather/... outputs walked
+        if n is None or op in _CONST_OPS or t in self._inits:
+            c = self.const(t)
+            if c is not None:
+                if c.dtype.kind not in "iu" or c.ndim > 1:
+                    return None
+                return c.ravel().tolist()  # Python ints
         if n is None or depth > 50:
             return None
         ins = self._ins[id(n)]
         visited.add(id(n))
-        op = n.op_type
         d = depth + 1
         if op == "Shape":
             r = self.rank(ins[0])
