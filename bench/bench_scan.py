@@ -11,12 +11,12 @@ and of the differences (targets: scan 0.8 s, info 0.25 s). --baseline DIR: also 
 another copy of the code (e.g. `git archive main | tar -x -C DIR`), interleaved round by round with this
 one, and the median of the paired CPU ratios (this ÷ baseline): on a loaded machine compare those.
 
-Last figures (2026-12-07, issue 36 item 4, round 5, 2 shared cores; docs/performance.md has the history):
-`python bench/bench_scan.py gpt2_48l_ts13.onnx --cli --repeat 9 --baseline DIR` (DIR: the previous main):
-scan beyond `scan --help` 0.675 s wall at load 1.8-2.2 (previous 0.838 s in the same run; this ÷ previous
-CPU 0.800 [0.714, 0.873]) and 0.741 s at load 0.9-1.0 (previous 1.004 s): the 0.8 s target is met.
-Instructions (callgrind, PYTHONHASHSEED=0, bytecode written first) beyond `scan --help`: 4.19 G -> 3.15 G.
-info DEMO beyond `python -c pass`: 0.212 s (target 0.25 s, met).
+Last figures (2026-12-07, issue 36 item 4, rounds 5 and 6, 2 shared cores; docs/performance.md has the
+history): `python bench/bench_scan.py gpt2_48l_ts13.onnx --cli --repeat 9 --baseline DIR` (DIR: the code
+before round 5): scan beyond `scan --help` 0.679-0.692 s wall at load 1.1-1.3 (before: 0.883-0.892 s in the
+same runs; this ÷ before CPU 0.792-0.806): the 0.8 s target is met. Instructions (callgrind,
+PYTHONHASHSEED=0, bytecode written first) beyond `scan --help`: 4.19 G -> 3.06 G. info DEMO beyond
+`python -c pass`: 0.21-0.26 s here, 0.221 s in bench/bench_startup.py (target 0.25 s).
 """
 
 from __future__ import annotations
