@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
 
     collector.no_blas_threads()
     with collector.paused():  # onnx's import and the document make many objects and few cycles
+        collector.import_onnx_shallow()
         from fuseview.graph.loader import load_document
         from fuseview.reports import InfoReport
 

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     collector.no_blas_threads()
     with collector.paused():  # its imports and the scan make many objects and few cycles (see collector)
+        collector.import_onnx_shallow()
         return _run(args)
 
 
