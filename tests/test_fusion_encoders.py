@@ -16,7 +16,7 @@ from fuseview.fusion.apply import apply_candidates, check_fused
 from fuseview.fusion.graphindex import GraphIndex
 from fuseview.fusion.plan import Plan
 from fuseview.fusion.scan import load_model, scan_model
-from fuseview.graph.shapes import Unifier, same_shape
+from fuseview.graph.unify import Unifier, same_shape
 
 from .conftest import ASSET_MODELS
 

@@ -8,7 +8,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from fuseview.graph.shapes import constant_seeds, propagate
+from fuseview.graph.seeds import constant_seeds
+from fuseview.graph.shapes import propagate
 from fuseview.graph.table import NodeTable
 
 

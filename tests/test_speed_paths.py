@@ -71,7 +71,7 @@ def test_raw_constants_read_as_onnx_reads_them() -> None:
     import onnx
     from onnx import numpy_helper
 
-    from fuseview.graph.shapes import raw_array as _to_array
+    from fuseview.graph.seeds import raw_array as _to_array
 
     arrays = [np.array([1, -1, 3], np.int64), np.array(5, np.int64), np.zeros((0,), np.int64),
               np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], np.int32), np.array([1.5])]

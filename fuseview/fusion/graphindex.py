@@ -16,7 +16,8 @@ from onnx import numpy_helper
 from fuseview.dims import default_dim, dim_kind, resolve_dims
 from fuseview.graph.inference import shared_inference, substitute
 from fuseview.graph.lazy_weights import mapped_weight
-from fuseview.graph.shapes import attribute_value, raw_array
+from fuseview.graph.seeds import raw_array
+from fuseview.graph.shapes import attribute_value
 from fuseview.graph.table import NodeTable
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -325,7 +326,8 @@ class GraphIndex:
     def _propagate(self, mg: onnx.GraphProto, known: dict[str, list[int]]) -> None:
         """Fill shapes onnx inference left unknown with fuseview's concrete propagation (shapes.py); known:
         the concrete ones."""
-        from fuseview.graph.shapes import constant_seeds, propagate
+        from fuseview.graph.seeds import constant_seeds
+        from fuseview.graph.shapes import propagate
 
         inputs = {vi.name: known[vi.name] for vi in mg.input if vi.name in known}
         seeded, small = constant_seeds(mg, self.table, weightless=True)  # mg: inference's weightless copy

@@ -48,7 +48,8 @@ def _name(a: int, b: int, va: dict[str, int], vb: dict[str, int]) -> Dim:
 
 def name_dims(g: onnx.GraphProto, types: Types) -> int:
     """Fill in `types` (name -> (dtype, shape)) where onnx left a shape unknown; returns how many changed."""
-    from fuseview.graph.shapes import constant_seeds, propagate
+    from fuseview.graph.seeds import constant_seeds
+    from fuseview.graph.shapes import propagate
     from fuseview.graph.table import NodeTable
 
     inputs = [vi.name for vi in g.input]

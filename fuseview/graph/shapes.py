@@ -15,9 +15,7 @@ import numpy as np
 import onnx
 
 from fuseview.graph.seeds import MAX_VALUE as _MAX_VALUE
-from fuseview.graph.seeds import constant_seeds, raw_array  # noqa: F401 - callers import them from here
 from fuseview.graph.table import NodeTable
-from fuseview.graph.unify import Dim, Unifier, same_shape  # noqa: F401 - callers import them from here
 
 Shape = list[int]
 

@@ -20,7 +20,8 @@ import numpy as np
 import onnx
 
 from fuseview.graph.inference import shared_inference, substitute
-from fuseview.graph.shapes import constant_seeds, propagate
+from fuseview.graph.seeds import constant_seeds
+from fuseview.graph.shapes import propagate
 from fuseview.naming import unique_node_names
 
 Shape = list[int]

@@ -14,7 +14,7 @@ from fuseview.fusion.rules._common import (
     linear_3d_matmul,
     scalar,
 )
-from fuseview.graph.shapes import same_shape
+from fuseview.graph.unify import same_shape
 
 # ---------------------------------------------------------------------------------------- pattern pieces
 
